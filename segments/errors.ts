@@ -1,0 +1,137 @@
+/**
+ * Every error engram throws. They live in the lowest layer so that segments/, engine/ and src/
+ * can all throw the same classes; src/errors.ts re-exports them as the public face.
+ *
+ * The `code` strings are stable: they never change between versions (abstract-level style),
+ * because agents and wire clients branch on them.
+ */
+
+/** Stable error codes. Never renamed, never reused. */
+export const ErrorCode = {
+  INVALID_ARGUMENT: "INVALID_ARGUMENT",
+  VERSION_CONFLICT: "VERSION_CONFLICT",
+  TOMBSTONED: "TOMBSTONED",
+  HALF_RECLAIMED: "HALF_RECLAIMED",
+  SCOPE_ERASED_DURING_READ: "SCOPE_ERASED_DURING_READ",
+  STORE_LOCKED: "STORE_LOCKED",
+  CLOSED: "CLOSED",
+  CORRUPTION: "CORRUPTION",
+  LIMIT_EXCEEDED: "LIMIT_EXCEEDED",
+} as const;
+export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** The base of every engram error: a message that says what to do, and a stable `code`. */
+export class EngramError extends Error {
+  readonly code: ErrorCodeName;
+  constructor(code: ErrorCodeName, message: string) {
+    super(message);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** Bad scope, key, value or option. Thrown before anything is written. */
+export class InvalidArgumentError extends EngramError {
+  constructor(message: string) {
+    super(ErrorCode.INVALID_ARGUMENT, message);
+  }
+}
+
+/** `expectedVersion` did not match the slot's live version (`null` means no live value). */
+export class VersionConflictError extends EngramError {
+  readonly expected: number | null;
+  readonly actual: number | null;
+  constructor(expected: number | null, actual: number | null, key: string) {
+    super(
+      ErrorCode.VERSION_CONFLICT,
+      `version conflict on ${JSON.stringify(key)}: expected ${String(expected)}, actual ${String(actual)}; ` +
+        `read the key again and retry with its current version`,
+    );
+    this.expected = expected;
+    this.actual = actual;
+  }
+}
+
+/** A plain write hit a tombstoned slot under `tombstoneWrites: "require-clear"`. */
+export class TombstonedSlotError extends EngramError {
+  readonly tombstoneSeq: number;
+  constructor(key: string, tombstoneSeq: number) {
+    super(
+      ErrorCode.TOMBSTONED,
+      `${JSON.stringify(key)} is tombstoned (tombstone seq ${tombstoneSeq}); ` +
+        `pass clearTombstone: true or call undelete() first`,
+    );
+    this.tombstoneSeq = tombstoneSeq;
+  }
+}
+
+/** Thrown by safeRewrite: the value is reclaimed while the retention record survives. */
+export class HalfReclaimedSlotError extends EngramError {
+  readonly version: number | null;
+  readonly tombstoneSeq: number | null;
+  constructor(key: string, version: number | null, tombstoneSeq: number | null) {
+    super(
+      ErrorCode.HALF_RECLAIMED,
+      `${JSON.stringify(key)} has a surviving retention record (version ${String(version)}, ` +
+        `tombstone seq ${String(tombstoneSeq)}) but no value; a plain re-write is unsafe: ` +
+        `pass clearTombstone: true (or write under a new key)`,
+    );
+    this.version = version;
+    this.tombstoneSeq = tombstoneSeq;
+  }
+}
+
+/**
+ * A read's authorized segment generation (or the record it found) drifted before the bytes were
+ * materialized. Never retried by the library: the caller decides whether to read again.
+ */
+export class ScopeErasedDuringRead extends EngramError {
+  readonly scope: string;
+  readonly authorizedGeneration: number;
+  readonly liveGeneration: number;
+  constructor(scope: string, authorizedGeneration: number, liveGeneration: number, detail: string) {
+    super(
+      ErrorCode.SCOPE_ERASED_DURING_READ,
+      `read in scope ${JSON.stringify(scope)} straddled a compaction (${detail}; authorized generation ` +
+        `${authorizedGeneration}, live ${liveGeneration}); nothing was returned: read again if you still need it`,
+    );
+    this.scope = scope;
+    this.authorizedGeneration = authorizedGeneration;
+    this.liveGeneration = liveGeneration;
+  }
+}
+
+/** The directory is open in this or another process. */
+export class StoreLockedError extends EngramError {
+  constructor(dir: string) {
+    super(ErrorCode.STORE_LOCKED, `store ${dir} is open elsewhere (lock held); close the other handle first`);
+  }
+}
+
+/** A call after close(). */
+export class StoreClosedError extends EngramError {
+  constructor() {
+    super(ErrorCode.CLOSED, "the store is closed; open it again with Engram.open()");
+  }
+}
+
+/** A checksum or structure check failed where it cannot be a torn tail. */
+export class CorruptionError extends EngramError {
+  readonly segment: number;
+  readonly offset: number;
+  constructor(segment: number, offset: number, detail: string) {
+    super(
+      ErrorCode.CORRUPTION,
+      `corruption in segment ${segment} at offset ${offset}: ${detail}; run \`engram verify\` and restore from a copy`,
+    );
+    this.segment = segment;
+    this.offset = offset;
+  }
+}
+
+/** A configured limit (open segments, batch size, scope count) would be exceeded. */
+export class LimitExceededError extends EngramError {
+  constructor(message: string) {
+    super(ErrorCode.LIMIT_EXCEEDED, message);
+  }
+}
