@@ -1,0 +1,90 @@
+/**
+ * Checks of per-call arguments. Each throws InvalidArgumentError naming the argument, before the
+ * call touches any state — so a bad call writes nothing and the store stays usable.
+ */
+import { InvalidArgumentError } from "../segments/errors.js";
+import { assertKey, assertScope } from "../segments/names.js";
+import { ROOT_SCOPE, SEQ_MAX } from "../segments/constants.js";
+import { checkTtl } from "./options.js";
+
+/** Most operations one batch() may carry. */
+export const BATCH_OPS_MAX = 100_000;
+/** Most encoded bytes one batch() may carry. */
+export const BATCH_BYTES_MAX = 256 * 1024 * 1024;
+/** Most entries one list() returns. */
+export const LIST_LIMIT_MAX = 1_000_000;
+
+type Opts = Record<string, unknown>;
+
+/** The options object of a call: undefined becomes {}, anything but a plain object is refused. */
+export function optsOf(v: unknown, call: string): Opts {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== "object" || Array.isArray(v)) throw new InvalidArgumentError(`${call}: options must be an object`);
+  return v as Opts;
+}
+
+/** The `scope` option, default "global", checked against the grammar. */
+export function scopeOf(o: Opts): string {
+  const scope = o["scope"] ?? ROOT_SCOPE;
+  assertScope(scope);
+  return scope;
+}
+
+/** A key, checked. */
+export function keyOf(key: unknown): string {
+  assertKey(key);
+  return key;
+}
+
+/** An optional boolean option. */
+export function boolOf(o: Opts, name: string, dflt: boolean): boolean {
+  const v = o[name];
+  if (v === undefined) return dflt;
+  if (typeof v !== "boolean") throw new InvalidArgumentError(`option ${name} must be a boolean, got ${typeof v}`);
+  return v;
+}
+
+/** `expectedVersion`: undefined (no check), null (no live value), or a positive integer. */
+export function expectedVersionOf(o: Opts): number | null | undefined {
+  const v = o["expectedVersion"];
+  if (v === undefined || v === null) return v;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1 || v > SEQ_MAX) {
+    throw new InvalidArgumentError(`expectedVersion must be null or a positive integer version, got ${String(v)}`);
+  }
+  return v;
+}
+
+/** `ttlMs`: undefined (scope or store default), null (never expires), or positive ms. */
+export function ttlOf(o: Opts): number | null | undefined {
+  return checkTtl("ttlMs", o["ttlMs"]);
+}
+
+/** `limit` of list(): a positive integer. */
+export function limitOf(o: Opts): number {
+  const v = o["limit"];
+  if (v === undefined) return LIST_LIMIT_MAX;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1 || v > LIST_LIMIT_MAX) {
+    throw new InvalidArgumentError(`limit must be an integer in [1, ${LIST_LIMIT_MAX}], got ${String(v)}`);
+  }
+  return v;
+}
+
+/** `prefix` of list(): a string (may be empty). */
+export function prefixOf(o: Opts): string {
+  const v = o["prefix"] ?? "";
+  if (typeof v !== "string") throw new InvalidArgumentError(`prefix must be a string, got ${typeof v}`);
+  return v;
+}
+
+/** `reclaim` of forgetScope(). */
+export function reclaimOf(o: Opts): "lazy" | "eager" {
+  const v = o["reclaim"] ?? "lazy";
+  if (v !== "lazy" && v !== "eager") throw new InvalidArgumentError(`reclaim must be "lazy" or "eager", got ${String(v)}`);
+  return v;
+}
+
+/** A value: a string or a Uint8Array (size is checked by the codec against maxValueBytes). */
+export function valueOf(v: unknown): string | Uint8Array {
+  if (typeof v === "string" || v instanceof Uint8Array) return v;
+  throw new InvalidArgumentError(`value must be a string or a Uint8Array, got ${v === null ? "null" : typeof v}`);
+}

@@ -1,0 +1,227 @@
+/**
+ * One compaction of one sealed segment, in either mode. Runs in a piscina worker (or inline when
+ * `compaction.workers` is 0); imports only segments/ and worker-safe engine modules, never fs-ext.
+ *
+ * The main thread chooses what survives (`live`, from the keydir); this code copies exactly those
+ * records, verifying each one's checksum on the way, and reports where each went and which PUT
+ * records it dropped, so the main thread can apply the move in one turn.
+ *
+ * copy-on-write: write NNNN.seg.tmp, fdatasync, rename to its final name, fsync the directory.
+ *   The old file stays until the main thread has published the new one and its last reader ended.
+ * in-place: write a redo journal holding the surviving bytes, fdatasync it and the directory; make
+ *   the shared generation odd; overwrite the segment from the front; truncate; fdatasync; write
+ *   the header copy with generation+2; delete the journal. A crash at any byte either finds no
+ *   valid journal (the segment is untouched) or replays the journal (replayJournal below).
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as C from "../segments/constants.js";
+import { checksum64 } from "../segments/checksum.js";
+import { CorruptionError } from "../segments/errors.js";
+import { FILE_MODE, fsyncDir, journalFileName, readWholeFile, segmentFileName, tmpFileName, readHeader, writeHeader } from "../segments/file.js";
+import { chooseHeader, encodeHeader } from "../segments/header.js";
+import { scanRecords } from "../segments/scan.js";
+import { bumpShared, loadShared } from "./generations.js";
+import type { FaultPoint } from "./types.js";
+
+/** What the main thread asks a worker to do. */
+export interface CompactionTask {
+  mode: "copy-on-write" | "in-place";
+  segmentsDir: string;
+  segmentId: number;
+  /** copy-on-write: the id of the new segment; in-place: equal to segmentId. */
+  targetId: number;
+  /** Surviving records as [offset, length] pairs, sorted by offset. */
+  live: number[];
+  gens: SharedArrayBuffer;
+  cell: number;
+  faults: SharedArrayBuffer | null;
+}
+
+/** What a compaction did. */
+export interface CompactionResult {
+  /** New offset of each live record, in the order of `task.live`. */
+  newOffsets: number[];
+  /** PUT records dropped: scope, key and old offset of each. */
+  droppedScopes: string[];
+  droppedKeys: string[];
+  droppedOffsets: number[];
+  /** Scopes of the PUT records kept. */
+  keptScopes: string[];
+  bytesBefore: number;
+  bytesAfter: number;
+  recordsKept: number;
+  recordsDropped: number;
+  /** No record survived: nothing was written; the main thread removes the segment. */
+  empty: boolean;
+  /** in-place: the generation written to the header (the main thread publishes it). */
+  generation: number;
+}
+
+/** Pauses or crashes at a fault point: blocking in a worker, awaited inline. */
+export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
+
+const JOURNAL_MAGIC = 0x4c4e524a; // "JRNL"
+const JOURNAL_HEAD = 32;
+
+/** Runs one compaction task. */
+export async function runCompaction(task: CompactionTask, hit: FaultHit): Promise<CompactionResult> {
+  const file = path.join(task.segmentsDir, segmentFileName(task.segmentId));
+  const fd = fs.openSync(file, task.mode === "in-place" ? "r+" : "r");
+  try {
+    const bytes = readWholeFile(fd);
+    const { header } = chooseHeader(bytes, task.segmentId);
+    if ((header.flags & C.FLAG_SEALED) === 0) throw new Error(`segment ${task.segmentId} is not sealed`);
+    const plan = planCopy(bytes, task);
+    const result = { ...plan.result, generation: header.generation };
+    if (plan.result.empty) return result;
+    if (task.mode === "copy-on-write") {
+      await writeCopy(task, header, plan.out, hit);
+    } else {
+      result.generation = await rewriteInPlace(fd, task, header.generation, plan.out, hit);
+    }
+    return result;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Scans the whole segment, checks every live location, and builds the surviving bytes. */
+function planCopy(bytes: Uint8Array, task: CompactionTask): { out: Buffer; result: Omit<CompactionResult, "generation"> } {
+  const liveAt = new Map<number, number>();
+  for (let i = 0; i < task.live.length; i += 2) liveAt.set(task.live[i] as number, task.live[i + 1] as number);
+  const result: Omit<CompactionResult, "generation"> = {
+    newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [], keptScopes: [],
+    bytesBefore: bytes.length, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false,
+  };
+  const parts: Uint8Array[] = [];
+  const kept = new Set<string>();
+  let found = 0;
+  let cursor = C.DATA_START;
+  scanRecords(bytes, task.segmentId, true, (record, offset) => {
+    const length = liveAt.get(offset);
+    if (length === undefined) {
+      result.recordsDropped += 1;
+      if (record.type === C.RecordType.PUT) {
+        result.droppedScopes.push(record.scope);
+        result.droppedKeys.push(record.key);
+        result.droppedOffsets.push(offset);
+      }
+      return;
+    }
+    if (length !== record.length) throw new CorruptionError(task.segmentId, offset, `keydir length ${length} != record length ${record.length}`);
+    found += 1;
+    parts.push(bytes.subarray(offset, offset + length));
+    result.newOffsets.push(cursor);
+    cursor += length;
+    if (record.type === C.RecordType.PUT) kept.add(record.scope);
+  });
+  if (found !== liveAt.size) throw new CorruptionError(task.segmentId, 0, `${liveAt.size - found} live locations are not record starts`);
+  result.recordsKept = found;
+  result.keptScopes = [...kept];
+  result.empty = found === 0;
+  result.bytesAfter = found === 0 ? 0 : cursor;
+  return { out: Buffer.concat(parts), result };
+}
+
+async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseHeader>["header"], out: Buffer, hit: FaultHit): Promise<void> {
+  const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
+  const fd = fs.openSync(tmp, "wx", FILE_MODE);
+  try {
+    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId: task.segmentId });
+    fs.writeSync(fd, header, 0, header.length, C.HEADER_A_OFFSET);
+    fs.writeSync(fd, header, 0, header.length, C.HEADER_B_OFFSET);
+    writeFully(fd, out, C.DATA_START);
+    fs.fdatasyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  await hit(task.faults, "compaction:before-swap");
+  fs.renameSync(tmp, path.join(task.segmentsDir, segmentFileName(task.targetId)));
+  fsyncDir(task.segmentsDir);
+  await hit(task.faults, "compaction:after-rename");
+}
+
+async function rewriteInPlace(fd: number, task: CompactionTask, generation: number, out: Buffer, hit: FaultHit): Promise<number> {
+  const shared = loadShared(task.gens, task.cell);
+  if (shared !== generation || generation % 2 !== 0) throw new Error(`segment ${task.segmentId}: header generation ${generation}, shared ${shared}`);
+  const next = generation + 2;
+  writeJournal(task, next, out);
+  await hit(task.faults, "compaction:after-journal");
+  bumpShared(task.gens, task.cell); // odd: bytes are about to move
+  const firstLength = out.readUInt32LE(0);
+  writeFully(fd, out.subarray(0, firstLength), C.DATA_START);
+  await hit(task.faults, "compaction:mid-rewrite");
+  writeFully(fd, out.subarray(firstLength), C.DATA_START + firstLength);
+  finishRewrite(fd, task.segmentId, next, out.length);
+  await hit(task.faults, "compaction:after-rewrite");
+  fs.unlinkSync(path.join(task.segmentsDir, journalFileName(task.segmentId)));
+  fsyncDir(task.segmentsDir);
+  return next;
+}
+
+/** Truncates a rewritten segment, makes it durable, then publishes its generation in the header. */
+function finishRewrite(fd: number, segmentId: number, generation: number, dataBytes: number): void {
+  fs.ftruncateSync(fd, C.DATA_START + dataBytes);
+  fs.fdatasyncSync(fd);
+  const current = readHeader(fd, segmentId);
+  writeHeader(fd, current, { ...current.header, generation, flags: C.FLAG_SEALED });
+}
+
+function writeFully(fd: number, bytes: Uint8Array, position: number): void {
+  let done = 0;
+  while (done < bytes.length) done += fs.writeSync(fd, bytes, done, bytes.length - done, position + done);
+}
+
+/** Journal layout: magic u32, segment id u32, generation u64, data bytes u64, reserved u64, data, xxh64. */
+function writeJournal(task: CompactionTask, generation: number, out: Buffer): void {
+  const head = Buffer.alloc(JOURNAL_HEAD);
+  head.writeUInt32LE(JOURNAL_MAGIC, 0);
+  head.writeUInt32LE(task.segmentId, 4);
+  head.writeBigUInt64LE(BigInt(generation), 8);
+  head.writeBigUInt64LE(BigInt(out.length), 16);
+  const body = Buffer.concat([head, out, Buffer.alloc(8)]);
+  body.writeBigUInt64LE(checksum64(body, 0, body.length - 8), body.length - 8);
+  const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
+  const fd = fs.openSync(file, "w", FILE_MODE);
+  try {
+    writeFully(fd, body, 0);
+    fs.fdatasyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fsyncDir(task.segmentsDir);
+}
+
+/**
+ * Recovery of an in-place compaction: a complete journal is replayed onto its segment (idempotent);
+ * an incomplete one is deleted (the segment was not touched before the journal was durable).
+ * Returns true when it replayed.
+ */
+export function replayJournal(segmentsDir: string, segmentId: number): boolean {
+  const file = path.join(segmentsDir, journalFileName(segmentId));
+  const fd = fs.openSync(file, "r");
+  const body = readWholeFile(fd);
+  fs.closeSync(fd);
+  const valid =
+    body.length >= JOURNAL_HEAD + 8 &&
+    Buffer.from(body.buffer, body.byteOffset, body.length).readUInt32LE(0) === JOURNAL_MAGIC &&
+    checksum64(body, 0, body.length - 8) === Buffer.from(body.buffer, body.byteOffset, body.length).readBigUInt64LE(body.length - 8);
+  if (valid) {
+    const view = Buffer.from(body.buffer, body.byteOffset, body.length);
+    const id = view.readUInt32LE(4);
+    const generation = Number(view.readBigUInt64LE(8));
+    const dataBytes = Number(view.readBigUInt64LE(16));
+    if (id !== segmentId || dataBytes !== body.length - JOURNAL_HEAD - 8) throw new CorruptionError(segmentId, 0, "journal names another segment");
+    const seg = fs.openSync(path.join(segmentsDir, segmentFileName(segmentId)), "r+");
+    try {
+      writeFully(seg, view.subarray(JOURNAL_HEAD, JOURNAL_HEAD + dataBytes), C.DATA_START);
+      finishRewrite(seg, segmentId, generation, dataBytes);
+    } finally {
+      fs.closeSync(seg);
+    }
+  }
+  fs.unlinkSync(file);
+  fsyncDir(segmentsDir);
+  return valid;
+}

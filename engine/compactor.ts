@@ -1,0 +1,433 @@
+/**
+ * Compaction scheduling and publication, on the main thread. The main thread decides which
+ * records of a sealed segment survive (from the keydir and gc-policy.ts), hands their locations
+ * to a piscina worker (compaction-core.ts), and applies the returned relocation map in one
+ * synchronous turn — only to keydir entries still pointing at the old location — then publishes:
+ * in-place, by bumping the shared generation to even; copy-on-write, by registering the new
+ * segment and retiring the old one (unlinked when its last reader leaves).
+ *
+ * Compactions run one at a time (a promise chain); the main thread keeps serving meanwhile.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { Piscina } from "piscina";
+import * as C from "../segments/constants.js";
+import { CorruptionError, InvalidArgumentError } from "../segments/errors.js";
+import { readHeader, readWholeFile, segmentFileName, parseSegmentFileName } from "../segments/file.js";
+import { chooseHeader } from "../segments/header.js";
+import { scopeWithin } from "../segments/names.js";
+import { scanRecords } from "../segments/scan.js";
+import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
+import { hitAsync } from "./faults.js";
+import * as P from "./gc-policy.js";
+import type { Slot } from "./keydir.js";
+import { Segment } from "./segment.js";
+import type { Store } from "./store.js";
+import type * as T from "./types.js";
+
+type Mode = "copy-on-write" | "in-place";
+
+/** A record that survives, and who points at it. */
+type Keep =
+  | { kind: "put" | "tomb" | "clear"; slot: Slot; off: number; len: number }
+  | { kind: "erase"; scope: string; off: number; len: number };
+
+/** Per-segment live accounting from one pass over the keydir. */
+interface Tally {
+  liveBytes: number;
+  records: number;
+  tombstones: number;
+}
+
+/** Schedules compactions and applies their results. */
+export class Compactor {
+  private readonly store: Store;
+  private pool: Piscina | null = null;
+  private chain: Promise<unknown> = Promise.resolve();
+  private autoTimer: NodeJS.Timeout | null = null;
+  private closed = false;
+  /** Compactions completed since open. */
+  completed = 0;
+
+  constructor(store: Store) {
+    this.store = store;
+  }
+
+  private getPool(): Piscina | null {
+    const workers = this.store.options.compaction.workers;
+    if (workers === 0) return null;
+    if (this.pool === null) {
+      const fromSource = import.meta.url.endsWith(".ts");
+      this.pool = new Piscina({
+        filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
+        workerData: fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {},
+        minThreads: workers,
+        maxThreads: workers,
+        idleTimeout: 30_000,
+      });
+      this.pool.on("error", (err: unknown) => process.emitWarning(`engram compaction worker error: ${String(err)}`));
+    }
+    return this.pool;
+  }
+
+  private run(task: CompactionTask): Promise<CompactionResult> {
+    const pool = this.getPool();
+    if (pool !== null) return pool.run(task) as Promise<CompactionResult>;
+    return runCompaction(task, hitAsync);
+  }
+
+  /** Runs `job` after every compaction queued before it. */
+  private serial<R>(job: () => Promise<R>): Promise<R> {
+    const next = this.chain.then(job, job);
+    this.chain = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Asks for an automatic compaction check soon (debounced; no-op unless compaction.auto). */
+  nudge(): void {
+    if (!this.store.options.compaction.auto || this.closed || this.autoTimer !== null) return;
+    this.autoTimer = setTimeout(() => {
+      this.autoTimer = null;
+      void this.serial(() => this.autoPass()).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`));
+    }, 20);
+    this.autoTimer.unref();
+  }
+
+  /** A value died somewhere: maybe a sealed segment passed its garbage ratio. */
+  noteGarbage(): void {
+    if (this.segmentsOverRatio().length > 0) this.nudge();
+  }
+
+  /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry). */
+  recount(): void {
+    const tally = this.tally(this.store.options.clock());
+    for (const seg of this.store.segments.values()) seg.deadBytes = seg.dataEnd - C.DATA_START - (tally.get(seg.id)?.liveBytes ?? 0);
+    this.noteGarbage();
+  }
+
+  private segmentsOverRatio(): Segment[] {
+    const ratio = this.store.options.compaction.garbageRatio;
+    return [...this.store.segments.values()].filter(
+      (s) => s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START),
+    );
+  }
+
+  private async autoPass(): Promise<void> {
+    if (this.closed) return;
+    for (const seg of this.segmentsOverRatio()) {
+      if (this.closed) return;
+      await this.compactSegment(seg, this.store.options.compaction.mode);
+    }
+  }
+
+  /** One pass over the keydir: the records that survive, grouped by segment. */
+  private keepers(now: number): Map<number, Keep[]> {
+    const kd = this.store.keydir;
+    const out = new Map<number, Keep[]>();
+    const add = (seg: number, k: Keep): void => {
+      const list = out.get(seg);
+      if (list === undefined) out.set(seg, [k]);
+      else list.push(k);
+    };
+    for (const slot of kd.all()) {
+      const retention = this.store.retentionMsFor(slot.scope);
+      if (P.valueRecordLive(kd, slot, now)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len });
+      if (P.tombstoneRecordLive(slot, now, retention)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen });
+      if (P.clearRecordLive(slot, now, retention)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen });
+    }
+    for (const [scope, e] of kd.erases) {
+      if (P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope))) add(e.seg, { kind: "erase", scope, off: e.off, len: e.len });
+    }
+    return out;
+  }
+
+  private tally(now: number): Map<number, Tally> {
+    const out = new Map<number, Tally>();
+    for (const [seg, keeps] of this.keepers(now)) {
+      const t: Tally = { liveBytes: 0, records: keeps.length, tombstones: 0 };
+      for (const k of keeps) {
+        t.liveBytes += k.len;
+        if (k.kind !== "put") t.tombstones += 1;
+      }
+      out.set(seg, t);
+    }
+    return out;
+  }
+
+  /** Compacts one sealed segment; returns what it did (null when it was not compactable). */
+  private async compactSegment(seg: Segment, mode: Mode): Promise<T.CompactionReport | null> {
+    if (seg.writer !== null || seg.retired || seg.compacting || !this.store.segments.has(seg.id)) return null;
+    const started = performance.now();
+    // The records that make the dropped ones dead must be durable before the drop is.
+    await this.store.flush();
+    const now = this.store.options.clock();
+    const keeps = (this.keepers(now).get(seg.id) ?? []).sort((a, b) => a.off - b.off);
+    const live: number[] = [];
+    for (const k of keeps) live.push(k.off, k.len);
+    const task: CompactionTask = {
+      mode,
+      segmentsDir: this.store.segmentsDir,
+      segmentId: seg.id,
+      targetId: mode === "copy-on-write" ? this.store.allocateId() : seg.id,
+      live,
+      gens: this.store.gens.buffer,
+      cell: seg.cell,
+      faults: this.store.faults.buffer,
+    };
+    seg.compacting = true;
+    let result: CompactionResult;
+    try {
+      result = await this.run(task);
+    } finally {
+      seg.compacting = false;
+    }
+    await this.publish(seg, task, keeps, result, now);
+    this.completed += 1;
+    return {
+      segments: [seg.id], mode, bytesBefore: result.bytesBefore, bytesAfter: result.empty ? 0 : result.bytesAfter,
+      recordsKept: result.recordsKept, recordsDropped: result.recordsDropped, durationMs: performance.now() - started,
+    };
+  }
+
+  /** Applies a finished compaction in one turn, then retires what it replaced. */
+  private async publish(seg: Segment, task: CompactionTask, keeps: Keep[], result: CompactionResult, now: number): Promise<void> {
+    const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
+    const moved = new Set<string>();
+    if (target !== null) {
+      keeps.forEach((k, i) => {
+        if (relocate(this.store, k, seg.id, target.id, result.newOffsets[i] as number)) moved.add(keepId(k));
+      });
+    }
+    this.dropDead(seg, result, moved, now);
+    if (target === seg) {
+      seg.header = readHeader(seg.fd, seg.id);
+      seg.dataEnd = result.bytesAfter;
+      seg.deadBytes = 0;
+      seg.scopes.clear();
+      for (const s of result.keptScopes) seg.scopes.add(s);
+      const published = this.store.gens.bump(seg.cell);
+      if (published !== result.generation || published !== seg.header.header.generation) {
+        throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
+      }
+      return;
+    }
+    await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
+    this.store.segments.delete(seg.id);
+    seg.retire(this.store.segmentsDir, this.store.gens);
+  }
+
+  private openOutput(id: number, result: CompactionResult): Segment {
+    const fd = fs.openSync(path.join(this.store.segmentsDir, segmentFileName(id)), "r");
+    const header = readHeader(fd, id);
+    const cell = this.store.gens.allocate(0);
+    if (cell === null) throw new Error("no generation cell for a compaction output");
+    const out = new Segment(id, fd, cell, header, result.bytesAfter, null);
+    out.minSeq = header.header.minSeq;
+    out.maxSeq = header.header.maxSeq;
+    for (const s of result.keptScopes) out.scopes.add(s);
+    this.store.segments.set(id, out);
+    return out;
+  }
+
+  /** Removes what the compaction dropped from the keydir's accounting. */
+  private dropDead(seg: Segment, result: CompactionResult, moved: Set<string>, now: number): void {
+    const kd = this.store.keydir;
+    const touched = new Set<Slot>();
+    for (let i = 0; i < result.droppedKeys.length; i++) {
+      const slot = kd.get(result.droppedScopes[i] as string, result.droppedKeys[i] as string);
+      if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
+      slot.physical -= 1;
+      if (slot.physical < 0) throw new Error(`physical record count of ${slot.scope}/${slot.key} below zero`);
+      if (slot.physical === 0) slot.reclaimedAt = now;
+      if (slot.seg === seg.id && slot.off === result.droppedOffsets[i]) slot.seg = 0;
+      touched.add(slot);
+    }
+    // Pointers into this segment that were not moved name records that no longer exist.
+    for (const slot of kd.all()) {
+      if (slot.tombSeg === seg.id && !moved.has(`tomb\u0000${slot.scope}\u0000${slot.key}`)) slot.tombSeg = 0;
+      if (slot.clearSeg === seg.id && !moved.has(`clear\u0000${slot.scope}\u0000${slot.key}`)) slot.clearSeg = 0;
+      if (slot.seg === seg.id && !moved.has(`put\u0000${slot.scope}\u0000${slot.key}`)) throw new Error(`${slot.scope}/${slot.key} still points at a dropped record of segment ${seg.id}`);
+      if (P.slotEmpty(slot)) touched.add(slot);
+    }
+    for (const [scope, e] of kd.erases) if (e.seg === seg.id && !moved.has(`erase\u0000${scope}`)) kd.erases.delete(scope);
+    for (const slot of touched) if (P.slotEmpty(slot)) kd.delete(slot);
+  }
+
+  private sealedWithGarbage(): Segment[] {
+    return [...this.store.segments.values()].filter((s) => s.writer === null && !s.retired && s.deadBytes > 0);
+  }
+
+  /** Seals the active segment when it holds garbage, so that GC can reach it. */
+  private async sealActiveIfDirty(): Promise<void> {
+    const active = this.store.log.activeSegment;
+    if (active.deadBytes === 0 || active.dataEnd === C.DATA_START) return;
+    const old = this.store.log.rotate();
+    await this.store.log.whenSealed(old);
+  }
+
+  private async compactMany(segs: Segment[], mode: Mode): Promise<T.CompactionReport> {
+    const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
+    const started = performance.now();
+    for (const seg of segs) {
+      const r = await this.compactSegment(seg, mode);
+      if (r === null) continue;
+      report.segments.push(...r.segments);
+      report.bytesBefore += r.bytesBefore;
+      report.bytesAfter += r.bytesAfter;
+      report.recordsKept += r.recordsKept;
+      report.recordsDropped += r.recordsDropped;
+    }
+    report.durationMs = performance.now() - started;
+    return report;
+  }
+
+  /** compact(): the given segments, or every segment holding garbage (sealing the active one). */
+  compact(options: unknown): Promise<T.CompactionReport> {
+    const o = (options ?? {}) as Record<string, unknown>;
+    const mode = (o["mode"] ?? this.store.options.compaction.mode) as Mode;
+    if (mode !== "copy-on-write" && mode !== "in-place") throw new InvalidArgumentError(`mode must be "copy-on-write" or "in-place", got ${String(mode)}`);
+    const ids = o["segments"];
+    if (ids !== undefined && (!Array.isArray(ids) || !ids.every((x) => Number.isSafeInteger(x)))) {
+      throw new InvalidArgumentError("segments must be an array of segment ids (see stats().segments)");
+    }
+    return this.serial(async () => {
+      if (ids === undefined) {
+        this.recount();
+        await this.sealActiveIfDirty();
+        this.recount();
+      }
+      const segs = ids === undefined ? this.sealedWithGarbage() : (ids as number[]).map((id) => this.store.segments.get(id)).filter((s): s is Segment => s !== undefined);
+      return this.compactMany(segs, mode);
+    });
+  }
+
+  /** gc(): reclaim by policy now (generation-keyed; by tombstone sequence under the unsafe option). */
+  gc(): Promise<T.GcReport> {
+    return this.serial(async () => {
+      const before = this.store.keydir.size;
+      if (this.store.options.unsafeGcBySeq) P.unsafeSweep(this.store.keydir, this.store.sequence);
+      this.recount();
+      await this.sealActiveIfDirty();
+      this.recount();
+      const report = await this.compactMany(this.sealedWithGarbage(), this.store.options.compaction.mode);
+      return { ...report, retentionRecordsDropped: Math.max(0, before - this.store.keydir.size) };
+    });
+  }
+
+  /** Compacts every segment holding PUT records of `root`'s subtree; resolves once their files are rewritten or gone. */
+  eraseEager(root: string): Promise<number> {
+    return this.serial(async () => {
+      const holds = (s: Segment): boolean => [...s.scopes].some((scope) => scopeWithin(scope, root));
+      const active = this.store.log.activeSegment;
+      if (holds(active) && active.dataEnd > C.DATA_START) {
+        const old = this.store.log.rotate();
+        await this.store.log.whenSealed(old);
+      }
+      let reclaimed = 0;
+      for (const seg of [...this.store.segments.values()].filter((s) => s.writer === null && holds(s))) {
+        const r = await this.compactSegment(seg, this.store.options.compaction.mode);
+        if (r === null) continue;
+        reclaimed += r.bytesBefore - r.bytesAfter;
+        if (seg.retired) await seg.gone;
+      }
+      return reclaimed;
+    });
+  }
+
+  /** stats(): per-segment and store totals from one keydir pass. */
+  stats(sequence: number): T.StoreStats {
+    const now = this.store.options.clock();
+    const tally = this.tally(now);
+    const segments: T.SegmentStats[] = [...this.store.segments.values()].sort((a, b) => a.id - b.id).map((s) => {
+      const t = tally.get(s.id) ?? { liveBytes: 0, records: 0, tombstones: 0 };
+      return { id: s.id, generation: this.store.gens.load(s.cell), bytes: s.dataEnd, liveBytes: t.liveBytes, sealed: s.writer === null, records: t.records, tombstones: t.tombstones };
+    });
+    const totalBytes = segments.reduce((n, s) => n + s.bytes, 0);
+    const liveBytes = segments.reduce((n, s) => n + s.liveBytes, 0);
+    let liveSlots = 0;
+    let tombstones = 0;
+    for (const slot of this.store.keydir.all()) {
+      if (P.valueRecordLive(this.store.keydir, slot, now) && !(slot.expiresAt !== 0 && now >= slot.expiresAt)) liveSlots += 1;
+      if (slot.tombSeg !== 0) tombstones += 1;
+    }
+    return {
+      segments, liveBytes, totalBytes, deadBytes: totalBytes - liveBytes - segments.length * C.DATA_START,
+      slots: this.store.keydir.size, liveSlots, tombstones, scopes: this.store.keydir.scopes.size, sequence,
+      pendingGcSegments: this.segmentsOverRatio().length, compactions: this.completed,
+    };
+  }
+
+  /** verify(): reads every segment file and checks every header and record checksum. */
+  async verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
+    const dir = this.store.segmentsDir;
+    const files = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
+    const sizes = files.map((id) => fs.statSync(path.join(dir, segmentFileName(id)), { throwIfNoEntry: false })?.size ?? 0);
+    const total = sizes.reduce((a, b) => a + b, 0);
+    const report: T.VerifyReport = { ok: true, segments: 0, records: 0, bytes: 0, problems: [] };
+    for (const id of files) {
+      await new Promise((r) => setImmediate(r));
+      const file = path.join(dir, segmentFileName(id));
+      let fd: number;
+      try {
+        fd = fs.openSync(file, "r");
+      } catch {
+        continue; // removed by a compaction meanwhile
+      }
+      try {
+        const bytes = readWholeFile(fd);
+        const { header } = chooseHeader(bytes, id);
+        const end = scanRecords(bytes, id, (header.flags & C.FLAG_SEALED) !== 0, () => undefined);
+        report.records += end.records;
+        if (end.torn !== null) report.problems.push({ segment: id, offset: end.torn.offset, detail: `torn tail (${end.torn.reason})` });
+        report.bytes += bytes.length;
+      } catch (err) {
+        if (!(err instanceof CorruptionError)) throw err;
+        report.problems.push({ segment: err.segment, offset: err.offset, detail: err.message });
+      } finally {
+        fs.closeSync(fd);
+      }
+      report.segments += 1;
+      onProgress?.(report.bytes, total);
+    }
+    report.ok = report.problems.length === 0;
+    return report;
+  }
+
+  /** Stops scheduling, waits for the running compaction, and shuts the worker pool down. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.autoTimer !== null) clearTimeout(this.autoTimer);
+    await this.chain;
+    if (this.pool !== null) await this.pool.destroy();
+  }
+}
+
+/** A name for a kept record's pointer: its kind and its slot or scope. */
+function keepId(k: Keep): string {
+  return k.kind === "erase" ? `erase\u0000${k.scope}` : `${k.kind}\u0000${k.slot.scope}\u0000${k.slot.key}`;
+}
+
+/** Moves a keydir pointer from (source, k.off) to (target, off) if it still points there. */
+function relocate(store: Store, k: Keep, source: number, target: number, off: number): boolean {
+  if (k.kind === "erase") {
+    const e = store.keydir.erases.get(k.scope);
+    if (e === undefined || e.seg !== source || e.off !== k.off) return false;
+    e.seg = target;
+    e.off = off;
+    return true;
+  }
+  const s = k.slot;
+  if (k.kind === "put" && s.seg === source && s.off === k.off) {
+    s.seg = target;
+    s.off = off;
+  } else if (k.kind === "tomb" && s.tombSeg === source && s.tombOff === k.off) {
+    s.tombSeg = target;
+    s.tombOff = off;
+  } else if (k.kind === "clear" && s.clearSeg === source && s.clearOff === k.off) {
+    s.clearSeg = target;
+    s.clearOff = off;
+  } else {
+    return false;
+  }
+  return true;
+}

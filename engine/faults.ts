@@ -1,0 +1,132 @@
+/**
+ * Fault injection at named points inside the real engine. Pauses and crash points live in a
+ * SharedArrayBuffer so that the same point works on the main thread (an awaited promise) and in
+ * a compaction worker (Atomics.wait, so a test can stop a worker at an exact step).
+ *
+ * Per point, three Int32 cells: armed (1 = pause here), paused (operations waiting now), released
+ * (a counter bumped by release()). `crashAt` kills the whole process with SIGKILL — from any thread
+ * — so crash tests run the store in a child process and reopen the directory afterwards.
+ * This file imports nothing from fs-ext: workers load it.
+ */
+import type { FaultPoint } from "./types.js";
+
+/** Every fault point, in a fixed order (the order defines the shared-memory layout). */
+export const FAULT_POINTS: readonly FaultPoint[] = [
+  "read:after-authorize",
+  "write:after-append",
+  "write:after-sync",
+  "seal:after-truncate",
+  "compaction:after-journal",
+  "compaction:mid-rewrite",
+  "compaction:after-rewrite",
+  "compaction:before-swap",
+  "compaction:after-rename",
+  "compaction:before-unlink",
+];
+
+const CELLS = 3;
+const ARMED = 0;
+const PAUSED = 1;
+const RELEASED = 2;
+/** The last cell holds the index of the crash point plus one (0 = none). */
+const CRASH_CELL = FAULT_POINTS.length * CELLS;
+
+function indexOf(point: FaultPoint): number {
+  const i = FAULT_POINTS.indexOf(point);
+  if (i < 0) throw new Error(`unknown fault point ${point}`);
+  return i * CELLS;
+}
+
+/** True when `x` names a fault point. */
+export function isFaultPoint(x: unknown): x is FaultPoint {
+  return typeof x === "string" && (FAULT_POINTS as readonly string[]).includes(x);
+}
+
+/** Creates the shared fault table for `pauseAt` / `crashAt`. */
+export function createFaultBuffer(pauseAt: readonly FaultPoint[], crashAt: FaultPoint | null): SharedArrayBuffer {
+  const buffer = new SharedArrayBuffer((CRASH_CELL + 1) * 4);
+  const cells = new Int32Array(buffer);
+  for (const p of pauseAt) cells[indexOf(p) + ARMED] = 1;
+  if (crashAt !== null) cells[CRASH_CELL] = FAULT_POINTS.indexOf(crashAt) + 1;
+  return buffer;
+}
+
+function crashIfArmed(cells: Int32Array, point: FaultPoint): void {
+  if (Atomics.load(cells, CRASH_CELL) === FAULT_POINTS.indexOf(point) + 1) {
+    process.kill(process.pid, "SIGKILL");
+  }
+}
+
+/** Worker side (blocking): crash or pause at `point` if it is armed. */
+export function hitBlocking(buffer: SharedArrayBuffer | null, point: FaultPoint): void {
+  if (buffer === null) return;
+  const cells = new Int32Array(buffer);
+  crashIfArmed(cells, point);
+  const at = indexOf(point);
+  if (Atomics.load(cells, at + ARMED) !== 1) return;
+  const released = Atomics.load(cells, at + RELEASED);
+  Atomics.add(cells, at + PAUSED, 1);
+  Atomics.notify(cells, at + PAUSED);
+  while (Atomics.load(cells, at + RELEASED) === released) Atomics.wait(cells, at + RELEASED, released);
+  Atomics.sub(cells, at + PAUSED, 1);
+}
+
+/** Main-thread side (non-blocking): crash, or resolve once released if `point` is armed. */
+export async function hitAsync(buffer: SharedArrayBuffer | null, point: FaultPoint): Promise<void> {
+  if (buffer === null) return;
+  const cells = new Int32Array(buffer);
+  crashIfArmed(cells, point);
+  const at = indexOf(point);
+  if (Atomics.load(cells, at + ARMED) !== 1) return;
+  const released = Atomics.load(cells, at + RELEASED);
+  Atomics.add(cells, at + PAUSED, 1);
+  Atomics.notify(cells, at + PAUSED);
+  while (Atomics.load(cells, at + RELEASED) === released) {
+    const w = Atomics.waitAsync(cells, at + RELEASED, released);
+    if (w.async) await w.value;
+  }
+  Atomics.sub(cells, at + PAUSED, 1);
+}
+
+/** Main-thread side, synchronous code paths: crash only (a sync path cannot pause). */
+export function hitCrashOnly(buffer: SharedArrayBuffer | null, point: FaultPoint): void {
+  if (buffer !== null) crashIfArmed(new Int32Array(buffer), point);
+}
+
+/** The test-facing controls: `store.faults`. */
+export class FaultController {
+  readonly buffer: SharedArrayBuffer | null;
+  constructor(buffer: SharedArrayBuffer | null) {
+    this.buffer = buffer;
+  }
+
+  /** Resolves when some operation is paused at `point` (immediately if one already is). */
+  async waitFor(point: FaultPoint): Promise<void> {
+    const cells = this.cells(point);
+    const at = indexOf(point) + PAUSED;
+    for (;;) {
+      const paused = Atomics.load(cells, at);
+      if (paused > 0) return;
+      const w = Atomics.waitAsync(cells, at, paused);
+      if (w.async) await w.value;
+    }
+  }
+
+  /** Lets the operations paused at `point` go on; the point stays armed for later ones. */
+  release(point: FaultPoint): void {
+    const cells = this.cells(point);
+    const at = indexOf(point) + RELEASED;
+    Atomics.add(cells, at, 1);
+    Atomics.notify(cells, at);
+  }
+
+  /** How many operations are paused at `point` now. */
+  pausedAt(point: FaultPoint): number {
+    return Atomics.load(this.cells(point), indexOf(point) + PAUSED);
+  }
+
+  private cells(point: FaultPoint): Int32Array {
+    if (this.buffer === null) throw new Error(`fault point ${point} is not armed: open the store with faults.pauseAt`);
+    return new Int32Array(this.buffer);
+  }
+}

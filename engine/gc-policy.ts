@@ -1,0 +1,78 @@
+/**
+ * What the GC keeps: pure rules over the keydir, unit-tested on their own (test/gc-policy.test.ts).
+ *
+ * A value record is garbage when its slot points elsewhere, when its generation is at or below
+ * the generation its slot's tombstone killed, when it expired (and nothing older of its slot could
+ * resurrect), or when its scope was erased after it was written. It is never garbage because the
+ * slot's tombstone sequence is below some watermark (I5) — that is the phantom-write-loss GC of
+ * the seed note, available only as `unsafe.gcKeyedBy: "tombstone-seq"` (unsafeSweep below).
+ *
+ * A TOMBSTONE, CLEAR or SCOPE_ERASE record is kept while any value record of its slot / scope
+ * remains in any segment, and for `tombstoneRetentionMs` after the last one went (I6): dropping it
+ * earlier could resurrect an older value at the next recovery.
+ */
+import { isExpired, putSurvives, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
+import { parentScope } from "../segments/names.js";
+
+/** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
+export function valueRecordLive(keydir: Keydir, slot: Slot, now: number): boolean {
+  if (slot.seg === 0) return false;
+  if (!putSurvives(keydir, slot)) return false;
+  // The generation rule (I5), checked as a pair with the sequence rule above: a surviving PUT is
+  // always of a generation above the one its tombstone killed.
+  if (slot.tombSeq > 0 && slot.tombSeq < slot.putSeq && slot.putGen <= slot.tombGen) {
+    throw new Error(`I5 violated: ${slot.scope}/${slot.key} PUT gen ${slot.putGen} <= killed gen ${slot.tombGen}`);
+  }
+  // An expired value may go only when it is the slot's last PUT record: dropping it while an older
+  // PUT survives elsewhere would let that older value win at the next recovery.
+  if (isExpired(slot, now) && slot.physical <= 1) return false;
+  return true;
+}
+
+/** True while the slot's retention record must survive: records remain, or the window is open. */
+export function retentionLive(slot: Slot, now: number, retentionMs: number): boolean {
+  return slot.physical > 0 || slot.reclaimedAt === 0 || now < slot.reclaimedAt + retentionMs;
+}
+
+/** True when the slot's latest TOMBSTONE record must survive compaction. */
+export function tombstoneRecordLive(slot: Slot, now: number, retentionMs: number): boolean {
+  return slot.tombSeg !== 0 && retentionLive(slot, now, retentionMs);
+}
+
+/** True when the slot's latest CLEAR record must survive: it is newer than its tombstone. */
+export function clearRecordLive(slot: Slot, now: number, retentionMs: number): boolean {
+  return slot.clearSeg !== 0 && slot.clearSeq > slot.tombSeq && retentionLive(slot, now, retentionMs);
+}
+
+/**
+ * True when the erasure of `scope` must survive: no ancestor's later erasure supersedes it, and a
+ * value record in its subtree remains or its retention window is open.
+ */
+export function eraseRecordLive(keydir: Keydir, scope: string, erase: EraseRecord, now: number, retentionMs: number): boolean {
+  for (let s = parentScope(scope); s !== null; s = parentScope(s)) {
+    if ((keydir.erases.get(s)?.seq ?? 0) > erase.seq) return false;
+  }
+  if (now < erase.at + retentionMs) return true;
+  for (const slot of keydir.subtree(scope)) if (slot.physical > 0) return true;
+  return false;
+}
+
+/**
+ * The phantom-write-loss GC (unsafe, for reproduction only): every slot whose tombstone sequence
+ * is at or below `watermark` loses its value, whatever its generation. Returns the slots swept.
+ */
+export function unsafeSweep(keydir: Keydir, watermark: number): number {
+  let swept = 0;
+  for (const slot of keydir.all()) {
+    if (slot.tombSeq > 0 && slot.tombSeq <= watermark && slot.seg !== 0) {
+      slot.seg = 0;
+      swept += 1;
+    }
+  }
+  return swept;
+}
+
+/** True when a slot holds nothing any more: no record of it remains, so its retention record goes. */
+export function slotEmpty(slot: Slot): boolean {
+  return slot.physical === 0 && slot.seg === 0 && slot.tombSeg === 0 && slot.clearSeg === 0;
+}

@@ -1,0 +1,71 @@
+/**
+ * Segment generations in shared memory: a seqlock per segment, shared by the main thread and the
+ * compaction workers. Even = stable; odd = an in-place rewrite is moving bytes. A worker makes a
+ * segment's generation odd before its first overwrite; the main thread makes it even again (one
+ * more bump) in the same turn that it applies the relocation map, so a reader can never pair a
+ * new generation with an old keydir location.
+ *
+ * Readers load the generation when they authorize (the token) and again after their bytes
+ * arrive; any difference means the bytes may belong to another record, so the read fails closed.
+ */
+
+/** Segments that can be open at once (each holds one cell and one file descriptor). */
+export const SEGMENTS_OPEN_MAX = 4096;
+
+/** The shared table of segment generations, addressed by cell (not by segment id). */
+export class GenerationTable {
+  readonly buffer: SharedArrayBuffer;
+  private readonly cells: Int32Array;
+  private readonly free: number[] = [];
+
+  constructor(buffer?: SharedArrayBuffer) {
+    this.buffer = buffer ?? new SharedArrayBuffer(SEGMENTS_OPEN_MAX * 4);
+    this.cells = new Int32Array(this.buffer);
+    if (buffer === undefined) for (let i = SEGMENTS_OPEN_MAX - 1; i >= 0; i--) this.free.push(i);
+  }
+
+  /** Takes a free cell and stores `generation` (even) in it; null when all cells are taken. */
+  allocate(generation: number): number | null {
+    if (generation % 2 !== 0 || generation > 0x7ffffffe) throw new Error(`allocate: generation ${generation} must be even and fit 31 bits`);
+    const cell = this.free.pop();
+    if (cell === undefined) return null;
+    Atomics.store(this.cells, cell, generation);
+    return cell;
+  }
+
+  /** Returns a cell to the free list. */
+  release(cell: number): void {
+    this.free.push(cell);
+  }
+
+  /** The generation in `cell` now. */
+  load(cell: number): number {
+    return Atomics.load(this.cells, cell);
+  }
+
+  /** Bumps the generation by one and wakes waiters; returns the new value. */
+  bump(cell: number): number {
+    const next = Atomics.add(this.cells, cell, 1) + 1;
+    Atomics.notify(this.cells, cell);
+    return next;
+  }
+
+  /** Resolves once `cell` no longer holds `generation` (used while it is odd). */
+  async waitChange(cell: number, generation: number): Promise<void> {
+    const waited = Atomics.waitAsync(this.cells, cell, generation);
+    if (waited.async) await waited.value;
+  }
+}
+
+/** Worker side: bumps the generation of `cell` in a shared table. */
+export function bumpShared(buffer: SharedArrayBuffer, cell: number): number {
+  const cells = new Int32Array(buffer);
+  const next = Atomics.add(cells, cell, 1) + 1;
+  Atomics.notify(cells, cell);
+  return next;
+}
+
+/** Worker side: the generation of `cell` in a shared table. */
+export function loadShared(buffer: SharedArrayBuffer, cell: number): number {
+  return Atomics.load(new Int32Array(buffer), cell);
+}

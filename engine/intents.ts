@@ -1,0 +1,96 @@
+/**
+ * The logical state of a slot: what the next write must be decided against. It is the visible
+ * keydir state plus every mutation queued but not yet committed (in `sync` mode a write becomes
+ * visible only once durable, but versions, generations and compare-and-set are decided when it is
+ * queued, so queued writes must see each other).
+ */
+import { scopeLineage } from "../segments/names.js";
+import { isReadable, isTombstoned, killSeq, type Keydir, type Slot } from "./keydir.js";
+
+/** A slot's state as the next mutation sees it. */
+export interface Logical {
+  /** Sequence of the last mutation this state reflects (0 for none). */
+  seq: number;
+  /** A readable value exists. */
+  live: boolean;
+  /** The live value's version, null when none. */
+  version: number | null;
+  generation: number;
+  /** Killed and not undeleted since: a write must clear the tombstone. */
+  tombstoned: boolean;
+  /** Sequence of the kill (tombstone or erasure), 0 for none. */
+  killSeq: number;
+  /** A retention record exists. */
+  exists: boolean;
+}
+
+const ABSENT: Logical = { seq: 0, live: false, version: null, generation: 0, tombstoned: false, killSeq: 0, exists: false };
+
+function fromSlot(keydir: Keydir, slot: Slot | undefined, now: number): Logical {
+  if (slot === undefined) return ABSENT;
+  const kill = killSeq(keydir, slot);
+  const live = isReadable(keydir, slot, now);
+  return {
+    seq: Math.max(slot.putSeq, kill, slot.clearSeq),
+    live,
+    version: live ? slot.putSeq : null,
+    generation: slot.generation,
+    tombstoned: isTombstoned(keydir, slot),
+    killSeq: kill,
+    exists: true,
+  };
+}
+
+/** Queued, uncommitted state by slot, and queued erasures by scope. */
+export class Intents {
+  private readonly slots = new Map<string, Logical & { scope: string; key: string }>();
+  private readonly erases = new Map<string, number>();
+
+  /** The logical state of (scope, key) at `now`. */
+  logical(keydir: Keydir, scope: string, key: string, now: number): Logical {
+    const base = this.slots.get(slotKey(scope, key)) ?? fromSlot(keydir, keydir.get(scope, key), now);
+    const erased = this.pendingEraseSeq(scope);
+    if (erased > base.seq && base.live) {
+      return { ...base, seq: erased, live: false, version: null, tombstoned: true, killSeq: erased };
+    }
+    return base;
+  }
+
+  /** Records the state a queued mutation leaves behind. */
+  set(scope: string, key: string, state: Logical): void {
+    this.slots.set(slotKey(scope, key), { ...state, scope, key });
+  }
+
+  /** Forgets the queued state once the mutation with `seq` is applied (unless a later one is queued). */
+  settle(scope: string, key: string, seq: number): void {
+    const k = slotKey(scope, key);
+    if (this.slots.get(k)?.seq === seq) this.slots.delete(k);
+  }
+
+  /** Records a queued erasure of `scope`. */
+  setErase(scope: string, seq: number): void {
+    this.erases.set(scope, seq);
+  }
+
+  /** Forgets a queued erasure once applied. */
+  settleErase(scope: string, seq: number): void {
+    if (this.erases.get(scope) === seq) this.erases.delete(scope);
+  }
+
+  /** Queued slots (scope, key) in the subtree of `root` matching `within`. */
+  *queuedSlots(): Generator<{ scope: string; key: string }> {
+    yield* this.slots.values();
+  }
+
+  private pendingEraseSeq(scope: string): number {
+    if (this.erases.size === 0) return 0;
+    let seq = 0;
+    for (const s of scopeLineage(scope)) seq = Math.max(seq, this.erases.get(s) ?? 0);
+    return seq;
+  }
+}
+
+/** The map key of a slot. NUL cannot occur in keys, and scopes never contain it. */
+export function slotKey(scope: string, key: string): string {
+  return `${scope}\u0000${key}`;
+}

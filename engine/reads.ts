@@ -1,0 +1,111 @@
+/**
+ * The read protocol (I3, I4). A read is authorized against a token — the slot's record location,
+ * its scope, key, generation and version, and the generation of the segment holding it — then
+ * materialized with one pread. After the bytes arrive the reader loads the segment generation
+ * again and checks the record it got against the token. Any drift throws ScopeErasedDuringRead
+ * and returns nothing; the library never retries (a retry would re-authorize against the new
+ * state and hide the race). A checksum or field mismatch with no drift is CorruptionError.
+ *
+ * `unsafe.skipReadValidation` skips every check but the checksum: it is the naive design, which
+ * returns a different scope's record when an in-place compaction moved bytes under the read.
+ */
+import * as C from "../segments/constants.js";
+import { CorruptionError, ScopeErasedDuringRead } from "../segments/errors.js";
+import { checkRecordBytes, preadSync } from "../segments/file.js";
+import { decodeRecord, isRecord } from "../segments/record.js";
+import { hitAsync } from "./faults.js";
+import type { GenerationTable } from "./generations.js";
+import type { Slot } from "./keydir.js";
+import type { Segment } from "./segment.js";
+import type { ReadResult } from "./types.js";
+
+/** A slot a read found, and the segment holding its value. */
+export interface ReadFound {
+  slot: Slot;
+  seg: Segment;
+}
+
+/** What a read was authorized to return. */
+interface ReadToken {
+  seg: Segment;
+  offset: number;
+  length: number;
+  segmentGeneration: number;
+  scope: string;
+  key: string;
+  generation: number;
+  version: number;
+}
+
+/** What materialize needs from the store. */
+export interface ReadHost {
+  readonly segmentsDir: string;
+  readonly gens: GenerationTable;
+  readonly options: { unsafeSkipReadValidation: boolean };
+}
+
+function authorize(host: ReadHost, found: ReadFound): ReadToken {
+  const { slot, seg } = found;
+  return {
+    seg,
+    offset: slot.off,
+    length: slot.len,
+    segmentGeneration: host.gens.load(seg.cell),
+    scope: slot.scope,
+    key: slot.key,
+    generation: slot.putGen,
+    version: slot.putSeq,
+  };
+}
+
+/**
+ * Authorizes and materializes a found slot. With `faults` (async reads only) it may pause at
+ * read:after-authorize, which is what lets a test put a compaction between the two steps.
+ */
+export function materialize(host: ReadHost, found: ReadFound, faults: null): ReadResult;
+export function materialize(host: ReadHost, found: ReadFound, faults: SharedArrayBuffer | null): ReadResult | Promise<ReadResult>;
+export function materialize(host: ReadHost, found: ReadFound, faults: SharedArrayBuffer | null): ReadResult | Promise<ReadResult> {
+  const token = authorize(host, found);
+  if (token.segmentGeneration % 2 !== 0 && !host.options.unsafeSkipReadValidation) {
+    throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, token.segmentGeneration, "segment is being rewritten in place");
+  }
+  token.seg.enter();
+  if (faults === null) return finishRead(host, token);
+  return hitAsync(faults, "read:after-authorize").then(
+    () => finishRead(host, token),
+    (err: unknown) => {
+      token.seg.leave(host.segmentsDir, host.gens);
+      throw err;
+    },
+  );
+}
+
+function finishRead(host: ReadHost, token: ReadToken): ReadResult {
+  let bytes: Uint8Array;
+  try {
+    bytes = preadSync(token.seg.fd, token.offset, token.length);
+  } finally {
+    token.seg.leave(host.segmentsDir, host.gens);
+  }
+  if (host.options.unsafeSkipReadValidation) return unvalidated(token, bytes);
+  const live = host.gens.load(token.seg.cell);
+  if (live !== token.segmentGeneration) {
+    throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, live, "segment generation drifted between authorization and materialization");
+  }
+  const got = checkRecordBytes(bytes, token.length, {
+    type: C.RecordType.PUT,
+    scope: token.scope,
+    key: token.key,
+    generation: token.generation,
+    seq: token.version,
+  });
+  if (typeof got === "string") throw new CorruptionError(token.seg.id, token.offset, `point read failed its ${got} check`);
+  return { status: "OK", value: got.value as string | Uint8Array, version: token.version, generation: token.generation, scope: token.scope };
+}
+
+/** The naive read: trusts whatever valid record lies at the offset. */
+function unvalidated(token: ReadToken, bytes: Uint8Array): ReadResult {
+  const got = decodeRecord(bytes, 0, bytes.length);
+  if (!isRecord(got) || got.value === null) throw new CorruptionError(token.seg.id, token.offset, `unvalidated read found ${isRecord(got) ? "a non-PUT record" : got}`);
+  return { status: "OK", value: got.value, version: got.seq, generation: got.generation, scope: got.scope };
+}

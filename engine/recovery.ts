@@ -1,0 +1,143 @@
+/**
+ * Opening a directory: finish or undo interrupted compactions, then rebuild the keydir by scanning
+ * every segment. Recovery yields a prefix of the commit sequence (I2): a torn tail of an unsealed
+ * segment is cut off; corruption anywhere else throws CorruptionError and opens nothing.
+ *
+ * Order: delete *.tmp (unpublished copy-on-write output); replay or drop each *.journal (in-place
+ * compaction, I9); drop segments that a published copy-on-write output replaces; scan the rest.
+ * Replay order does not matter (keydir.apply* are sequence-guarded).
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as C from "../segments/constants.js";
+import { CorruptionError, LimitExceededError } from "../segments/errors.js";
+import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
+import type { DecodedRecord } from "../segments/record.js";
+import { scanRecords } from "../segments/scan.js";
+import { SegmentWriter } from "../segments/writer.js";
+import { replayJournal } from "./compaction-core.js";
+import type { GenerationTable } from "./generations.js";
+import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
+import { Segment } from "./segment.js";
+
+/** What recovery rebuilt. */
+export interface Recovered {
+  keydir: Keydir;
+  segments: Map<number, Segment>;
+  /** The unsealed segment to keep appending to, or null when every segment is sealed. */
+  active: Segment | null;
+  /** Highest sequence number ever committed (records or headers). */
+  seq: number;
+  /** Highest segment id seen. */
+  maxId: number;
+  tornTails: number;
+  journalsReplayed: number;
+}
+
+/** Deletes leftovers of interrupted compactions; returns the number of journals replayed. */
+function settleCompactions(dir: string, names: string[]): number {
+  let replayed = 0;
+  for (const name of names) {
+    if (name.endsWith(".tmp")) fs.rmSync(path.join(dir, name), { force: true });
+    const m = /^(\d{8})\.journal$/.exec(name);
+    if (m !== null && replayJournal(dir, Number(m[1]))) replayed += 1;
+  }
+  fsyncDir(dir);
+  return replayed;
+}
+
+interface Opened {
+  id: number;
+  fd: number;
+  header: ReturnType<typeof readHeader>;
+}
+
+function openAll(dir: string, ids: number[]): Opened[] {
+  const opened: Opened[] = [];
+  for (const id of ids) {
+    const fd = fs.openSync(path.join(dir, segmentFileName(id)), "r+");
+    const header = readHeader(fd, id);
+    if (header.header.segmentId !== id) {
+      fs.closeSync(fd);
+      for (const o of opened) fs.closeSync(o.fd);
+      throw new CorruptionError(id, 0, `header names segment ${header.header.segmentId}`);
+    }
+    opened.push({ id, fd, header });
+  }
+  // A published copy-on-write output replaces its source: the source is a leftover of a crash
+  // between rename and unlink, and replaying both would count its records twice.
+  const present = new Set(ids);
+  const replaced = new Set(opened.map((o) => o.header.header.replacesId).filter((r) => r !== 0 && present.has(r)));
+  for (const o of opened.filter((x) => replaced.has(x.id))) {
+    fs.closeSync(o.fd);
+    fs.rmSync(path.join(dir, segmentFileName(o.id)));
+  }
+  if (replaced.size > 0) fsyncDir(dir);
+  return opened.filter((o) => !replaced.has(o.id));
+}
+
+function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number): void {
+  const at = { seg: seg.id, off, len: r.length };
+  seg.noteSeq(r.seq);
+  switch (r.type) {
+    case C.RecordType.PUT:
+      applyPut(keydir.ensure(r.scope, r.key), r.seq, r.generation, r.expiresAt, at);
+      seg.scopes.add(r.scope);
+      break;
+    case C.RecordType.TOMBSTONE:
+      applyTombstone(keydir.ensure(r.scope, r.key), r.seq, r.generation, r.expiresAt, at);
+      break;
+    case C.RecordType.CLEAR:
+      applyClear(keydir.ensure(r.scope, r.key), r.seq, r.generation, at);
+      break;
+    case C.RecordType.SCOPE_ERASE:
+      applyErase(keydir, r.scope, r.seq, r.expiresAt, at);
+      break;
+    case C.RecordType.BATCH_COMMIT:
+      break;
+  }
+}
+
+/** Seals a segment that recovery found unsealed but not last (a crash during rotation). */
+function sealOnOpen(seg: Segment): void {
+  fs.ftruncateSync(seg.fd, seg.dataEnd);
+  fs.fdatasyncSync(seg.fd);
+  seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq });
+}
+
+/** Rebuilds the store's state from `dir` (the segments directory, created if missing). */
+export function recover(dir: string, gens: GenerationTable, now: number): Recovered {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const names = fs.readdirSync(dir).sort();
+  const journalsReplayed = settleCompactions(dir, names);
+  const ids = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
+  const opened = openAll(dir, ids);
+  const keydir = new Keydir();
+  const segments = new Map<number, Segment>();
+  const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0).map((o) => o.id);
+  const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
+  let seq = 0;
+  let tornTails = 0;
+  for (const o of opened) {
+    const cell = gens.allocate(o.header.header.generation);
+    if (cell === null) throw new LimitExceededError(`more than the open-segment limit of segments in ${dir}; compact with a build that merges segments`);
+    const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
+    const bytes = readWholeFile(o.fd);
+    const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
+    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off));
+    seg.dataEnd = end.end;
+    seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
+    if (end.torn !== null) {
+      // Cut the torn tail and re-zero the preallocated space after it.
+      fs.ftruncateSync(o.fd, end.end);
+      fs.ftruncateSync(o.fd, Math.max(bytes.length, end.end));
+      fs.fdatasyncSync(o.fd);
+      tornTails += 1;
+    }
+    if (!sealed && o.id === activeId) seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
+    else if (!sealed) sealOnOpen(seg);
+    segments.set(o.id, seg);
+  }
+  for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: ids.length > 0 ? Math.max(...ids) : 0, tornTails, journalsReplayed };
+}

@@ -1,0 +1,530 @@
+/**
+ * The store: one directory, one main thread that owns the keydir and every write, compaction in
+ * workers. This file holds the operations of API.md; the commit path is commit.ts, recovery is
+ * recovery.ts, the read protocol is reads.ts, and compaction is compactor.ts.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as C from "../segments/constants.js";
+import { initChecksum } from "../segments/checksum.js";
+import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../segments/errors.js";
+import { createSegmentFile, DIR_MODE } from "../segments/file.js";
+import { scopeLineage, scopeWithin } from "../segments/names.js";
+import { encodeRecord, type RecordInput } from "../segments/record.js";
+import { SegmentWriter } from "../segments/writer.js";
+import * as A from "./args.js";
+import { CommitLog, type LogOp } from "./commit.js";
+import { Compactor } from "./compactor.js";
+import { createFaultBuffer, FaultController } from "./faults.js";
+import { GenerationTable } from "./generations.js";
+import { Intents, type Logical } from "./intents.js";
+import { applyClear, applyErase, applyPut, applyTombstone, isExpired, isReadable, isTombstoned, putSurvives, type Keydir, type Location, type Slot } from "./keydir.js";
+import { lockDirectory, type DirLock } from "./lock.js";
+import { matchScopeRule, resolveOptions, type ResolvedOptions } from "./options.js";
+import { materialize, type ReadFound } from "./reads.js";
+import { recover } from "./recovery.js";
+import { Segment } from "./segment.js";
+import type * as T from "./types.js";
+
+/** An open engram directory. */
+export class Store {
+  readonly dir: string;
+  readonly segmentsDir: string;
+  readonly options: ResolvedOptions;
+  readonly faults: FaultController;
+  readonly keydir: Keydir;
+  readonly segments: Map<number, Segment>;
+  readonly gens: GenerationTable;
+  readonly log: CommitLog;
+  readonly compactor: Compactor;
+  private readonly lock: DirLock;
+  private readonly intents = new Intents();
+  private seq: number;
+  private nextId: number;
+  private closing: Promise<void> | null = null;
+  private syncTimer: NodeJS.Timeout | null = null;
+
+  private constructor(dir: string, options: ResolvedOptions, lock: DirLock, gens: GenerationTable) {
+    this.dir = dir;
+    this.segmentsDir = path.join(dir, "segments");
+    this.options = options;
+    this.lock = lock;
+    this.gens = gens;
+    const faultBuffer = options.pauseAt.length > 0 || options.crashAt !== null ? createFaultBuffer(options.pauseAt, options.crashAt) : null;
+    this.faults = new FaultController(faultBuffer);
+    const rec = recover(this.segmentsDir, gens, options.clock());
+    this.keydir = rec.keydir;
+    this.segments = rec.segments;
+    this.seq = rec.seq;
+    this.nextId = rec.maxId + 1;
+    const active = rec.active ?? this.createSegment();
+    this.log = new CommitLog(
+      {
+        durability: options.durability,
+        segmentBytes: options.segmentBytes,
+        faults: faultBuffer,
+        createSegment: () => this.createSegment(),
+        onSealed: () => this.compactor.nudge(),
+      },
+      active,
+    );
+    this.compactor = new Compactor(this);
+    if (options.durability === "batch") {
+      this.syncTimer = setInterval(() => void this.log.syncAll().catch(() => undefined), options.syncIntervalMs);
+      this.syncTimer.unref();
+    }
+  }
+
+  /** Opens (creating if missing) the store in `dir`; throws StoreLockedError when it is open elsewhere. */
+  static async open(dir: unknown, options?: T.OpenOptions): Promise<Store> {
+    if (typeof dir !== "string" || dir.length === 0) throw new InvalidArgumentError("dir must be a non-empty path string");
+    const resolved = resolveOptions(options);
+    await initChecksum();
+    fs.mkdirSync(dir, { recursive: true, mode: DIR_MODE });
+    const lock = lockDirectory(dir);
+    try {
+      const store = new Store(dir, resolved, lock, new GenerationTable());
+      store.compactor.nudge();
+      return store;
+    } catch (err) {
+      lock.release();
+      throw err;
+    }
+  }
+
+  /** The highest sequence number committed or queued. */
+  get sequence(): number {
+    return this.seq;
+  }
+
+  /** Creates the next segment file and registers it. */
+  createSegment(): Segment {
+    const id = this.allocateId();
+    const header = { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: this.seq, minSeq: 0, maxSeq: 0, replacesId: 0 };
+    const prealloc = Math.min(this.options.segmentBytes, 8 * 1024 * 1024);
+    const fd = createSegmentFile(this.segmentsDir, header, prealloc);
+    const cell = this.gens.allocate(0);
+    if (cell === null) throw new LimitExceededError("too many open segments; run compact() to merge them");
+    const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
+    this.segments.set(id, seg);
+    return seg;
+  }
+
+  /** A fresh segment id. */
+  allocateId(): number {
+    return this.nextId++;
+  }
+
+  /** Throws StoreClosedError once close() began. */
+  assertOpen(): void {
+    if (this.closing !== null) throw new StoreClosedError();
+  }
+
+  private expiryFor(scope: string, ttlMs: number | null | undefined, now: number): number {
+    let ttl = ttlMs;
+    if (ttl === undefined) {
+      const rule = matchScopeRule(this.options.scopeRules, scope);
+      ttl = rule?.ttlMs !== undefined ? rule.ttlMs : this.options.ttlMs;
+    }
+    return ttl === null ? 0 : now + ttl;
+  }
+
+  /** Retention window of tombstones in `scope`. */
+  retentionMsFor(scope: string): number {
+    return matchScopeRule(this.options.scopeRules, scope)?.tombstoneRetentionMs ?? this.options.tombstoneRetentionMs;
+  }
+
+  private encode(r: RecordInput): Buffer {
+    return encodeRecord(r, this.options.maxValueBytes);
+  }
+
+  /** Decides a write against the logical state; returns the generation it will carry. */
+  private decideWrite(key: string, L: Logical, expected: number | null | undefined, clear: boolean): number {
+    if (expected !== undefined && expected !== L.version) throw new VersionConflictError(expected, L.version, key);
+    if (!L.tombstoned) return Math.max(L.generation, 1);
+    if (this.options.tombstoneWrites === "require-clear" && !clear) throw new TombstonedSlotError(key, L.killSeq);
+    return L.generation + 1;
+  }
+
+  /** write(): see API.md. */
+  async write(key: unknown, value: unknown, options?: unknown): Promise<T.WriteResult> {
+    this.assertOpen();
+    const o = A.optsOf(options, "write");
+    const scope = A.scopeOf(o);
+    const k = A.keyOf(key);
+    const v = A.valueOf(value);
+    const expected = A.expectedVersionOf(o);
+    const clear = A.boolOf(o, "clearTombstone", false);
+    const ttl = A.ttlOf(o);
+    const now = this.options.clock();
+    const L = this.intents.logical(this.keydir, scope, k, now);
+    const generation = this.decideWrite(k, L, expected, clear);
+    const seq = this.seq + 1;
+    const expiresAt = this.expiryFor(scope, ttl, now);
+    const record = this.encode({ type: C.RecordType.PUT, seq, generation, expiresAt, scope, key: k, value: v });
+    this.seq = seq;
+    this.intents.set(scope, k, { seq, live: true, version: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
+    await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyPut(scope, k, seq, generation, expiresAt, at[0] as Location) });
+    return { ok: true, version: seq, generation };
+  }
+
+  /** Counts the bytes of a slot's current value record as dead in its segment. */
+  private valueDied(slot: Slot): void {
+    if (slot.seg === 0) return;
+    const seg = this.segments.get(slot.seg);
+    if (seg !== undefined) seg.deadBytes += slot.len;
+  }
+
+  private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, at: Location): void {
+    const slot = this.keydir.ensure(scope, key);
+    if (seq > slot.putSeq) this.valueDied(slot);
+    applyPut(slot, seq, generation, expiresAt, at);
+    this.segments.get(at.seg)?.scopes.add(scope);
+    this.intents.settle(scope, key, seq);
+    this.compactor.noteGarbage();
+  }
+
+  /** forget(): tombstones the live value of (scope, key); null tombstoneSeq when nothing was live. */
+  async forget(key: unknown, options?: unknown): Promise<T.ForgetResult> {
+    this.assertOpen();
+    const o = A.optsOf(options, "forget");
+    const scope = A.scopeOf(o);
+    const k = A.keyOf(key);
+    const now = this.options.clock();
+    const L = this.intents.logical(this.keydir, scope, k, now);
+    if (!L.live) return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
+    const seq = this.seq + 1;
+    const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: now, scope, key: k });
+    this.seq = seq;
+    this.intents.set(scope, k, { seq, live: false, version: null, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
+    await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, now, at[0] as Location) });
+    return { ok: true, tombstoneSeq: seq, generation: L.generation };
+  }
+
+  private applyTombstone(scope: string, key: string, seq: number, generation: number, now: number, at: Location): void {
+    const slot = this.keydir.ensure(scope, key);
+    if (seq > slot.tombSeq && slot.putSeq < seq) this.valueDied(slot);
+    applyTombstone(slot, seq, generation, now, at);
+    this.intents.settle(scope, key, seq);
+    this.compactor.noteGarbage();
+  }
+
+  /** undelete(): clears a tombstone by moving the slot to a higher generation; no-op otherwise. */
+  async undelete(key: unknown, options?: unknown): Promise<T.UndeleteResult> {
+    this.assertOpen();
+    const o = A.optsOf(options, "undelete");
+    const scope = A.scopeOf(o);
+    const k = A.keyOf(key);
+    const L = this.intents.logical(this.keydir, scope, k, this.options.clock());
+    if (!L.tombstoned) return { ok: true, generation: L.generation };
+    const seq = this.seq + 1;
+    const generation = L.generation + 1;
+    const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
+    this.seq = seq;
+    this.intents.set(scope, k, { seq, live: false, version: null, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
+    await this.log.append({
+      records: [record],
+      seqs: [seq],
+      apply: (at) => {
+        applyClear(this.keydir.ensure(scope, k), seq, generation, at[0] as Location);
+        this.intents.settle(scope, k, seq);
+      },
+    });
+    return { ok: true, generation };
+  }
+
+  /** Slots of `root`'s subtree that are logically live now (visible or queued). */
+  private countLiveIn(root: string, now: number): number {
+    const seen = new Set<string>();
+    let live = 0;
+    const visit = (scope: string, key: string): void => {
+      const id = `${scope}\u0000${key}`;
+      if (seen.has(id)) return;
+      seen.add(id);
+      if (this.intents.logical(this.keydir, scope, key, now).live) live += 1;
+    };
+    for (const slot of this.keydir.subtree(root)) visit(slot.scope, slot.key);
+    for (const q of this.intents.queuedSlots()) if (scopeWithin(q.scope, root)) visit(q.scope, q.key);
+    return live;
+  }
+
+  /** forgetScope(): erases a scope and its descendants with one SCOPE_ERASE record. */
+  async forgetScope(scope: unknown, options?: unknown): Promise<T.ForgetScopeResult> {
+    this.assertOpen();
+    const o = A.optsOf(options, "forgetScope");
+    const s = A.scopeOf({ scope });
+    const reclaim = A.reclaimOf(o);
+    const now = this.options.clock();
+    const slots = this.countLiveIn(s, now);
+    const seq = this.seq + 1;
+    const record = this.encode({ type: C.RecordType.SCOPE_ERASE, seq, generation: 0, expiresAt: now, scope: s, key: "" });
+    this.seq = seq;
+    this.intents.setErase(s, seq);
+    await this.log.append({
+      records: [record],
+      seqs: [seq],
+      apply: (at) => {
+        applyErase(this.keydir, s, seq, now, at[0] as Location);
+        this.intents.settleErase(s, seq);
+        this.compactor.recount();
+      },
+    });
+    if (reclaim === "lazy") return { ok: true, tombstoneSeq: seq, slots };
+    const reclaimedBytes = await this.compactor.eraseEager(s);
+    return { ok: true, tombstoneSeq: seq, slots, reclaimedBytes };
+  }
+
+  /** batch(): all ops or none, decided in order, committed as one group with a BATCH_COMMIT record. */
+  async batch(ops: unknown): Promise<T.BatchResult[]> {
+    this.assertOpen();
+    if (!Array.isArray(ops)) throw new InvalidArgumentError("batch takes an array of operations");
+    if (ops.length > A.BATCH_OPS_MAX) throw new InvalidArgumentError(`batch has ${ops.length} operations; at most ${A.BATCH_OPS_MAX}`);
+    const plan = new BatchPlan(this, this.seq, this.options.clock());
+    for (const [i, op] of ops.entries()) plan.add(op, i);
+    if (plan.records.length === 0) return plan.results;
+    plan.seal();
+    this.seq = plan.seq;
+    for (const state of plan.overlay.values()) this.intents.set(state.scope, state.key, state.logical);
+    await this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at) });
+    return plan.results;
+  }
+
+  /** Applies one committed batch record (called by BatchPlan in record order). */
+  applyBatchRecord(kind: "put" | "forget", scope: string, key: string, seq: number, generation: number, expiresAt: number, at: Location): void {
+    if (kind === "put") this.applyPut(scope, key, seq, generation, expiresAt, at);
+    else this.applyTombstone(scope, key, seq, generation, expiresAt, at);
+  }
+
+  /** The state a mutation of (scope, key) is decided against. */
+  logical(scope: string, key: string, now: number): Logical {
+    return this.intents.logical(this.keydir, scope, key, now);
+  }
+
+  /** Exposed to BatchPlan. */
+  decide(key: string, L: Logical, expected: number | null | undefined, clear: boolean): number {
+    return this.decideWrite(key, L, expected, clear);
+  }
+
+  /** Exposed to BatchPlan. */
+  encodeFor(r: RecordInput): Buffer {
+    return this.encode(r);
+  }
+
+  /** Exposed to BatchPlan. */
+  expiry(scope: string, ttl: number | null | undefined, now: number): number {
+    return this.expiryFor(scope, ttl, now);
+  }
+
+  /** Finds the nearest readable slot for a read. */
+  private find(key: unknown, options: unknown, call: string): ReadFound | null {
+    this.assertOpen();
+    const o = A.optsOf(options, call);
+    const scope = A.scopeOf(o);
+    const k = A.keyOf(key);
+    const inherit = A.boolOf(o, "inherit", true);
+    const now = this.options.clock();
+    for (const s of inherit ? scopeLineage(scope) : [scope]) {
+      const slot = this.keydir.get(s, k);
+      if (slot !== undefined && isReadable(this.keydir, slot, now)) {
+        const seg = this.segments.get(slot.seg);
+        if (seg === undefined) throw new Error(`keydir points at missing segment ${slot.seg}`);
+        return { slot, seg };
+      }
+    }
+    return null;
+  }
+
+  /** readSync(): authorization and materialization in one synchronous turn. */
+  readSync(key: unknown, options?: unknown): T.ReadResult {
+    const found = this.find(key, options, "readSync");
+    if (found === null) return { status: "NOT_FOUND" };
+    return materialize(this, found, null);
+  }
+
+  /** read(): like readSync, but waits out an in-place rewrite before authorizing. */
+  async read(key: unknown, options?: unknown): Promise<T.ReadResult> {
+    for (;;) {
+      const found = this.find(key, options, "read");
+      if (found === null) return { status: "NOT_FOUND" };
+      const generation = this.gens.load(found.seg.cell);
+      if (generation % 2 !== 0 && !this.options.unsafeSkipReadValidation) {
+        await this.gens.waitChange(found.seg.cell, generation);
+        continue;
+      }
+      return materialize(this, found, this.faults.buffer);
+    }
+  }
+
+  /** probe(): value-record and retention-record presence of (scope, key), separately. */
+  async probe(key: unknown, options?: unknown): Promise<T.ProbeResult> {
+    this.assertOpen();
+    const o = A.optsOf(options, "probe");
+    const scope = A.scopeOf(o);
+    const k = A.keyOf(key);
+    const slot = this.keydir.get(scope, k);
+    if (slot === undefined) {
+      return { state: "absent", valuePresent: false, retentionPresent: false, physicalRecords: 0, version: null, generation: null, tombstoneSeq: null, expiresAt: null };
+    }
+    const now = this.options.clock();
+    const readable = isReadable(this.keydir, slot, now);
+    return {
+      state: this.stateOf(slot, readable, now),
+      valuePresent: readable,
+      retentionPresent: true,
+      physicalRecords: slot.physical,
+      version: slot.putSeq > 0 ? slot.putSeq : null,
+      generation: slot.generation,
+      tombstoneSeq: Math.max(slot.tombSeq, this.keydir.eraseSeq(scope)) || null,
+      expiresAt: slot.expiresAt === 0 || slot.seg === 0 ? null : slot.expiresAt,
+    };
+  }
+
+  private stateOf(slot: NonNullable<ReturnType<Keydir["get"]>>, readable: boolean, now: number): T.SlotState {
+    if (readable) return "live";
+    if (slot.seg !== 0 && putSurvives(this.keydir, slot) && isExpired(slot, now)) return "expired";
+    if (isTombstoned(this.keydir, slot) || (slot.putSeq > 0 && slot.seg === 0)) return slot.physical > 0 ? "tombstoned" : "reclaimed";
+    return "absent";
+  }
+
+  /** list(): live keys in key order, nearest scope first when inheriting. */
+  list(options?: unknown): AsyncIterable<T.ListEntry> {
+    this.assertOpen();
+    const o = A.optsOf(options, "list");
+    const scope = A.scopeOf(o);
+    const prefix = A.prefixOf(o);
+    const limit = A.limitOf(o);
+    const inherit = A.boolOf(o, "inherit", true);
+    const now = this.options.clock();
+    const found = new Map<string, T.ListEntry>();
+    for (const s of inherit ? scopeLineage(scope) : [scope]) {
+      for (const [key, slot] of this.keydir.scopes.get(s) ?? []) {
+        if (found.has(key) || !key.startsWith(prefix) || !isReadable(this.keydir, slot, now)) continue;
+        found.set(key, { key, scope: s, version: slot.putSeq });
+      }
+    }
+    const entries = [...found.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).slice(0, limit);
+    return (async function* () {
+      yield* entries;
+    })();
+  }
+
+  /** compact(): see compactor.ts. */
+  compact(options?: unknown): Promise<T.CompactionReport> {
+    this.assertOpen();
+    return this.compactor.compact(options);
+  }
+
+  /** gc(): reclaim by policy now. */
+  gc(): Promise<T.GcReport> {
+    this.assertOpen();
+    return this.compactor.gc();
+  }
+
+  /** stats(): see compactor.ts. */
+  stats(): T.StoreStats {
+    this.assertOpen();
+    return this.compactor.stats(this.seq);
+  }
+
+  /** verify(): reads every header and record checksum. */
+  verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
+    this.assertOpen();
+    return this.compactor.verify(onProgress);
+  }
+
+  /** Makes everything written durable now (any durability mode). */
+  async flush(): Promise<void> {
+    await this.log.idle();
+    await this.log.syncAll();
+  }
+
+  /** close(): waits for queued writes and compactions, syncs, closes files, releases the lock. */
+  close(): Promise<void> {
+    this.closing ??= this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    if (this.syncTimer !== null) clearInterval(this.syncTimer);
+    await this.log.idle();
+    await this.compactor.close();
+    await this.log.syncAll();
+    for (const seg of this.segments.values()) seg.close(this.gens);
+    this.lock.release();
+  }
+}
+
+/** Plans a batch: decides each op against the state the earlier ops leave, encodes, then commits. */
+class BatchPlan {
+  readonly records: Buffer[] = [];
+  readonly seqs: number[] = [];
+  readonly results: T.BatchResult[] = [];
+  readonly overlay = new Map<string, { scope: string; key: string; logical: Logical }>();
+  private readonly applies: Array<{ kind: "put" | "forget"; scope: string; key: string; seq: number; generation: number; expiresAt: number }> = [];
+  private bytes = 0;
+  seq: number;
+
+  constructor(private readonly store: Store, seq: number, private readonly now: number) {
+    this.seq = seq;
+  }
+
+  private state(scope: string, key: string): Logical {
+    return this.overlay.get(`${scope}\u0000${key}`)?.logical ?? this.store.logical(scope, key, this.now);
+  }
+
+  private push(record: Buffer, scope: string, key: string, logical: Logical): void {
+    this.bytes += record.length;
+    if (this.bytes > A.BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${A.BATCH_BYTES_MAX} bytes; split it`);
+    this.records.push(record);
+    this.seqs.push(this.seq);
+    this.overlay.set(`${scope}\u0000${key}`, { scope, key, logical });
+  }
+
+  /** Decides and encodes op `i`; throws (and nothing is written) when it is invalid or conflicts. */
+  add(raw: unknown, i: number): void {
+    const o = A.optsOf(raw, `batch[${i}]`);
+    const scope = A.scopeOf(o);
+    const key = A.keyOf(o["key"]);
+    const L = this.state(scope, key);
+    if (o["op"] === "write") {
+      const value = A.valueOf(o["value"]);
+      const generation = this.store.decide(key, L, A.expectedVersionOf(o), A.boolOf(o, "clearTombstone", false));
+      const expiresAt = this.store.expiry(scope, A.ttlOf(o), this.now);
+      this.seq += 1;
+      const seq = this.seq;
+      this.push(this.store.encodeFor({ type: C.RecordType.PUT, flags: C.RF_IN_BATCH, seq, generation, expiresAt, scope, key, value }), scope, key, {
+        seq, live: true, version: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true,
+      });
+      this.applies.push({ kind: "put", scope, key, seq, generation, expiresAt });
+      this.results.push({ ok: true, version: seq, generation });
+    } else if (o["op"] === "forget") {
+      if (!L.live) {
+        this.results.push({ ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null });
+        return;
+      }
+      this.seq += 1;
+      const seq = this.seq;
+      this.push(this.store.encodeFor({ type: C.RecordType.TOMBSTONE, flags: C.RF_IN_BATCH, seq, generation: L.generation, expiresAt: this.now, scope, key }), scope, key, {
+        seq, live: false, version: null, generation: L.generation, tombstoned: true, killSeq: seq, exists: true,
+      });
+      this.applies.push({ kind: "forget", scope, key, seq, generation: L.generation, expiresAt: this.now });
+      this.results.push({ ok: true, tombstoneSeq: seq, generation: L.generation });
+    } else {
+      throw new InvalidArgumentError(`batch[${i}].op must be "write" or "forget", got ${String(o["op"])}`);
+    }
+  }
+
+  /** Appends the BATCH_COMMIT record that makes the batch count at recovery. */
+  seal(): void {
+    this.seq += 1;
+    this.records.push(this.store.encodeFor({ type: C.RecordType.BATCH_COMMIT, seq: this.seq, generation: this.applies.length, scope: C.ROOT_SCOPE, key: "" }));
+    this.seqs.push(this.seq);
+  }
+
+  /** Applies every committed record in order. */
+  applyAll(at: Location[]): void {
+    for (const [i, a] of this.applies.entries()) {
+      this.store.applyBatchRecord(a.kind, a.scope, a.key, a.seq, a.generation, a.expiresAt, at[i] as Location);
+    }
+  }
+}

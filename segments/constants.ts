@@ -1,0 +1,90 @@
+/**
+ * The segment file format's constants, and nothing else (like LevelDB's log_format.h).
+ * docs/FORMAT.md describes the same layout table by table; change both together and bump
+ * FORMAT_VERSION when the bytes change.
+ */
+
+/** "ENGS" little-endian: the first four bytes of both header copies. */
+export const HEADER_MAGIC = 0x53474e45;
+/** Version of the byte layout in this file. */
+export const FORMAT_VERSION = 1;
+
+/** Bytes in one header copy. Two copies (A at 0, B at 64) precede the records. */
+export const HEADER_COPY_BYTES = 64;
+/** Offset of header copy A. */
+export const HEADER_A_OFFSET = 0;
+/** Offset of header copy B. */
+export const HEADER_B_OFFSET = HEADER_COPY_BYTES;
+/** Offset of the first record in every segment. */
+export const DATA_START = 2 * HEADER_COPY_BYTES;
+
+/** Header copy field offsets (all little-endian). */
+export const H_MAGIC = 0; // u32
+export const H_VERSION = 4; // u16
+export const H_FLAGS = 6; // u16
+export const H_SEGMENT_ID = 8; // u32
+export const H_HEADER_SEQ = 12; // u32, counts header writes: ties in generation break on it
+export const H_GENERATION = 16; // u64
+export const H_CREATED_SEQ = 24; // u64
+export const H_MIN_SEQ = 32; // u64
+export const H_MAX_SEQ = 40; // u64
+export const H_REPLACES_ID = 48; // u32, 0 = replaces nothing
+export const H_RESERVED = 52; // u32, zero
+export const H_CHECKSUM = 56; // u64 xxh64 of bytes [0, 56)
+
+/** Header flag: the segment takes no more appends; its file ends at its last record. */
+export const FLAG_SEALED = 1 << 0;
+/** Header flag: an in-place compaction is rewriting the segment (its journal holds the truth). */
+export const FLAG_COMPACTING = 1 << 1;
+/** All header flags known to this version; any other bit set is corruption. */
+export const HEADER_FLAGS_KNOWN = FLAG_SEALED | FLAG_COMPACTING;
+
+/** Record types. Zero is never a type: a zero byte there means unwritten (preallocated) space. */
+export const RecordType = {
+  PUT: 1,
+  TOMBSTONE: 2,
+  CLEAR: 3,
+  SCOPE_ERASE: 4,
+  BATCH_COMMIT: 5,
+} as const;
+export type RecordTypeValue = (typeof RecordType)[keyof typeof RecordType];
+export const RECORD_TYPE_MAX = 5;
+
+/** Record flag: the value is UTF-8 text (returned as a string); otherwise bytes. */
+export const RF_UTF8 = 1 << 0;
+/** Record flag: the record belongs to a batch and counts only once its BATCH_COMMIT follows. */
+export const RF_IN_BATCH = 1 << 1;
+/** All record flags known to this version. */
+export const RECORD_FLAGS_KNOWN = RF_UTF8 | RF_IN_BATCH;
+
+/** Record field offsets (all little-endian). */
+export const R_LENGTH = 0; // u32 total record bytes, checksum included
+export const R_TYPE = 4; // u8
+export const R_FLAGS = 5; // u8
+export const R_SCOPE_LEN = 6; // u16
+export const R_KEY_LEN = 8; // u16
+export const R_RESERVED = 10; // u16, zero
+export const R_VALUE_LEN = 12; // u32
+export const R_SEQ = 16; // u64
+export const R_GENERATION = 24; // u64
+export const R_EXPIRES_AT = 32; // u64 ms since epoch, 0 = never
+/** Bytes before the scope/key/value payload. */
+export const RECORD_FIXED_BYTES = 40;
+/** Bytes of the trailing xxh64 checksum. */
+export const RECORD_CHECKSUM_BYTES = 8;
+/** Fixed bytes of every record: the header fields plus the checksum. */
+export const RECORD_OVERHEAD = RECORD_FIXED_BYTES + RECORD_CHECKSUM_BYTES;
+
+/** Limits of the format itself (the engine may configure tighter ones). */
+export const KEY_BYTES_MAX = 1024;
+export const SCOPE_BYTES_MAX = 8 * 64 + 7;
+export const SCOPE_DEPTH_MAX = 8;
+export const SCOPE_COMPONENT_BYTES_MAX = 64;
+/** Largest value the format can carry; the default engine limit is 16 MiB. */
+export const VALUE_BYTES_MAX = 256 * 1024 * 1024;
+/** Largest record the format can carry. */
+export const RECORD_BYTES_MAX = RECORD_OVERHEAD + SCOPE_BYTES_MAX + KEY_BYTES_MAX + VALUE_BYTES_MAX;
+/** Largest sequence or generation: JS numbers are exact up to here. */
+export const SEQ_MAX = Number.MAX_SAFE_INTEGER;
+/** The root scope's name. */
+export const ROOT_SCOPE = "global";

@@ -1,0 +1,121 @@
+/**
+ * Segment header: two fixed-size copies, A and B, at the start of every segment file. A header
+ * update overwrites the copy that is not current, so a write torn at any byte leaves the current
+ * copy intact. Opening picks the valid copy with the highest (generation, headerSeq).
+ */
+import { checksum64 } from "./checksum.js";
+import * as C from "./constants.js";
+import { CorruptionError } from "./errors.js";
+
+/** The decoded content of one header copy. */
+export interface SegmentHeader {
+  segmentId: number;
+  /** Bumped by two for every in-place rewrite (odd while rewriting, see engine/generations). */
+  generation: number;
+  /** Counts header writes; breaks ties between copies with equal generation. */
+  headerSeq: number;
+  flags: number;
+  createdSeq: number;
+  minSeq: number;
+  maxSeq: number;
+  /** The segment this one replaces (copy-on-write output), 0 for none. */
+  replacesId: number;
+}
+
+function u64(view: DataView, at: number): number {
+  const v = view.getBigUint64(at, true);
+  if (v > BigInt(C.SEQ_MAX)) return -1;
+  return Number(v);
+}
+
+/** Encodes one header copy into a fresh 64-byte buffer, checksum included. */
+export function encodeHeader(h: SegmentHeader): Uint8Array {
+  assertHeaderFields(h);
+  const bytes = new Uint8Array(C.HEADER_COPY_BYTES);
+  const view = new DataView(bytes.buffer);
+  view.setUint32(C.H_MAGIC, C.HEADER_MAGIC, true);
+  view.setUint16(C.H_VERSION, C.FORMAT_VERSION, true);
+  view.setUint16(C.H_FLAGS, h.flags, true);
+  view.setUint32(C.H_SEGMENT_ID, h.segmentId, true);
+  view.setUint32(C.H_HEADER_SEQ, h.headerSeq, true);
+  view.setBigUint64(C.H_GENERATION, BigInt(h.generation), true);
+  view.setBigUint64(C.H_CREATED_SEQ, BigInt(h.createdSeq), true);
+  view.setBigUint64(C.H_MIN_SEQ, BigInt(h.minSeq), true);
+  view.setBigUint64(C.H_MAX_SEQ, BigInt(h.maxSeq), true);
+  view.setUint32(C.H_REPLACES_ID, h.replacesId, true);
+  view.setBigUint64(C.H_CHECKSUM, checksum64(bytes, 0, C.H_CHECKSUM), true);
+  // Paired check: what we wrote decodes to what we were given.
+  const back = decodeHeader(bytes, 0);
+  if (back === null || back.generation !== h.generation || back.segmentId !== h.segmentId) {
+    throw new Error("header encode/decode mismatch");
+  }
+  return bytes;
+}
+
+function assertHeaderFields(h: SegmentHeader): void {
+  const ints: Array<[string, number, number]> = [
+    ["segmentId", h.segmentId, 0xffffffff],
+    ["headerSeq", h.headerSeq, 0xffffffff],
+    ["replacesId", h.replacesId, 0xffffffff],
+    ["flags", h.flags, C.HEADER_FLAGS_KNOWN],
+    ["generation", h.generation, C.SEQ_MAX],
+    ["createdSeq", h.createdSeq, C.SEQ_MAX],
+    ["minSeq", h.minSeq, C.SEQ_MAX],
+    ["maxSeq", h.maxSeq, C.SEQ_MAX],
+  ];
+  for (const [name, value, max] of ints) {
+    if (!Number.isSafeInteger(value) || value < 0 || value > max) throw new Error(`header field ${name}=${value} out of range`);
+  }
+  if ((h.flags & ~C.HEADER_FLAGS_KNOWN) !== 0) throw new Error(`unknown header flags ${h.flags}`);
+}
+
+/** Decodes the header copy at `at`; null when its magic, version, flags or checksum is wrong. */
+export function decodeHeader(bytes: Uint8Array, at: number): SegmentHeader | null {
+  if (bytes.length < at + C.HEADER_COPY_BYTES) return null;
+  const view = new DataView(bytes.buffer, bytes.byteOffset + at, C.HEADER_COPY_BYTES);
+  if (view.getUint32(C.H_MAGIC, true) !== C.HEADER_MAGIC) return null;
+  if (view.getUint16(C.H_VERSION, true) !== C.FORMAT_VERSION) return null;
+  const stored = view.getBigUint64(C.H_CHECKSUM, true);
+  if (checksum64(bytes, at, at + C.H_CHECKSUM) !== stored) return null;
+  const flags = view.getUint16(C.H_FLAGS, true);
+  if ((flags & ~C.HEADER_FLAGS_KNOWN) !== 0) return null;
+  if (view.getUint32(C.H_RESERVED, true) !== 0) return null;
+  const header: SegmentHeader = {
+    segmentId: view.getUint32(C.H_SEGMENT_ID, true),
+    headerSeq: view.getUint32(C.H_HEADER_SEQ, true),
+    generation: u64(view, C.H_GENERATION),
+    flags,
+    createdSeq: u64(view, C.H_CREATED_SEQ),
+    minSeq: u64(view, C.H_MIN_SEQ),
+    maxSeq: u64(view, C.H_MAX_SEQ),
+    replacesId: view.getUint32(C.H_REPLACES_ID, true),
+  };
+  if (header.generation < 0 || header.createdSeq < 0 || header.minSeq < 0 || header.maxSeq < 0) return null;
+  return header;
+}
+
+/** Which copy is current, and the header it holds. */
+export interface HeaderChoice {
+  header: SegmentHeader;
+  /** 0 for copy A, 1 for copy B. */
+  copy: 0 | 1;
+}
+
+/**
+ * Picks the valid copy with the highest (generation, headerSeq) from the first 128 bytes of a
+ * segment. Throws CorruptionError when neither copy is valid.
+ */
+export function chooseHeader(bytes: Uint8Array, segmentId: number): HeaderChoice {
+  const a = decodeHeader(bytes, C.HEADER_A_OFFSET);
+  const b = decodeHeader(bytes, C.HEADER_B_OFFSET);
+  if (a === null && b === null) throw new CorruptionError(segmentId, 0, "both header copies are invalid");
+  if (a === null) return { header: b as SegmentHeader, copy: 1 };
+  if (b === null) return { header: a, copy: 0 };
+  const bNewer = b.generation > a.generation || (b.generation === a.generation && b.headerSeq > a.headerSeq);
+  return bNewer ? { header: b, copy: 1 } : { header: a, copy: 0 };
+}
+
+/** The file offset where the next header write goes: the copy that is not current. */
+export function nextHeaderOffset(current: HeaderChoice): number {
+  return current.copy === 0 ? C.HEADER_B_OFFSET : C.HEADER_A_OFFSET;
+}

@@ -1,0 +1,113 @@
+/**
+ * Engram: the public face of the store (API.md). A thin class over engine/store.ts so that the
+ * package's surface stays small and documented while the engine evolves underneath.
+ */
+import { Store } from "../engine/store.js";
+import type { FaultPoint } from "../engine/types.js";
+import type * as T from "./types.js";
+
+/** Test-facing fault controls: pause an operation at a named point, then let it go. */
+export interface Faults {
+  /** Resolves when some operation is paused at `point`. */
+  waitFor(point: FaultPoint): Promise<void>;
+  /** Lets the operations paused at `point` go on; the point stays armed. */
+  release(point: FaultPoint): void;
+}
+
+/** An open engram store. */
+export class Engram {
+  /** The store underneath (for tools that inspect internals, such as the CLI's inspect). */
+  readonly #store: Store;
+  /** Fault injection controls (armed with `faults.pauseAt` at open). */
+  readonly faults: Faults;
+
+  private constructor(store: Store) {
+    this.#store = store;
+    this.faults = store.faults;
+  }
+
+  /** Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open elsewhere. */
+  static async open(dir: string, options?: T.OpenOptions): Promise<Engram> {
+    return new Engram(await Store.open(dir, options));
+  }
+
+  /** The directory this store lives in. */
+  get dir(): string {
+    return this.#store.dir;
+  }
+
+  /** Writes `value` under `key`; resolves once durable (sync mode) with its version and generation. */
+  write(key: string, value: T.Value, options?: T.WriteOptions): Promise<T.WriteResult> {
+    return this.#store.write(key, value, options);
+  }
+
+  /** Reads the nearest live value of `key` from `scope` up to "global" (unless inherit: false). */
+  read(key: string, options?: T.ReadOptions): Promise<T.ReadResult> {
+    return this.#store.read(key, options);
+  }
+
+  /** read(), synchronously: fails closed instead of waiting when a segment is being rewritten. */
+  readSync(key: string, options?: T.ReadOptions): T.ReadResult {
+    return this.#store.readSync(key, options);
+  }
+
+  /** Tombstones `key` in exactly `scope`; confirms the tombstone commit, not reclamation. */
+  forget(key: string, options?: T.ScopeOption): Promise<T.ForgetResult> {
+    return this.#store.forget(key, options);
+  }
+
+  /** Erases `scope` and every descendant scope; "eager" waits until their value bytes are gone from disk. */
+  forgetScope(scope: string, options?: T.ForgetScopeOptions): Promise<T.ForgetScopeResult> {
+    return this.#store.forgetScope(scope, options);
+  }
+
+  /** Clears the tombstone of `key`: the slot moves to a higher generation and is empty and writable. */
+  undelete(key: string, options?: T.ScopeOption): Promise<T.UndeleteResult> {
+    return this.#store.undelete(key, options);
+  }
+
+  /** Reports value-record and retention-record presence of `key` in exactly `scope`, separately. */
+  probe(key: string, options?: T.ScopeOption): Promise<T.ProbeResult> {
+    return this.#store.probe(key, options);
+  }
+
+  /** Live keys in key order (nearest scope wins when inheriting). */
+  list(options?: T.ListOptions): AsyncIterable<T.ListEntry> {
+    return this.#store.list(options);
+  }
+
+  /** Applies writes and forgets atomically: after a crash all or none are visible. */
+  batch(ops: T.BatchOp[]): Promise<T.BatchResult[]> {
+    return this.#store.batch(ops);
+  }
+
+  /** Compacts the given sealed segments, or every segment holding garbage. */
+  compact(options?: T.CompactOptions): Promise<T.CompactionReport> {
+    return this.#store.compact(options);
+  }
+
+  /** Reclaims by policy now (generation-keyed). */
+  gc(): Promise<T.GcReport> {
+    return this.#store.gc();
+  }
+
+  /** Segments, live and dead bytes, slots, tombstones, sequence. */
+  stats(): T.StoreStats {
+    return this.#store.stats();
+  }
+
+  /** Reads every header and record and checks its checksum. */
+  verify(options?: { onProgress?: T.ProgressFn }): Promise<T.VerifyReport> {
+    return this.#store.verify(options?.onProgress);
+  }
+
+  /** Makes every write so far durable, whatever the durability mode. */
+  flush(): Promise<void> {
+    return this.#store.flush();
+  }
+
+  /** Waits for in-flight writes, GC and workers, then closes; idempotent. */
+  close(): Promise<void> {
+    return this.#store.close();
+  }
+}
