@@ -39,7 +39,7 @@ function settleCompactions(dir: string, names: string[]): number {
   let replayed = 0;
   for (const name of names) {
     if (name.endsWith(".tmp")) fs.rmSync(path.join(dir, name), { force: true });
-    const m = /^(\d{8})\.journal$/.exec(name);
+    const m = /^(\d{8,10})\.journal$/.exec(name);
     if (m !== null && replayJournal(dir, Number(m[1]))) replayed += 1;
   }
   fsyncDir(dir);

@@ -107,7 +107,11 @@ function finishFault(
     if (!sealed && firstNonZero(bytes, at, end) === end) {
       return batchStart >= 0 ? { end: cut, torn: { offset: cut, reason: "uncommitted-batch" }, records } : { end: at, torn: null, records };
     }
-    throw new CorruptionError(segmentId, at, sealed ? "zero bytes inside a sealed segment" : "zero length followed by data");
+    // Zeros then stray bytes with no valid record among them: a final append whose later pages
+    // reached the disk before its earlier ones (power loss). Only a valid record after the gap
+    // proves that the zeros sit in the middle of committed data.
+    if (!sealed && !validRecordAfter(bytes, at + 1, end)) return { end: cut, torn: { offset: at, reason: "empty" }, records };
+    throw new CorruptionError(segmentId, at, sealed ? "zero bytes inside a sealed segment" : "zero length followed by valid records");
   }
   if (sealed) throw new CorruptionError(segmentId, at, `record ${fault} inside a sealed segment`);
   // A checksum failure means the fixed fields were self-consistent, so the record's extent is
