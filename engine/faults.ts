@@ -3,9 +3,12 @@
  * SharedArrayBuffer so that the same point works on the main thread (an awaited promise) and in
  * a compaction worker (Atomics.wait, so a test can stop a worker at an exact step).
  *
- * Per point, three Int32 cells: armed (1 = pause here), paused (operations waiting now), released
- * (a counter bumped by release()). `crashAt` kills the whole process with SIGKILL — from any thread
- * — so crash tests run the store in a child process and reopen the directory afterwards.
+ * Per point, one armed cell and one state cell. The state packs a release epoch (high 16 bits)
+ * and the number of operations waiting in that epoch (low 16 bits), updated with compare-and-swap,
+ * so that release() atomically lets every waiting operation go *and* resets the count: waitFor()
+ * after a release waits for a new arrival, never for one that is already on its way out.
+ * `crashAt` kills the whole process with SIGKILL — from any thread — so crash tests run the
+ * store in a child process and reopen the directory afterwards.
  * This file imports nothing from fs-ext: workers load it.
  */
 import type { FaultPoint } from "./types.js";
@@ -24,10 +27,10 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "compaction:before-unlink",
 ];
 
-const CELLS = 3;
+const CELLS = 2;
 const ARMED = 0;
-const PAUSED = 1;
-const RELEASED = 2;
+const STATE = 1;
+const WAITING_MASK = 0xffff;
 /** The last cell holds the index of the crash point plus one (0 = none). */
 const CRASH_CELL = FAULT_POINTS.length * CELLS;
 
@@ -57,35 +60,42 @@ function crashIfArmed(cells: Int32Array, point: FaultPoint): void {
   }
 }
 
+/** Joins the waiters of the current epoch; returns the epoch to wait out, or null when not armed. */
+function arrive(cells: Int32Array, point: FaultPoint): { at: number; epoch: number } | null {
+  crashIfArmed(cells, point);
+  const at = indexOf(point);
+  if (Atomics.load(cells, at + ARMED) !== 1) return null;
+  for (;;) {
+    const state = Atomics.load(cells, at + STATE);
+    if ((state & WAITING_MASK) === WAITING_MASK) throw new Error(`too many operations paused at ${point}`);
+    if (Atomics.compareExchange(cells, at + STATE, state, state + 1) === state) {
+      Atomics.notify(cells, at + STATE);
+      return { at: at + STATE, epoch: state >>> 16 };
+    }
+  }
+}
+
 /** Worker side (blocking): crash or pause at `point` if it is armed. */
 export function hitBlocking(buffer: SharedArrayBuffer | null, point: FaultPoint): void {
   if (buffer === null) return;
   const cells = new Int32Array(buffer);
-  crashIfArmed(cells, point);
-  const at = indexOf(point);
-  if (Atomics.load(cells, at + ARMED) !== 1) return;
-  const released = Atomics.load(cells, at + RELEASED);
-  Atomics.add(cells, at + PAUSED, 1);
-  Atomics.notify(cells, at + PAUSED);
-  while (Atomics.load(cells, at + RELEASED) === released) Atomics.wait(cells, at + RELEASED, released);
-  Atomics.sub(cells, at + PAUSED, 1);
+  const joined = arrive(cells, point);
+  if (joined === null) return;
+  for (let s = Atomics.load(cells, joined.at); s >>> 16 === joined.epoch; s = Atomics.load(cells, joined.at)) {
+    Atomics.wait(cells, joined.at, s);
+  }
 }
 
 /** Main-thread side (non-blocking): crash, or resolve once released if `point` is armed. */
 export async function hitAsync(buffer: SharedArrayBuffer | null, point: FaultPoint): Promise<void> {
   if (buffer === null) return;
   const cells = new Int32Array(buffer);
-  crashIfArmed(cells, point);
-  const at = indexOf(point);
-  if (Atomics.load(cells, at + ARMED) !== 1) return;
-  const released = Atomics.load(cells, at + RELEASED);
-  Atomics.add(cells, at + PAUSED, 1);
-  Atomics.notify(cells, at + PAUSED);
-  while (Atomics.load(cells, at + RELEASED) === released) {
-    const w = Atomics.waitAsync(cells, at + RELEASED, released);
+  const joined = arrive(cells, point);
+  if (joined === null) return;
+  for (let s = Atomics.load(cells, joined.at); s >>> 16 === joined.epoch; s = Atomics.load(cells, joined.at)) {
+    const w = Atomics.waitAsync(cells, joined.at, s);
     if (w.async) await w.value;
   }
-  Atomics.sub(cells, at + PAUSED, 1);
 }
 
 /** Main-thread side, synchronous code paths: crash only (a sync path cannot pause). */
@@ -100,29 +110,33 @@ export class FaultController {
     this.buffer = buffer;
   }
 
-  /** Resolves when some operation is paused at `point` (immediately if one already is). */
+  /** Resolves when some operation is paused at `point` and not yet released (at once if one is). */
   async waitFor(point: FaultPoint): Promise<void> {
     const cells = this.cells(point);
-    const at = indexOf(point) + PAUSED;
+    const at = indexOf(point) + STATE;
     for (;;) {
-      const paused = Atomics.load(cells, at);
-      if (paused > 0) return;
-      const w = Atomics.waitAsync(cells, at, paused);
+      const state = Atomics.load(cells, at);
+      if ((state & WAITING_MASK) > 0) return;
+      const w = Atomics.waitAsync(cells, at, state);
       if (w.async) await w.value;
     }
   }
 
-  /** Lets the operations paused at `point` go on; the point stays armed for later ones. */
+  /** Lets every operation paused at `point` go on; the point stays armed for later ones. */
   release(point: FaultPoint): void {
     const cells = this.cells(point);
-    const at = indexOf(point) + RELEASED;
-    Atomics.add(cells, at, 1);
+    const at = indexOf(point) + STATE;
+    for (;;) {
+      const state = Atomics.load(cells, at);
+      const next = ((((state >>> 16) + 1) & 0xffff) << 16) | 0;
+      if (Atomics.compareExchange(cells, at, state, next) === state) break;
+    }
     Atomics.notify(cells, at);
   }
 
   /** How many operations are paused at `point` now. */
   pausedAt(point: FaultPoint): number {
-    return Atomics.load(this.cells(point), indexOf(point) + PAUSED);
+    return Atomics.load(this.cells(point), indexOf(point) + STATE) & WAITING_MASK;
   }
 
   private cells(point: FaultPoint): Int32Array {
