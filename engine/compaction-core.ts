@@ -115,7 +115,7 @@ function planCopy(bytes: Uint8Array, task: CompactionTask): { out: Buffer; resul
     result.newOffsets.push(cursor);
     cursor += length;
     if (record.type === C.RecordType.PUT) kept.add(record.scope);
-  });
+  }, false);
   if (found !== liveAt.size) throw new CorruptionError(task.segmentId, 0, `${liveAt.size - found} live locations are not record starts`);
   result.recordsKept = found;
   result.keptScopes = [...kept];

@@ -93,23 +93,25 @@ export class Compactor {
     this.autoTimer.unref();
   }
 
-  /** A value died somewhere: maybe a sealed segment passed its garbage ratio. */
-  noteGarbage(): void {
-    if (this.segmentsOverRatio().length > 0) this.nudge();
+  /** A value in `seg` died: maybe the segment passed its garbage ratio. */
+  noteGarbage(seg: Segment): void {
+    if (this.overRatio(seg)) this.nudge();
+  }
+
+  private overRatio(s: Segment): boolean {
+    const ratio = this.store.options.compaction.garbageRatio;
+    return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
   }
 
   /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry). */
   recount(): void {
     const tally = this.tally(this.store.options.clock());
     for (const seg of this.store.segments.values()) seg.deadBytes = seg.dataEnd - C.DATA_START - (tally.get(seg.id)?.liveBytes ?? 0);
-    this.noteGarbage();
+    if (this.segmentsOverRatio().length > 0) this.nudge();
   }
 
   private segmentsOverRatio(): Segment[] {
-    const ratio = this.store.options.compaction.garbageRatio;
-    return [...this.store.segments.values()].filter(
-      (s) => s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START),
-    );
+    return [...this.store.segments.values()].filter((s) => this.overRatio(s));
   }
 
   private async autoPass(): Promise<void> {
@@ -376,7 +378,7 @@ export class Compactor {
       try {
         const bytes = readWholeFile(fd);
         const { header } = chooseHeader(bytes, id);
-        const end = scanRecords(bytes, id, (header.flags & C.FLAG_SEALED) !== 0, () => undefined);
+        const end = scanRecords(bytes, id, (header.flags & C.FLAG_SEALED) !== 0, () => undefined, false);
         report.records += end.records;
         if (end.torn !== null) report.problems.push({ segment: id, offset: end.torn.offset, detail: `torn tail (${end.torn.reason})` });
         report.bytes += bytes.length;

@@ -43,12 +43,12 @@ function fromSlot(keydir: Keydir, slot: Slot | undefined, now: number): Logical 
 
 /** Queued, uncommitted state by slot, and queued erasures by scope. */
 export class Intents {
-  private readonly slots = new Map<string, Logical & { scope: string; key: string }>();
+  private readonly slots = new Map<string, Map<string, Logical>>();
   private readonly erases = new Map<string, number>();
 
   /** The logical state of (scope, key) at `now`. */
   logical(keydir: Keydir, scope: string, key: string, now: number): Logical {
-    const base = this.slots.get(slotKey(scope, key)) ?? fromSlot(keydir, keydir.get(scope, key), now);
+    const base = this.slots.get(scope)?.get(key) ?? fromSlot(keydir, keydir.get(scope, key), now);
     const erased = this.pendingEraseSeq(scope);
     if (erased > base.seq && base.live) {
       return { ...base, seq: erased, live: false, version: null, tombstoned: true, killSeq: erased };
@@ -56,15 +56,22 @@ export class Intents {
     return base;
   }
 
-  /** Records the state a queued mutation leaves behind. */
+  /** Records the state a queued mutation leaves behind (the object is kept, not copied). */
   set(scope: string, key: string, state: Logical): void {
-    this.slots.set(slotKey(scope, key), { ...state, scope, key });
+    let keys = this.slots.get(scope);
+    if (keys === undefined) {
+      keys = new Map();
+      this.slots.set(scope, keys);
+    }
+    keys.set(key, state);
   }
 
   /** Forgets the queued state once the mutation with `seq` is applied (unless a later one is queued). */
   settle(scope: string, key: string, seq: number): void {
-    const k = slotKey(scope, key);
-    if (this.slots.get(k)?.seq === seq) this.slots.delete(k);
+    const keys = this.slots.get(scope);
+    if (keys?.get(key)?.seq !== seq) return;
+    keys.delete(key);
+    if (keys.size === 0) this.slots.delete(scope);
   }
 
   /** Records a queued erasure of `scope`. */
@@ -77,9 +84,9 @@ export class Intents {
     if (this.erases.get(scope) === seq) this.erases.delete(scope);
   }
 
-  /** Queued slots (scope, key) in the subtree of `root` matching `within`. */
+  /** Every queued slot as (scope, key). */
   *queuedSlots(): Generator<{ scope: string; key: string }> {
-    yield* this.slots.values();
+    for (const [scope, keys] of this.slots) for (const key of keys.keys()) yield { scope, key };
   }
 
   private pendingEraseSeq(scope: string): number {

@@ -21,6 +21,7 @@ export interface ResolvedOptions {
   syncIntervalMs: number;
   segmentBytes: number;
   maxValueBytes: number;
+  cacheBytes: number;
   compaction: { mode: "copy-on-write" | "in-place"; workers: number; auto: boolean; garbageRatio: number };
   ttlMs: number | null;
   tombstoneRetentionMs: number;
@@ -39,6 +40,7 @@ export const SEGMENT_BYTES_MAX = 1024 * 1024 * 1024;
 export const WORKERS_MAX = 16;
 export const TTL_MS_MAX = 100 * 365 * 24 * 3600 * 1000;
 export const SCOPE_RULES_MAX = 1024;
+export const CACHE_BYTES_MAX = 16 * 1024 * 1024 * 1024;
 
 function fail(name: string, want: string, got: unknown): never {
   const shown = typeof got === "string" ? JSON.stringify(got) : String(got);
@@ -136,6 +138,7 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
     syncIntervalMs: int("syncIntervalMs", o.syncIntervalMs, 1, 60_000, 50),
     segmentBytes: int("segmentBytes", o.segmentBytes, SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX, 64 * 1024 * 1024),
     maxValueBytes: int("maxValueBytes", o.maxValueBytes, 0, VALUE_BYTES_MAX, 16 * 1024 * 1024),
+    cacheBytes: int("cacheBytes", o.cacheBytes, 0, CACHE_BYTES_MAX, 64 * 1024 * 1024),
     compaction: {
       mode: oneOf("compaction.mode", c["mode"], ["copy-on-write", "in-place"] as const, "copy-on-write"),
       workers: int("compaction.workers", c["workers"], 0, WORKERS_MAX, 1),

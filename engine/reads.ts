@@ -17,6 +17,7 @@ import { hitAsync } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import type { Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
+import type { ValueCache } from "./value-cache.js";
 import type { ReadResult } from "./types.js";
 
 /** A slot a read found, and the segment holding its value. */
@@ -35,6 +36,9 @@ interface ReadToken {
   key: string;
   generation: number;
   version: number;
+  /** The value from the hot-value cache, when the slot was cached at this location and generation. */
+  cached: string | Uint8Array | undefined;
+  slot: Slot;
 }
 
 /** What materialize needs from the store. */
@@ -42,15 +46,20 @@ export interface ReadHost {
   readonly segmentsDir: string;
   readonly gens: GenerationTable;
   readonly options: { unsafeSkipReadValidation: boolean };
+  /** Null when caching is off (always, under unsafe.skipReadValidation: it reads like the naive design). */
+  readonly cache: ValueCache | null;
 }
 
 function authorize(host: ReadHost, found: ReadFound): ReadToken {
   const { slot, seg } = found;
+  const segmentGeneration = host.gens.load(seg.cell);
   return {
     seg,
+    slot,
+    cached: host.cache?.get(slot, segmentGeneration),
     offset: slot.off,
     length: slot.len,
-    segmentGeneration: host.gens.load(seg.cell),
+    segmentGeneration,
     scope: slot.scope,
     key: slot.key,
     generation: slot.putGen,
@@ -81,16 +90,19 @@ export function materialize(host: ReadHost, found: ReadFound, faults: SharedArra
 }
 
 function finishRead(host: ReadHost, token: ReadToken): ReadResult {
-  let bytes: Uint8Array;
+  let bytes: Uint8Array | null = null;
   try {
-    bytes = preadSync(token.seg.fd, token.offset, token.length);
+    if (token.cached === undefined) bytes = preadSync(token.seg.fd, token.offset, token.length);
   } finally {
     token.seg.leave(host.segmentsDir, host.gens);
   }
-  if (host.options.unsafeSkipReadValidation) return unvalidated(token, bytes);
+  if (host.options.unsafeSkipReadValidation) return unvalidated(token, bytes as Uint8Array);
   const live = host.gens.load(token.seg.cell);
   if (live !== token.segmentGeneration) {
     throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, live, "segment generation drifted between authorization and materialization");
+  }
+  if (bytes === null) {
+    return { status: "OK", value: token.cached as string | Uint8Array, version: token.version, generation: token.generation, scope: token.scope };
   }
   const got = checkRecordBytes(bytes, token.length, {
     type: C.RecordType.PUT,
@@ -100,6 +112,7 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
     seq: token.version,
   });
   if (typeof got === "string") throw new CorruptionError(token.seg.id, token.offset, `point read failed its ${got} check`);
+  host.cache?.put(token.slot, got.value as string | Uint8Array, token.seg.id, token.offset, token.segmentGeneration);
   return { status: "OK", value: got.value as string | Uint8Array, version: token.version, generation: token.generation, scope: token.scope };
 }
 

@@ -124,7 +124,7 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
     const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
     const bytes = readWholeFile(o.fd);
     const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
-    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off));
+    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off), false);
     seg.dataEnd = end.end;
     seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
     if (end.torn !== null) {

@@ -23,6 +23,7 @@ import { lockDirectory, type DirLock } from "./lock.js";
 import { matchScopeRule, resolveOptions, type ResolvedOptions } from "./options.js";
 import { materialize, type ReadFound } from "./reads.js";
 import { recover } from "./recovery.js";
+import { ValueCache } from "./value-cache.js";
 import { Segment } from "./segment.js";
 import type * as T from "./types.js";
 
@@ -37,6 +38,8 @@ export class Store {
   readonly gens: GenerationTable;
   readonly log: CommitLog;
   readonly compactor: Compactor;
+  /** Hot values; null when off (cacheBytes 0, or unsafe.skipReadValidation). */
+  readonly cache: ValueCache | null;
   private readonly lock: DirLock;
   private readonly intents = new Intents();
   private seq: number;
@@ -52,6 +55,7 @@ export class Store {
     this.gens = gens;
     const faultBuffer = options.pauseAt.length > 0 || options.crashAt !== null ? createFaultBuffer(options.pauseAt, options.crashAt) : null;
     this.faults = new FaultController(faultBuffer);
+    this.cache = options.cacheBytes > 0 && !options.unsafeSkipReadValidation ? new ValueCache(options.cacheBytes) : null;
     const rec = recover(this.segmentsDir, gens, options.clock());
     this.keydir = rec.keydir;
     this.segments = rec.segments;
@@ -172,7 +176,9 @@ export class Store {
   private valueDied(slot: Slot): void {
     if (slot.seg === 0) return;
     const seg = this.segments.get(slot.seg);
-    if (seg !== undefined) seg.deadBytes += slot.len;
+    if (seg === undefined) return;
+    seg.deadBytes += slot.len;
+    this.compactor.noteGarbage(seg);
   }
 
   private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, at: Location): void {
@@ -181,7 +187,6 @@ export class Store {
     applyPut(slot, seq, generation, expiresAt, at);
     this.segments.get(at.seg)?.scopes.add(scope);
     this.intents.settle(scope, key, seq);
-    this.compactor.noteGarbage();
   }
 
   /** forget(): tombstones the live value of (scope, key); null tombstoneSeq when nothing was live. */
@@ -206,7 +211,6 @@ export class Store {
     if (seq > slot.tombSeq && slot.putSeq < seq) this.valueDied(slot);
     applyTombstone(slot, seq, generation, now, at);
     this.intents.settle(scope, key, seq);
-    this.compactor.noteGarbage();
   }
 
   /** undelete(): clears a tombstone by moving the slot to a higher generation; no-op otherwise. */
@@ -450,6 +454,7 @@ export class Store {
     await this.compactor.close();
     await this.log.syncAll();
     for (const seg of this.segments.values()) seg.close(this.gens);
+    this.cache?.clear();
     this.lock.release();
   }
 }

@@ -51,6 +51,8 @@ export interface OpenOptions {
   syncIntervalMs?: number;
   segmentBytes?: number;
   maxValueBytes?: number;
+  /** Budget of the hot-value cache in bytes (default 64 MiB; 0 turns it off). */
+  cacheBytes?: number;
   compaction?: CompactionOptions;
   retention?: RetentionOptions;
   tombstoneWrites?: "auto-clear" | "require-clear";

@@ -9,13 +9,16 @@ import { KEY_BYTES_MAX, ROOT_SCOPE, SCOPE_COMPONENT_BYTES_MAX, SCOPE_DEPTH_MAX }
 
 const COMPONENT = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$/;
 const encoder = new TextEncoder();
+/** Scopes already found valid: the check runs on every call, and most calls reuse a few scopes. */
+const validScopes = new Set<string>();
+const VALID_SCOPES_CACHED_MAX = 4096;
 
 /** Throws InvalidArgumentError unless `scope` is "global" or 1–8 valid components joined by "/". */
 export function assertScope(scope: unknown): asserts scope is string {
   if (typeof scope !== "string") {
     throw new InvalidArgumentError(`scope must be a string such as "global" or "user:alice/session:42", got ${typeof scope}`);
   }
-  if (scope === ROOT_SCOPE) return;
+  if (scope === ROOT_SCOPE || validScopes.has(scope)) return;
   const parts = scope.split("/");
   if (parts.length > SCOPE_DEPTH_MAX) {
     throw new InvalidArgumentError(`scope ${JSON.stringify(scope.slice(0, 80))} has ${parts.length} components; at most ${SCOPE_DEPTH_MAX}`);
@@ -31,6 +34,8 @@ export function assertScope(scope: unknown): asserts scope is string {
       );
     }
   }
+  if (validScopes.size >= VALID_SCOPES_CACHED_MAX) validScopes.clear();
+  validScopes.add(scope);
 }
 
 /** Throws InvalidArgumentError unless `key` is 1–1024 bytes of UTF-8 without NUL. */

@@ -102,9 +102,9 @@ export function encodeRecord(r: RecordInput, valueBytesMax: number = C.VALUE_BYT
   buf.writeUInt16LE(keyLen, C.R_KEY_LEN);
   buf.writeUInt16LE(0, C.R_RESERVED);
   buf.writeUInt32LE(valueLen, C.R_VALUE_LEN);
-  buf.writeBigUInt64LE(BigInt(r.seq), C.R_SEQ);
-  buf.writeBigUInt64LE(BigInt(r.generation), C.R_GENERATION);
-  buf.writeBigUInt64LE(BigInt(r.expiresAt ?? 0), C.R_EXPIRES_AT);
+  writeU64(buf, r.seq, C.R_SEQ);
+  writeU64(buf, r.generation, C.R_GENERATION);
+  writeU64(buf, r.expiresAt ?? 0, C.R_EXPIRES_AT);
   let at = C.RECORD_FIXED_BYTES;
   at += buf.write(r.scope, at, "utf8");
   at += buf.write(r.key, at, "utf8");
@@ -139,44 +139,66 @@ export function probeRecord(bytes: Uint8Array, at: number, end: number): number 
   return length;
 }
 
+/** Reads a little-endian u64 that must be a safe integer; -1 when it is not. */
+function readU64(buf: Buffer, at: number): number {
+  const hi = buf.readUInt32LE(at + 4);
+  if (hi > 0x1fffff) return -1;
+  return hi * 0x1_0000_0000 + buf.readUInt32LE(at);
+}
+
+/** Writes a safe integer as a little-endian u64 (no BigInt on the hot path). */
+export function writeU64(buf: Buffer, value: number, at: number): void {
+  buf.writeUInt32LE(value % 0x1_0000_0000, at);
+  buf.writeUInt32LE(Math.floor(value / 0x1_0000_0000), at + 4);
+}
+
+/** Decodes UTF-8 strictly: Buffer's fast decoder, confirmed by the fatal one only when it replaced bytes. */
+function utf8(buf: Buffer, start: number, end: number): string {
+  const text = buf.toString("utf8", start, end);
+  if (text.includes("\uFFFD")) decoder.decode(buf.subarray(start, end)); // throws on invalid UTF-8
+  return text;
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 /**
  * Decodes the record at `at` (bytes up to `end` are available). Returns the record or the fault;
- * never throws on bad bytes, and never returns a record whose checksum failed.
+ * never throws on bad bytes, and never returns a record whose checksum failed. With `withValue`
+ * false the value is not materialized (recovery and compaction need only the metadata).
  */
-export function decodeRecord(bytes: Uint8Array, at: number, end: number): DecodedRecord | RecordFault {
+export function decodeRecord(bytes: Uint8Array, at: number, end: number, withValue = true): DecodedRecord | RecordFault {
   const length = probeRecord(bytes, at, end);
   if (typeof length !== "number") return length;
-  const view = new DataView(bytes.buffer, bytes.byteOffset);
+  const buf = asBuffer(bytes);
   const sumAt = at + length - C.RECORD_CHECKSUM_BYTES;
-  if (checksum64(bytes, at, sumAt) !== view.getBigUint64(sumAt, true)) return "checksum";
-  const seq = view.getBigUint64(at + C.R_SEQ, true);
-  const generation = view.getBigUint64(at + C.R_GENERATION, true);
-  const expiresAt = view.getBigUint64(at + C.R_EXPIRES_AT, true);
-  const max = BigInt(C.SEQ_MAX);
-  if (seq === 0n || seq > max || generation > max || expiresAt > max) return "structure";
-  const type = bytes[at + C.R_TYPE] as C.RecordTypeValue;
-  const flags = bytes[at + C.R_FLAGS] as number;
-  const scopeLen = view.getUint16(at + C.R_SCOPE_LEN, true);
-  const keyLen = view.getUint16(at + C.R_KEY_LEN, true);
-  const valueLen = view.getUint32(at + C.R_VALUE_LEN, true);
+  if (checksum64(bytes, at, sumAt) !== buf.readBigUInt64LE(sumAt)) return "checksum";
+  const seq = readU64(buf, at + C.R_SEQ);
+  const generation = readU64(buf, at + C.R_GENERATION);
+  const expiresAt = readU64(buf, at + C.R_EXPIRES_AT);
+  if (seq <= 0 || generation < 0 || expiresAt < 0) return "structure";
+  const type = buf[at + C.R_TYPE] as C.RecordTypeValue;
+  const flags = buf[at + C.R_FLAGS] as number;
+  const scopeLen = buf.readUInt16LE(at + C.R_SCOPE_LEN);
+  const keyLen = buf.readUInt16LE(at + C.R_KEY_LEN);
+  const valueLen = buf.readUInt32LE(at + C.R_VALUE_LEN);
   const scopeAt = at + C.RECORD_FIXED_BYTES;
   const valueAt = scopeAt + scopeLen + keyLen;
+  if (type !== C.RecordType.PUT && valueLen !== 0) return "structure";
   let scope: string;
   let key: string;
   let value: string | Uint8Array | null = null;
   try {
-    scope = decoder.decode(bytes.subarray(scopeAt, scopeAt + scopeLen));
-    key = decoder.decode(bytes.subarray(scopeAt + scopeLen, valueAt));
-    if (type === C.RecordType.PUT) {
-      const raw = bytes.subarray(valueAt, valueAt + valueLen);
-      value = (flags & C.RF_UTF8) !== 0 ? decoder.decode(raw) : Uint8Array.prototype.slice.call(raw);
-    } else if (valueLen !== 0) {
-      return "structure";
+    scope = utf8(buf, scopeAt, scopeAt + scopeLen);
+    key = utf8(buf, scopeAt + scopeLen, valueAt);
+    if (type === C.RecordType.PUT && withValue) {
+      value = (flags & C.RF_UTF8) !== 0 ? utf8(buf, valueAt, valueAt + valueLen) : new Uint8Array(buf.subarray(valueAt, valueAt + valueLen));
     }
   } catch {
     return "structure";
   }
-  return { type, flags, seq: Number(seq), generation: Number(generation), expiresAt: Number(expiresAt), scope, key, value, length };
+  return { type, flags, seq, generation, expiresAt, scope, key, value, length };
 }
 
 /** True when `x` is a decoded record rather than a fault. */

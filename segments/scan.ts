@@ -56,16 +56,17 @@ export function validRecordAfter(bytes: Uint8Array, from: number, end: number): 
 
 /**
  * Scans bytes[DATA_START, end) of segment `segmentId`. Throws CorruptionError on corruption;
- * returns how the records ended otherwise.
+ * returns how the records ended otherwise. With `withValues` false, PUT values are checked by the
+ * checksum but not materialized (value: null).
  */
-export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor): ScanEnd {
+export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues = true): ScanEnd {
   const end = bytes.length;
   let at = C.DATA_START;
   let records = 0;
   let batch: Array<{ record: DecodedRecord; offset: number }> = [];
   let batchStart = -1;
   while (at < end) {
-    const got = decodeRecord(bytes, at, end);
+    const got = decodeRecord(bytes, at, end, withValues);
     if (!isRecord(got)) return finishFault(bytes, segmentId, sealed, at, got, batchStart, records);
     if (!sealed && (got.flags & C.RF_IN_BATCH) !== 0) {
       if (batchStart < 0) batchStart = at;

@@ -88,7 +88,10 @@ class Torture {
     const lineageOk = asked === r.scope || asked.startsWith(`${r.scope}/`) || r.scope === "global";
     const ok = scope === r.scope && k === key && lineageOk && w !== undefined && w.slot === `${r.scope}|${key}` && (w.version === null || w.version === r.version);
     if (ok) this.counts.found += 1;
-    else this.counts.torn += 1;
+    else {
+      this.counts.torn += 1;
+      if (process.env["ENGRAM_TORTURE_DEBUG"]) console.log("TORN", asked, key, JSON.stringify(r).slice(0, 200), JSON.stringify(w));
+    }
   }
 
   private async guarded(asked: string, key: string, read: () => ReadResult | Promise<ReadResult>): Promise<void> {

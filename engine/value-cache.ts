@@ -1,0 +1,70 @@
+/**
+ * A bounded cache of hot values, keyed by slot and checked against the record location and the
+ * segment generation it was read at. A record at (segment, offset) never changes while the
+ * segment's generation stays the same, so a hit under the same (segment, offset, generation) is
+ * exactly the bytes a pread would return — the read protocol's checks still run around it.
+ * Eviction is first-in first-out by bytes; a value larger than 1/16 of the budget is not cached.
+ */
+import type { Slot } from "./keydir.js";
+
+interface Entry {
+  value: string | Uint8Array;
+  seg: number;
+  off: number;
+  generation: number;
+  bytes: number;
+}
+
+/** Hot values by slot, bounded by `bytesMax`. */
+export class ValueCache {
+  private readonly entries = new Map<Slot, Entry>();
+  /** Insertion order for eviction; may hold stale entries (already replaced or evicted). */
+  private order: Array<[Slot, Entry]> = [];
+  private head = 0;
+  private bytes = 0;
+
+  constructor(readonly bytesMax: number) {}
+
+  /** The cached value of `slot` if it was read at the slot's current location and `generation`. */
+  get(slot: Slot, generation: number): string | Uint8Array | undefined {
+    const e = this.entries.get(slot);
+    if (e === undefined || e.seg !== slot.seg || e.off !== slot.off || e.generation !== generation) return undefined;
+    return typeof e.value === "string" ? e.value : new Uint8Array(e.value);
+  }
+
+  /**
+   * Remembers the value read for `slot` from the record at (seg, off) under `generation`: the
+   * location the read was authorized for, which the slot may have left since.
+   */
+  put(slot: Slot, value: string | Uint8Array, seg: number, off: number, generation: number): void {
+    const bytes = (typeof value === "string" ? value.length : value.byteLength) + 64;
+    if (this.bytesMax === 0 || bytes > this.bytesMax / 16) return;
+    const old = this.entries.get(slot);
+    if (old !== undefined) {
+      this.bytes -= old.bytes;
+      this.entries.delete(slot);
+    }
+    const entry = { value: typeof value === "string" ? value : new Uint8Array(value), seg, off, generation, bytes };
+    this.entries.set(slot, entry);
+    this.order.push([slot, entry]);
+    this.bytes += bytes;
+    while (this.bytes > this.bytesMax && this.head < this.order.length) {
+      const [victim, e] = this.order[this.head++] as [Slot, Entry];
+      if (this.entries.get(victim) !== e) continue;
+      this.entries.delete(victim);
+      this.bytes -= e.bytes;
+    }
+    if (this.head > 1024 && this.head * 2 > this.order.length) {
+      this.order = this.order.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Drops everything (close). */
+  clear(): void {
+    this.entries.clear();
+    this.order = [];
+    this.head = 0;
+    this.bytes = 0;
+  }
+}
