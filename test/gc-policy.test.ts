@@ -1,0 +1,108 @@
+/**
+ * The GC policy on its own (engine/gc-policy.ts): pure rules over a keydir built by the same
+ * apply* functions recovery uses. Each rule is checked on the state that makes it matter, and
+ * the phantom-write-loss sweep (unsafe) is checked to do exactly the damage the seed describes,
+ * so the contrast between the two rules is explicit.
+ */
+import { describe, expect, it } from "vitest";
+import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "../engine/keydir.js";
+import * as P from "../engine/gc-policy.js";
+
+const at = (seg: number, off: number, len = 100) => ({ seg, off, len });
+const NOW = 1_000_000;
+const DAY = 24 * 3600 * 1000;
+
+function seedSlot() {
+  const kd = new Keydir();
+  const slot = kd.ensure("global", "pref.theme");
+  applyPut(slot, 1, 1, 0, at(1, 128)); // v1, generation 1
+  applyTombstone(slot, 2, 1, NOW - 10, at(1, 228)); // forget: kills generation 1
+  applyPut(slot, 3, 2, 0, at(2, 128)); // v2 written over the tombstone: generation 2
+  return { kd, slot };
+}
+
+describe("value records", () => {
+  it("keeps a rewrite whose generation is above the killed one (I5)", () => {
+    const { kd, slot } = seedSlot();
+    expect(P.valueRecordLive(kd, slot, NOW)).toBe(true);
+  });
+
+  it("drops a value killed by its tombstone", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "k");
+    applyPut(slot, 1, 1, 0, at(1, 128));
+    applyTombstone(slot, 2, 1, NOW, at(1, 228));
+    expect(P.valueRecordLive(kd, slot, NOW)).toBe(false);
+  });
+
+  it("drops a value whose scope (or an ancestor) was erased after it was written", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("user:a/session:1", "k");
+    applyPut(slot, 1, 1, 0, at(1, 128));
+    expect(P.valueRecordLive(kd, slot, NOW)).toBe(true);
+    applyErase(kd, "user:a", 2, NOW, at(1, 300));
+    expect(P.valueRecordLive(kd, slot, NOW)).toBe(false);
+    applyPut(slot, 3, 2, 0, at(2, 128)); // written after the erasure: live again
+    expect(P.valueRecordLive(kd, slot, NOW)).toBe(true);
+  });
+
+  it("drops an expired value only when it is the slot's last PUT record", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "k");
+    applyPut(slot, 1, 1, 0, at(1, 128));
+    applyPut(slot, 2, 1, NOW - 1, at(2, 128));
+    expect(slot.physical).toBe(2);
+    expect(P.valueRecordLive(kd, slot, NOW)).toBe(true); // the older PUT would resurrect
+    slot.physical = 1;
+    expect(P.valueRecordLive(kd, slot, NOW)).toBe(false);
+  });
+});
+
+describe("tombstones, clears and erasures (I6)", () => {
+  it("keeps a tombstone while any value record of its slot remains, then for the retention window", () => {
+    const { slot } = seedSlot();
+    expect(P.tombstoneRecordLive(slot, NOW + 10 * DAY, DAY)).toBe(true);
+    slot.physical = 0;
+    slot.reclaimedAt = NOW;
+    expect(P.tombstoneRecordLive(slot, NOW + DAY - 1, DAY)).toBe(true);
+    expect(P.tombstoneRecordLive(slot, NOW + DAY, DAY)).toBe(false);
+  });
+
+  it("keeps a CLEAR only while it is newer than the slot's tombstone", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "k");
+    applyPut(slot, 1, 1, 0, at(1, 128));
+    applyTombstone(slot, 2, 1, NOW, at(1, 228));
+    applyClear(slot, 3, 2, at(1, 328));
+    expect(P.clearRecordLive(slot, NOW, DAY)).toBe(true);
+    applyPut(slot, 4, 2, 0, at(1, 428));
+    applyTombstone(slot, 5, 2, NOW, at(1, 528));
+    expect(P.clearRecordLive(slot, NOW, DAY)).toBe(false);
+  });
+
+  it("keeps an erasure while its subtree holds value records; drops one superseded by an ancestor's", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("user:a/session:1", "k");
+    applyPut(slot, 1, 1, 0, at(1, 128));
+    applyErase(kd, "user:a/session:1", 2, NOW - 2 * DAY, at(1, 300));
+    const erase = kd.erases.get("user:a/session:1");
+    if (erase === undefined) throw new Error("erase not applied");
+    expect(P.eraseRecordLive(kd, "user:a/session:1", erase, NOW, DAY)).toBe(true);
+    slot.physical = 0;
+    expect(P.eraseRecordLive(kd, "user:a/session:1", erase, NOW, DAY)).toBe(false);
+    slot.physical = 1;
+    applyErase(kd, "user:a", 3, NOW, at(1, 400));
+    expect(P.eraseRecordLive(kd, "user:a/session:1", erase, NOW, DAY)).toBe(false);
+  });
+});
+
+describe("the unsafe tombstone-sequence sweep (seed 000's GC)", () => {
+  it("reclaims the rewritten value of a slot whose tombstone is below the watermark", () => {
+    const { kd, slot } = seedSlot();
+    expect(P.unsafeSweep(kd, 1)).toBe(0); // tombstone seq 2 is above watermark 1
+    expect(P.unsafeSweep(kd, 3)).toBe(1);
+    expect(slot.seg).toBe(0); // the value v2 is gone, the retention record (version 3) survives
+    expect(slot.putSeq).toBe(3);
+    expect(P.valueRecordLive(kd, slot, NOW)).toBe(false);
+  });
+});
