@@ -30,6 +30,8 @@ interface Group {
   bytes: number;
   buffers: Buffer[];
   ops: Array<{ op: LogOp; at: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
+  /** Called once the group is committed or failed (barriers). */
+  after: Array<() => void>;
 }
 
 /** What the log needs from the store. */
@@ -88,7 +90,7 @@ export class CommitLog {
     }
     let group = this.groups[this.groups.length - 1];
     if (group === undefined || group.seg !== seg) {
-      group = { seg, offset, bytes: 0, buffers: [], ops: [] };
+      group = { seg, offset, bytes: 0, buffers: [], ops: [], after: [] };
       this.groups.push(group);
     }
     if (group.offset + group.bytes !== offset) throw new Error(`group not contiguous: ${group.offset}+${group.bytes} != ${offset}`);
@@ -128,6 +130,7 @@ export class CommitLog {
         await this.commitGroup(group);
         this.inFlight = null;
         this.sealRetiring();
+        for (const f of group.after) f();
       }
     } finally {
       this.draining = false;
@@ -174,6 +177,13 @@ export class CommitLog {
     const segs = [...this.unsynced];
     this.unsynced.clear();
     for (const seg of segs) if (seg.writer !== null) await seg.writer.sync();
+  }
+
+  /** Resolves once every group queued before the call is committed (later ones are not waited for). */
+  barrier(): Promise<void> {
+    const last = this.groups[this.groups.length - 1] ?? this.inFlight;
+    if (last === null) return Promise.resolve();
+    return new Promise((resolve) => last.after.push(resolve));
   }
 
   /** Resolves when no group is queued or in flight. */

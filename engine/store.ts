@@ -436,9 +436,9 @@ export class Store {
     return this.compactor.verify(onProgress);
   }
 
-  /** Makes everything written durable now (any durability mode). */
+  /** Makes everything written before the call durable now (any durability mode). */
   async flush(): Promise<void> {
-    await this.log.idle();
+    await this.log.barrier();
     await this.log.syncAll();
   }
 
