@@ -12,16 +12,15 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
-import { CorruptionError, InvalidArgumentError } from "../segments/errors.js";
-import { readHeader, readWholeFile, segmentFileName, parseSegmentFileName } from "../segments/file.js";
-import { chooseHeader } from "../segments/header.js";
+import { InvalidArgumentError } from "../segments/errors.js";
+import { readHeader, segmentFileName } from "../segments/file.js";
 import { scopeWithin } from "../segments/names.js";
-import { scanRecords } from "../segments/scan.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitAsync } from "./faults.js";
 import * as P from "./gc-policy.js";
 import type { Slot } from "./keydir.js";
 import { Segment } from "./segment.js";
+import { verifySegments } from "./verify.js";
 import type { Store } from "./store.js";
 import type * as T from "./types.js";
 
@@ -360,39 +359,8 @@ export class Compactor {
   }
 
   /** verify(): reads every segment file and checks every header and record checksum. */
-  async verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
-    const dir = this.store.segmentsDir;
-    const files = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
-    const sizes = files.map((id) => fs.statSync(path.join(dir, segmentFileName(id)), { throwIfNoEntry: false })?.size ?? 0);
-    const total = sizes.reduce((a, b) => a + b, 0);
-    const report: T.VerifyReport = { ok: true, segments: 0, records: 0, bytes: 0, problems: [] };
-    for (const id of files) {
-      await new Promise((r) => setImmediate(r));
-      const file = path.join(dir, segmentFileName(id));
-      let fd: number;
-      try {
-        fd = fs.openSync(file, "r");
-      } catch {
-        continue; // removed by a compaction meanwhile
-      }
-      try {
-        const bytes = readWholeFile(fd);
-        const { header } = chooseHeader(bytes, id);
-        const end = scanRecords(bytes, id, (header.flags & C.FLAG_SEALED) !== 0, () => undefined, false);
-        report.records += end.records;
-        if (end.torn !== null) report.problems.push({ segment: id, offset: end.torn.offset, detail: `torn tail (${end.torn.reason})` });
-        report.bytes += bytes.length;
-      } catch (err) {
-        if (!(err instanceof CorruptionError)) throw err;
-        report.problems.push({ segment: err.segment, offset: err.offset, detail: err.message });
-      } finally {
-        fs.closeSync(fd);
-      }
-      report.segments += 1;
-      onProgress?.(report.bytes, total);
-    }
-    report.ok = report.problems.length === 0;
-    return report;
+  verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
+    return verifySegments(this.store.segmentsDir, onProgress);
   }
 
   /** Stops scheduling, waits for the running compaction, and shuts the worker pool down. */

@@ -13,7 +13,7 @@ import { scopeLineage, scopeWithin } from "../segments/names.js";
 import { encodeRecord, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as A from "./args.js";
-import { CommitLog, type LogOp } from "./commit.js";
+import { CommitLog } from "./commit.js";
 import { Compactor } from "./compactor.js";
 import { createFaultBuffer, FaultController } from "./faults.js";
 import { GenerationTable } from "./generations.js";

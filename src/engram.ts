@@ -2,7 +2,10 @@
  * Engram: the public face of the store (API.md). A thin class over engine/store.ts so that the
  * package's surface stays small and documented while the engine evolves underneath.
  */
+import * as path from "node:path";
+import { initChecksum } from "../segments/checksum.js";
 import { Store } from "../engine/store.js";
+import { verifySegments } from "../engine/verify.js";
 import type { FaultPoint } from "../engine/types.js";
 import type * as T from "./types.js";
 
@@ -29,6 +32,15 @@ export class Engram {
   /** Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open elsewhere. */
   static async open(dir: string, options?: T.OpenOptions): Promise<Engram> {
     return new Engram(await Store.open(dir, options));
+  }
+
+  /**
+   * Checks every segment of the store in `dir` without opening it (no lock, no recovery): works
+   * on a store that refuses to open because of corruption. Changes nothing.
+   */
+  static async verify(dir: string, options?: { onProgress?: T.ProgressFn }): Promise<T.VerifyReport> {
+    await initChecksum();
+    return verifySegments(path.join(dir, "segments"), options?.onProgress);
   }
 
   /** The directory this store lives in. */

@@ -5,8 +5,26 @@ export { Engram, type Faults } from "./engram.js";
 export * from "./errors.js";
 export type * from "./types.js";
 export { FAULT_POINTS } from "../engine/faults.js";
-export { tools, handleToolCall } from "./tools.js";
-export { safeRewrite } from "./safe-rewrite.js";
+export { tools, handleToolCall, listTools, validateToolCall, toolArgSchemas, isValidScope, toWireError, isWireError } from "./tools.js";
+export type {
+  MemoryStore,
+  ToolDefinition,
+  ToolContext,
+  ToolName,
+  JsonSchema,
+  JsonValue,
+  WireValue,
+  WireResult,
+  WireError,
+  WireReadResult,
+  WireWriteResult,
+  WireForgetResult,
+  WireForgetScopeResult,
+  WireUndeleteResult,
+  WireProbeResult,
+  WireListResult,
+} from "./tools.js";
+export { safeRewrite, type SafeRewriteMemory, type SafeRewriteOptions } from "./safe-rewrite.js";
 
 /** The package version. */
 export const VERSION = "0.1.0";

@@ -1,0 +1,88 @@
+/**
+ * How the CLI opens a store, prints results and turns failures into exit codes.
+ */
+import { existsSync } from "node:fs";
+import { EngramError } from "../segments/errors.js";
+import { Engram } from "./engram.js";
+import type { OpenOptions } from "./types.js";
+import { hintFor } from "./cli-format.js";
+import { isWireError } from "./tools.js";
+import type { WireResult } from "./tools.js";
+
+/** Exit codes: 0 ok, 1 usage or unexpected failure, 2 an engram error (code printed), 3 key not found. */
+export const EXIT = { OK: 0, USAGE: 1, ENGRAM: 2, NOT_FOUND: 3 } as const;
+
+/** Options every store command receives (global `--dir`, `--json`). */
+export interface GlobalOptions {
+  dir?: string;
+  json?: boolean;
+}
+
+/** A usage problem found by the CLI itself (exit 1). */
+export class UsageError extends Error {}
+
+/** The store directory from `--dir` or ENGRAM_DIR, or a UsageError. */
+export function requireDir(opts: GlobalOptions): string {
+  const dir = opts.dir ?? process.env["ENGRAM_DIR"];
+  if (dir === undefined || dir === "") throw new UsageError("--dir DIR is required (or set ENGRAM_DIR)");
+  return dir;
+}
+
+/**
+ * Opens the store of `--dir`. With `mustExist`, a missing directory is a usage error rather than
+ * a new empty store (so a typo in a read command does not create one).
+ */
+export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
+  const dir = requireDir(opts);
+  if (mustExist && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
+  return Engram.open(dir, extra);
+}
+
+/** Opens the store, runs `fn`, and always closes the store afterwards. */
+export async function withStore<T>(
+  opts: GlobalOptions,
+  mustExist: boolean,
+  fn: (store: Engram) => Promise<T>,
+  extra: OpenOptions = {},
+): Promise<T> {
+  const store = await openStore(opts, mustExist, extra);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+/** Prints a JSON document on stdout. */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Prints an error code, message and hint (stderr, or a wire error on stdout with --json); returns the exit code. */
+export function reportError(code: string, message: string, json: boolean): number {
+  if (json) {
+    printJson({ ok: false, error: code, message });
+  } else {
+    process.stderr.write(`engram: ${code}: ${message}\n`);
+    const hint = hintFor(code);
+    if (hint !== "") process.stderr.write(`hint: ${hint}\n`);
+  }
+  return EXIT.ENGRAM;
+}
+
+/** Maps any thrown value to printed output and an exit code. */
+export function reportFailure(err: unknown, json: boolean): number {
+  if (err instanceof EngramError) return reportError(err.code, err.message, json);
+  const message = err instanceof Error ? err.message : String(err);
+  if (json) printJson({ ok: false, error: err instanceof UsageError ? "USAGE" : "INTERNAL", message });
+  else process.stderr.write(`engram: ${message}\n`);
+  return EXIT.USAGE;
+}
+
+/** Prints a wire error result and returns its exit code, or null when `wire` is not an error. */
+export function reportWireError(wire: WireResult, json: boolean): number | null {
+  if (!isWireError(wire)) return null;
+  if (!json) return reportError(wire.error, wire.message, false);
+  printJson(wire); // with its details (expected / actual, tombstone_seq, ...)
+  return EXIT.ENGRAM;
+}

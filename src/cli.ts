@@ -1,0 +1,211 @@
+#!/usr/bin/env node
+/**
+ * The `engram` command line: store subcommands over `--dir DIR`, the demo, and the MCP server.
+ * Exit codes: 0 ok, 1 usage or unexpected failure, 2 an engram error (its code is printed),
+ * 3 `get` found nothing.
+ */
+import { readFileSync, realpathSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+import { Command, InvalidArgumentError as CommanderArgumentError, Option } from "commander";
+import type { PutOptions } from "./cli-commands.js";
+import {
+  cmdCompact,
+  cmdForget,
+  cmdForgetScope,
+  cmdGc,
+  cmdGet,
+  cmdInspect,
+  cmdLs,
+  cmdProbe,
+  cmdPut,
+  cmdUndelete,
+  cmdVerify,
+} from "./cli-commands.js";
+import { EXIT, openStore, reportFailure, UsageError } from "./cli-store.js";
+import type { GlobalOptions } from "./cli-store.js";
+import { isValidScope } from "./tools.js";
+import { VERSION } from "./index.js";
+
+function parseInteger(name: string, min: number): (raw: string) => number {
+  return (raw) => {
+    if (!/^\d+$/.test(raw) || Number(raw) < min || !Number.isSafeInteger(Number(raw))) {
+      throw new CommanderArgumentError(`${name} must be an integer >= ${min}`);
+    }
+    return Number(raw);
+  };
+}
+
+/** Parses an integer or "none" (commander turns a parser's null into "", so "none" stays a string here). */
+function parseIntegerOrNone(name: string, min: number): (raw: string) => number | "none" {
+  const int = parseInteger(name, min);
+  return (raw) => (raw === "none" || raw === "null" ? "none" : int(raw));
+}
+
+/** The options of `put` with `--expected-version none` mapped to null. */
+function putOptions(cmd: Command): PutOptions {
+  const o = opts<Omit<PutOptions, "expectedVersion"> & { expectedVersion?: number | "none" }>(cmd);
+  const { expectedVersion, ...rest } = o;
+  return expectedVersion === undefined ? rest : { ...rest, expectedVersion: expectedVersion === "none" ? null : expectedVersion };
+}
+
+function parseScope(raw: string): string {
+  if (!isValidScope(raw)) throw new CommanderArgumentError('expected "global" or components like "user:alice/session:1"');
+  return raw;
+}
+
+/** Reads the whole of stdin as UTF-8 (the value of `put` when VALUE is omitted). */
+function readStdin(): string {
+  if (process.stdin.isTTY === true) throw new UsageError("give VALUE or pipe it on stdin");
+  return readFileSync(0, "utf8");
+}
+
+/** Runs an action, maps its result or failure to the process exit code. */
+function run<A extends unknown[]>(action: (...args: A) => Promise<number>): (...args: A) => Promise<void> {
+  return async (...args: A) => {
+    const cmd = args[args.length - 1] as Command;
+    const json = cmd.optsWithGlobals<GlobalOptions>().json === true;
+    try {
+      process.exitCode = await action(...args);
+    } catch (err) {
+      process.exitCode = reportFailure(err, json);
+    }
+  };
+}
+
+function opts<T>(cmd: Command): T {
+  return cmd.optsWithGlobals<T & Record<string, unknown>>();
+}
+
+const scopeOption = (description = 'scope (default "global")'): Option =>
+  new Option("--scope <scope>", description).argParser(parseScope);
+
+function addKeyCommands(program: Command): void {
+  program
+    .command("put")
+    .description("write a value (VALUE, or stdin when omitted or -)")
+    .argument("<key>")
+    .argument("[value]")
+    .addOption(scopeOption())
+    .option("--expected-version <n>", 'compare-and-set on this version ("none": no live value)', parseIntegerOrNone("--expected-version", 0))
+    .option("--clear-tombstone", "explicitly supersede a tombstone on this key")
+    .option("--ttl <ms>", "expire after this many milliseconds", parseInteger("--ttl", 1))
+    .action(run((key: string, value: string | undefined, _o: unknown, cmd: Command) => cmdPut(key, value === undefined || value === "-" ? readStdin() : value, putOptions(cmd))));
+  program
+    .command("get")
+    .description("print a value (exit 3 when not found)")
+    .argument("<key>")
+    .addOption(scopeOption())
+    .option("--no-inherit", "do not look in parent scopes")
+    .action(run((key: string, _o: unknown, cmd: Command) => cmdGet(key, opts(cmd))));
+  program
+    .command("forget")
+    .description("commit a tombstone for a key in exactly one scope (reclamation happens later)")
+    .argument("<key>")
+    .addOption(scopeOption())
+    .action(run((key: string, _o: unknown, cmd: Command) => cmdForget(key, opts(cmd))));
+  program
+    .command("undelete")
+    .description("clear a key's tombstone: the slot becomes empty and writable")
+    .argument("<key>")
+    .addOption(scopeOption())
+    .action(run((key: string, _o: unknown, cmd: Command) => cmdUndelete(key, opts(cmd))));
+  program
+    .command("probe")
+    .description("show a slot's value and retention records separately")
+    .argument("<key>")
+    .addOption(scopeOption())
+    .action(run((key: string, _o: unknown, cmd: Command) => cmdProbe(key, opts(cmd))));
+}
+
+function addStoreCommands(program: Command): void {
+  program
+    .command("forget-scope")
+    .description("erase a scope and every scope below it")
+    .argument("<scope>", "the scope to erase", parseScope)
+    .option("--eager", "return only after the value bytes are gone from disk")
+    .action(run((scope: string, _o: unknown, cmd: Command) => cmdForgetScope(scope, opts(cmd))));
+  program
+    .command("ls")
+    .description("list live keys in key order")
+    .addOption(scopeOption())
+    .option("--prefix <prefix>", "only keys starting with this")
+    .option("--no-inherit", "do not include parent scopes")
+    .option("--limit <n>", "at most this many keys (default 1000)", parseInteger("--limit", 1))
+    .action(run((_o: unknown, cmd: Command) => cmdLs(opts(cmd))));
+  program
+    .command("inspect")
+    .description("table of segments (id, generation, bytes, live ratio, tombstones) and store totals")
+    .action(run((_o: unknown, cmd: Command) => cmdInspect(opts(cmd))));
+  program
+    .command("verify")
+    .description("check every segment header and record checksum (exit 2 on corruption)")
+    .option("--progress", "always draw progress on stderr")
+    .option("--no-progress", "never draw progress")
+    .action(run((_o: unknown, cmd: Command) => cmdVerify(opts(cmd))));
+  program
+    .command("compact")
+    .description("compact sealed segments now")
+    .addOption(new Option("--mode <mode>", "compaction mode").choices(["copy-on-write", "in-place"]))
+    .action(run((_o: unknown, cmd: Command) => cmdCompact(opts(cmd))));
+  program
+    .command("gc")
+    .description("reclaim by retention policy now")
+    .action(run((_o: unknown, cmd: Command) => cmdGc(opts(cmd))));
+}
+
+async function mcpAction(o: GlobalOptions & { scope?: string; readOnly?: boolean }): Promise<number> {
+  const store = await openStore(o, o.readOnly === true);
+  const context = { readOnly: o.readOnly === true, ...(o.scope === undefined ? {} : { defaultScope: o.scope }) };
+  const { serveStdio } = await import("./mcp.js"); // the MCP SDK loads only for this command
+  await serveStdio(store, context, VERSION);
+  return EXIT.OK;
+}
+
+function addServiceCommands(program: Command): void {
+  program
+    .command("demo")
+    .description("replay the two seed failures (unsafe options, then defaults) on a temp store")
+    .option("--keep", "keep the temp directory")
+    .action(run(async (o: { keep?: boolean }) => (await import("./cli-demo.js")).runDemo(o)));
+  program
+    .command("mcp")
+    .description("serve the memory_* tools over MCP (stdio); logs go to stderr")
+    .addOption(scopeOption('default scope of tool calls that omit one (default "global")'))
+    .option("--read-only", "hide and refuse memory_write, memory_forget, memory_forget_scope, memory_undelete")
+    .action(run((_o: unknown, cmd: Command) => mcpAction(opts(cmd))));
+}
+
+/** Builds the `engram` program (exported for tests and embedding). */
+export function buildProgram(): Command {
+  const program = new Command("engram")
+    .description("engram: durable scoped memory for agents")
+    .version(VERSION)
+    .option("--dir <dir>", "store directory (or ENGRAM_DIR)")
+    .option("--json", "machine-readable output on stdout")
+    .showHelpAfterError("(run with --help for usage)");
+  addKeyCommands(program);
+  addStoreCommands(program);
+  addServiceCommands(program);
+  return program;
+}
+
+/** Runs the CLI on `argv` (as in process.argv). */
+export async function main(argv: string[]): Promise<void> {
+  await buildProgram().parseAsync(argv);
+}
+
+function isEntryPoint(): boolean {
+  const entry = process.argv[1];
+  if (entry === undefined) return false;
+  try {
+    return import.meta.url === pathToFileURL(realpathSync(entry)).href;
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
+  main(process.argv).catch((err: unknown) => {
+    process.exitCode = reportFailure(err, false);
+  });
+}

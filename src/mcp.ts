@@ -1,0 +1,97 @@
+/**
+ * The MCP server: serves the memory_* tools of tools.ts over stdio with the official SDK.
+ * stdout carries only the protocol; every log line goes to stderr.
+ */
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import * as z from "zod";
+import { handleToolCall, isWireError, listTools } from "./tools.js";
+import type { MemoryStore, ToolContext, ToolDefinition, WireResult } from "./tools.js";
+
+/** A store the server can serve and close. */
+export interface ClosableMemoryStore extends MemoryStore {
+  close(): Promise<void>;
+}
+
+const INSTRUCTIONS =
+  "engram is durable memory organised by scopes (\"global\" > \"user:alice\" > \"user:alice/session:42\"). " +
+  "Reads inherit from parent scopes. memory_forget confirms a tombstone, not physical reclamation. " +
+  "If a read is unexpectedly NOT_FOUND, or before re-writing a key you forgot, call memory_probe; re-write " +
+  "a forgotten key with clear_tombstone:true or after memory_undelete. Errors come back as " +
+  "{ok:false, error:CODE, message} with stable codes (INVALID_ARGUMENT, VERSION_CONFLICT, TOMBSTONED, ...).";
+
+/** Writes one log line to stderr (never stdout: it carries the protocol). */
+export function logStderr(message: string): void {
+  process.stderr.write(`engram mcp: ${message}\n`);
+}
+
+/** Wraps a wire result as an MCP tool result: JSON text plus structuredContent; errors set isError. */
+export function toCallToolResult(wire: WireResult): CallToolResult {
+  return {
+    content: [{ type: "text", text: JSON.stringify(wire) }],
+    structuredContent: Object.fromEntries(Object.entries(wire)),
+    isError: isWireError(wire),
+  };
+}
+
+/**
+ * The zod input schema registered with the SDK: any object, advertised with the tool's exact JSON
+ * Schema. Validation is left to handleToolCall so a bad call returns the documented
+ * INVALID_ARGUMENT wire error instead of the SDK's generic validation text.
+ */
+function registeredInputSchema(def: ToolDefinition): z.ZodObject {
+  return z.looseObject({}).meta(def.inputSchema);
+}
+
+/** Builds an McpServer exposing the tools of `context` over `store` (not yet connected). */
+export function createMcpServer(store: MemoryStore, context: ToolContext = {}, version = "0.1.0"): McpServer {
+  const server = new McpServer({ name: "engram", version }, { instructions: INSTRUCTIONS });
+  for (const def of listTools(context)) {
+    server.registerTool(
+      def.name,
+      {
+        description: def.description,
+        inputSchema: registeredInputSchema(def),
+        annotations: {
+          readOnlyHint: !def.mutates,
+          destructiveHint: def.name === "memory_forget" || def.name === "memory_forget_scope",
+          openWorldHint: false,
+        },
+      },
+      async (args: Record<string, unknown>) => toCallToolResult(await handleToolCall(store, def.name, args, context)),
+    );
+  }
+  return server;
+}
+
+/**
+ * Serves `store` on stdin/stdout until stdin ends or SIGTERM/SIGINT arrives, then closes the
+ * server and the store; resolves once both are closed.
+ */
+export async function serveStdio(store: ClosableMemoryStore, context: ToolContext = {}, version?: string): Promise<void> {
+  const server = createMcpServer(store, context, version);
+  const transport = new StdioServerTransport();
+  let resolveDone: () => void = () => {};
+  const done = new Promise<void>((resolve) => (resolveDone = resolve));
+  let closing = false;
+  const shutdown = (why: string): void => {
+    if (closing) return;
+    closing = true;
+    logStderr(`${why}; closing the store`);
+    void server
+      .close()
+      .catch((err: unknown) => logStderr(`server close failed: ${String(err)}`))
+      .then(() => store.close())
+      .catch((err: unknown) => logStderr(`store close failed: ${String(err)}`))
+      .finally(resolveDone);
+  };
+  process.stdin.once("end", () => shutdown("stdin ended"));
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  process.once("SIGINT", () => shutdown("SIGINT"));
+  transport.onerror = (err: Error) => logStderr(`transport error: ${err.message}`);
+  await server.connect(transport);
+  const names = listTools(context).map((t) => t.name);
+  logStderr(`ready (scope ${context.defaultScope ?? "global"}${context.readOnly === true ? ", read-only" : ""}): ${names.join(", ")}`);
+  return done;
+}

@@ -1,0 +1,570 @@
+/**
+ * The agent-facing tool layer: JSON Schemas for the memory_* tools, zod validation of their
+ * arguments, and `handleToolCall`, which maps a tool call onto a store and returns the snake_case
+ * wire shapes of API.md. It never throws: every failure is a `{ ok: false, error, message }`.
+ */
+import * as z from "zod";
+import { EngramError } from "../segments/errors.js";
+import { assertKey, assertScope } from "../segments/names.js";
+import type {
+  ForgetResult,
+  ForgetScopeOptions,
+  ForgetScopeResult,
+  ListEntry,
+  ListOptions,
+  ProbeResult,
+  ReadOptions,
+  ReadResult,
+  ScopeOption,
+  SlotState,
+  UndeleteResult,
+  Value,
+  WriteOptions,
+  WriteResult,
+} from "./types.js";
+
+/** The store methods the tool layer needs; `Engram` satisfies it structurally. */
+export interface MemoryStore {
+  read(key: string, opts?: ReadOptions): Promise<ReadResult>;
+  write(key: string, value: Value, opts?: WriteOptions): Promise<WriteResult>;
+  forget(key: string, opts?: ScopeOption): Promise<ForgetResult>;
+  forgetScope(scope: string, opts?: ForgetScopeOptions): Promise<ForgetScopeResult>;
+  undelete(key: string, opts?: ScopeOption): Promise<UndeleteResult>;
+  probe(key: string, opts?: ScopeOption): Promise<ProbeResult>;
+  list(opts?: ListOptions): AsyncIterable<ListEntry>;
+}
+
+/** A plain JSON Schema object (draft-07 subset used by the tool definitions). */
+export interface JsonSchema {
+  [keyword: string]: JsonValue;
+}
+
+/** Any JSON value. */
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+
+/** The names of every tool this layer serves. */
+export type ToolName =
+  | "memory_read"
+  | "memory_write"
+  | "memory_forget"
+  | "memory_forget_scope"
+  | "memory_probe"
+  | "memory_undelete"
+  | "memory_list";
+
+/** One tool as an agent host sees it (the MCP `tools/list` shape). */
+export interface ToolDefinition {
+  name: ToolName;
+  description: string;
+  inputSchema: JsonSchema;
+  /** True when the tool changes the store; such tools are hidden and refused in read-only mode. */
+  mutates: boolean;
+}
+
+/** How a tool set is bound: a default scope for calls that omit `scope`, and read-only mode. */
+export interface ToolContext {
+  defaultScope?: string;
+  readOnly?: boolean;
+}
+
+/** A value on the wire: a string, or bytes as `{ "base64": "..." }`. */
+export type WireValue = string | { base64: string };
+
+/** `memory_write` success. */
+export interface WireWriteResult {
+  ok: true;
+  version: number;
+  generation: number;
+}
+
+/** `memory_read` result: the value with the scope it was found in, or NOT_FOUND. */
+export type WireReadResult =
+  | { status: "OK"; value: WireValue; version: number; generation: number; scope: string }
+  | { status: "NOT_FOUND" };
+
+/** `memory_forget` success: confirms the tombstone commit only (null: nothing live to forget). */
+export interface WireForgetResult {
+  ok: true;
+  tombstone_seq: number | null;
+  generation: number | null;
+}
+
+/** `memory_forget_scope` success. */
+export interface WireForgetScopeResult {
+  ok: true;
+  tombstone_seq: number;
+  slots: number;
+  reclaimed_bytes?: number;
+}
+
+/** `memory_undelete` success: the slot is empty and writable at this generation. */
+export interface WireUndeleteResult {
+  ok: true;
+  generation: number;
+}
+
+/** `memory_probe` result: value record and retention record reported separately. */
+export interface WireProbeResult {
+  state: SlotState;
+  value_present: boolean;
+  retention_present: boolean;
+  physical_records: number;
+  version: number | null;
+  generation: number | null;
+  tombstone_seq: number | null;
+  expires_at: number | null;
+}
+
+/** `memory_list` result: live keys in key order; `truncated` when `limit` cut the list. */
+export interface WireListResult {
+  ok: true;
+  entries: Array<{ key: string; scope: string; version: number }>;
+  truncated: boolean;
+}
+
+/** Any failure: `error` is an EngramError code (or INTERNAL for an unexpected fault). */
+export interface WireError {
+  ok: false;
+  error: string;
+  message: string;
+  [detail: string]: JsonValue;
+}
+
+/** Every shape `handleToolCall` can return. */
+export type WireResult =
+  | WireWriteResult
+  | WireReadResult
+  | WireForgetResult
+  | WireForgetScopeResult
+  | WireUndeleteResult
+  | WireProbeResult
+  | WireListResult
+  | WireError;
+
+// ---------------------------------------------------------------------------------------------
+// Validation (zod): the single gate in front of the store.
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const DEFAULT_LIST_LIMIT = 100;
+const MAX_LIST_LIMIT = 1000;
+
+/** True when `scope` is "global" or 1–8 valid components joined by "/" (API.md "Scopes"). */
+export function isValidScope(scope: string): boolean {
+  try {
+    assertScope(scope);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A zod refinement from one of the engine's grammar checks (segments/names.ts), keeping its message. */
+function grammar(check: (v: unknown) => void): (v: string, ctx: z.RefinementCtx) => void {
+  return (v, ctx) => {
+    try {
+      check(v);
+    } catch (err) {
+      ctx.addIssue({ code: "custom", message: err instanceof Error ? err.message : String(err) });
+    }
+  };
+}
+
+const keySchema = z.string({ error: "key must be a string" }).superRefine(grammar(assertKey));
+const scopeSchema = z.string({ error: "scope must be a string" }).superRefine(grammar(assertScope));
+
+const bytesSchema = z.strictObject({
+  base64: z.string({ error: "base64 must be a string" }).regex(BASE64, "base64 must be standard padded base64"),
+});
+
+const valueSchema = z.union(
+  [
+    z.string().refine((v) => v.isWellFormed(), "value must be well-formed Unicode (no lone surrogates)"),
+    bytesSchema,
+  ],
+  { error: 'value must be a string or {"base64": "..."}' },
+);
+
+const versionSchema = z
+  .number({ error: "expected_version must be an integer or null" })
+  .int("expected_version must be an integer")
+  .min(0, "expected_version must be >= 0")
+  .nullable();
+
+const ttlSchema = z
+  .number({ error: "ttl_ms must be a positive integer or null" })
+  .int("ttl_ms must be an integer")
+  .min(1, "ttl_ms must be >= 1")
+  .nullable();
+
+/** zod schemas of every tool's arguments; objects are strict (unknown keys are rejected). */
+export const toolArgSchemas = {
+  memory_read: z.strictObject({
+    key: keySchema,
+    scope: scopeSchema.optional(),
+    inherit: z.boolean({ error: "inherit must be a boolean" }).optional(),
+  }),
+  memory_write: z.strictObject({
+    key: keySchema,
+    value: valueSchema,
+    scope: scopeSchema.optional(),
+    expected_version: versionSchema.optional(),
+    clear_tombstone: z.boolean({ error: "clear_tombstone must be a boolean" }).optional(),
+    ttl_ms: ttlSchema.optional(),
+  }),
+  memory_forget: z.strictObject({ key: keySchema, scope: scopeSchema.optional() }),
+  memory_forget_scope: z.strictObject({
+    scope: scopeSchema.refine((s) => s !== "global", 'memory_forget_scope refuses "global" (it would erase every memory)'),
+    reclaim: z.enum(["lazy", "eager"], { error: 'reclaim must be "lazy" or "eager"' }).optional(),
+  }),
+  memory_probe: z.strictObject({ key: keySchema, scope: scopeSchema.optional() }),
+  memory_undelete: z.strictObject({ key: keySchema, scope: scopeSchema.optional() }),
+  memory_list: z.strictObject({
+    scope: scopeSchema.optional(),
+    prefix: z.string({ error: "prefix must be a string" }).optional(),
+    inherit: z.boolean({ error: "inherit must be a boolean" }).optional(),
+    limit: z
+      .number({ error: "limit must be an integer" })
+      .int("limit must be an integer")
+      .min(1, "limit must be >= 1")
+      .max(MAX_LIST_LIMIT, `limit must be <= ${MAX_LIST_LIMIT}`)
+      .optional(),
+  }),
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// JSON Schemas and descriptions: what an agent reads.
+
+const SCOPE_DOC =
+  'Scope path, default "global" (or the server\'s bound scope). "global" is the root; otherwise 1-8 ' +
+  'components joined by "/", e.g. "user:alice/session:42" (parent "user:alice", then "global").';
+const KEY_DOC = "Memory key: 1-1024 UTF-8 bytes, no NUL, e.g. \"pref.theme\".";
+
+const keyProp: JsonSchema = { type: "string", minLength: 1, description: KEY_DOC };
+const scopeProp: JsonSchema = { type: "string", description: SCOPE_DOC };
+const valueProp: JsonSchema = {
+  description: 'The value: a string, or bytes as {"base64": "..."}. Reads return the same kind.',
+  anyOf: [
+    { type: "string" },
+    { type: "object", properties: { base64: { type: "string" } }, required: ["base64"], additionalProperties: false },
+  ],
+};
+
+function objectSchema(properties: Record<string, JsonSchema>, required: string[]): JsonSchema {
+  return { type: "object", properties, required, additionalProperties: false };
+}
+
+const READ_DESC =
+  "Read a memory. Looks in `scope`, then its parents up to \"global\" (unless inherit is false); the result's " +
+  "`scope` says where it was found. Returns {status:\"OK\", value, version, generation, scope} or " +
+  "{status:\"NOT_FOUND\"}. NOT_FOUND right after you wrote the key does NOT prove your write was lost: call " +
+  "memory_probe to see whether the value or only its retention record is gone. SCOPE_ERASED_DURING_READ means " +
+  "the read overlapped an erasure and returned nothing; read again if you still need the value.";
+
+const WRITE_DESC =
+  "Write a memory; returns {ok:true, version, generation}. Pass expected_version (the version memory_read " +
+  "returned) to update only if nobody changed it since (VERSION_CONFLICT otherwise); pass null to write only " +
+  "if the key has no live value (absent or forgotten - a forgotten key's probe still shows its old version, " +
+  "but that version is not live: use null). Writing a key " +
+  "you forgot: by default the write clears the tombstone and bumps the slot's generation. If you get " +
+  "TOMBSTONED, retry with clear_tombstone:true or call memory_undelete first. ttl_ms makes it expire.";
+
+const FORGET_DESC =
+  "Forget one key in exactly this scope (parents and children are untouched). {ok:true, tombstone_seq} " +
+  "confirms only that the tombstone is committed - the key is no longer readable - NOT that the bytes are " +
+  "reclaimed; that happens later (memory_probe's state tells: \"tombstoned\" vs \"reclaimed\"). tombstone_seq " +
+  "null means there was nothing live to forget. To reuse the key later, prefer memory_probe first, and " +
+  "memory_undelete or clear_tombstone:true on the write.";
+
+const FORGET_SCOPE_DESC =
+  "Erase a whole scope and every scope below it (e.g. a finished session). reclaim:\"eager\" returns only " +
+  "after the value bytes are physically gone from disk; \"lazy\" (default) confirms the erasure record and " +
+  "reclaims later. Irreversible. \"global\" is refused.";
+
+const PROBE_DESC =
+  "Inspect one key's slot in exactly this scope without reading its value. state: \"live\" (readable), " +
+  "\"tombstoned\" (forgotten, bytes still on disk), \"reclaimed\" (value bytes gone but the retention record " +
+  "with version/generation/tombstone survives - a half-reclaimed slot), \"expired\", \"absent\" (nothing). " +
+  "Use it when a read is NOT_FOUND unexpectedly, after a forget to check reclamation, and before re-writing a " +
+  "forgotten key: if retention_present is true and value_present false, re-write with clear_tombstone:true " +
+  "or call memory_undelete first.";
+
+const UNDELETE_DESC =
+  "Clear a forgotten key's tombstone in this scope: bumps the slot generation above it and leaves the slot " +
+  "empty and writable (it does NOT restore the old value). Use before re-writing a key whose probe shows " +
+  "retention_present:true and value_present:false.";
+
+const LIST_DESC =
+  "List live keys in key order: {ok:true, entries:[{key, scope, version}], truncated}. Filters: scope (with its " +
+  `parents unless inherit is false), prefix, limit (default ${DEFAULT_LIST_LIMIT}, max ${MAX_LIST_LIMIT}).`;
+
+/** Every tool with its JSON Schema, description and whether it mutates the store. */
+export const tools: readonly ToolDefinition[] = [
+  {
+    name: "memory_read",
+    description: READ_DESC,
+    mutates: false,
+    inputSchema: objectSchema(
+      { key: keyProp, scope: scopeProp, inherit: { type: "boolean", description: "Search parent scopes (default true)." } },
+      ["key"],
+    ),
+  },
+  {
+    name: "memory_write",
+    description: WRITE_DESC,
+    mutates: true,
+    inputSchema: objectSchema(
+      {
+        key: keyProp,
+        value: valueProp,
+        scope: scopeProp,
+        expected_version: {
+          type: ["integer", "null"],
+          minimum: 0,
+          description: "Compare-and-set: the live version you read, or null for \"no live value\" (absent or forgotten).",
+        },
+        clear_tombstone: { type: "boolean", description: "Explicitly supersede a tombstone on this key (bumps generation)." },
+        ttl_ms: { type: ["integer", "null"], minimum: 1, description: "Expire after this many ms (null: never)." },
+      },
+      ["key", "value"],
+    ),
+  },
+  {
+    name: "memory_forget",
+    description: FORGET_DESC,
+    mutates: true,
+    inputSchema: objectSchema({ key: keyProp, scope: scopeProp }, ["key"]),
+  },
+  {
+    name: "memory_forget_scope",
+    description: FORGET_SCOPE_DESC,
+    mutates: true,
+    inputSchema: objectSchema(
+      {
+        scope: { type: "string", description: 'The scope to erase, with all its descendants (not "global").' },
+        reclaim: { type: "string", enum: ["lazy", "eager"], description: "When value bytes are removed (default lazy)." },
+      },
+      ["scope"],
+    ),
+  },
+  {
+    name: "memory_probe",
+    description: PROBE_DESC,
+    mutates: false,
+    inputSchema: objectSchema({ key: keyProp, scope: scopeProp }, ["key"]),
+  },
+  {
+    name: "memory_undelete",
+    description: UNDELETE_DESC,
+    mutates: true,
+    inputSchema: objectSchema({ key: keyProp, scope: scopeProp }, ["key"]),
+  },
+  {
+    name: "memory_list",
+    description: LIST_DESC,
+    mutates: false,
+    inputSchema: objectSchema(
+      {
+        scope: scopeProp,
+        prefix: { type: "string", description: "Only keys starting with this." },
+        inherit: { type: "boolean", description: "Include parent scopes (default true)." },
+        limit: { type: "integer", minimum: 1, maximum: MAX_LIST_LIMIT, description: "Max entries returned." },
+      },
+      [],
+    ),
+  },
+];
+
+/** The tools visible in a context: read-only mode hides the mutating ones. */
+export function listTools(context: ToolContext = {}): ToolDefinition[] {
+  return tools.filter((t) => !(context.readOnly === true && t.mutates));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dispatch.
+
+type Args<N extends ToolName> = z.infer<(typeof toolArgSchemas)[N]>;
+
+/** Builds an INVALID_ARGUMENT wire error. */
+function invalid(message: string): WireError {
+  return { ok: false, error: "INVALID_ARGUMENT", message };
+}
+
+function formatIssues(name: string, error: z.ZodError): string {
+  const parts = error.issues.map((issue) => {
+    const path = issue.path.map(String).join(".");
+    const msg = issue.code === "unrecognized_keys" ? `${issue.message} (arguments are snake_case)` : issue.message;
+    return path ? `${path}: ${msg}` : msg;
+  });
+  return `${name}: ${parts.join("; ")}`;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function isToolName(name: string): name is ToolName {
+  return tools.some((t) => t.name === name);
+}
+
+/** Turns an error's own scalar fields into snake_case wire details. */
+function errorDetails(err: EngramError): Record<string, JsonValue> {
+  const out: Record<string, JsonValue> = {};
+  for (const [k, v] of Object.entries(err)) {
+    if (k === "code" || k === "name" || k === "ok" || k === "error" || k === "message") continue;
+    if (v === null || typeof v === "number" || typeof v === "string" || typeof v === "boolean") {
+      out[k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = v;
+    }
+  }
+  return out;
+}
+
+/** Converts any thrown value into a wire error; EngramErrors keep their stable code. */
+export function toWireError(err: unknown): WireError {
+  if (err instanceof EngramError) {
+    return { ok: false, error: err.code, message: err.message, ...errorDetails(err) };
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return { ok: false, error: "INTERNAL", message: `unexpected failure: ${message}` };
+}
+
+function toValue(v: Args<"memory_write">["value"]): Value {
+  if (typeof v === "string") return v;
+  const buf = Buffer.from(v.base64, "base64");
+  return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
+}
+
+/** Encodes a stored value for the wire: strings as is, bytes as `{ base64 }`. */
+export function toWireValue(v: Value): WireValue {
+  return typeof v === "string" ? v : { base64: Buffer.from(v.buffer, v.byteOffset, v.byteLength).toString("base64") };
+}
+
+/** Converts a ProbeResult to its wire shape. */
+export function toWireProbe(p: ProbeResult): WireProbeResult {
+  return {
+    state: p.state,
+    value_present: p.valuePresent,
+    retention_present: p.retentionPresent,
+    physical_records: p.physicalRecords,
+    version: p.version,
+    generation: p.generation,
+    tombstone_seq: p.tombstoneSeq,
+    expires_at: p.expiresAt,
+  };
+}
+
+async function doRead(store: MemoryStore, a: Args<"memory_read">, scope: string): Promise<WireReadResult> {
+  const r = await store.read(a.key, { scope, ...(a.inherit === undefined ? {} : { inherit: a.inherit }) });
+  if (r.status !== "OK") return { status: "NOT_FOUND" };
+  return { status: "OK", value: toWireValue(r.value), version: r.version, generation: r.generation, scope: r.scope };
+}
+
+async function doWrite(store: MemoryStore, a: Args<"memory_write">, scope: string): Promise<WireWriteResult> {
+  const opts: WriteOptions = { scope };
+  if (a.expected_version !== undefined) opts.expectedVersion = a.expected_version;
+  if (a.clear_tombstone !== undefined) opts.clearTombstone = a.clear_tombstone;
+  if (a.ttl_ms !== undefined) opts.ttlMs = a.ttl_ms;
+  const r = await store.write(a.key, toValue(a.value), opts);
+  return { ok: true, version: r.version, generation: r.generation };
+}
+
+async function doForget(store: MemoryStore, a: Args<"memory_forget">, scope: string): Promise<WireForgetResult> {
+  const r = await store.forget(a.key, { scope });
+  return { ok: true, tombstone_seq: r.tombstoneSeq, generation: r.generation };
+}
+
+async function doForgetScope(store: MemoryStore, a: Args<"memory_forget_scope">): Promise<WireForgetScopeResult> {
+  const r = await store.forgetScope(a.scope, { reclaim: a.reclaim ?? "lazy" });
+  const out: WireForgetScopeResult = { ok: true, tombstone_seq: r.tombstoneSeq, slots: r.slots };
+  if (r.reclaimedBytes !== undefined) out.reclaimed_bytes = r.reclaimedBytes;
+  return out;
+}
+
+async function doUndelete(store: MemoryStore, a: Args<"memory_undelete">, scope: string): Promise<WireUndeleteResult> {
+  const r = await store.undelete(a.key, { scope });
+  return { ok: true, generation: r.generation };
+}
+
+async function doList(store: MemoryStore, a: Args<"memory_list">, scope: string): Promise<WireListResult> {
+  const limit = a.limit ?? DEFAULT_LIST_LIMIT;
+  const opts: ListOptions = { scope, limit: limit + 1 };
+  if (a.prefix !== undefined) opts.prefix = a.prefix;
+  if (a.inherit !== undefined) opts.inherit = a.inherit;
+  const entries: WireListResult["entries"] = [];
+  let truncated = false;
+  for await (const e of store.list(opts)) {
+    if (entries.length === limit) {
+      truncated = true;
+      break;
+    }
+    entries.push({ key: e.key, scope: e.scope, version: e.version });
+  }
+  return { ok: true, entries, truncated };
+}
+
+async function dispatch(store: MemoryStore, name: ToolName, args: unknown, scope: string): Promise<WireResult> {
+  switch (name) {
+    case "memory_read":
+      return doRead(store, args as Args<"memory_read">, scope);
+    case "memory_write":
+      return doWrite(store, args as Args<"memory_write">, scope);
+    case "memory_forget":
+      return doForget(store, args as Args<"memory_forget">, scope);
+    case "memory_forget_scope":
+      return doForgetScope(store, args as Args<"memory_forget_scope">);
+    case "memory_probe":
+      return toWireProbe(await store.probe((args as Args<"memory_probe">).key, { scope }));
+    case "memory_undelete":
+      return doUndelete(store, args as Args<"memory_undelete">, scope);
+    case "memory_list":
+      return doList(store, args as Args<"memory_list">, scope);
+  }
+}
+
+/** Validates a call without touching the store: the parsed arguments, or the wire error to return. */
+export function validateToolCall(
+  name: string,
+  args: unknown,
+  context: ToolContext = {},
+): { ok: true; name: ToolName; args: unknown; scope: string } | { ok: false; error: WireError } {
+  if (!isToolName(name)) {
+    const known = listTools(context).map((t) => t.name).join(", ");
+    return { ok: false, error: invalid(`unknown tool ${JSON.stringify(name)}; known tools: ${known}`) };
+  }
+  const def = tools.find((t) => t.name === name);
+  if (context.readOnly === true && def?.mutates === true) {
+    return { ok: false, error: invalid(`${name} is refused: this memory server is read-only`) };
+  }
+  if (context.defaultScope !== undefined && !isValidScope(context.defaultScope)) {
+    return { ok: false, error: invalid(`the bound default scope ${JSON.stringify(context.defaultScope)} is not a valid scope`) };
+  }
+  const raw = args === undefined ? {} : args;
+  if (!isPlainObject(raw)) return { ok: false, error: invalid(`${name}: arguments must be a JSON object`) };
+  const parsed = toolArgSchemas[name].safeParse(raw);
+  if (!parsed.success) return { ok: false, error: invalid(formatIssues(name, parsed.error)) };
+  const given = (parsed.data as { scope?: string }).scope;
+  return { ok: true, name, args: parsed.data, scope: given ?? context.defaultScope ?? "global" };
+}
+
+/**
+ * Runs one tool call against a store and returns its wire result. Never throws: bad calls are
+ * INVALID_ARGUMENT before anything is written, EngramErrors keep their code, anything else is INTERNAL.
+ */
+export async function handleToolCall(
+  store: MemoryStore,
+  name: string,
+  args: unknown,
+  context: ToolContext = {},
+): Promise<WireResult> {
+  try {
+    const v = validateToolCall(name, args, context);
+    if (!v.ok) return v.error;
+    return await dispatch(store, v.name, v.args, v.scope);
+  } catch (err) {
+    return toWireError(err);
+  }
+}
+
+/** True when a wire result is an error. */
+export function isWireError(r: WireResult): r is WireError {
+  return "ok" in r && r.ok === false;
+}

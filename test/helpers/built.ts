@@ -1,0 +1,21 @@
+/**
+ * The CLI and MCP tests run the built package (dist/), as a user would. `npm test` builds first;
+ * this check refuses to run against a dist/ older than the sources, with the command that fixes it.
+ */
+import { existsSync, readdirSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The project root. */
+export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+/** Throws unless every source file under src/, engine/ and segments/ has a newer compiled twin in dist/. */
+export function assertBuilt(): void {
+  const stale = ["src", "engine", "segments"]
+    .flatMap((d) => readdirSync(join(ROOT, d), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts")).map((f) => join(ROOT, d, f)))
+    .filter((s) => {
+      const out = join(ROOT, "dist", relative(ROOT, s)).replace(/\.ts$/, ".js");
+      return !existsSync(out) || statSync(out).mtimeMs < statSync(s).mtimeMs;
+    });
+  if (stale.length > 0) throw new Error(`dist/ is older than ${relative(ROOT, stale[0] as string)}: run \`npm run build\` (npm test builds first)`);
+}
