@@ -200,7 +200,7 @@ export class CommitLog {
     writer.truncateToEnd();
     writer.syncSync();
     hitCrashOnly(this.host.faults, "seal:after-truncate");
-    seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq });
+    seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq, sealedBytes: seg.dataEnd });
     seg.writer = null;
     this.unsynced.delete(seg);
     for (const w of this.sealWaiters.get(seg) ?? []) w();

@@ -20,7 +20,7 @@ import { checksum64 } from "../segments/checksum.js";
 import { CorruptionError } from "../segments/errors.js";
 import { FILE_MODE, fsyncDir, journalFileName, readWholeFile, segmentFileName, tmpFileName, readHeader, writeHeader } from "../segments/file.js";
 import { chooseHeader, encodeHeader } from "../segments/header.js";
-import { scanRecords } from "../segments/scan.js";
+import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import { bumpShared, loadShared } from "./generations.js";
 import type { FaultPoint } from "./types.js";
 
@@ -72,7 +72,7 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
     const bytes = readWholeFile(fd);
     const { header } = chooseHeader(bytes, task.segmentId);
     if ((header.flags & C.FLAG_SEALED) === 0) throw new Error(`segment ${task.segmentId} is not sealed`);
-    const plan = planCopy(bytes, task);
+    const plan = planCopy(bytes, task, header.sealedBytes);
     const result = { ...plan.result, generation: header.generation };
     if (plan.result.empty) return result;
     if (task.mode === "copy-on-write") {
@@ -87,7 +87,7 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
 }
 
 /** Scans the whole segment, checks every live location, and builds the surviving bytes. */
-function planCopy(bytes: Uint8Array, task: CompactionTask): { out: Buffer; result: Omit<CompactionResult, "generation"> } {
+function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number): { out: Buffer; result: Omit<CompactionResult, "generation"> } {
   const liveAt = new Map<number, number>();
   for (let i = 0; i < task.live.length; i += 2) liveAt.set(task.live[i] as number, task.live[i + 1] as number);
   const result: Omit<CompactionResult, "generation"> = {
@@ -98,7 +98,7 @@ function planCopy(bytes: Uint8Array, task: CompactionTask): { out: Buffer; resul
   const kept = new Set<string>();
   let found = 0;
   let cursor = C.DATA_START;
-  scanRecords(bytes, task.segmentId, true, (record, offset) => {
+  const scanned = scanRecords(bytes, task.segmentId, true, (record, offset) => {
     const length = liveAt.get(offset);
     if (length === undefined) {
       result.recordsDropped += 1;
@@ -116,6 +116,7 @@ function planCopy(bytes: Uint8Array, task: CompactionTask): { out: Buffer; resul
     cursor += length;
     if (record.type === C.RecordType.PUT) kept.add(record.scope);
   }, false);
+  assertSealedEnd(task.segmentId, sealedBytes, scanned, bytes.length);
   if (found !== liveAt.size) throw new CorruptionError(task.segmentId, 0, `${liveAt.size - found} live locations are not record starts`);
   result.recordsKept = found;
   result.keptScopes = [...kept];
@@ -128,7 +129,7 @@ async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseH
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
   const fd = fs.openSync(tmp, "wx", FILE_MODE);
   try {
-    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId: task.segmentId });
+    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId: task.segmentId, sealedBytes: C.DATA_START + out.length });
     fs.writeSync(fd, header, 0, header.length, C.HEADER_A_OFFSET);
     fs.writeSync(fd, header, 0, header.length, C.HEADER_B_OFFSET);
     writeFully(fd, out, C.DATA_START);
@@ -165,7 +166,7 @@ function finishRewrite(fd: number, segmentId: number, generation: number, dataBy
   fs.ftruncateSync(fd, C.DATA_START + dataBytes);
   fs.fdatasyncSync(fd);
   const current = readHeader(fd, segmentId);
-  writeHeader(fd, current, { ...current.header, generation, flags: C.FLAG_SEALED });
+  writeHeader(fd, current, { ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes });
 }
 
 function writeFully(fd: number, bytes: Uint8Array, position: number): void {

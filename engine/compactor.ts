@@ -18,7 +18,7 @@ import { scopeWithin } from "../segments/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitAsync } from "./faults.js";
 import * as P from "./gc-policy.js";
-import type { Slot } from "./keydir.js";
+import { isReadable, type Slot } from "./keydir.js";
 import { Segment } from "./segment.js";
 import { verifySegments } from "./verify.js";
 import type { Store } from "./store.js";
@@ -132,7 +132,7 @@ export class Compactor {
     };
     for (const slot of kd.all()) {
       const retention = this.store.retentionMsFor(slot.scope);
-      if (P.valueRecordLive(kd, slot, now)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len });
+      if (P.valueRecordLive(kd, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len });
       if (P.tombstoneRecordLive(slot, now, retention)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen });
       if (P.clearRecordLive(slot, now, retention)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen });
     }
@@ -193,13 +193,15 @@ export class Compactor {
   /** Applies a finished compaction in one turn, then retires what it replaced. */
   private async publish(seg: Segment, task: CompactionTask, keeps: Keep[], result: CompactionResult, now: number): Promise<void> {
     const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
+    // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
+    const touched = this.dropRecords(seg, result, now);
     const moved = new Set<string>();
     if (target !== null) {
       keeps.forEach((k, i) => {
         if (relocate(this.store, k, seg.id, target.id, result.newOffsets[i] as number)) moved.add(keepId(k));
       });
     }
-    this.dropDead(seg, result, moved, now);
+    this.clearDangling(seg, moved, touched);
     if (target === seg) {
       seg.header = readHeader(seg.fd, seg.id);
       seg.dataEnd = result.bytesAfter;
@@ -230,8 +232,8 @@ export class Compactor {
     return out;
   }
 
-  /** Removes what the compaction dropped from the keydir's accounting. */
-  private dropDead(seg: Segment, result: CompactionResult, moved: Set<string>, now: number): void {
+  /** Accounts for the PUT records the compaction dropped; returns the slots it touched. */
+  private dropRecords(seg: Segment, result: CompactionResult, now: number): Set<Slot> {
     const kd = this.store.keydir;
     const touched = new Set<Slot>();
     for (let i = 0; i < result.droppedKeys.length; i++) {
@@ -243,15 +245,24 @@ export class Compactor {
       if (slot.seg === seg.id && slot.off === result.droppedOffsets[i]) slot.seg = 0;
       touched.add(slot);
     }
-    // Pointers into this segment that were not moved name records that no longer exist.
+    return touched;
+  }
+
+  /** Clears pointers into `seg` that were not moved: they name records that no longer exist. */
+  private clearDangling(seg: Segment, moved: Set<string>, touched: Set<Slot>): void {
+    const kd = this.store.keydir;
     for (const slot of kd.all()) {
       if (slot.tombSeg === seg.id && !moved.has(`tomb\u0000${slot.scope}\u0000${slot.key}`)) slot.tombSeg = 0;
       if (slot.clearSeg === seg.id && !moved.has(`clear\u0000${slot.scope}\u0000${slot.key}`)) slot.clearSeg = 0;
       if (slot.seg === seg.id && !moved.has(`put\u0000${slot.scope}\u0000${slot.key}`)) throw new Error(`${slot.scope}/${slot.key} still points at a dropped record of segment ${seg.id}`);
-      if (P.slotEmpty(slot)) touched.add(slot);
+      if (P.slotEmpty(kd, slot)) touched.add(slot);
     }
-    for (const [scope, e] of kd.erases) if (e.seg === seg.id && !moved.has(`erase\u0000${scope}`)) kd.erases.delete(scope);
-    for (const slot of touched) if (P.slotEmpty(slot)) kd.delete(slot);
+    for (const [scope, e] of kd.erases) {
+      if (e.seg !== seg.id || moved.has(`erase\u0000${scope}`)) continue;
+      kd.erases.delete(scope);
+      for (const slot of kd.subtree(scope)) touched.add(slot); // their retention may have ended with it
+    }
+    for (const slot of touched) if (P.slotEmpty(kd, slot)) kd.delete(slot);
   }
 
   private sealedWithGarbage(): Segment[] {
@@ -348,7 +359,7 @@ export class Compactor {
     let liveSlots = 0;
     let tombstones = 0;
     for (const slot of this.store.keydir.all()) {
-      if (P.valueRecordLive(this.store.keydir, slot, now) && !(slot.expiresAt !== 0 && now >= slot.expiresAt)) liveSlots += 1;
+      if (isReadable(this.store.keydir, slot, now)) liveSlots += 1;
       if (slot.tombSeg !== 0) tombstones += 1;
     }
     return {

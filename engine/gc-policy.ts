@@ -15,7 +15,7 @@ import { isExpired, putSurvives, type EraseRecord, type Keydir, type Slot } from
 import { parentScope } from "../segments/names.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
-export function valueRecordLive(keydir: Keydir, slot: Slot, now: number): boolean {
+export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retentionMs: number): boolean {
   if (slot.seg === 0) return false;
   if (!putSurvives(keydir, slot)) return false;
   // The generation rule (I5), checked as a pair with the sequence rule above: a surviving PUT is
@@ -23,9 +23,10 @@ export function valueRecordLive(keydir: Keydir, slot: Slot, now: number): boolea
   if (slot.tombSeq > 0 && slot.tombSeq < slot.putSeq && slot.putGen <= slot.tombGen) {
     throw new Error(`I5 violated: ${slot.scope}/${slot.key} PUT gen ${slot.putGen} <= killed gen ${slot.tombGen}`);
   }
-  // An expired value may go only when it is the slot's last PUT record: dropping it while an older
-  // PUT survives elsewhere would let that older value win at the next recovery.
-  if (isExpired(slot, now) && slot.physical <= 1) return false;
+  // An expired value may go only when it is the slot's last PUT record (dropping it while an older
+  // PUT survives elsewhere would let that older value win at the next recovery), and only once the
+  // retention window after its expiry has passed: until then it is the slot's retention record.
+  if (isExpired(slot, now) && slot.physical <= 1 && now >= slot.expiresAt + retentionMs) return false;
   return true;
 }
 
@@ -72,7 +73,10 @@ export function unsafeSweep(keydir: Keydir, watermark: number): number {
   return swept;
 }
 
-/** True when a slot holds nothing any more: no record of it remains, so its retention record goes. */
-export function slotEmpty(slot: Slot): boolean {
-  return slot.physical === 0 && slot.seg === 0 && slot.tombSeg === 0 && slot.clearSeg === 0;
+/**
+ * True when a slot holds nothing any more — no record of it remains and no retained erasure covers
+ * it — so its retention record goes.
+ */
+export function slotEmpty(keydir: Keydir, slot: Slot): boolean {
+  return slot.physical === 0 && slot.seg === 0 && slot.tombSeg === 0 && slot.clearSeg === 0 && keydir.eraseSeq(slot.scope) === 0;
 }

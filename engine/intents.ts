@@ -50,7 +50,9 @@ export class Intents {
   logical(keydir: Keydir, scope: string, key: string, now: number): Logical {
     const base = this.slots.get(scope)?.get(key) ?? fromSlot(keydir, keydir.get(scope, key), now);
     const erased = this.pendingEraseSeq(scope);
-    if (erased > base.seq && base.live) {
+    // The same rule as keydir.isTombstoned once the erasure is applied: it kills every slot of the
+    // subtree that has a retention record, live or not (cleared, expired, reclaimed).
+    if (erased > base.seq && base.exists) {
       return { ...base, seq: erased, live: false, version: null, tombstoned: true, killSeq: erased };
     }
     return base;

@@ -22,10 +22,9 @@ export class Slot {
   expiresAt = 0;
   /** The slot's current generation: the highest of its PUT and CLEAR generations. */
   generation = 0;
-  /** Latest TOMBSTONE: sequence, generation it killed, commit time, location. */
+  /** Latest TOMBSTONE: sequence, generation it killed, location. */
   tombSeq = 0;
   tombGen = 0;
-  tombAt = 0;
   tombSeg = 0;
   tombOff = 0;
   tombLen = 0;
@@ -125,7 +124,8 @@ export class Keydir {
 export function applyPut(slot: Slot, seq: number, gen: number, expiresAt: number, at: Location): void {
   slot.physical += 1;
   slot.reclaimedAt = 0;
-  if (seq > slot.putSeq) {
+  // Equal sequence with no location: a tombstone replayed first already named this version.
+  if (seq > slot.putSeq || (seq === slot.putSeq && slot.seg === 0)) {
     slot.putSeq = seq;
     slot.putGen = gen;
     slot.seg = at.seg;
@@ -136,12 +136,20 @@ export function applyPut(slot: Slot, seq: number, gen: number, expiresAt: number
   if (gen > slot.generation) slot.generation = gen;
 }
 
-/** Applies a TOMBSTONE record that killed generation `gen`. */
-export function applyTombstone(slot: Slot, seq: number, gen: number, committedAt: number, at: Location): void {
+/**
+ * Applies a TOMBSTONE record that killed generation `gen` and version `version`. The version is
+ * kept even after the PUT record it killed is reclaimed: it is part of the retention record, and
+ * versions must survive restarts.
+ */
+export function applyTombstone(slot: Slot, seq: number, gen: number, version: number, at: Location): void {
+  if (version > slot.putSeq) {
+    slot.putSeq = version;
+    slot.putGen = gen;
+    slot.seg = 0;
+  }
   if (seq <= slot.tombSeq) return;
   slot.tombSeq = seq;
   slot.tombGen = gen;
-  slot.tombAt = committedAt;
   slot.tombSeg = at.seg;
   slot.tombOff = at.off;
   slot.tombLen = at.len;

@@ -13,7 +13,7 @@ import * as C from "../segments/constants.js";
 import { CorruptionError, LimitExceededError } from "../segments/errors.js";
 import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
 import type { DecodedRecord } from "../segments/record.js";
-import { scanRecords } from "../segments/scan.js";
+import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import { SegmentWriter } from "../segments/writer.js";
 import { replayJournal } from "./compaction-core.js";
 import type { GenerationTable } from "./generations.js";
@@ -85,7 +85,7 @@ function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number
       seg.scopes.add(r.scope);
       break;
     case C.RecordType.TOMBSTONE:
-      applyTombstone(keydir.ensure(r.scope, r.key), r.seq, r.generation, r.expiresAt, at);
+      applyTombstone(keydir.ensure(r.scope, r.key), r.seq, r.generation, r.expiresAt, at); // expiresAt holds the killed version
       break;
     case C.RecordType.CLEAR:
       applyClear(keydir.ensure(r.scope, r.key), r.seq, r.generation, at);
@@ -102,7 +102,7 @@ function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number
 function sealOnOpen(seg: Segment): void {
   fs.ftruncateSync(seg.fd, seg.dataEnd);
   fs.fdatasyncSync(seg.fd);
-  seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq });
+  seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq, sealedBytes: seg.dataEnd });
 }
 
 /** Rebuilds the store's state from `dir` (the segments directory, created if missing). */
@@ -125,6 +125,7 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
     const bytes = readWholeFile(o.fd);
     const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
     const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off), false);
+    if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
     seg.dataEnd = end.end;
     seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
     if (end.torn !== null) {

@@ -104,7 +104,7 @@ export class Store {
   /** Creates the next segment file and registers it. */
   createSegment(): Segment {
     const id = this.allocateId();
-    const header = { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: this.seq, minSeq: 0, maxSeq: 0, replacesId: 0 };
+    const header = { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: this.seq, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 };
     const prealloc = Math.min(this.options.segmentBytes, 8 * 1024 * 1024);
     const fd = createSegmentFile(this.segmentsDir, header, prealloc);
     const cell = this.gens.allocate(0);
@@ -199,17 +199,18 @@ export class Store {
     const L = this.intents.logical(this.keydir, scope, k, now);
     if (!L.live) return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
     const seq = this.seq + 1;
-    const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: now, scope, key: k });
+    const killed = L.version as number;
+    const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: killed, scope, key: k });
     this.seq = seq;
     this.intents.set(scope, k, { seq, live: false, version: null, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
-    await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, now, at[0] as Location) });
+    await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, killed, at[0] as Location) });
     return { ok: true, tombstoneSeq: seq, generation: L.generation };
   }
 
-  private applyTombstone(scope: string, key: string, seq: number, generation: number, now: number, at: Location): void {
+  private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, at: Location): void {
     const slot = this.keydir.ensure(scope, key);
     if (seq > slot.tombSeq && slot.putSeq < seq) this.valueDied(slot);
-    applyTombstone(slot, seq, generation, now, at);
+    applyTombstone(slot, seq, generation, version, at);
     this.intents.settle(scope, key, seq);
   }
 
@@ -385,8 +386,12 @@ export class Store {
 
   private stateOf(slot: NonNullable<ReturnType<Keydir["get"]>>, readable: boolean, now: number): T.SlotState {
     if (readable) return "live";
-    if (slot.seg !== 0 && putSurvives(this.keydir, slot) && isExpired(slot, now)) return "expired";
-    if (isTombstoned(this.keydir, slot) || (slot.putSeq > 0 && slot.seg === 0)) return slot.physical > 0 ? "tombstoned" : "reclaimed";
+    if (putSurvives(this.keydir, slot)) {
+      // Not killed: either expired with its record still on disk, or its record was reclaimed
+      // without a kill (only the unsafe tombstone-sequence GC does that).
+      return slot.seg !== 0 && isExpired(slot, now) ? "expired" : "reclaimed";
+    }
+    if (isTombstoned(this.keydir, slot)) return slot.physical > 0 ? "tombstoned" : "reclaimed";
     return "absent";
   }
 
@@ -509,10 +514,11 @@ class BatchPlan {
       }
       this.seq += 1;
       const seq = this.seq;
-      this.push(this.store.encodeFor({ type: C.RecordType.TOMBSTONE, flags: C.RF_IN_BATCH, seq, generation: L.generation, expiresAt: this.now, scope, key }), scope, key, {
+      const killed = L.version as number;
+      this.push(this.store.encodeFor({ type: C.RecordType.TOMBSTONE, flags: C.RF_IN_BATCH, seq, generation: L.generation, expiresAt: killed, scope, key }), scope, key, {
         seq, live: false, version: null, generation: L.generation, tombstoned: true, killSeq: seq, exists: true,
       });
-      this.applies.push({ kind: "forget", scope, key, seq, generation: L.generation, expiresAt: this.now });
+      this.applies.push({ kind: "forget", scope, key, seq, generation: L.generation, expiresAt: killed });
       this.results.push({ ok: true, tombstoneSeq: seq, generation: L.generation });
     } else {
       throw new InvalidArgumentError(`batch[${i}].op must be "write" or "forget", got ${String(o["op"])}`);

@@ -9,7 +9,7 @@ import * as C from "../segments/constants.js";
 import { CorruptionError } from "../segments/errors.js";
 import { parseSegmentFileName, readWholeFile, segmentFileName } from "../segments/file.js";
 import { chooseHeader } from "../segments/header.js";
-import { scanRecords } from "../segments/scan.js";
+import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import type { ProgressFn, VerifyReport } from "./types.js";
 
 function checkOne(file: string, id: number, report: VerifyReport): number {
@@ -22,7 +22,9 @@ function checkOne(file: string, id: number, report: VerifyReport): number {
   try {
     const bytes = readWholeFile(fd);
     const { header } = chooseHeader(bytes, id);
-    const end = scanRecords(bytes, id, (header.flags & C.FLAG_SEALED) !== 0, () => undefined, false);
+    const sealed = (header.flags & C.FLAG_SEALED) !== 0;
+    const end = scanRecords(bytes, id, sealed, () => undefined, false);
+    if (sealed) assertSealedEnd(id, header.sealedBytes, end, bytes.length);
     report.records += end.records;
     report.bytes += end.end;
     if (end.torn !== null) report.problems.push({ segment: id, offset: end.torn.offset, detail: `torn tail (${end.torn.reason}); recovery cuts it off` });

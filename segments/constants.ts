@@ -29,7 +29,7 @@ export const H_CREATED_SEQ = 24; // u64
 export const H_MIN_SEQ = 32; // u64
 export const H_MAX_SEQ = 40; // u64
 export const H_REPLACES_ID = 48; // u32, 0 = replaces nothing
-export const H_RESERVED = 52; // u32, zero
+export const H_SEALED_BYTES = 52; // u32, the file's length once sealed (records end there); 0 while unsealed
 export const H_CHECKSUM = 56; // u64 xxh64 of bytes [0, 56)
 
 /** Header flag: the segment takes no more appends; its file ends at its last record. */

@@ -20,6 +20,8 @@ export interface SegmentHeader {
   maxSeq: number;
   /** The segment this one replaces (copy-on-write output), 0 for none. */
   replacesId: number;
+  /** Once sealed: the file's length, where its last record ends (a cut-off record is then detectable). 0 while unsealed. */
+  sealedBytes: number;
 }
 
 function u64(view: DataView, at: number): number {
@@ -43,6 +45,7 @@ export function encodeHeader(h: SegmentHeader): Uint8Array {
   view.setBigUint64(C.H_MIN_SEQ, BigInt(h.minSeq), true);
   view.setBigUint64(C.H_MAX_SEQ, BigInt(h.maxSeq), true);
   view.setUint32(C.H_REPLACES_ID, h.replacesId, true);
+  view.setUint32(C.H_SEALED_BYTES, h.sealedBytes, true);
   view.setBigUint64(C.H_CHECKSUM, checksum64(bytes, 0, C.H_CHECKSUM), true);
   // Paired check: what we wrote decodes to what we were given.
   const back = decodeHeader(bytes, 0);
@@ -57,6 +60,7 @@ function assertHeaderFields(h: SegmentHeader): void {
     ["segmentId", h.segmentId, 0xffffffff],
     ["headerSeq", h.headerSeq, 0xffffffff],
     ["replacesId", h.replacesId, 0xffffffff],
+    ["sealedBytes", h.sealedBytes, 0xffffffff],
     ["flags", h.flags, C.HEADER_FLAGS_KNOWN],
     ["generation", h.generation, C.SEQ_MAX],
     ["createdSeq", h.createdSeq, C.SEQ_MAX],
@@ -79,7 +83,6 @@ export function decodeHeader(bytes: Uint8Array, at: number): SegmentHeader | nul
   if (checksum64(bytes, at, at + C.H_CHECKSUM) !== stored) return null;
   const flags = view.getUint16(C.H_FLAGS, true);
   if ((flags & ~C.HEADER_FLAGS_KNOWN) !== 0) return null;
-  if (view.getUint32(C.H_RESERVED, true) !== 0) return null;
   const header: SegmentHeader = {
     segmentId: view.getUint32(C.H_SEGMENT_ID, true),
     headerSeq: view.getUint32(C.H_HEADER_SEQ, true),
@@ -89,6 +92,7 @@ export function decodeHeader(bytes: Uint8Array, at: number): SegmentHeader | nul
     minSeq: u64(view, C.H_MIN_SEQ),
     maxSeq: u64(view, C.H_MAX_SEQ),
     replacesId: view.getUint32(C.H_REPLACES_ID, true),
+    sealedBytes: view.getUint32(C.H_SEALED_BYTES, true),
   };
   if (header.generation < 0 || header.createdSeq < 0 || header.minSeq < 0 || header.maxSeq < 0) return null;
   return header;

@@ -92,6 +92,16 @@ export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolea
   return { end: at, torn: null, records };
 }
 
+/**
+ * A sealed segment must end exactly where its header says (sealedBytes): records cut off at a
+ * record boundary leave a scan that ends cleanly, and only this length check can tell.
+ */
+export function assertSealedEnd(segmentId: number, sealedBytes: number, end: ScanEnd, fileBytes: number): void {
+  if (end.end !== sealedBytes || fileBytes !== sealedBytes) {
+    throw new CorruptionError(segmentId, end.end, `sealed segment holds ${fileBytes} bytes, records end at ${end.end}, header says ${sealedBytes}`);
+  }
+}
+
 function finishFault(
   bytes: Uint8Array,
   segmentId: number,

@@ -43,7 +43,7 @@ beforeAll(async () => {
   await initChecksum();
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-format-bad-input-"));
   // No preallocation: any byte appended would change the file's size.
-  fd = createSegmentFile(dir, { segmentId: 1, generation: 0, headerSeq: 0, flags: 0, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 0 }, C.DATA_START);
+  fd = createSegmentFile(dir, { segmentId: 1, generation: 0, headerSeq: 0, flags: 0, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 }, C.DATA_START);
   writer = new SegmentWriter(1, fd, C.DATA_START, C.DATA_START);
 });
 

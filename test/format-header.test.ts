@@ -53,7 +53,7 @@ afterAll(() => {
 });
 
 function header(over: Partial<SegmentHeader> = {}): SegmentHeader {
-  return { segmentId: 1, generation: 0, headerSeq: 0, flags: 0, createdSeq: 100, minSeq: 101, maxSeq: 250, replacesId: 0, ...over };
+  return { segmentId: 1, generation: 0, headerSeq: 0, flags: 0, createdSeq: 100, minSeq: 101, maxSeq: 250, replacesId: 0, sealedBytes: 0, ...over };
 }
 
 function pread(fd: number, at: number, n: number): Buffer {
@@ -85,7 +85,7 @@ function twoGenerationSegment(): { fd: number; file: string; id: number } {
 
 describe("header copy layout", () => {
   it("matches a copy assembled field by field from constants.ts (docs/FORMAT.md)", () => {
-    const h = header({ segmentId: 0xdeadbeef, generation: 2 ** 40 + 3, headerSeq: 0xfffffffe, flags: C.FLAG_SEALED | C.FLAG_COMPACTING, createdSeq: 5, minSeq: 6, maxSeq: C.SEQ_MAX, replacesId: 41 });
+    const h = header({ segmentId: 0xdeadbeef, generation: 2 ** 40 + 3, headerSeq: 0xfffffffe, flags: C.FLAG_SEALED | C.FLAG_COMPACTING, createdSeq: 5, minSeq: 6, maxSeq: C.SEQ_MAX, replacesId: 41, sealedBytes: 0 });
     const want = Buffer.alloc(64);
     want.writeUInt32LE(0x53474e45, 0);
     expect(want.subarray(0, 4).toString("latin1")).toBe("ENGS");
@@ -102,7 +102,7 @@ describe("header copy layout", () => {
     want.writeBigUInt64LE(h64(want.subarray(0, 56), 0n), 56);
     expect(Buffer.from(encodeHeader(h)).toString("hex")).toBe(want.toString("hex"));
     expect(decodeHeader(want, 0)).toEqual(h);
-    expect([C.H_MAGIC, C.H_VERSION, C.H_FLAGS, C.H_SEGMENT_ID, C.H_HEADER_SEQ, C.H_GENERATION, C.H_CREATED_SEQ, C.H_MIN_SEQ, C.H_MAX_SEQ, C.H_REPLACES_ID, C.H_RESERVED, C.H_CHECKSUM]).toEqual([
+    expect([C.H_MAGIC, C.H_VERSION, C.H_FLAGS, C.H_SEGMENT_ID, C.H_HEADER_SEQ, C.H_GENERATION, C.H_CREATED_SEQ, C.H_MIN_SEQ, C.H_MAX_SEQ, C.H_REPLACES_ID, C.H_SEALED_BYTES, C.H_CHECKSUM]).toEqual([
       0, 4, 6, 8, 12, 16, 24, 32, 40, 48, 52, 56,
     ]);
     expect([C.FORMAT_VERSION, C.HEADER_COPY_BYTES, C.HEADER_A_OFFSET, C.HEADER_B_OFFSET, C.DATA_START]).toEqual([1, 64, 0, 64, 128]);
@@ -110,7 +110,7 @@ describe("header copy layout", () => {
   });
 
   it("round-trips extreme field values, at any offset of a larger buffer", () => {
-    for (const h of [header(), header({ segmentId: 0xffffffff, generation: C.SEQ_MAX, headerSeq: 0xffffffff, flags: 3, createdSeq: C.SEQ_MAX, minSeq: C.SEQ_MAX, maxSeq: C.SEQ_MAX, replacesId: 0xffffffff })]) {
+    for (const h of [header(), header({ segmentId: 0xffffffff, generation: C.SEQ_MAX, headerSeq: 0xffffffff, flags: 3, createdSeq: C.SEQ_MAX, minSeq: C.SEQ_MAX, maxSeq: C.SEQ_MAX, replacesId: 0xffffffff, sealedBytes: 0xffffffff })]) {
       const host = new Uint8Array(200).fill(0x5a);
       host.set(encodeHeader(h), 77);
       expect(decodeHeader(host, 77)).toEqual(h);
@@ -131,9 +131,6 @@ describe("header copy layout", () => {
     const flags = Buffer.from(good);
     flags.writeUInt16LE(4, C.H_FLAGS);
     expect(decodeHeader(reseal(flags), 0)).toBeNull();
-    const reserved = Buffer.from(good);
-    reserved.writeUInt32LE(1, C.H_RESERVED);
-    expect(decodeHeader(reseal(reserved), 0)).toBeNull();
     const genHuge = Buffer.from(good);
     genHuge.writeBigUInt64LE(BigInt(C.SEQ_MAX) + 1n, C.H_GENERATION);
     expect(decodeHeader(reseal(genHuge), 0)).toBeNull();

@@ -191,7 +191,7 @@ describe("record byte layout", () => {
       if (m === null) throw new Error(`docs/FORMAT.md has no "${name}" example`);
       return (m[1] as string).split("\n").map((line) => line.replace(/^\s*\d+:/, "").replace(/\s+/g, "")).join("");
     };
-    const header = encodeHeader({ segmentId: 42, generation: 2, headerSeq: 1, flags: C.FLAG_SEALED, createdSeq: 100, minSeq: 101, maxSeq: 250, replacesId: 0 });
+    const header = encodeHeader({ segmentId: 42, generation: 2, headerSeq: 1, flags: C.FLAG_SEALED, createdSeq: 100, minSeq: 101, maxSeq: 250, replacesId: 0, sealedBytes: 0 });
     expect(example("header")).toBe(Buffer.from(header).toString("hex"));
     const record = encodeRecord({ type: C.RecordType.PUT, seq: 7, generation: 3, scope: "user:alice", key: "theme", value: "dark" });
     expect(record.length).toBe(67);

@@ -60,7 +60,7 @@ function rec(input: Partial<RecordInput> & { seq: number }): Buffer {
 /** Writes records (one writev) into a new segment with `zeroTail` bytes of preallocation after them. */
 function writeSegment(records: Buffer[], zeroTail: number): Segment {
   const id = nextId++;
-  const fd = createSegmentFile(dir, { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: 1, minSeq: 1, maxSeq: 1, replacesId: 0 }, C.DATA_START);
+  const fd = createSegmentFile(dir, { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: 1, minSeq: 1, maxSeq: 1, replacesId: 0, sealedBytes: 0 }, C.DATA_START);
   const writer = new SegmentWriter(id, fd, C.DATA_START, C.DATA_START);
   const offsets: number[] = [];
   let at = -1;

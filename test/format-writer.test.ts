@@ -49,7 +49,7 @@ const KEY_1024 = "ü€😀".repeat(113) + "abcdefg";
 function newSegment(preallocate: number): { id: number; fd: number; writer: SegmentWriter; file: string } {
   const id = nextId++;
   const size = C.DATA_START + preallocate;
-  const fd = createSegmentFile(dir, { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 0 }, size);
+  const fd = createSegmentFile(dir, { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 }, size);
   return { id, fd, writer: new SegmentWriter(id, fd, C.DATA_START, size), file: path.join(dir, segmentFileName(id)) };
 }
 

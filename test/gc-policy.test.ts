@@ -16,7 +16,7 @@ function seedSlot() {
   const kd = new Keydir();
   const slot = kd.ensure("global", "pref.theme");
   applyPut(slot, 1, 1, 0, at(1, 128)); // v1, generation 1
-  applyTombstone(slot, 2, 1, NOW - 10, at(1, 228)); // forget: kills generation 1
+  applyTombstone(slot, 2, 1, 1, at(1, 228)); // forget: kills generation 1 (version 1)
   applyPut(slot, 3, 2, 0, at(2, 128)); // v2 written over the tombstone: generation 2
   return { kd, slot };
 }
@@ -24,37 +24,49 @@ function seedSlot() {
 describe("value records", () => {
   it("keeps a rewrite whose generation is above the killed one (I5)", () => {
     const { kd, slot } = seedSlot();
-    expect(P.valueRecordLive(kd, slot, NOW)).toBe(true);
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(true);
   });
 
   it("drops a value killed by its tombstone", () => {
     const kd = new Keydir();
     const slot = kd.ensure("global", "k");
     applyPut(slot, 1, 1, 0, at(1, 128));
-    applyTombstone(slot, 2, 1, NOW, at(1, 228));
-    expect(P.valueRecordLive(kd, slot, NOW)).toBe(false);
+    applyTombstone(slot, 2, 1, 1, at(1, 228));
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(false);
   });
 
   it("drops a value whose scope (or an ancestor) was erased after it was written", () => {
     const kd = new Keydir();
     const slot = kd.ensure("user:a/session:1", "k");
     applyPut(slot, 1, 1, 0, at(1, 128));
-    expect(P.valueRecordLive(kd, slot, NOW)).toBe(true);
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(true);
     applyErase(kd, "user:a", 2, NOW, at(1, 300));
-    expect(P.valueRecordLive(kd, slot, NOW)).toBe(false);
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(false);
     applyPut(slot, 3, 2, 0, at(2, 128)); // written after the erasure: live again
-    expect(P.valueRecordLive(kd, slot, NOW)).toBe(true);
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(true);
   });
 
-  it("drops an expired value only when it is the slot's last PUT record", () => {
+  it("drops an expired value only when it is the slot's last PUT record and its retention window passed", () => {
     const kd = new Keydir();
     const slot = kd.ensure("global", "k");
     applyPut(slot, 1, 1, 0, at(1, 128));
-    applyPut(slot, 2, 1, NOW - 1, at(2, 128));
+    applyPut(slot, 2, 1, NOW - DAY, at(2, 128));
     expect(slot.physical).toBe(2);
-    expect(P.valueRecordLive(kd, slot, NOW)).toBe(true); // the older PUT would resurrect
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(true); // the older PUT would resurrect
     slot.physical = 1;
-    expect(P.valueRecordLive(kd, slot, NOW)).toBe(false);
+    expect(P.valueRecordLive(kd, slot, NOW - 1, DAY)).toBe(true); // still the retention record
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(false);
+  });
+
+  it("a tombstone replayed before its PUT keeps the killed version, and the PUT still gets its location", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "k");
+    applyTombstone(slot, 2, 1, 1, at(2, 128));
+    expect(slot.putSeq).toBe(1);
+    expect(slot.seg).toBe(0);
+    applyPut(slot, 1, 1, 0, at(1, 128));
+    expect(slot.seg).toBe(1);
+    expect(slot.physical).toBe(1);
   });
 });
 
@@ -72,11 +84,11 @@ describe("tombstones, clears and erasures (I6)", () => {
     const kd = new Keydir();
     const slot = kd.ensure("global", "k");
     applyPut(slot, 1, 1, 0, at(1, 128));
-    applyTombstone(slot, 2, 1, NOW, at(1, 228));
+    applyTombstone(slot, 2, 1, 1, at(1, 228));
     applyClear(slot, 3, 2, at(1, 328));
     expect(P.clearRecordLive(slot, NOW, DAY)).toBe(true);
     applyPut(slot, 4, 2, 0, at(1, 428));
-    applyTombstone(slot, 5, 2, NOW, at(1, 528));
+    applyTombstone(slot, 5, 2, 4, at(1, 528));
     expect(P.clearRecordLive(slot, NOW, DAY)).toBe(false);
   });
 
@@ -103,6 +115,6 @@ describe("the unsafe tombstone-sequence sweep (seed 000's GC)", () => {
     expect(P.unsafeSweep(kd, 3)).toBe(1);
     expect(slot.seg).toBe(0); // the value v2 is gone, the retention record (version 3) survives
     expect(slot.putSeq).toBe(3);
-    expect(P.valueRecordLive(kd, slot, NOW)).toBe(false);
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(false);
   });
 });
