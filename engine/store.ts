@@ -197,7 +197,11 @@ export class Store {
     const k = A.keyOf(key);
     const now = this.options.clock();
     const L = this.intents.logical(this.keydir, scope, k, now);
-    if (!L.live) return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
+    if (!L.live) {
+      // "Nothing to forget" may rest on a queued, not yet durable mutation: answer once it is.
+      await this.log.barrier();
+      return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
+    }
     const seq = this.seq + 1;
     const killed = L.version as number;
     const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: killed, scope, key: k });
@@ -221,7 +225,10 @@ export class Store {
     const scope = A.scopeOf(o);
     const k = A.keyOf(key);
     const L = this.intents.logical(this.keydir, scope, k, this.options.clock());
-    if (!L.tombstoned) return { ok: true, generation: L.generation };
+    if (!L.tombstoned) {
+      await this.log.barrier(); // the answer may rest on a queued mutation: answer once it is durable
+      return { ok: true, generation: L.generation };
+    }
     const seq = this.seq + 1;
     const generation = L.generation + 1;
     const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
@@ -286,7 +293,10 @@ export class Store {
     if (ops.length > A.BATCH_OPS_MAX) throw new InvalidArgumentError(`batch has ${ops.length} operations; at most ${A.BATCH_OPS_MAX}`);
     const plan = new BatchPlan(this, this.seq, this.options.clock());
     for (const [i, op] of ops.entries()) plan.add(op, i);
-    if (plan.records.length === 0) return plan.results;
+    if (plan.records.length === 0) {
+      await this.log.barrier(); // all no-ops: answer once the state they rest on is durable
+      return plan.results;
+    }
     plan.seal();
     this.seq = plan.seq;
     for (const state of plan.overlay.values()) this.intents.set(state.scope, state.key, state.logical);

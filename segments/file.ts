@@ -52,19 +52,25 @@ export function fsyncDir(dir: string): void {
 
 /**
  * Creates segment `header.segmentId` in `dir` with both header copies and `sizeBytes` of
- * zeroed, preallocated space, fsyncs it and the directory, and returns its open fd (read/write).
+ * zeroed, preallocated space, and returns its open fd (read/write). The file is written as
+ * NNNNNNNN.seg.tmp, fdatasynced, renamed and the directory fsynced, so a crash never leaves a
+ * segment file with a torn header (recovery deletes *.tmp).
  */
 export function createSegmentFile(dir: string, header: SegmentHeader, sizeBytes: number): number {
   const file = path.join(dir, segmentFileName(header.segmentId));
-  const fd = fs.openSync(file, "wx+", FILE_MODE);
+  const tmp = path.join(dir, tmpFileName(header.segmentId));
+  const fd = fs.openSync(tmp, "wx+", FILE_MODE);
   try {
     const bytes = encodeHeader(header);
     fs.writeSync(fd, bytes, 0, bytes.length, C.HEADER_A_OFFSET);
     fs.writeSync(fd, bytes, 0, bytes.length, C.HEADER_B_OFFSET);
     fs.ftruncateSync(fd, Math.max(sizeBytes, C.DATA_START));
     fs.fdatasyncSync(fd);
+    if (fs.existsSync(file)) throw new Error(`segment file ${file} already exists`);
+    fs.renameSync(tmp, file);
   } catch (err) {
     fs.closeSync(fd);
+    fs.rmSync(tmp, { force: true });
     throw err;
   }
   fsyncDir(dir);
