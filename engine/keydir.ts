@@ -7,6 +7,7 @@
  * path (after a group is written): each is guarded by sequence numbers, so order does not matter
  * and replay is idempotent except for the physical-record count, which counts every PUT seen.
  */
+import type { ErasedSlot } from "../segments/erase-list.js";
 import { scopeLineage, scopeWithin } from "../segments/names.js";
 
 /** One slot: its latest PUT (possibly dead) and its retention record. Fields are flat to stay small. */
@@ -166,8 +167,17 @@ export function applyClear(slot: Slot, seq: number, gen: number, at: Location): 
   slot.clearLen = at.len;
 }
 
-/** Applies a SCOPE_ERASE record of `scope`. */
-export function applyErase(keydir: Keydir, scope: string, seq: number, committedAt: number, at: Location): void {
+/** Applies a SCOPE_ERASE record of `scope`, with the retention records of the slots it killed. */
+export function applyErase(keydir: Keydir, scope: string, seq: number, committedAt: number, at: Location, killed: readonly ErasedSlot[]): void {
+  for (const k of killed) {
+    const slot = keydir.ensure(k.scope, k.key);
+    if (k.version > slot.putSeq) {
+      slot.putSeq = k.version;
+      slot.putGen = k.generation;
+      slot.seg = 0;
+    }
+    if (k.generation > slot.generation) slot.generation = k.generation;
+  }
   const old = keydir.erases.get(scope);
   if (old !== undefined && old.seq >= seq) return;
   keydir.erases.set(scope, { seq, at: committedAt, seg: at.seg, off: at.off, len: at.len });

@@ -13,6 +13,7 @@ import * as C from "../segments/constants.js";
 import { CorruptionError, LimitExceededError } from "../segments/errors.js";
 import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
 import type { DecodedRecord } from "../segments/record.js";
+import { decodeEraseList } from "../segments/erase-list.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import { SegmentWriter } from "../segments/writer.js";
 import { replayJournal } from "./compaction-core.js";
@@ -91,7 +92,7 @@ function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number
       applyClear(keydir.ensure(r.scope, r.key), r.seq, r.generation, at);
       break;
     case C.RecordType.SCOPE_ERASE:
-      applyErase(keydir, r.scope, r.seq, r.expiresAt, at);
+      applyErase(keydir, r.scope, r.seq, r.expiresAt, at, decodeEraseList(r.value as Uint8Array | null));
       break;
     case C.RecordType.BATCH_COMMIT:
       break;

@@ -9,6 +9,7 @@ import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
 import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../segments/errors.js";
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
+import { encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { scopeLineage, scopeWithin } from "../segments/names.js";
 import { encodeRecord, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
@@ -245,19 +246,24 @@ export class Store {
     return { ok: true, generation };
   }
 
-  /** Slots of `root`'s subtree that are logically live now (visible or queued). */
-  private countLiveIn(root: string, now: number): number {
+  /** The slots of `root`'s subtree with a retention record now (visible or queued), and how many are live. */
+  private slotsIn(root: string, now: number): { live: number; killed: ErasedSlot[] } {
     const seen = new Set<string>();
+    const killed: ErasedSlot[] = [];
     let live = 0;
     const visit = (scope: string, key: string): void => {
       const id = `${scope}\u0000${key}`;
       if (seen.has(id)) return;
       seen.add(id);
-      if (this.intents.logical(this.keydir, scope, key, now).live) live += 1;
+      const L = this.intents.logical(this.keydir, scope, key, now);
+      if (!L.exists) return;
+      if (L.live) live += 1;
+      const version = L.version ?? this.keydir.get(scope, key)?.putSeq ?? 0;
+      killed.push({ scope, key, version, generation: L.generation });
     };
     for (const slot of this.keydir.subtree(root)) visit(slot.scope, slot.key);
     for (const q of this.intents.queuedSlots()) if (scopeWithin(q.scope, root)) visit(q.scope, q.key);
-    return live;
+    return { live, killed };
   }
 
   /** forgetScope(): erases a scope and its descendants with one SCOPE_ERASE record. */
@@ -267,16 +273,16 @@ export class Store {
     const s = A.scopeOf({ scope });
     const reclaim = A.reclaimOf(o);
     const now = this.options.clock();
-    const slots = this.countLiveIn(s, now);
+    const { live: slots, killed } = this.slotsIn(s, now);
     const seq = this.seq + 1;
-    const record = this.encode({ type: C.RecordType.SCOPE_ERASE, seq, generation: 0, expiresAt: now, scope: s, key: "" });
+    const record = this.encode({ type: C.RecordType.SCOPE_ERASE, seq, generation: 0, expiresAt: now, scope: s, key: "", value: encodeEraseList(killed) });
     this.seq = seq;
     this.intents.setErase(s, seq);
     await this.log.append({
       records: [record],
       seqs: [seq],
       apply: (at) => {
-        applyErase(this.keydir, s, seq, now, at[0] as Location);
+        applyErase(this.keydir, s, seq, now, at[0] as Location, killed);
         this.intents.settleErase(s, seq);
         this.compactor.recount();
       },

@@ -66,7 +66,7 @@ export function createSegmentFile(dir: string, header: SegmentHeader, sizeBytes:
     fs.writeSync(fd, bytes, 0, bytes.length, C.HEADER_B_OFFSET);
     fs.ftruncateSync(fd, Math.max(sizeBytes, C.DATA_START));
     fs.fdatasyncSync(fd);
-    if (fs.existsSync(file)) throw new Error(`segment file ${file} already exists`);
+    if (fs.existsSync(file)) throw new Error(`EEXIST: segment file ${file} already exists`);
     fs.renameSync(tmp, file);
   } catch (err) {
     fs.closeSync(fd);

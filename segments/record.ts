@@ -22,7 +22,7 @@ export interface RecordInput {
   scope: string;
   /** "" for SCOPE_ERASE and BATCH_COMMIT; 1–1024 bytes otherwise. */
   key: string;
-  /** PUT only. */
+  /** PUT: the value. SCOPE_ERASE: optionally the encoded list of slots it kills (bytes). */
   value?: string | Uint8Array;
 }
 
@@ -77,8 +77,11 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
       throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${Math.min(valueBytesMax, C.VALUE_BYTES_MAX)} (maxValueBytes)`);
     }
     if (typeof r.value === "string" && !r.value.isWellFormed()) throw new InvalidArgumentError("value string must be well-formed UTF-16");
+  } else if (r.type === C.RecordType.SCOPE_ERASE && r.value instanceof Uint8Array) {
+    // An erasure carries the retention records of the slots it kills (segments/erase-list.ts).
+    if (r.value.byteLength > C.VALUE_BYTES_MAX) throw new InvalidArgumentError(`erasure list is ${r.value.byteLength} bytes; at most ${C.VALUE_BYTES_MAX}`);
   } else if (r.value !== undefined) {
-    throw new InvalidArgumentError("only PUT records carry a value");
+    throw new InvalidArgumentError("only PUT records carry a value (and SCOPE_ERASE records a byte list)");
   }
 }
 
@@ -185,7 +188,7 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
   const valueLen = buf.readUInt32LE(at + C.R_VALUE_LEN);
   const scopeAt = at + C.RECORD_FIXED_BYTES;
   const valueAt = scopeAt + scopeLen + keyLen;
-  if (type !== C.RecordType.PUT && valueLen !== 0) return "structure";
+  if (type !== C.RecordType.PUT && type !== C.RecordType.SCOPE_ERASE && valueLen !== 0) return "structure";
   let scope: string;
   let key: string;
   let value: string | Uint8Array | null = null;
@@ -194,6 +197,9 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
     key = utf8(buf, scopeAt + scopeLen, valueAt);
     if (type === C.RecordType.PUT && withValue) {
       value = (flags & C.RF_UTF8) !== 0 ? utf8(buf, valueAt, valueAt + valueLen) : new Uint8Array(buf.subarray(valueAt, valueAt + valueLen));
+    } else if (type === C.RecordType.SCOPE_ERASE && valueLen > 0) {
+      if ((flags & C.RF_UTF8) !== 0) return "structure";
+      value = new Uint8Array(buf.subarray(valueAt, valueAt + valueLen)); // always: recovery needs it
     }
   } catch {
     return "structure";

@@ -40,7 +40,7 @@ describe("value records", () => {
     const slot = kd.ensure("user:a/session:1", "k");
     applyPut(slot, 1, 1, 0, at(1, 128));
     expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(true);
-    applyErase(kd, "user:a", 2, NOW, at(1, 300));
+    applyErase(kd, "user:a", 2, NOW, at(1, 300), []);
     expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(false);
     applyPut(slot, 3, 2, 0, at(2, 128)); // written after the erasure: live again
     expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(true);
@@ -96,14 +96,14 @@ describe("tombstones, clears and erasures (I6)", () => {
     const kd = new Keydir();
     const slot = kd.ensure("user:a/session:1", "k");
     applyPut(slot, 1, 1, 0, at(1, 128));
-    applyErase(kd, "user:a/session:1", 2, NOW - 2 * DAY, at(1, 300));
+    applyErase(kd, "user:a/session:1", 2, NOW - 2 * DAY, at(1, 300), []);
     const erase = kd.erases.get("user:a/session:1");
     if (erase === undefined) throw new Error("erase not applied");
     expect(P.eraseRecordLive(kd, "user:a/session:1", erase, NOW, DAY)).toBe(true);
     slot.physical = 0;
     expect(P.eraseRecordLive(kd, "user:a/session:1", erase, NOW, DAY)).toBe(false);
     slot.physical = 1;
-    applyErase(kd, "user:a", 3, NOW, at(1, 400));
+    applyErase(kd, "user:a", 3, NOW, at(1, 400), []);
     expect(P.eraseRecordLive(kd, "user:a/session:1", erase, NOW, DAY)).toBe(false);
   });
 });

@@ -1,0 +1,63 @@
+/**
+ * The value of a SCOPE_ERASE record: the retention records of the slots the erasure kills —
+ * scope, key, last version and generation of each — so that a restart after their value records
+ * were reclaimed still knows them (probe "reclaimed", and the next write's generation).
+ *
+ * Layout, repeated: u16 scope bytes, scope, u16 key bytes, key, u64 version, u64 generation (LE).
+ */
+import { InvalidArgumentError } from "./errors.js";
+import { writeU64 } from "./record.js";
+
+/** One killed slot. */
+export interface ErasedSlot {
+  scope: string;
+  key: string;
+  version: number;
+  generation: number;
+}
+
+/** Encodes the list; the codec checks the scopes and keys of the record, the engine these. */
+export function encodeEraseList(slots: readonly ErasedSlot[]): Uint8Array {
+  const parts = slots.map((s) => ({ scope: Buffer.from(s.scope, "utf8"), key: Buffer.from(s.key, "utf8"), s }));
+  const size = parts.reduce((n, p) => n + 4 + p.scope.length + p.key.length + 16, 0);
+  const out = Buffer.alloc(size);
+  let at = 0;
+  for (const p of parts) {
+    at = out.writeUInt16LE(p.scope.length, at);
+    at += p.scope.copy(out, at);
+    at = out.writeUInt16LE(p.key.length, at);
+    at += p.key.copy(out, at);
+    writeU64(out, p.s.version, at);
+    writeU64(out, p.s.generation, at + 8);
+    at += 16;
+  }
+  if (at !== size) throw new Error(`erase list encoded ${at} of ${size} bytes`);
+  return out;
+}
+
+function u64(buf: Buffer, at: number): number {
+  const hi = buf.readUInt32LE(at + 4);
+  if (hi > 0x1fffff) throw new InvalidArgumentError("erase list: number beyond 2^53");
+  return hi * 0x1_0000_0000 + buf.readUInt32LE(at);
+}
+
+/** Decodes the list; throws InvalidArgumentError on bytes that are not one (the checksum passed, so that is a bug). */
+export function decodeEraseList(bytes: Uint8Array | null): ErasedSlot[] {
+  if (bytes === null || bytes.length === 0) return [];
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out: ErasedSlot[] = [];
+  let at = 0;
+  while (at < buf.length) {
+    if (at + 2 > buf.length) throw new InvalidArgumentError("erase list truncated");
+    const scopeLen = buf.readUInt16LE(at);
+    const scope = buf.toString("utf8", at + 2, at + 2 + scopeLen);
+    at += 2 + scopeLen;
+    const keyLen = buf.readUInt16LE(at);
+    const key = buf.toString("utf8", at + 2, at + 2 + keyLen);
+    at += 2 + keyLen;
+    if (at + 16 > buf.length) throw new InvalidArgumentError("erase list truncated");
+    out.push({ scope, key, version: u64(buf, at), generation: u64(buf, at + 8) });
+    at += 16;
+  }
+  return out;
+}
