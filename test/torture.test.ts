@@ -15,24 +15,13 @@
  */
 import { describe, expect, it } from "vitest";
 import { CorruptionError, Engram, ScopeErasedDuringRead, type ReadResult } from "../src/index.js";
+import { rng } from "./helpers/crash-proc.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const SCOPES = ["global", "user:a", "user:a/session:1", "user:a/session:2", "user:b", "user:b/session:1"];
 const KEYS = Array.from({ length: 12 }, (_, i) => `k${i}`);
 const WIDTH = 120;
 const ROUNDS = Number(process.env["ENGRAM_TORTURE_ROUNDS"] ?? 30);
-
-/** A deterministic PRNG (mulberry32) so a failing run can be replayed from its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function valueFor(scope: string, key: string, nonce: number): string {
   const head = `${scope}|${key}|${nonce}|`;

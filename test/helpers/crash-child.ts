@@ -4,8 +4,8 @@
  * engine, prints {"t":"standby"}, reads one JSON configuration line from stdin, then works on a
  * real directory until it is SIGKILLed (by the parent, or by the engine's faults.crashAt).
  *
- * Every operation is reported as a "send" line written right before the store is called (stdout is
- * a pipe: the write is synchronous, so the line is out before the operation is queued) and an "ack"
+ * Every operation is reported as a "send" line written right before the store is called (with a
+ * synchronous write to fd 1, so the line is out before the operation is queued) and an "ack"
  * line once it resolved. See test/helpers/crash-model.ts for what the parent makes of them.
  *
  * Modes:
@@ -74,8 +74,22 @@ export interface NoopForgetConfig extends Common {
 
 export type ChildConfig = OpsConfig | PrepareConfig | CompactCrashConfig | NoopForgetConfig;
 
+/**
+ * Writes one line to stdout synchronously, always. process.stdout.write on a pipe is synchronous
+ * only while the pipe has room: once the (loaded) parent falls behind it queues the line in this
+ * process, and a SIGKILL then loses "send" lines of operations that did reach the store. So the
+ * line goes straight to fd 1, retrying while the non-blocking pipe is full.
+ */
 function emit(m: Msg): void {
-  process.stdout.write(`${JSON.stringify(m)}\n`);
+  const line = Buffer.from(`${JSON.stringify(m)}\n`);
+  let done = 0;
+  while (done < line.length) {
+    try {
+      done += fs.writeSync(1, line, done, line.length - done);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EAGAIN") throw err;
+    }
+  }
 }
 
 function die(err: unknown): never {
