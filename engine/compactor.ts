@@ -26,6 +26,9 @@ import type * as T from "./types.js";
 
 type Mode = "copy-on-write" | "in-place";
 
+/** The automatic pass seals a mostly-garbage active segment only from this size on (or half a segment). */
+const ACTIVE_SEAL_BYTES_MIN = 4 * 1024 * 1024;
+
 /** A record that survives, and who points at it. */
 type Keep =
   | { kind: "put" | "tomb" | "clear"; slot: Slot; off: number; len: number }
@@ -94,7 +97,17 @@ export class Compactor {
 
   /** A value in `seg` died: maybe the segment passed its garbage ratio. */
   noteGarbage(seg: Segment): void {
-    if (this.overRatio(seg)) this.nudge();
+    if (this.overRatio(seg) || this.activeOverRatio(seg)) this.nudge();
+  }
+
+  /**
+   * The active segment is never compacted while it takes appends; once it is large and mostly
+   * garbage (a delete-heavy workload), the automatic pass seals it so that it can be.
+   */
+  private activeOverRatio(s: Segment): boolean {
+    const size = s.dataEnd - C.DATA_START;
+    const ratio = this.store.options.compaction.garbageRatio;
+    return s.writer !== null && size >= Math.min(ACTIVE_SEAL_BYTES_MIN, this.store.options.segmentBytes / 2) && s.deadBytes > ratio * size;
   }
 
   private overRatio(s: Segment): boolean {
@@ -115,6 +128,8 @@ export class Compactor {
 
   private async autoPass(): Promise<void> {
     if (this.closed) return;
+    const active = this.store.log.activeSegment;
+    if (this.activeOverRatio(active)) await this.store.log.whenSealed(this.store.log.rotate());
     for (const seg of this.segmentsOverRatio()) {
       if (this.closed) return;
       await this.compactSegment(seg, this.store.options.compaction.mode);
