@@ -124,18 +124,18 @@ export function encodeRecord(r: RecordInput, valueBytesMax: number = C.VALUE_BYT
  */
 export function probeRecord(bytes: Uint8Array, at: number, end: number): number | RecordFault {
   if (end - at < 4) return end - at === 0 ? "empty" : "short";
-  const view = new DataView(bytes.buffer, bytes.byteOffset);
-  const length = view.getUint32(at + C.R_LENGTH, true);
+  const buf = asBuffer(bytes);
+  const length = buf.readUInt32LE(at + C.R_LENGTH);
   if (length === 0) return "empty";
   if (length < C.RECORD_OVERHEAD || length > C.RECORD_BYTES_MAX) return "length";
   if (end - at < C.RECORD_FIXED_BYTES) return "short";
-  const type = bytes[at + C.R_TYPE] as number;
-  const flags = bytes[at + C.R_FLAGS] as number;
-  const scopeLen = view.getUint16(at + C.R_SCOPE_LEN, true);
-  const keyLen = view.getUint16(at + C.R_KEY_LEN, true);
-  const valueLen = view.getUint32(at + C.R_VALUE_LEN, true);
+  const type = buf[at + C.R_TYPE] as number;
+  const flags = buf[at + C.R_FLAGS] as number;
+  const scopeLen = buf.readUInt16LE(at + C.R_SCOPE_LEN);
+  const keyLen = buf.readUInt16LE(at + C.R_KEY_LEN);
+  const valueLen = buf.readUInt32LE(at + C.R_VALUE_LEN);
   if (type === 0 || type > C.RECORD_TYPE_MAX || (flags & ~C.RECORD_FLAGS_KNOWN) !== 0) return "structure";
-  if (view.getUint16(at + C.R_RESERVED, true) !== 0) return "structure";
+  if (buf.readUInt16LE(at + C.R_RESERVED) !== 0) return "structure";
   if (scopeLen === 0 || scopeLen > C.SCOPE_BYTES_MAX || keyLen > C.KEY_BYTES_MAX) return "structure";
   if (C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen !== length) return "structure";
   if (end - at < length) return "short";
