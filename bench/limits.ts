@@ -1,0 +1,172 @@
+/**
+ * Physical limits of this machine for the storage patterns engram uses, measured on the same
+ * filesystem as the benchmark's stores. Run alone: `node --import tsx bench/limits.ts [--quick] [--dir D]`.
+ *
+ * - append + fdatasync: 256 B appended past the end of the file, then fdatasync (size changes:
+ *   the filesystem journals the inode each time).
+ * - overwrite + fdatasync: 256 B written into space preallocated with real zeros and synced.
+ * - sparse + fdatasync: 256 B written into space extended with ftruncate (a hole: blocks are
+ *   allocated on first write, which is what a segment preallocated by ftruncate gets).
+ * - sequential append: 1 MiB writes then one fdatasync, GB/s.
+ * - pread 256 B: readSync at random offsets of a page-cached file; async with fs.read
+ *   (1 and 16 in flight) and fs.promises FileHandle.read (16 in flight).
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { pathToFileURL } from "node:url";
+import { Bench } from "tinybench";
+import { fmt, nowNs, quantileOf, rng, secondsSince } from "./common.js";
+
+/** One metric of the limits table: its label and unit. */
+export const LIMIT_ROWS: ReadonlyArray<{ id: string; label: string; unit: string }> = [
+  { id: "limit.append.rate", label: "append 256 B + fdatasync", unit: "ops/s" },
+  { id: "limit.append.p50", label: "append 256 B + fdatasync, latency p50", unit: "µs" },
+  { id: "limit.append.p99", label: "append 256 B + fdatasync, latency p99", unit: "µs" },
+  { id: "limit.overwrite.rate", label: "overwrite 256 B in zero-filled preallocated space + fdatasync", unit: "ops/s" },
+  { id: "limit.overwrite.p50", label: "overwrite + fdatasync, latency p50", unit: "µs" },
+  { id: "limit.overwrite.p99", label: "overwrite + fdatasync, latency p99", unit: "µs" },
+  { id: "limit.sparse.rate", label: "write 256 B into ftruncate-extended (sparse) space + fdatasync", unit: "ops/s" },
+  { id: "limit.sparse.p99", label: "sparse write + fdatasync, latency p99", unit: "µs" },
+  { id: "limit.seq.GBps", label: "sequential append, 1 MiB writes + final fdatasync", unit: "GB/s" },
+  { id: "limit.pread.sync", label: "readSync pread 256 B (page cache)", unit: "ops/s" },
+  { id: "limit.pread.async1", label: "fs.read pread 256 B, 1 in flight", unit: "ops/s" },
+  { id: "limit.pread.async16", label: "fs.read pread 256 B, 16 in flight", unit: "ops/s" },
+  { id: "limit.pread.fh16", label: "FileHandle.read 256 B, 16 in flight", unit: "ops/s" },
+];
+
+function syncLoop(fd: number, n: number, capMs: number, pos: (i: number) => number | null): { rate: number; lat: Float64Array; done: number } {
+  const buf = Buffer.alloc(256, 0xa5);
+  const lat = new Float64Array(n);
+  const deadline = nowNs() + BigInt(capMs) * 1_000_000n;
+  const t0 = nowNs();
+  let done = 0;
+  for (let i = 0; i < n; i++) {
+    const t = nowNs();
+    fs.writeSync(fd, buf, 0, 256, pos(i));
+    fs.fdatasyncSync(fd);
+    const e = nowNs();
+    lat[i] = Number(e - t) / 1000;
+    done++;
+    if (e > deadline) break;
+  }
+  return { rate: done / secondsSince(t0), lat, done };
+}
+
+function readAsync(fd: number, buf: Buffer, at: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    fs.read(fd, buf, 0, 256, at, (err, n) => (err ? reject(err) : resolve(n)));
+  });
+}
+
+/** Measures every limit in LIMIT_ROWS on a scratch directory inside `dir`. */
+export async function measureLimits(dir: string, quick: boolean): Promise<Record<string, number>> {
+  const work = fs.mkdtempSync(path.join(dir, "limits-"));
+  const m: Record<string, number> = {};
+  const n = quick ? 200 : 3000;
+  const capMs = quick ? 200 : 1000;
+  try {
+    {
+      const fd = fs.openSync(path.join(work, "append.dat"), "w");
+      const r = syncLoop(fd, n, capMs, () => null);
+      fs.closeSync(fd);
+      m["limit.append.rate"] = r.rate;
+      m["limit.append.p50"] = quantileOf(r.lat, r.done, 0.5);
+      m["limit.append.p99"] = quantileOf(r.lat, r.done, 0.99);
+    }
+    {
+      const fd = fs.openSync(path.join(work, "overwrite.dat"), "w+");
+      const size = n * 256;
+      const zeros = Buffer.alloc(1 << 20);
+      for (let at = 0; at < size; at += zeros.length) fs.writeSync(fd, zeros, 0, Math.min(zeros.length, size - at), at);
+      fs.fsyncSync(fd);
+      const r = syncLoop(fd, n, capMs, (i) => i * 256);
+      fs.closeSync(fd);
+      m["limit.overwrite.rate"] = r.rate;
+      m["limit.overwrite.p50"] = quantileOf(r.lat, r.done, 0.5);
+      m["limit.overwrite.p99"] = quantileOf(r.lat, r.done, 0.99);
+    }
+    {
+      const fd = fs.openSync(path.join(work, "sparse.dat"), "w+");
+      fs.ftruncateSync(fd, n * 256);
+      fs.fsyncSync(fd);
+      const r = syncLoop(fd, n, capMs, (i) => i * 256);
+      fs.closeSync(fd);
+      m["limit.sparse.rate"] = r.rate;
+      m["limit.sparse.p99"] = quantileOf(r.lat, r.done, 0.99);
+    }
+    const seqFile = path.join(work, "seq.dat");
+    {
+      const total = (quick ? 16 : 128) << 20;
+      const chunk = Buffer.alloc(1 << 20, 0x5a);
+      const fd = fs.openSync(seqFile, "w");
+      const t0 = nowNs();
+      for (let done = 0; done < total; done += chunk.length) fs.writeSync(fd, chunk);
+      fs.fdatasyncSync(fd);
+      m["limit.seq.GBps"] = total / secondsSince(t0) / 1e9;
+      fs.closeSync(fd);
+    }
+    {
+      const fd = fs.openSync(seqFile, "r");
+      const size = fs.fstatSync(fd).size;
+      const slots = Math.floor(size / 256);
+      const pick = rng(7);
+      const OFFS = 1 << 16;
+      const offs = Array.from({ length: OFFS }, () => Math.floor(pick() * slots) * 256);
+      let c = 0;
+      const buf = Buffer.alloc(256);
+      const bufs = Array.from({ length: 16 }, () => Buffer.alloc(256));
+      const fh = await fs.promises.open(seqFile, "r");
+      const bench = new Bench({ time: quick ? 100 : 500, warmupTime: quick ? 20 : 100, iterations: 10, throws: true });
+      const SYNC = 1000;
+      const ASYNC = 256;
+      bench.add("limit.pread.sync", () => {
+        for (let k = 0; k < SYNC; k++) fs.readSync(fd, buf, 0, 256, offs[c++ & (OFFS - 1)] as number);
+      });
+      bench.add("limit.pread.async1", async () => {
+        for (let k = 0; k < ASYNC; k++) await readAsync(fd, buf, offs[c++ & (OFFS - 1)] as number);
+      });
+      bench.add("limit.pread.async16", async () => {
+        await Promise.all(
+          bufs.map(async (b) => {
+            for (let k = 0; k < ASYNC / 16; k++) await readAsync(fd, b, offs[c++ & (OFFS - 1)] as number);
+          }),
+        );
+      });
+      bench.add("limit.pread.fh16", async () => {
+        await Promise.all(
+          bufs.map(async (b) => {
+            for (let k = 0; k < ASYNC / 16; k++) await fh.read(b, 0, 256, offs[c++ & (OFFS - 1)] as number);
+          }),
+        );
+      });
+      await bench.run();
+      for (const t of bench.tasks) {
+        const res = t.result;
+        if (res.state === "completed" || res.state === "aborted-with-statistics") {
+          m[t.name] = ((t.name === "limit.pread.sync" ? SYNC : ASYNC) * 1000) / res.period;
+        }
+      }
+      await fh.close();
+      fs.closeSync(fd);
+    }
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+  return m;
+}
+
+/** The limits as a markdown table. */
+export function limitsTable(m: Record<string, number>): string {
+  const lines = ["| limit | value | unit |", "|---|---:|---|"];
+  for (const row of LIMIT_ROWS) lines.push(`| ${row.label} | ${fmt(m[row.id] ?? Number.NaN)} | ${row.unit} |`);
+  return lines.join("\n");
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const args = process.argv.slice(2);
+  const at = args.indexOf("--dir");
+  const dir = at >= 0 && args[at + 1] !== undefined ? (args[at + 1] as string) : os.tmpdir();
+  const m = await measureLimits(dir, args.includes("--quick"));
+  process.stdout.write(limitsTable(m) + "\n");
+}
