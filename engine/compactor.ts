@@ -34,6 +34,12 @@ type Keep =
   | { kind: "put" | "tomb" | "clear"; slot: Slot; off: number; len: number }
   | { kind: "erase"; scope: string; off: number; len: number };
 
+/** What one compaction of a segment keeps, and which retention records it drops. */
+interface SegmentPlan {
+  keeps: Keep[];
+  dooms: Keep[];
+}
+
 /** Per-segment live accounting from one pass over the keydir. */
 interface Tally {
   liveBytes: number;
@@ -130,36 +136,45 @@ export class Compactor {
     if (this.closed) return;
     const active = this.store.log.activeSegment;
     if (this.activeOverRatio(active)) await this.store.log.whenSealed(this.store.log.rotate());
-    for (const seg of this.segmentsOverRatio()) {
-      if (this.closed) return;
-      await this.compactSegment(seg, this.store.options.compaction.mode);
-    }
+    await this.compactMany(this.segmentsOverRatio(), this.store.options.compaction.mode);
   }
 
-  /** One pass over the keydir: the records that survive, grouped by segment. */
-  private keepers(now: number): Map<number, Keep[]> {
+  /**
+   * One pass over the keydir: per segment, the records that survive and the retention records
+   * (tombstones, clears, erasures) that do not. A plan stays safe while compactions run: records
+   * only ever die, and every pointer is moved or cleared only if it still names the planned place.
+   */
+  private plan(now: number, only: ReadonlySet<number> | null): Map<number, SegmentPlan> {
     const kd = this.store.keydir;
-    const out = new Map<number, Keep[]>();
-    const add = (seg: number, k: Keep): void => {
-      const list = out.get(seg);
-      if (list === undefined) out.set(seg, [k]);
-      else list.push(k);
+    const out = new Map<number, SegmentPlan>();
+    const add = (seg: number, k: Keep, keep: boolean): void => {
+      let p = out.get(seg);
+      if (p === undefined) {
+        p = { keeps: [], dooms: [] };
+        out.set(seg, p);
+      }
+      (keep ? p.keeps : p.dooms).push(k);
     };
+    const wanted = (seg: number): boolean => seg !== 0 && (only === null || only.has(seg));
+    const rules = this.store.options.scopeRules.length > 0;
+    const fixedRetention = this.store.options.tombstoneRetentionMs;
     for (const slot of kd.all()) {
-      const retention = this.store.retentionMsFor(slot.scope);
-      if (P.valueRecordLive(kd, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len });
-      if (P.tombstoneRecordLive(slot, now, retention)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen });
-      if (P.clearRecordLive(slot, now, retention)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen });
+      if (!wanted(slot.seg) && !wanted(slot.tombSeg) && !wanted(slot.clearSeg)) continue;
+      const retention = rules ? this.store.retentionMsFor(slot.scope) : fixedRetention;
+      if (wanted(slot.seg) && P.valueRecordLive(kd, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len }, true);
+      if (wanted(slot.tombSeg)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen }, P.tombstoneRecordLive(slot, now, retention));
+      if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention));
     }
     for (const [scope, e] of kd.erases) {
-      if (P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope))) add(e.seg, { kind: "erase", scope, off: e.off, len: e.len });
+      if (wanted(e.seg)) add(e.seg, { kind: "erase", scope, off: e.off, len: e.len }, P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope)));
     }
+    for (const p of out.values()) p.keeps.sort((a, b) => a.off - b.off);
     return out;
   }
 
   private tally(now: number): Map<number, Tally> {
     const out = new Map<number, Tally>();
-    for (const [seg, keeps] of this.keepers(now)) {
+    for (const [seg, { keeps }] of this.plan(now, null)) {
       const t: Tally = { liveBytes: 0, records: keeps.length, tombstones: 0 };
       for (const k of keeps) {
         t.liveBytes += k.len;
@@ -170,14 +185,15 @@ export class Compactor {
     return out;
   }
 
-  /** Compacts one sealed segment; returns what it did (null when it was not compactable). */
-  private async compactSegment(seg: Segment, mode: Mode): Promise<T.CompactionReport | null> {
+  /**
+   * Compacts one sealed segment by `plan` (made after a flush: the records that make the dropped
+   * ones dead must be durable before the drop is). Returns what it did, or null when the segment
+   * was not compactable.
+   */
+  private async compactSegment(seg: Segment, mode: Mode, plan: SegmentPlan, now: number): Promise<T.CompactionReport | null> {
     if (seg.writer !== null || seg.retired || seg.compacting || !this.store.segments.has(seg.id)) return null;
     const started = performance.now();
-    // The records that make the dropped ones dead must be durable before the drop is.
-    await this.store.flush();
-    const now = this.store.options.clock();
-    const keeps = (this.keepers(now).get(seg.id) ?? []).sort((a, b) => a.off - b.off);
+    const keeps = plan.keeps;
     const live: number[] = [];
     for (const k of keeps) live.push(k.off, k.len);
     const task: CompactionTask = {
@@ -197,7 +213,7 @@ export class Compactor {
     } finally {
       seg.compacting = false;
     }
-    await this.publish(seg, task, keeps, result, now);
+    await this.publish(seg, task, plan, result, now);
     this.completed += 1;
     return {
       segments: [seg.id], mode, bytesBefore: result.bytesBefore, bytesAfter: result.empty ? 0 : result.bytesAfter,
@@ -206,17 +222,12 @@ export class Compactor {
   }
 
   /** Applies a finished compaction in one turn, then retires what it replaced. */
-  private async publish(seg: Segment, task: CompactionTask, keeps: Keep[], result: CompactionResult, now: number): Promise<void> {
+  private async publish(seg: Segment, task: CompactionTask, plan: SegmentPlan, result: CompactionResult, now: number): Promise<void> {
     const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
     // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
     const touched = this.dropRecords(seg, result, now);
-    const moved = new Set<string>();
-    if (target !== null) {
-      keeps.forEach((k, i) => {
-        if (relocate(this.store, k, seg.id, target.id, result.newOffsets[i] as number)) moved.add(keepId(k));
-      });
-    }
-    this.clearDangling(seg, moved, touched);
+    if (target !== null) plan.keeps.forEach((k, i) => relocate(this.store, k, seg.id, target.id, result.newOffsets[i] as number));
+    this.clearDooms(seg, plan.dooms, touched);
     if (target === seg) {
       seg.header = readHeader(seg.fd, seg.id);
       seg.dataEnd = result.bytesAfter;
@@ -263,19 +274,21 @@ export class Compactor {
     return touched;
   }
 
-  /** Clears pointers into `seg` that were not moved: they name records that no longer exist. */
-  private clearDangling(seg: Segment, moved: Set<string>, touched: Set<Slot>): void {
+  /** Clears the pointers to the retention records the compaction dropped, then drops empty slots. */
+  private clearDooms(seg: Segment, dooms: Keep[], touched: Set<Slot>): void {
     const kd = this.store.keydir;
-    for (const slot of kd.all()) {
-      if (slot.tombSeg === seg.id && !moved.has(`tomb\u0000${slot.scope}\u0000${slot.key}`)) slot.tombSeg = 0;
-      if (slot.clearSeg === seg.id && !moved.has(`clear\u0000${slot.scope}\u0000${slot.key}`)) slot.clearSeg = 0;
-      if (slot.seg === seg.id && !moved.has(`put\u0000${slot.scope}\u0000${slot.key}`)) throw new Error(`${slot.scope}/${slot.key} still points at a dropped record of segment ${seg.id}`);
-      if (P.slotEmpty(kd, slot)) touched.add(slot);
-    }
-    for (const [scope, e] of kd.erases) {
-      if (e.seg !== seg.id || moved.has(`erase\u0000${scope}`)) continue;
-      kd.erases.delete(scope);
-      for (const slot of kd.subtree(scope)) touched.add(slot); // their retention may have ended with it
+    for (const d of dooms) {
+      if (d.kind === "erase") {
+        const e = kd.erases.get(d.scope);
+        if (e === undefined || e.seg !== seg.id || e.off !== d.off) continue;
+        kd.erases.delete(d.scope);
+        for (const slot of kd.subtree(d.scope)) touched.add(slot); // their retention may have ended with it
+        continue;
+      }
+      const slot = d.slot;
+      if (d.kind === "tomb" && slot.tombSeg === seg.id && slot.tombOff === d.off) slot.tombSeg = 0;
+      if (d.kind === "clear" && slot.clearSeg === seg.id && slot.clearOff === d.off) slot.clearSeg = 0;
+      touched.add(slot);
     }
     for (const slot of touched) if (P.slotEmpty(kd, slot)) kd.delete(slot);
   }
@@ -292,11 +305,17 @@ export class Compactor {
     await this.store.log.whenSealed(old);
   }
 
+  /** Compacts `segs` one after the other, from one flush and one plan. */
   private async compactMany(segs: Segment[], mode: Mode): Promise<T.CompactionReport> {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
     const started = performance.now();
+    if (segs.length === 0) return report;
+    await this.store.flush();
+    const now = this.store.options.clock();
+    const plans = this.plan(now, new Set(segs.map((x) => x.id)));
     for (const seg of segs) {
-      const r = await this.compactSegment(seg, mode);
+      if (this.closed) break;
+      const r = await this.compactSegment(seg, mode, plans.get(seg.id) ?? { keeps: [], dooms: [] }, now);
       if (r === null) continue;
       report.segments.push(...r.segments);
       report.bytesBefore += r.bytesBefore;
@@ -350,14 +369,10 @@ export class Compactor {
         const old = this.store.log.rotate();
         await this.store.log.whenSealed(old);
       }
-      let reclaimed = 0;
-      for (const seg of [...this.store.segments.values()].filter((s) => s.writer === null && holds(s))) {
-        const r = await this.compactSegment(seg, this.store.options.compaction.mode);
-        if (r === null) continue;
-        reclaimed += r.bytesBefore - r.bytesAfter;
-        if (seg.retired) await seg.gone;
-      }
-      return reclaimed;
+      const segs = [...this.store.segments.values()].filter((s) => s.writer === null && holds(s));
+      const report = await this.compactMany(segs, this.store.options.compaction.mode);
+      for (const seg of segs) if (seg.retired) await seg.gone;
+      return report.bytesBefore - report.bytesAfter;
     });
   }
 
@@ -396,11 +411,6 @@ export class Compactor {
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
   }
-}
-
-/** A name for a kept record's pointer: its kind and its slot or scope. */
-function keepId(k: Keep): string {
-  return k.kind === "erase" ? `erase\u0000${k.scope}` : `${k.kind}\u0000${k.slot.scope}\u0000${k.slot.key}`;
 }
 
 /** Moves a keydir pointer from (source, k.off) to (target, off) if it still points there. */
