@@ -20,7 +20,8 @@ import { checksum64 } from "../segments/checksum.js";
 import { CorruptionError } from "../segments/errors.js";
 import { FILE_MODE, fsyncDir, journalFileName, readWholeFile, segmentFileName, tmpFileName, readHeader, writeHeader } from "../segments/file.js";
 import { chooseHeader, encodeHeader } from "../segments/header.js";
-import { assertSealedEnd, scanRecords } from "../segments/scan.js";
+import { assertSealedEnd, walkSealed } from "../segments/scan.js";
+import { recordNamesAt } from "../segments/record.js";
 import { bumpShared, loadShared } from "./generations.js";
 import type { FaultPoint } from "./types.js";
 
@@ -98,24 +99,25 @@ function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number):
   const kept = new Set<string>();
   let found = 0;
   let cursor = C.DATA_START;
-  const scanned = scanRecords(bytes, task.segmentId, true, (record, offset) => {
+  const scanned = walkSealed(bytes, task.segmentId, (offset, recordLength, type) => {
     const length = liveAt.get(offset);
     if (length === undefined) {
       result.recordsDropped += 1;
-      if (record.type === C.RecordType.PUT) {
-        result.droppedScopes.push(record.scope);
-        result.droppedKeys.push(record.key);
+      if (type === C.RecordType.PUT) {
+        const names = recordNamesAt(bytes, offset);
+        result.droppedScopes.push(names.scope);
+        result.droppedKeys.push(names.key);
         result.droppedOffsets.push(offset);
       }
       return;
     }
-    if (length !== record.length) throw new CorruptionError(task.segmentId, offset, `keydir length ${length} != record length ${record.length}`);
+    if (length !== recordLength) throw new CorruptionError(task.segmentId, offset, `keydir length ${length} != record length ${recordLength}`);
     found += 1;
     parts.push(bytes.subarray(offset, offset + length));
     result.newOffsets.push(cursor);
     cursor += length;
-    if (record.type === C.RecordType.PUT) kept.add(record.scope);
-  }, false);
+    if (type === C.RecordType.PUT) kept.add(recordNamesAt(bytes, offset).scope);
+  });
   assertSealedEnd(task.segmentId, sealedBytes, scanned, bytes.length);
   if (found !== liveAt.size) throw new CorruptionError(task.segmentId, 0, `${liveAt.size - found} live locations are not record starts`);
   result.recordsKept = found;

@@ -207,6 +207,31 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
   return { type, flags, seq, generation, expiresAt, scope, key, value, length };
 }
 
+/**
+ * Checks the record at `at` — fixed fields, extent and checksum — without decoding it. Returns its
+ * length, or the fault. The cheap path of compaction, which copies records verbatim.
+ */
+export function checkRecordAt(bytes: Uint8Array, at: number, end: number): number | RecordFault {
+  const length = probeRecord(bytes, at, end);
+  if (typeof length !== "number") return length;
+  const sumAt = at + length - C.RECORD_CHECKSUM_BYTES;
+  return checksum64(bytes, at, sumAt) === asBuffer(bytes).readBigUInt64LE(sumAt) ? length : "checksum";
+}
+
+/** The type of the (already checked) record at `at`. */
+export function recordTypeAt(bytes: Uint8Array, at: number): C.RecordTypeValue {
+  return bytes[at + C.R_TYPE] as C.RecordTypeValue;
+}
+
+/** The scope and key of the (already checked) record at `at`. */
+export function recordNamesAt(bytes: Uint8Array, at: number): { scope: string; key: string } {
+  const buf = asBuffer(bytes);
+  const scopeLen = buf.readUInt16LE(at + C.R_SCOPE_LEN);
+  const keyLen = buf.readUInt16LE(at + C.R_KEY_LEN);
+  const scopeAt = at + C.RECORD_FIXED_BYTES;
+  return { scope: utf8(buf, scopeAt, scopeAt + scopeLen), key: utf8(buf, scopeAt + scopeLen, scopeAt + scopeLen + keyLen) };
+}
+
 /** True when `x` is a decoded record rather than a fault. */
 export function isRecord(x: DecodedRecord | RecordFault): x is DecodedRecord {
   return typeof x !== "string";

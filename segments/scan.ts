@@ -10,7 +10,7 @@
  */
 import * as C from "./constants.js";
 import { CorruptionError } from "./errors.js";
-import { decodeRecord, isRecord, probeRecord, type DecodedRecord, type RecordFault } from "./record.js";
+import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
 import { checksum64 } from "./checksum.js";
 
 /** How a scan ended. */
@@ -89,6 +89,24 @@ export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolea
     at += got.length;
   }
   if (batchStart >= 0) return { end: batchStart, torn: { offset: batchStart, reason: "uncommitted-batch" }, records };
+  return { end: at, torn: null, records };
+}
+
+/**
+ * Sealed segments only: visits each record's offset, length and type after checking its fixed
+ * fields and checksum, decoding nothing (compaction copies records verbatim). Any fault is
+ * corruption, as in scanRecords with `sealed`.
+ */
+export function walkSealed(bytes: Uint8Array, segmentId: number, visit: (offset: number, length: number, type: number) => void): ScanEnd {
+  let at = C.DATA_START;
+  let records = 0;
+  while (at < bytes.length) {
+    const length = checkRecordAt(bytes, at, bytes.length);
+    if (typeof length !== "number") throw new CorruptionError(segmentId, at, `record ${length} inside a sealed segment`);
+    visit(at, length, recordTypeAt(bytes, at));
+    records += 1;
+    at += length;
+  }
   return { end: at, torn: null, records };
 }
 
