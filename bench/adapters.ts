@@ -15,7 +15,7 @@
 import * as fs from "node:fs";
 import { createRequire } from "node:module";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Engram as RealEngram } from "../src/index.js";
 import { diskUsage, errorText, type DiskUsage, type StoreName } from "./common.js";
 
@@ -103,7 +103,10 @@ export const engramFitsAdapter = (e: typeof RealEngram): EngramClass => e;
 
 /** Imports engram's Engram class, or throws saying why it is not there. */
 export async function loadEngram(): Promise<EngramClass> {
-  const entry: string = "../src/index.js";
+  // The built package when there is one (npm ci builds it): compiled code and compaction workers
+  // that start without tsx, as users run it. The sources otherwise.
+  const built = path.join(here, "..", "dist", "src", "index.js");
+  const entry: string = fs.existsSync(built) ? pathToFileURL(built).href : "../src/index.js";
   const mod = (await import(entry)) as { Engram?: unknown };
   const E = mod.Engram as { open?: unknown } | undefined;
   if (E === undefined || typeof E.open !== "function") throw new Error("src/index.ts does not export Engram yet");

@@ -3,7 +3,7 @@
  * names the option and says what is allowed; nothing is opened or created before this passes.
  */
 import { InvalidArgumentError } from "../segments/errors.js";
-import { DATA_START, VALUE_BYTES_MAX } from "../segments/constants.js";
+import { VALUE_BYTES_MAX } from "../segments/constants.js";
 import { isFaultPoint } from "./faults.js";
 import type { FaultPoint, OpenOptions } from "./types.js";
 
@@ -156,6 +156,3 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
     unsafeSkipReadValidation: u["skipReadValidation"] === true,
   };
 }
-
-/** Records never start before this offset; exported for the engine's bounds checks. */
-export const FIRST_RECORD_OFFSET = DATA_START;
