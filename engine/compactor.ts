@@ -414,13 +414,13 @@ export class Compactor {
 }
 
 /** Moves a keydir pointer from (source, k.off) to (target, off) if it still points there. */
-function relocate(store: Store, k: Keep, source: number, target: number, off: number): boolean {
+function relocate(store: Store, k: Keep, source: number, target: number, off: number): void {
   if (k.kind === "erase") {
     const e = store.keydir.erases.get(k.scope);
-    if (e === undefined || e.seg !== source || e.off !== k.off) return false;
+    if (e === undefined || e.seg !== source || e.off !== k.off) return;
     e.seg = target;
     e.off = off;
-    return true;
+    return;
   }
   const s = k.slot;
   if (k.kind === "put" && s.seg === source && s.off === k.off) {
@@ -432,8 +432,5 @@ function relocate(store: Store, k: Keep, source: number, target: number, off: nu
   } else if (k.kind === "clear" && s.clearSeg === source && s.clearOff === k.off) {
     s.clearSeg = target;
     s.clearOff = off;
-  } else {
-    return false;
   }
-  return true;
 }
