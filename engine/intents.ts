@@ -15,6 +15,8 @@ export interface Logical {
   live: boolean;
   /** The live value's version, null when none. */
   version: number | null;
+  /** The version of the slot's latest value, live or killed (0 for none): its retention record's. */
+  lastVersion: number;
   generation: number;
   /** Killed and not undeleted since: a write must clear the tombstone. */
   tombstoned: boolean;
@@ -24,7 +26,7 @@ export interface Logical {
   exists: boolean;
 }
 
-const ABSENT: Logical = { seq: 0, live: false, version: null, generation: 0, tombstoned: false, killSeq: 0, exists: false };
+const ABSENT: Logical = { seq: 0, live: false, version: null, lastVersion: 0, generation: 0, tombstoned: false, killSeq: 0, exists: false };
 
 function fromSlot(keydir: Keydir, slot: Slot | undefined, now: number): Logical {
   if (slot === undefined) return ABSENT;
@@ -34,6 +36,7 @@ function fromSlot(keydir: Keydir, slot: Slot | undefined, now: number): Logical 
     seq: Math.max(slot.putSeq, kill, slot.clearSeq),
     live,
     version: live ? slot.putSeq : null,
+    lastVersion: slot.putSeq,
     generation: slot.generation,
     tombstoned: isTombstoned(keydir, slot),
     killSeq: kill,

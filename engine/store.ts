@@ -168,7 +168,7 @@ export class Store {
     const expiresAt = this.expiryFor(scope, ttl, now);
     const record = this.encode({ type: C.RecordType.PUT, seq, generation, expiresAt, scope, key: k, value: v });
     this.seq = seq;
-    this.intents.set(scope, k, { seq, live: true, version: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
+    this.intents.set(scope, k, { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
     await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyPut(scope, k, seq, generation, expiresAt, at[0] as Location) });
     return { ok: true, version: seq, generation };
   }
@@ -207,7 +207,7 @@ export class Store {
     const killed = L.version as number;
     const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: killed, scope, key: k });
     this.seq = seq;
-    this.intents.set(scope, k, { seq, live: false, version: null, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
+    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
     await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, killed, at[0] as Location) });
     return { ok: true, tombstoneSeq: seq, generation: L.generation };
   }
@@ -234,7 +234,7 @@ export class Store {
     const generation = L.generation + 1;
     const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
     this.seq = seq;
-    this.intents.set(scope, k, { seq, live: false, version: null, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
+    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
     await this.log.append({
       records: [record],
       seqs: [seq],
@@ -258,8 +258,7 @@ export class Store {
       const L = this.intents.logical(this.keydir, scope, key, now);
       if (!L.exists) return;
       if (L.live) live += 1;
-      const version = L.version ?? this.keydir.get(scope, key)?.putSeq ?? 0;
-      killed.push({ scope, key, version, generation: L.generation });
+      killed.push({ scope, key, version: L.lastVersion, generation: L.generation });
     };
     for (const slot of this.keydir.subtree(root)) visit(slot.scope, slot.key);
     for (const q of this.intents.queuedSlots()) if (scopeWithin(q.scope, root)) visit(q.scope, q.key);
@@ -519,7 +518,7 @@ class BatchPlan {
       this.seq += 1;
       const seq = this.seq;
       this.push(this.store.encodeFor({ type: C.RecordType.PUT, flags: C.RF_IN_BATCH, seq, generation, expiresAt, scope, key, value }), scope, key, {
-        seq, live: true, version: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true,
+        seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true,
       });
       this.applies.push({ kind: "put", scope, key, seq, generation, expiresAt });
       this.results.push({ ok: true, version: seq, generation });
@@ -532,7 +531,7 @@ class BatchPlan {
       const seq = this.seq;
       const killed = L.version as number;
       this.push(this.store.encodeFor({ type: C.RecordType.TOMBSTONE, flags: C.RF_IN_BATCH, seq, generation: L.generation, expiresAt: killed, scope, key }), scope, key, {
-        seq, live: false, version: null, generation: L.generation, tombstoned: true, killSeq: seq, exists: true,
+        seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true,
       });
       this.applies.push({ kind: "forget", scope, key, seq, generation: L.generation, expiresAt: killed });
       this.results.push({ ok: true, tombstoneSeq: seq, generation: L.generation });

@@ -842,6 +842,24 @@ describe("reclamation changes no live value and keeps retention records", () => 
     }
   });
 
+  it("two forgetScopes queued in one turn keep the erased slot's version across compact and reopen", async () => {
+    // The second erasure is decided while the first is still queued: its erase list must still name
+    // the version the first one killed (found by the model test: the version came back null).
+    const { store, dir, options } = await fresh();
+    let s = store;
+    try {
+      const [w] = await Promise.all([s.write("k", "v", { scope: "user:a" }), s.forgetScope("user:a"), s.forgetScope("user:a")]);
+      await s.compact();
+      const before = await s.probe("k", { scope: "user:a" });
+      expect(before).toMatchObject({ state: "reclaimed", retentionPresent: true, version: w.version, generation: w.generation });
+      await s.close();
+      s = await Engram.open(dir, options);
+      expect(await s.probe("k", { scope: "user:a" })).toEqual(before);
+    } finally {
+      await s.close();
+    }
+  });
+
   it("forgetScope then gc: the erased slots keep their retention record like forgotten ones, also after a reopen", async () => {
     const { store, dir, options } = await fresh();
     let s = store;
