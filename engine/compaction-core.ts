@@ -17,13 +17,13 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { checksum64 } from "../segments/checksum.js";
-import { CorruptionError } from "../segments/errors.js";
+import { CorruptionError } from "../rules/errors.js";
 import { FILE_MODE, fsyncDir, journalFileName, readWholeFile, segmentFileName, tmpFileName, readHeader, writeHeader } from "../segments/file.js";
 import { chooseHeader, encodeHeader } from "../segments/header.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { bumpShared, loadShared } from "./generations.js";
-import type { FaultPoint } from "./types.js";
+import type { FaultPoint } from "../rules/types.js";
 
 /** What the main thread asks a worker to do. */
 export interface CompactionTask {

@@ -12,9 +12,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
-import { InvalidArgumentError } from "../segments/errors.js";
+import { InvalidArgumentError } from "../rules/errors.js";
 import { readHeader, segmentFileName } from "../segments/file.js";
-import { scopeWithin } from "../segments/names.js";
+import { scopeWithin } from "../rules/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitAsync } from "./faults.js";
 import * as P from "./gc-policy.js";
@@ -22,7 +22,7 @@ import { isReadable, type Slot } from "./keydir.js";
 import { Segment } from "./segment.js";
 import { verifySegments } from "./verify.js";
 import type { Store } from "./store.js";
-import type * as T from "./types.js";
+import type * as T from "../rules/types.js";
 
 type Mode = "copy-on-write" | "in-place";
 

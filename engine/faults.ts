@@ -11,7 +11,7 @@
  * store in a child process and reopen the directory afterwards.
  * This file imports nothing from fs-ext: workers load it.
  */
-import type { FaultPoint } from "./types.js";
+import type { FaultPoint } from "../rules/types.js";
 
 /** Every fault point, in a fixed order (the order defines the shared-memory layout). */
 export const FAULT_POINTS: readonly FaultPoint[] = [

@@ -12,7 +12,7 @@
  * earlier could resurrect an older value at the next recovery.
  */
 import { isExpired, putSurvives, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
-import { parentScope } from "../segments/names.js";
+import { parentScope } from "../rules/names.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
 export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retentionMs: number): boolean {

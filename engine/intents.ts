@@ -4,7 +4,7 @@
  * visible only once durable, but versions, generations and compare-and-set are decided when it is
  * queued, so queued writes must see each other).
  */
-import { scopeLineage } from "../segments/names.js";
+import { scopeLineage } from "../rules/names.js";
 import { isReadable, isTombstoned, killSeq, type Keydir, type Slot } from "./keydir.js";
 
 /** A slot's state as the next mutation sees it. */

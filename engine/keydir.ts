@@ -8,7 +8,7 @@
  * and replay is idempotent except for the physical-record count, which counts every PUT seen.
  */
 import type { ErasedSlot } from "../segments/erase-list.js";
-import { scopeLineage, scopeWithin } from "../segments/names.js";
+import { scopeLineage, scopeWithin } from "../rules/names.js";
 
 /** One slot: its latest PUT (possibly dead) and its retention record. Fields are flat to stay small. */
 export class Slot {

@@ -8,7 +8,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { createRequire } from "node:module";
-import { StoreLockedError } from "../segments/errors.js";
+import { StoreLockedError } from "../rules/errors.js";
 import { FILE_MODE } from "../segments/file.js";
 
 interface FsExt {

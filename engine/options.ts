@@ -2,10 +2,11 @@
  * OpenOptions checked and filled with defaults. Every bad option is an InvalidArgumentError that
  * names the option and says what is allowed; nothing is opened or created before this passes.
  */
-import { InvalidArgumentError } from "../segments/errors.js";
-import { VALUE_BYTES_MAX } from "../segments/constants.js";
+import { InvalidArgumentError } from "../rules/errors.js";
+import { TTL_MS_MAX, VALUE_BYTES_MAX } from "../rules/limits.js";
+import { checkTtl } from "../rules/args.js";
 import { isFaultPoint } from "./faults.js";
-import type { FaultPoint, OpenOptions } from "./types.js";
+import type { FaultPoint, OpenOptions } from "../rules/types.js";
 
 /** One retention rule for the scopes matching `pattern`. */
 export interface ScopeRule {
@@ -38,7 +39,6 @@ export interface ResolvedOptions {
 export const SEGMENT_BYTES_MIN = 4096;
 export const SEGMENT_BYTES_MAX = 1024 * 1024 * 1024;
 export const WORKERS_MAX = 16;
-export const TTL_MS_MAX = 100 * 365 * 24 * 3600 * 1000;
 export const SCOPE_RULES_MAX = 1024;
 export const CACHE_BYTES_MAX = 16 * 1024 * 1024 * 1024;
 
@@ -65,11 +65,6 @@ function oneOf<T extends string>(name: string, v: unknown, allowed: readonly T[]
   return v as T;
 }
 
-/** Checks a TTL: null (none), or a positive integer of milliseconds. */
-export function checkTtl(name: string, v: unknown): number | null | undefined {
-  if (v === undefined || v === null) return v;
-  return int(name, v, 1, TTL_MS_MAX, 0);
-}
 
 function object(name: string, v: unknown): Record<string, unknown> {
   if (v === undefined) return {};

@@ -10,7 +10,7 @@
  * returns a different scope's record when an in-place compaction moved bytes under the read.
  */
 import * as C from "../segments/constants.js";
-import { CorruptionError, ScopeErasedDuringRead } from "../segments/errors.js";
+import { CorruptionError, ScopeErasedDuringRead } from "../rules/errors.js";
 import { checkRecordBytes, preadSync } from "../segments/file.js";
 import { decodeRecord, isRecord } from "../segments/record.js";
 import { hitAsync } from "./faults.js";
@@ -18,7 +18,7 @@ import type { GenerationTable } from "./generations.js";
 import type { Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import type { ValueCache } from "./value-cache.js";
-import type { ReadResult } from "./types.js";
+import type { ReadResult } from "../rules/types.js";
 
 /** A slot a read found, and the segment holding its value. */
 export interface ReadFound {

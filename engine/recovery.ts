@@ -10,7 +10,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
-import { CorruptionError, LimitExceededError } from "../segments/errors.js";
+import { CorruptionError, LimitExceededError } from "../rules/errors.js";
 import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
 import type { DecodedRecord } from "../segments/record.js";
 import { decodeEraseList } from "../segments/erase-list.js";

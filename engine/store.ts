@@ -7,13 +7,13 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
-import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../segments/errors.js";
+import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
 import { encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
-import { scopeLineage, scopeWithin } from "../segments/names.js";
+import { scopeLineage, scopeWithin } from "../rules/names.js";
 import { encodeRecord, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
-import * as A from "./args.js";
+import * as A from "../rules/args.js";
 import { CommitLog } from "./commit.js";
 import { Compactor } from "./compactor.js";
 import { createFaultBuffer, FaultController } from "./faults.js";
@@ -26,11 +26,13 @@ import { materialize, type ReadFound } from "./reads.js";
 import { recover } from "./recovery.js";
 import { ValueCache } from "./value-cache.js";
 import { Segment } from "./segment.js";
-import type * as T from "./types.js";
+import type * as T from "../rules/types.js";
 
 /** An open engram directory. */
-export class Store {
+export class Store implements T.Backend {
   readonly dir: string;
+  /** An embedded store always holds its directory. */
+  readonly role = "owner" as const;
   readonly segmentsDir: string;
   readonly options: ResolvedOptions;
   readonly faults: FaultController;

@@ -6,11 +6,11 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
-import { CorruptionError } from "../segments/errors.js";
+import { CorruptionError } from "../rules/errors.js";
 import { parseSegmentFileName, readWholeFile, segmentFileName } from "../segments/file.js";
 import { chooseHeader } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
-import type { ProgressFn, VerifyReport } from "./types.js";
+import type { ProgressFn, VerifyReport } from "../rules/types.js";
 
 function checkOne(file: string, id: number, report: VerifyReport): number {
   let fd: number;

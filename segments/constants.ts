@@ -75,16 +75,8 @@ export const RECORD_CHECKSUM_BYTES = 8;
 /** Fixed bytes of every record: the header fields plus the checksum. */
 export const RECORD_OVERHEAD = RECORD_FIXED_BYTES + RECORD_CHECKSUM_BYTES;
 
-/** Limits of the format itself (the engine may configure tighter ones). */
-export const KEY_BYTES_MAX = 1024;
-export const SCOPE_BYTES_MAX = 8 * 64 + 7;
-export const SCOPE_DEPTH_MAX = 8;
-export const SCOPE_COMPONENT_BYTES_MAX = 64;
-/** Largest value the format can carry; the default engine limit is 16 MiB. */
-export const VALUE_BYTES_MAX = 256 * 1024 * 1024;
+/** Limits of the contract, which the format carries (rules/limits.ts holds them for every backend). */
+import { KEY_BYTES_MAX, SCOPE_BYTES_MAX, VALUE_BYTES_MAX } from "../rules/limits.js";
+export { KEY_BYTES_MAX, SCOPE_BYTES_MAX, SCOPE_DEPTH_MAX, SCOPE_COMPONENT_BYTES_MAX, VALUE_BYTES_MAX, SEQ_MAX, ROOT_SCOPE } from "../rules/limits.js";
 /** Largest record the format can carry. */
 export const RECORD_BYTES_MAX = RECORD_OVERHEAD + SCOPE_BYTES_MAX + KEY_BYTES_MAX + VALUE_BYTES_MAX;
-/** Largest sequence or generation: JS numbers are exact up to here. */
-export const SEQ_MAX = Number.MAX_SAFE_INTEGER;
-/** The root scope's name. */
-export const ROOT_SCOPE = "global";

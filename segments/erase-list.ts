@@ -5,7 +5,7 @@
  *
  * Layout, repeated: u16 scope bytes, scope, u16 key bytes, key, u64 version, u64 generation (LE).
  */
-import { InvalidArgumentError } from "./errors.js";
+import { InvalidArgumentError } from "../rules/errors.js";
 import { writeU64 } from "./record.js";
 
 /** One killed slot. */

@@ -5,7 +5,7 @@
  */
 import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";
-import { CorruptionError } from "./errors.js";
+import { CorruptionError } from "../rules/errors.js";
 
 /** The decoded content of one header copy. */
 export interface SegmentHeader {

@@ -6,8 +6,8 @@
  */
 import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";
-import { InvalidArgumentError } from "./errors.js";
-import { assertKey, assertScope } from "./names.js";
+import { InvalidArgumentError } from "../rules/errors.js";
+import { assertKey, assertScope } from "../rules/names.js";
 
 /** What a caller gives the encoder. */
 export interface RecordInput {

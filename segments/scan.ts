@@ -9,7 +9,7 @@
  * batch without one at the end is part of the torn tail (the batch is all-or-nothing).
  */
 import * as C from "./constants.js";
-import { CorruptionError } from "./errors.js";
+import { CorruptionError } from "../rules/errors.js";
 import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
 import { checksum64 } from "./checksum.js";
 

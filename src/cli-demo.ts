@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { EngramError, ScopeErasedDuringRead } from "../segments/errors.js";
+import { EngramError, ScopeErasedDuringRead } from "../rules/errors.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions, ProbeResult, ReadResult, StoreStats, Value } from "./types.js";
 

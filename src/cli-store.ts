@@ -2,7 +2,7 @@
  * How the CLI opens a store, prints results and turns failures into exit codes.
  */
 import { existsSync } from "node:fs";
-import { EngramError } from "../segments/errors.js";
+import { EngramError } from "../rules/errors.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
 import { hintFor } from "./cli-format.js";

@@ -6,7 +6,7 @@ import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
 import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
-import type { FaultPoint } from "../engine/types.js";
+import type { FaultPoint } from "../rules/types.js";
 import type * as T from "./types.js";
 
 /** Test-facing fault controls: pause an operation at a named point, then let it go. */

@@ -1,4 +1,4 @@
-/** The public errors of engram; defined in segments/ so that every layer throws the same classes. */
+/** The public errors of engram; defined in rules/ so that every layer and backend throws the same classes. */
 export {
   ErrorCode,
   EngramError,
@@ -11,5 +11,9 @@ export {
   StoreClosedError,
   CorruptionError,
   LimitExceededError,
-} from "../segments/errors.js";
-export type { ErrorCodeName } from "../segments/errors.js";
+  IoError,
+  OwnerLostError,
+  NotSupportedError,
+  InternalError,
+} from "../rules/errors.js";
+export type { ErrorCodeName } from "../rules/errors.js";

@@ -2,7 +2,7 @@
  * `safeRewrite`: the client-side guard of a write-after-forget from seed note 000, translated to
  * the camelCase API. It works over any object with `read`, `probe` and `write` of the API shapes.
  */
-import { HalfReclaimedSlotError } from "../segments/errors.js";
+import { HalfReclaimedSlotError } from "../rules/errors.js";
 import type { ProbeResult, ReadOptions, ReadResult, ScopeOption, Value, WriteOptions, WriteResult } from "./types.js";
 
 /** What safeRewrite needs from a memory: the three calls of the seed note, in API shapes. */

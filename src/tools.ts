@@ -4,8 +4,8 @@
  * wire shapes of API.md. It never throws: every failure is a `{ ok: false, error, message }`.
  */
 import * as z from "zod";
-import { EngramError } from "../segments/errors.js";
-import { assertKey, assertScope } from "../segments/names.js";
+import { EngramError } from "../rules/errors.js";
+import { assertKey, assertScope } from "../rules/names.js";
 import type {
   ForgetResult,
   ForgetScopeOptions,
@@ -158,7 +158,7 @@ export function isValidScope(scope: string): boolean {
   }
 }
 
-/** A zod refinement from one of the engine's grammar checks (segments/names.ts), keeping its message. */
+/** A zod refinement from one of the engine's grammar checks (rules/names.ts), keeping its message. */
 function grammar(check: (v: unknown) => void): (v: string, ctx: z.RefinementCtx) => void {
   return (v, ctx) => {
     try {

@@ -1,2 +1,2 @@
 /** The public shapes of engram (API.md); defined beside the engine that implements them. */
-export type * from "../engine/types.js";
+export type * from "../rules/types.js";

@@ -1,5 +1,5 @@
 /**
- * Bad input to the record codec (segments/record.ts, segments/names.ts) throws a typed error and
+ * Bad input to the record codec (segments/record.ts, rules/names.ts) throws a typed error and
  * writes nothing.
  *
  * How it works: a table of bad records — keys too long (in ASCII and in multi-byte UTF-8), empty,
@@ -23,7 +23,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
-import { EngramError, InvalidArgumentError } from "../segments/errors.js";
+import { EngramError, InvalidArgumentError } from "../rules/errors.js";
 import { createSegmentFile, readWholeFile } from "../segments/file.js";
 import { encodeRecord, type RecordInput } from "../segments/record.js";
 import { scanRecords } from "../segments/scan.js";

@@ -24,7 +24,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import xxhash from "xxhash-wasm";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
-import { CorruptionError } from "../segments/errors.js";
+import { CorruptionError } from "../rules/errors.js";
 import {
   createSegmentFile,
   DIR_MODE,

@@ -23,7 +23,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
-import { CorruptionError } from "../segments/errors.js";
+import { CorruptionError } from "../rules/errors.js";
 import { createSegmentFile, readWholeFile } from "../segments/file.js";
 import { encodeRecord, type DecodedRecord, type RecordInput } from "../segments/record.js";
 import { scanRecords, type ScanEnd } from "../segments/scan.js";

@@ -17,7 +17,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HalfReclaimedSlotError, VersionConflictError } from "../segments/errors.js";
+import { HalfReclaimedSlotError, VersionConflictError } from "../rules/errors.js";
 import { Engram } from "../src/index.js";
 import { safeRewrite } from "../src/safe-rewrite.js";
 import type { SafeRewriteMemory } from "../src/safe-rewrite.js";

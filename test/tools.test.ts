@@ -18,7 +18,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { InvalidArgumentError, VersionConflictError } from "../segments/errors.js";
+import { InvalidArgumentError, VersionConflictError } from "../rules/errors.js";
 import { Engram } from "../src/index.js";
 import { handleToolCall, listTools, toolArgSchemas, tools, toWireError } from "../src/tools.js";
 import type { WireResult } from "../src/tools.js";

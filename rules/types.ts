@@ -1,6 +1,7 @@
 /**
- * The public shapes of engram (API.md). They live in engine/ because the engine implements them;
- * src/types.ts re-exports them and the package entry exports everything here.
+ * The public shapes of engram (API.md). They live in rules/ because every backend implements
+ * them (the embedded engine, a shared-store client, PostgreSQL); src/types.ts re-exports them and
+ * the package entry exports everything here.
  */
 
 /** A value as written and as returned: strings come back as strings, bytes as Uint8Array. */
@@ -24,6 +25,8 @@ export interface FaultOptions {
   pauseAt?: FaultPoint[];
   /** The whole process is killed with SIGKILL when any thread reaches this point. */
   crashAt?: FaultPoint;
+  /** The file operation at `point` fails as the file system would, `times` times (default 1). */
+  failAt?: { point: FaultPoint; errno: "EIO" | "ENOSPC"; times?: number };
 }
 
 export interface CompactionOptions {
@@ -59,6 +62,10 @@ export interface OpenOptions {
   clock?: () => number;
   faults?: FaultOptions;
   unsafe?: UnsafeOptions;
+  /** Several processes on one directory: the first opener owns, later ones attach (API.md "Sharing"). */
+  share?: boolean;
+  /** How long a shared client's calls wait for a new owner during a handover (default 10000 ms). */
+  shareTimeoutMs?: number;
 }
 
 export interface ScopeOption {
@@ -197,3 +204,42 @@ export interface VerifyReport {
 
 /** Progress callback for long operations (verify): bytes done of bytes total. */
 export type ProgressFn = (bytesDone: number, bytesTotal: number) => void;
+
+/** Which part a handle plays: the process that holds the store, or one attached to it. */
+export type Role = "owner" | "client";
+
+/** Test-facing fault controls: pause an operation at a named point, then let it go. */
+export interface Faults {
+  /** Resolves when some operation is paused at `point`. */
+  waitFor(point: FaultPoint): Promise<void>;
+  /** Lets the operations paused at `point` go on; the point stays armed. */
+  release(point: FaultPoint): void;
+}
+
+/**
+ * What every backend implements: the embedded engine (engine/store.ts), a client of a shared
+ * store, the PostgreSQL backend. The public `Engram` class forwards each call to one of them, so
+ * that all three have the same TypeScript type and the same errors. Contracts: API.md.
+ */
+export interface Backend {
+  /** Where the store lives: a directory, or a database URL without its password. */
+  readonly dir: string;
+  /** "owner" for an embedded store or a shared store's owner, "client" when attached to one. */
+  readonly role: Role;
+  readonly faults: Faults;
+  write(key: string, value: Value, options?: WriteOptions): Promise<WriteResult>;
+  read(key: string, options?: ReadOptions): Promise<ReadResult>;
+  readSync(key: string, options?: ReadOptions): ReadResult;
+  forget(key: string, options?: ScopeOption): Promise<ForgetResult>;
+  forgetScope(scope: string, options?: ForgetScopeOptions): Promise<ForgetScopeResult>;
+  undelete(key: string, options?: ScopeOption): Promise<UndeleteResult>;
+  probe(key: string, options?: ScopeOption): Promise<ProbeResult>;
+  list(options?: ListOptions): AsyncIterable<ListEntry>;
+  batch(ops: BatchOp[]): Promise<BatchResult[]>;
+  compact(options?: CompactOptions): Promise<CompactionReport>;
+  gc(): Promise<GcReport>;
+  stats(): StoreStats;
+  verify(onProgress?: ProgressFn): Promise<VerifyReport>;
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}

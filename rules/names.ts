@@ -5,7 +5,7 @@
  * stay printable and unambiguous in logs and tables.
  */
 import { InvalidArgumentError } from "./errors.js";
-import { KEY_BYTES_MAX, ROOT_SCOPE, SCOPE_COMPONENT_BYTES_MAX, SCOPE_DEPTH_MAX } from "./constants.js";
+import { KEY_BYTES_MAX, ROOT_SCOPE, SCOPE_COMPONENT_BYTES_MAX, SCOPE_DEPTH_MAX } from "./limits.js";
 
 const COMPONENT = /^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$/;
 const encoder = new TextEncoder();

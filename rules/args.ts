@@ -2,10 +2,9 @@
  * Checks of per-call arguments. Each throws InvalidArgumentError naming the argument, before the
  * call touches any state — so a bad call writes nothing and the store stays usable.
  */
-import { InvalidArgumentError } from "../segments/errors.js";
-import { assertKey, assertScope } from "../segments/names.js";
-import { ROOT_SCOPE, SEQ_MAX } from "../segments/constants.js";
-import { checkTtl } from "./options.js";
+import { InvalidArgumentError } from "./errors.js";
+import { assertKey, assertScope } from "./names.js";
+import { ROOT_SCOPE, SEQ_MAX, TTL_MS_MAX } from "./limits.js";
 
 /** Most operations one batch() may carry. */
 export const BATCH_OPS_MAX = 100_000;
@@ -50,6 +49,15 @@ export function expectedVersionOf(o: Opts): number | null | undefined {
   if (v === undefined || v === null) return v;
   if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1 || v > SEQ_MAX) {
     throw new InvalidArgumentError(`expectedVersion must be null or a positive integer version, got ${String(v)}`);
+  }
+  return v;
+}
+
+/** Checks a TTL: undefined (the default applies), null (none), or a positive integer of milliseconds. */
+export function checkTtl(name: string, v: unknown): number | null | undefined {
+  if (v === undefined || v === null) return v;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 1 || v > TTL_MS_MAX) {
+    throw new InvalidArgumentError(`option ${name} must be null or an integer in [1, ${TTL_MS_MAX}], got ${String(v)}`);
   }
   return v;
 }

@@ -1,6 +1,7 @@
 /**
- * Every error engram throws. They live in the lowest layer so that segments/, engine/ and src/
- * can all throw the same classes; src/errors.ts re-exports them as the public face.
+ * Every error engram throws. They live in rules/, the layer every backend and segments/ import,
+ * so that segments/, engine/, a server-backed backend and src/ all throw the same classes;
+ * src/errors.ts re-exports them as the public face.
  *
  * The `code` strings are stable: they never change between versions (abstract-level style),
  * because agents and wire clients branch on them.
@@ -17,6 +18,10 @@ export const ErrorCode = {
   CLOSED: "CLOSED",
   CORRUPTION: "CORRUPTION",
   LIMIT_EXCEEDED: "LIMIT_EXCEEDED",
+  IO_ERROR: "IO_ERROR",
+  OWNER_LOST: "OWNER_LOST",
+  NOT_SUPPORTED: "NOT_SUPPORTED",
+  INTERNAL: "INTERNAL",
 } as const;
 export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -133,5 +138,47 @@ export class CorruptionError extends EngramError {
 export class LimitExceededError extends EngramError {
   constructor(message: string) {
     super(ErrorCode.LIMIT_EXCEEDED, message);
+  }
+}
+
+/**
+ * The file system refused a write, sync, rename or unlink (ENOSPC, EIO, ...). The affected calls
+ * reject with it; the store stays readable and nothing acknowledged before is lost. `errno` is
+ * the system's code name ("ENOSPC", "EIO").
+ */
+export class IoError extends EngramError {
+  readonly errno: string;
+  constructor(errno: string, operation: string, detail?: string) {
+    super(
+      ErrorCode.IO_ERROR,
+      `${operation} failed with ${errno}${detail === undefined ? "" : ` (${detail})`}; ` +
+        `nothing of this call was acknowledged: free space or fix the device, then retry`,
+    );
+    this.errno = errno;
+  }
+}
+
+/** A shared store's owner went away while this call was in flight: its outcome is unknown. */
+export class OwnerLostError extends EngramError {
+  constructor(call: string) {
+    super(
+      ErrorCode.OWNER_LOST,
+      `the owner of the shared store went away while ${call} was in flight; its outcome is unknown: ` +
+        `read or probe the key to learn whether it committed`,
+    );
+  }
+}
+
+/** The call does not apply to this kind of handle (readSync on a shared client or on PostgreSQL). */
+export class NotSupportedError extends EngramError {
+  constructor(message: string) {
+    super(ErrorCode.NOT_SUPPORTED, message);
+  }
+}
+
+/** An unexpected fault inside engram (a bug): the message carries what went wrong. */
+export class InternalError extends EngramError {
+  constructor(message: string) {
+    super(ErrorCode.INTERNAL, `internal error: ${message}; please report it`);
   }
 }
