@@ -22,9 +22,9 @@ export function optsOf(v: unknown, call: string): Opts {
   return v as Opts;
 }
 
-/** The `scope` option, default "global", checked against the grammar. */
+/** The `scope` option: "global" when absent (undefined); anything else, null included, must be a valid scope. */
 export function scopeOf(o: Opts): string {
-  const scope = o["scope"] ?? ROOT_SCOPE;
+  const scope = o["scope"] === undefined ? ROOT_SCOPE : o["scope"];
   assertScope(scope);
   return scope;
 }

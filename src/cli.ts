@@ -6,7 +6,7 @@
  */
 import { readFileSync, realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
-import { Command, InvalidArgumentError as CommanderArgumentError, Option } from "commander";
+import { Command, CommanderError, InvalidArgumentError as CommanderArgumentError, Option } from "commander";
 import type { PutOptions } from "./cli-commands.js";
 import {
   cmdCompact,
@@ -21,10 +21,10 @@ import {
   cmdUndelete,
   cmdVerify,
 } from "./cli-commands.js";
-import { EXIT, openStore, reportFailure, UsageError } from "./cli-store.js";
+import { EXIT, openStore, reportError, reportFailure, UsageError } from "./cli-store.js";
 import type { GlobalOptions } from "./cli-store.js";
 import { isValidScope } from "./tools.js";
-import { VERSION } from "./index.js";
+import { VERSION } from "./version.js";
 
 function parseInteger(name: string, min: number): (raw: string) => number {
   return (raw) => {
@@ -175,6 +175,9 @@ function addServiceCommands(program: Command): void {
     .action(run((_o: unknown, cmd: Command) => mcpAction(opts(cmd))));
 }
 
+/** The text commander would have printed for the last parse error (printed by `main`). */
+let parseErrorText = "";
+
 /** Builds the `engram` program (exported for tests and embedding). */
 export function buildProgram(): Command {
   const program = new Command("engram")
@@ -182,16 +185,39 @@ export function buildProgram(): Command {
     .version(VERSION)
     .option("--dir <dir>", "store directory (or ENGRAM_DIR)")
     .option("--json", "machine-readable output on stdout")
-    .showHelpAfterError("(run with --help for usage)");
+    .exitOverride()
+    .configureOutput({ outputError: (text) => void (parseErrorText += text) });
   addKeyCommands(program);
   addStoreCommands(program);
   addServiceCommands(program);
   return program;
 }
 
+/**
+ * Maps a parse failure to output and an exit code: an argument the parser refused (a bad
+ * `--scope`, `--ttl`, `--mode`) is INVALID_ARGUMENT with its hint, exit 2, like the same refusal
+ * from the library; anything else the parser refused (unknown command, missing argument) is usage,
+ * exit 1; help and version exit 0.
+ */
+function reportParseError(err: CommanderError, json: boolean): number {
+  if (err.code === "commander.helpDisplayed" || err.code === "commander.version") return EXIT.OK;
+  const text = parseErrorText.trim();
+  parseErrorText = "";
+  if (err.code === "commander.invalidArgument") {
+    return reportError("INVALID_ARGUMENT", text.replace(/^error: /, ""), json);
+  }
+  process.stderr.write(`${text}\n(run with --help for usage)\n`);
+  return EXIT.USAGE;
+}
+
 /** Runs the CLI on `argv` (as in process.argv). */
 export async function main(argv: string[]): Promise<void> {
-  await buildProgram().parseAsync(argv);
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (err) {
+    if (!(err instanceof CommanderError)) throw err;
+    process.exitCode = reportParseError(err, argv.includes("--json"));
+  }
 }
 
 function isEntryPoint(): boolean {

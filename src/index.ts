@@ -26,5 +26,4 @@ export type {
 } from "./tools.js";
 export { safeRewrite, type SafeRewriteMemory, type SafeRewriteOptions } from "./safe-rewrite.js";
 
-/** The package version. */
-export const VERSION = "0.1.0";
+export { VERSION } from "./version.js";

@@ -7,6 +7,7 @@ import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js"
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import * as z from "zod";
 import { handleToolCall, isWireError, listTools } from "./tools.js";
+import { VERSION } from "./version.js";
 import type { MemoryStore, ToolContext, ToolDefinition, WireResult } from "./tools.js";
 
 /** A store the server can serve and close. */
@@ -45,7 +46,7 @@ function registeredInputSchema(def: ToolDefinition): z.ZodObject {
 }
 
 /** Builds an McpServer exposing the tools of `context` over `store` (not yet connected). */
-export function createMcpServer(store: MemoryStore, context: ToolContext = {}, version = "0.1.0"): McpServer {
+export function createMcpServer(store: MemoryStore, context: ToolContext = {}, version = VERSION): McpServer {
   const server = new McpServer({ name: "engram", version }, { instructions: INSTRUCTIONS });
   for (const def of listTools(context)) {
     server.registerTool(

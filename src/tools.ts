@@ -4,7 +4,7 @@
  * wire shapes of API.md. It never throws: every failure is a `{ ok: false, error, message }`.
  */
 import * as z from "zod";
-import { EngramError } from "../rules/errors.js";
+import { EngramError, type ErrorCodeName } from "../rules/errors.js";
 import { assertKey, assertScope } from "../rules/names.js";
 import type {
   ForgetResult,
@@ -122,10 +122,10 @@ export interface WireListResult {
   truncated: boolean;
 }
 
-/** Any failure: `error` is an EngramError code (or INTERNAL for an unexpected fault). */
+/** Any failure: `error` is an EngramError code (INTERNAL for an unexpected fault). */
 export interface WireError {
   ok: false;
-  error: string;
+  error: ErrorCodeName;
   message: string;
   [detail: string]: JsonValue;
 }

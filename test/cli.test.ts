@@ -118,7 +118,7 @@ describe("key commands", () => {
     });
   });
 
-  it("errors: engram codes exit 2 with a hint, usage exits 1", () => {
+  it("errors: engram codes exit 2 with a hint, usage exits 1, parser-refused arguments are INVALID_ARGUMENT", () => {
     const dir = freshDir();
     engram(["put", "--dir", dir, "k", "v"]);
     const conflict = engram(["put", "--dir", dir, "--expected-version", "999999", "k", "w"]);
@@ -133,9 +133,18 @@ describe("key commands", () => {
     expect(badKey.status).toBe(2);
     expect(badKey.stderr).toMatch(/INVALID_ARGUMENT/);
 
-    expect(engram(["put", "--dir", dir, "--scope", "global/x", "k", "v"]).status).toBe(1);
-    expect(engram(["put", "--dir", dir, "--ttl", "soon", "k", "v"]).status).toBe(1);
+    for (const refused of [["--scope", "global/x"], ["--scope", "../../etc"], ["--ttl", "soon"]]) {
+      const r = engram(["put", "--dir", dir, ...refused, "k", "v"]);
+      expect(r.status).toBe(2);
+      expect(r.stderr).toMatch(/^engram: INVALID_ARGUMENT: /m);
+      expect(r.stderr).toMatch(/^hint: /m);
+      const rJson = engram(["put", "--dir", dir, "--json", ...refused, "k", "v"]);
+      expect(rJson.status).toBe(2);
+      expect(json(rJson)).toMatchObject({ ok: false, error: "INVALID_ARGUMENT" });
+    }
+    expect(existsSync(join(dir, "..", "etc"))).toBe(false);
     expect(engram(["frobnicate"]).status).toBe(1);
+    expect(engram(["put", "--dir", dir]).status).toBe(1);
     expect(engram(["get", "k"]).stderr).toMatch(/--dir DIR is required/);
     const noStore = engram(["get", "--dir", join(root, "does-not-exist"), "k"]);
     expect(noStore.status).toBe(1);
@@ -194,7 +203,9 @@ describe("store commands", () => {
       expect(c.status).toBe(0);
       expect(c.stdout).toMatch(new RegExp(`^compact \\(${mode}\\)`));
     }
-    expect(engram(["compact", "--dir", dir, "--mode", "sideways"]).status).toBe(1);
+    const sideways = engram(["compact", "--dir", dir, "--mode", "sideways"]);
+    expect(sideways.status).toBe(2);
+    expect(sideways.stderr).toMatch(/^engram: INVALID_ARGUMENT: /m);
     expect(engram(["get", "--dir", dir, "--scope", "user:b", "k1"]).stdout).toBe("value 1\n");
   });
 
