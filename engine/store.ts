@@ -434,6 +434,18 @@ export class Store implements T.Backend {
     })();
   }
 
+  /** Scopes holding at least one slot (any state), sorted; read-only, for inspectors (`engram ui`). */
+  scopeNames(): string[] {
+    this.assertOpen();
+    return [...this.keydir.scopes.keys()].sort();
+  }
+
+  /** Keys of every slot in exactly `scope` (any state; probe tells which), sorted, at most `limit`. */
+  slotKeys(scope: string, limit: number): string[] {
+    this.assertOpen();
+    return [...(this.keydir.scopes.get(scope)?.keys() ?? [])].sort().slice(0, limit);
+  }
+
   /** compact(): see compactor.ts. */
   compact(options?: unknown): Promise<T.CompactionReport> {
     this.assertOpen();

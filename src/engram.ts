@@ -6,6 +6,7 @@ import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
 import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
+import * as A from "../rules/args.js";
 import type { FaultPoint } from "../rules/types.js";
 import type * as T from "./types.js";
 
@@ -86,6 +87,23 @@ export class Engram {
   /** Live keys in key order (nearest scope wins when inheriting). */
   list(options?: T.ListOptions): AsyncIterable<T.ListEntry> {
     return this.#store.list(options);
+  }
+
+  /**
+   * Scopes that hold at least one slot (live, forgotten, or a retention record), sorted. For
+   * inspectors such as `engram ui`: ancestors without slots of their own are not listed.
+   */
+  async listScopes(): Promise<string[]> {
+    return this.#store.scopeNames();
+  }
+
+  /**
+   * Keys of every slot in exactly `scope`, in any state (`probe` tells which), sorted, at most
+   * `limit` (default and maximum 1,000,000). For inspectors; `list()` is the live-keys view.
+   */
+  async listSlots(options?: { scope?: string; limit?: number }): Promise<string[]> {
+    const o = A.optsOf(options, "listSlots");
+    return this.#store.slotKeys(A.scopeOf(o), A.limitOf(o));
   }
 
   /** Applies writes and forgets atomically: after a crash all or none are visible. */

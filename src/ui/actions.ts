@@ -1,0 +1,41 @@
+/**
+ * The inspector's state-changing calls: forget a key, forget a scope, gc, compact. Each goes
+ * through the store's public API, so it is checked, refused and reported exactly like any other
+ * call (a refusal comes back as its EngramError code and message, nothing written).
+ */
+import * as A from "../../rules/args.js";
+import { InvalidArgumentError } from "../../rules/errors.js";
+import type { Engram } from "../engram.js";
+
+/** The action names the page may POST to /api/<name>. */
+export const ACTION_NAMES = ["forget", "forget-scope", "gc", "compact"] as const;
+/** One of ACTION_NAMES. */
+export type ActionName = (typeof ACTION_NAMES)[number];
+
+/** True when `name` is an action. */
+export function isAction(name: string): name is ActionName {
+  return (ACTION_NAMES as readonly string[]).includes(name);
+}
+
+/** The `mode` of compact: absent (the store's default), or one of the two modes. */
+function modeOf(body: Record<string, unknown>): { mode?: "copy-on-write" | "in-place" } {
+  const mode = body["mode"];
+  if (mode === undefined || mode === null || mode === "") return {};
+  if (mode !== "copy-on-write" && mode !== "in-place") throw new InvalidArgumentError(`mode must be "copy-on-write" or "in-place", got ${String(mode)}`);
+  return { mode };
+}
+
+/** Runs action `name` with the POSTed JSON `body`; resolves to the API call's own result. */
+export async function runAction(store: Engram, name: ActionName, raw: unknown): Promise<unknown> {
+  const body = A.optsOf(raw, `ui ${name}`);
+  switch (name) {
+    case "forget":
+      return store.forget(A.keyOf(body["key"]), { scope: A.scopeOf(body) });
+    case "forget-scope":
+      return store.forgetScope(A.scopeOf(body), { reclaim: A.reclaimOf(body) });
+    case "gc":
+      return store.gc();
+    case "compact":
+      return store.compact(modeOf(body));
+  }
+}
