@@ -5,6 +5,7 @@
  */
 import * as A from "../../rules/args.js";
 import { InvalidArgumentError } from "../../rules/errors.js";
+import { ROOT_SCOPE } from "../../rules/limits.js";
 import type { Engram } from "../engram.js";
 
 /** The action names the page may POST to /api/<name>. */
@@ -25,6 +26,13 @@ function modeOf(body: Record<string, unknown>): { mode?: "copy-on-write" | "in-p
   return { mode };
 }
 
+/** The scope to erase: any valid scope but "global", refused as the agent tools and the CLI refuse it. */
+function eraseScopeOf(body: Record<string, unknown>): string {
+  const scope = A.scopeOf(body);
+  if (scope === ROOT_SCOPE) throw new InvalidArgumentError('forget-scope refuses "global" (it would erase every memory): forget the scopes below it, or delete the directory');
+  return scope;
+}
+
 /** Runs action `name` with the POSTed JSON `body`; resolves to the API call's own result. */
 export async function runAction(store: Engram, name: ActionName, raw: unknown): Promise<unknown> {
   const body = A.optsOf(raw, `ui ${name}`);
@@ -32,7 +40,7 @@ export async function runAction(store: Engram, name: ActionName, raw: unknown): 
     case "forget":
       return store.forget(A.keyOf(body["key"]), { scope: A.scopeOf(body) });
     case "forget-scope":
-      return store.forgetScope(A.scopeOf(body), { reclaim: A.reclaimOf(body) });
+      return store.forgetScope(eraseScopeOf(body), { reclaim: A.reclaimOf(body) });
     case "gc":
       return store.gc();
     case "compact":

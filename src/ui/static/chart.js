@@ -25,7 +25,7 @@
 
   /** Replaces the children of `host` with a chart of `segments` (StoreStats.segments). */
   function drawSegments(host, segments) {
-    const width = LABEL + BAR + 150;
+    const width = LABEL + BAR + 280;
     const svg = el("svg", { width, height: Math.max(ROW, segments.length * ROW) + 4, role: "img", "aria-label": "live and dead bytes per segment" });
     const max = Math.max(1, ...segments.map((s) => s.bytes));
     segments.forEach((s, i) => {
