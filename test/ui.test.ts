@@ -245,6 +245,12 @@ describe.skipIf(browserPath === null)("the inspector page in headless chromium",
     await expect.poll(() => page.getByTestId("error-code").textContent(), { timeout: WAIT_MS }).toBe("INVALID_ARGUMENT");
     expect(await page.getByTestId("error-message").textContent()).toContain('refuses "global"');
     await shot("refused");
+    await page.getByTestId("error").locator("button").click();
+    await page.getByTestId("goto-scope").fill("not a scope!");
+    await page.getByTestId("goto-scope").press("Enter");
+    await expect.poll(() => page.getByTestId("error").isVisible(), { timeout: WAIT_MS }).toBe(true);
+    expect(await page.getByTestId("error-code").textContent()).toBe("INVALID_ARGUMENT");
+    await expect.poll(() => page.getByTestId("selected-scope").textContent(), { timeout: WAIT_MS }).toBe("global"); // back where it was
     expect(await page.getByTestId("totals").textContent()).toBe(seqBefore); // same sequence: nothing written
     await scopeButton(SESSION).click();
     await openKey(SESSION, "note");
@@ -361,6 +367,34 @@ describe("the inspector's guard (raw HTTP, no browser)", () => {
     const ok = await post({ Host: host(), "X-Engram-Token": ui.token, Origin: `http://${host()}` });
     expect(ok.status).toBe(200);
     expect(JSON.parse(ok.body)).toMatchObject({ ok: true, result: { ok: true, tombstoneSeq: sequence + 1 } });
+  });
+
+  it("bad input is a typed INVALID_ARGUMENT with a message, nothing is written, and the server stays usable", async () => {
+    const auth = { Host: host(), "X-Engram-Token": ui.token };
+    const cases: Array<[string, string, string | undefined, number]> = [
+      ["GET", "/api/keys?scope=bad%20scope", undefined, 400],
+      ["GET", "/api/keys?scope=global%2F", undefined, 400],
+      ["GET", "/api/key?scope=user:alice", undefined, 400], // no key
+      ["GET", "/api/key?scope=user:alice&key=", undefined, 400],
+      ["POST", "/api/forget", "not json", 400],
+      ["POST", "/api/forget", "[1, 2]", 400],
+      ["POST", "/api/forget", JSON.stringify({ key: 7, scope: "user:alice" }), 400],
+      ["POST", "/api/forget", JSON.stringify({ key: "k", scope: null }), 400],
+      ["POST", "/api/forget-scope", JSON.stringify({ scope: "user:alice", reclaim: "soon" }), 400],
+      ["POST", "/api/compact", JSON.stringify({ mode: "sideways" }), 400],
+      ["POST", "/api/forget", JSON.stringify({ key: "k".repeat(20_000), scope: "user:alice" }), 413],
+    ];
+    for (const [method, path, body, status] of cases) {
+      const headers = method === "POST" ? { ...auth, "Content-Type": "application/json" } : auth;
+      const r = await rawRequest(ui.port, method, path, headers, body);
+      const reply = JSON.parse(r.body) as { ok: boolean; error: string; message: string };
+      expect([path, body?.slice(0, 40), r.status, reply.ok, reply.error]).toEqual([path, body?.slice(0, 40), status, false, "INVALID_ARGUMENT"]);
+      expect(reply.message.length).toBeGreaterThan(10);
+    }
+    const unknown = await rawRequest(ui.port, "POST", "/api/drop-everything", { ...auth, "Content-Type": "application/json" }, "{}");
+    expect(unknown.status).toBe(404);
+    const s = await rawRequest(ui.port, "GET", "/api/summary", auth);
+    expect((JSON.parse(s.body) as { totals: { sequence: number } }).totals.sequence).toBe(sequence + 1); // only the control's forget
   });
 
   it("listens on 127.0.0.1 only, and --port picks the port", async () => {

@@ -26,9 +26,22 @@ function modeOf(body: Record<string, unknown>): { mode?: "copy-on-write" | "in-p
   return { mode };
 }
 
+/**
+ * The `scope` of a body: absent means "global"; anything else must be a string (API.md: null or
+ * a number is a bad scope; the engine's own check lets null through as "global", and here that
+ * would turn a malformed request into a forget in the root scope).
+ */
+function scopeIn(body: Record<string, unknown>): string {
+  const v = body["scope"];
+  if (v !== undefined && typeof v !== "string") {
+    throw new InvalidArgumentError(`scope must be a string such as "user:alice/session:1", got ${v === null ? "null" : typeof v}`);
+  }
+  return A.scopeOf(body);
+}
+
 /** The scope to erase: any valid scope but "global", refused as the agent tools and the CLI refuse it. */
 function eraseScopeOf(body: Record<string, unknown>): string {
-  const scope = A.scopeOf(body);
+  const scope = scopeIn(body);
   if (scope === ROOT_SCOPE) throw new InvalidArgumentError('forget-scope refuses "global" (it would erase every memory): forget the scopes below it, or delete the directory');
   return scope;
 }
@@ -38,7 +51,7 @@ export async function runAction(store: Engram, name: ActionName, raw: unknown): 
   const body = A.optsOf(raw, `ui ${name}`);
   switch (name) {
     case "forget":
-      return store.forget(A.keyOf(body["key"]), { scope: A.scopeOf(body) });
+      return store.forget(A.keyOf(body["key"]), { scope: scopeIn(body) });
     case "forget-scope":
       return store.forgetScope(eraseScopeOf(body), { reclaim: A.reclaimOf(body) });
     case "gc":

@@ -103,6 +103,9 @@ async function route(store: Engram, files: Map<string, { body: Buffer; type: str
   if (req.method === "POST") {
     const name = path.startsWith("/api/") ? path.slice(5) : "";
     if (!isAction(name)) return sendJson(res, 404, { ok: false, error: "NOT_FOUND", message: `no action at ${path}` });
+    if (Number(req.headers["content-length"] ?? 0) > BODY_BYTES_MAX) {
+      return sendJson(res, 413, { ok: false, error: "INVALID_ARGUMENT", message: `request body over ${BODY_BYTES_MAX} bytes: nothing done` });
+    }
     const result = await runAction(store, name, await readBody(req));
     return sendJson(res, 200, { ok: true, result });
   }

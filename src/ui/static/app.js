@@ -221,10 +221,17 @@
     setTimeout(poll, POLL_MS);
   }
 
+  /** Shows `scope`; when the server refuses it (a bad name), shows why and goes back. */
   function selectScope(scope) {
+    const previous = state.scope;
     state.scope = scope;
     state.key = null;
-    refreshAll().catch(showError);
+    refreshAll().catch((err) => {
+      showError(err);
+      if (previous === scope) return;
+      state.scope = previous;
+      refreshAll().catch(showError);
+    });
   }
 
   function selectKey(key, origin) {
