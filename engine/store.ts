@@ -435,13 +435,13 @@ export class Store implements T.Backend {
   }
 
   /** Scopes holding at least one slot (any state), sorted; read-only, for inspectors (`engram ui`). */
-  scopeNames(): string[] {
+  async listScopes(): Promise<string[]> {
     this.assertOpen();
     return [...this.keydir.scopes.keys()].sort();
   }
 
   /** Keys of every slot in exactly `scope` (any state; probe tells which), sorted, at most `limit`. */
-  slotKeys(scope: string, limit: number): string[] {
+  async listSlots(scope: string, limit: number): Promise<string[]> {
     this.assertOpen();
     return [...(this.keydir.scopes.get(scope)?.keys() ?? [])].sort().slice(0, limit);
   }

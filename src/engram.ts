@@ -7,6 +7,7 @@ import { initChecksum } from "../segments/checksum.js";
 import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
 import * as A from "../rules/args.js";
+import { NotSupportedError } from "../rules/errors.js";
 import type { FaultPoint } from "../rules/types.js";
 import type * as T from "./types.js";
 
@@ -94,7 +95,9 @@ export class Engram {
    * inspectors such as `engram ui`: ancestors without slots of their own are not listed.
    */
   async listScopes(): Promise<string[]> {
-    return this.#store.scopeNames();
+    const backend = this.#store;
+    if (backend.listScopes === undefined) throw new NotSupportedError("this store cannot list its scopes here: name the scope instead");
+    return backend.listScopes();
   }
 
   /**
@@ -103,7 +106,9 @@ export class Engram {
    */
   async listSlots(options?: { scope?: string; limit?: number }): Promise<string[]> {
     const o = A.optsOf(options, "listSlots");
-    return this.#store.slotKeys(A.scopeOf(o), A.limitOf(o));
+    const backend = this.#store;
+    if (backend.listSlots === undefined) throw new NotSupportedError("this store cannot list a scope's slots here: probe the key instead");
+    return backend.listSlots(A.scopeOf(o), A.limitOf(o));
   }
 
   /** Applies writes and forgets atomically: after a crash all or none are visible. */
