@@ -137,6 +137,7 @@
 
   function renderValue(v) {
     const fmt = $("bytes-format");
+    $("key-value").hidden = v === null;
     if (v === null) {
       $("key-value").textContent = "";
       $("value-meta").textContent = "no readable value";
