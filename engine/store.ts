@@ -443,7 +443,8 @@ export class Store implements T.Backend {
   /** Keys of every slot in exactly `scope` (any state; probe tells which), sorted, at most `limit`. */
   async listSlots(scope: string, limit: number): Promise<string[]> {
     this.assertOpen();
-    return [...(this.keydir.scopes.get(scope)?.keys() ?? [])].sort().slice(0, limit);
+    const o = { scope, limit }; // checked here too: a shared owner serves this call from other processes
+    return [...(this.keydir.scopes.get(A.scopeOf(o))?.keys() ?? [])].sort().slice(0, A.limitOf(o));
   }
 
   /** compact(): see compactor.ts. */
