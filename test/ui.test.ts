@@ -23,7 +23,7 @@
  * Property stressed: the inspector shows exactly what the API says (states, origins, versions)
  * and only the holder of the per-run token, through a loopback Host, can read or change anything.
  */
-import { copyFileSync, mkdirSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { connect } from "node:net";
@@ -289,6 +289,8 @@ describe.skipIf(browserPath === null)("the inspector page in headless chromium",
 
     expect(await (ui as UiProcess).stop()).toBe(0);
     ui = null;
+    // The page notices by itself that nobody answers any more.
+    await expect.poll(() => page.getByTestId("error-code").textContent(), { timeout: WAIT_MS }).toBe("NO_ANSWER");
     const after = engram(["get", "note", "--dir", dir, "--scope", SESSION]);
     expect({ status: after.status, stderr: after.stderr }).toEqual({ status: 3, stderr: "engram: note: NOT_FOUND\n" });
     const kept = engram(["get", "bio", "--dir", dir, "--scope", SESSION]);
@@ -395,6 +397,17 @@ describe("the inspector's guard (raw HTTP, no browser)", () => {
     expect(unknown.status).toBe(404);
     const s = await rawRequest(ui.port, "GET", "/api/summary", auth);
     expect((JSON.parse(s.body) as { totals: { sequence: number } }).totals.sequence).toBe(sequence + 1); // only the control's forget
+  });
+
+  it("refuses a missing store directory and a bad --port as usage errors (exit 1), creating nothing", () => {
+    const missing = join(tempDir("ui-missing"), "nothing-here");
+    const r = engram(["ui", "--dir", missing]);
+    expect([r.status, r.stdout]).toEqual([1, ""]);
+    expect(r.stderr).toContain("no store at");
+    const port = engram(["ui", "--dir", dir, "--port", "70000"]);
+    expect([port.status, port.stdout]).toEqual([1, ""]);
+    expect(port.stderr).toContain("--port must be an integer in [0, 65535]");
+    expect(existsSync(missing)).toBe(false);
   });
 
   it("listens on 127.0.0.1 only, and --port picks the port", async () => {

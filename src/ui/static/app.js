@@ -37,8 +37,9 @@
   }
 
   function showError(err) {
-    $("error-code").textContent = err && err.code ? err.code : "ERROR";
-    $("error-message").textContent = err && err.message ? err.message : String(err);
+    const unreachable = err instanceof TypeError; // fetch itself failed: no answer at all
+    $("error-code").textContent = unreachable ? "NO_ANSWER" : err && err.code ? err.code : "ERROR";
+    $("error-message").textContent = unreachable ? "the inspector does not answer: was `engram ui` stopped?" : err && err.message ? err.message : String(err);
     $("error").hidden = false;
   }
 
@@ -60,6 +61,8 @@
       };
       $("confirm-yes").onclick = () => done(true);
       $("confirm-no").onclick = () => done(false);
+      $("confirm").onkeydown = (e) => e.key === "Escape" && done(false);
+      $("confirm-no").focus();
     });
   }
 
