@@ -434,6 +434,19 @@ export class Store implements T.Backend {
     })();
   }
 
+  /** Scopes holding at least one slot (any state), sorted; read-only, for inspectors (`engram ui`). */
+  async listScopes(): Promise<string[]> {
+    this.assertOpen();
+    return [...this.keydir.scopes.keys()].sort();
+  }
+
+  /** Keys of every slot in exactly `scope` (any state; probe tells which), sorted, at most `limit`. */
+  async listSlots(scope: string, limit: number): Promise<string[]> {
+    this.assertOpen();
+    const o = { scope, limit }; // checked here too: a shared owner serves this call from other processes
+    return [...(this.keydir.scopes.get(A.scopeOf(o))?.keys() ?? [])].sort().slice(0, A.limitOf(o));
+  }
+
   /** compact(): see compactor.ts. */
   compact(options?: unknown): Promise<T.CompactionReport> {
     this.assertOpen();

@@ -242,4 +242,8 @@ export interface Backend {
   verify(onProgress?: ProgressFn): Promise<VerifyReport>;
   flush(): Promise<void>;
   close(): Promise<void>;
+  /** Inspectors (`engram ui`): scopes holding at least one slot, sorted. Optional: NOT_SUPPORTED where absent. */
+  listScopes?(): Promise<string[]>;
+  /** Inspectors: keys of every slot of exactly `scope` in any state, sorted, at most `limit`. Optional. */
+  listSlots?(scope: string, limit: number): Promise<string[]>;
 }

@@ -173,6 +173,11 @@ function addServiceCommands(program: Command): void {
     .addOption(scopeOption('default scope of tool calls that omit one (default "global")'))
     .option("--read-only", "hide and refuse memory_write, memory_forget, memory_forget_scope, memory_undelete")
     .action(run((_o: unknown, cmd: Command) => mcpAction(opts(cmd))));
+  program
+    .command("ui")
+    .description("serve the web inspector on 127.0.0.1; prints its URL with a per-run token")
+    .option("--port <n>", "TCP port (default: a free one)", parseInteger("--port", 0))
+    .action(run(async (_o: unknown, cmd: Command) => (await import("./ui/command.js")).runUi(opts(cmd))));
 }
 
 /** The text commander would have printed for the last parse error (printed by `main`). */

@@ -6,6 +6,8 @@ import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
 import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
+import * as A from "../rules/args.js";
+import { NotSupportedError } from "../rules/errors.js";
 import type { FaultPoint } from "../rules/types.js";
 import type * as T from "./types.js";
 
@@ -86,6 +88,27 @@ export class Engram {
   /** Live keys in key order (nearest scope wins when inheriting). */
   list(options?: T.ListOptions): AsyncIterable<T.ListEntry> {
     return this.#store.list(options);
+  }
+
+  /**
+   * Scopes that hold at least one slot (live, forgotten, or a retention record), sorted. For
+   * inspectors such as `engram ui`: ancestors without slots of their own are not listed.
+   */
+  async listScopes(): Promise<string[]> {
+    const backend = this.#store;
+    if (backend.listScopes === undefined) throw new NotSupportedError("this store cannot list its scopes here: name the scope instead");
+    return backend.listScopes();
+  }
+
+  /**
+   * Keys of every slot in exactly `scope`, in any state (`probe` tells which), sorted, at most
+   * `limit` (default and maximum 1,000,000). For inspectors; `list()` is the live-keys view.
+   */
+  async listSlots(options?: { scope?: string; limit?: number }): Promise<string[]> {
+    const o = A.optsOf(options, "listSlots");
+    const backend = this.#store;
+    if (backend.listSlots === undefined) throw new NotSupportedError("this store cannot list a scope's slots here: probe the key instead");
+    return backend.listSlots(A.scopeOf(o), A.limitOf(o));
   }
 
   /** Applies writes and forgets atomically: after a crash all or none are visible. */
