@@ -21,6 +21,7 @@ import * as P from "./gc-policy.js";
 import { isReadable, type Slot } from "./keydir.js";
 import { Segment } from "./segment.js";
 import { verifySegments } from "./verify.js";
+import { isFailedTask, reviveError, type FailedTask } from "./worker-errors.js";
 import type { Store } from "./store.js";
 import type * as T from "../rules/types.js";
 
@@ -78,10 +79,13 @@ export class Compactor {
     return this.pool;
   }
 
-  private run(task: CompactionTask): Promise<CompactionResult> {
+  /** Runs a task in a worker (or inline); a worker's failure comes back as the same EngramError class. */
+  private async run(task: CompactionTask): Promise<CompactionResult> {
     const pool = this.getPool();
-    if (pool !== null) return pool.run(task) as Promise<CompactionResult>;
-    return runCompaction(task, hitAsync);
+    if (pool === null) return runCompaction(task, hitAsync);
+    const answer = (await pool.run(task)) as CompactionResult | FailedTask;
+    if (isFailedTask(answer)) throw reviveError(answer.failed);
+    return answer;
   }
 
   /** Runs `job` after every compaction queued before it. */
@@ -371,7 +375,11 @@ export class Compactor {
       }
       const segs = [...this.store.segments.values()].filter((s) => s.writer === null && holds(s));
       const report = await this.compactMany(segs, this.store.options.compaction.mode);
-      for (const seg of segs) if (seg.retired) await seg.gone;
+      for (const seg of segs) {
+        if (!seg.retired) continue;
+        await seg.gone;
+        if (seg.removeError !== null) throw seg.removeError; // its file still holds erased bytes
+      }
       return report.bytesBefore - report.bytesAfter;
     });
   }

@@ -4,9 +4,9 @@
  * copy-on-write, or emptied) keeps its descriptor until its last reader ends; then its file is
  * unlinked, the directory fsynced, and `gone` resolves.
  */
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { fsyncDir, segmentFileName } from "../segments/file.js";
+import * as io from "../segments/io.js";
 import type { HeaderChoice } from "../segments/header.js";
 import type { SegmentWriter } from "../segments/writer.js";
 import type { GenerationTable } from "./generations.js";
@@ -33,8 +33,10 @@ export class Segment {
   retired = false;
   private closed = false;
   private goneResolve: (() => void) | null = null;
-  /** Resolves once a retired segment's file is unlinked. */
+  /** Resolves once a retired segment's file is unlinked, or its unlink failed (see `removeError`). */
   readonly gone: Promise<void>;
+  /** Why the unlink of this retired file failed (an IoError), null when it did not; retried by `retryRemove`. */
+  removeError: unknown = null;
 
   constructor(id: number, fd: number, cell: number, header: HeaderChoice, dataEnd: number, writer: SegmentWriter | null) {
     this.id = id;
@@ -72,19 +74,38 @@ export class Segment {
     if (this.readers === 0) this.remove(dir, gens);
   }
 
-  /** Closes the descriptor without removing the file (store close). */
+  /** Closes the descriptor without removing the file (store close). Never throws: the fd is gone either way. */
   close(gens: GenerationTable): void {
     if (this.closed) return;
     this.closed = true;
-    fs.closeSync(this.fd);
+    io.closeQuietly(this.fd);
     gens.release(this.cell);
   }
 
+  /**
+   * Closes and unlinks a retired file. A failed unlink or directory fsync never escapes to the
+   * read that happened to leave last: it is kept in `removeError` and retried by `retryRemove`.
+   */
   private remove(dir: string, gens: GenerationTable): void {
     if (this.closed) return;
     this.close(gens);
-    fs.rmSync(path.join(dir, segmentFileName(this.id)), { force: true });
-    fsyncDir(dir);
+    this.unlinkFile(dir);
     this.goneResolve?.();
+  }
+
+  private unlinkFile(dir: string): void {
+    try {
+      io.unlink("io:unlink", path.join(dir, segmentFileName(this.id)));
+      fsyncDir(dir);
+      this.removeError = null;
+    } catch (err) {
+      this.removeError = err;
+    }
+  }
+
+  /** Tries again to remove a retired file whose unlink failed; returns the error, null once gone. */
+  retryRemove(dir: string): unknown {
+    if (this.retired && this.closed && this.removeError !== null) this.unlinkFile(dir);
+    return this.removeError;
   }
 }

@@ -15,6 +15,8 @@ export interface Faults {
   waitFor(point: FaultPoint): Promise<void>;
   /** Lets the operations paused at `point` go on; the point stays armed. */
   release(point: FaultPoint): void;
+  /** Embedded store only: the next `times` system calls at an `io:*` point fail with `errno` (0 disarms). */
+  failAt?(point: FaultPoint, errno: "EIO" | "ENOSPC", times?: number): void;
 }
 
 /** An open engram store. */
