@@ -246,7 +246,9 @@ export class Compactor {
     }
     await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
     this.store.segments.delete(seg.id);
+    this.store.retiredPending.add(seg);
     seg.retire(this.store.segmentsDir, this.store.gens);
+    if (seg.removeError !== null) throw seg.removeError; // published; the file's removal is retried (Store.retryRetired)
   }
 
   private openOutput(id: number, result: CompactionResult): Segment {

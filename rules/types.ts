@@ -227,6 +227,8 @@ export interface Faults {
   release(point: FaultPoint): void;
   /** Embedded store only: the next `times` system calls at an `io:*` point fail with `errno` (0 disarms). */
   failAt?(point: FaultPoint, errno: "EIO" | "ENOSPC", times?: number): void;
+  /** Embedded store only: injected failures armed and not yet fired. */
+  failuresLeft?(): number;
 }
 
 /**
