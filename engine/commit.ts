@@ -91,6 +91,7 @@ export class CommitLog {
   private queuedOps = 0;
   private queuedBytes = 0;
   private roomWaiters: Array<() => void> = [];
+  private wakeScheduled = false;
 
   constructor(host: LogHost, active: Segment) {
     this.host = host;
@@ -121,13 +122,18 @@ export class CommitLog {
   }
 
   /**
-   * Admits waiting callers in arrival order, as many as there are free op slots (an admitted
-   * caller queues its op a turn later, so the counts cannot say it yet).
+   * Admits waiting callers in arrival order, one per event-loop turn: an admitted caller queues
+   * its op (or decides not to) within its turn, so the counts are exact again before the next
+   * admission — the bound holds for bytes too, whose sizes are unknown until then.
    */
   private wakeRoomWaiters(): void {
-    if (this.roomWaiters.length === 0 || !this.hasRoom()) return;
-    const free = this.queuedOps === 0 ? Math.max(1, COMMIT_QUEUE_OPS_MAX) : COMMIT_QUEUE_OPS_MAX - this.queuedOps;
-    for (const wake of this.roomWaiters.splice(0, free)) wake();
+    if (this.wakeScheduled || this.roomWaiters.length === 0 || !this.hasRoom()) return;
+    (this.roomWaiters.shift() as () => void)();
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      this.wakeRoomWaiters();
+    });
   }
 
   /**
