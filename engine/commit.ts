@@ -10,6 +10,8 @@
  */
 import * as C from "../segments/constants.js";
 import { writeHeader } from "../segments/file.js";
+import { encodeGroupFrame } from "../segments/group.js";
+import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
 import { hitAsync, hitCrashOnly } from "./faults.js";
 import type { Location } from "./keydir.js";
@@ -26,8 +28,11 @@ export interface LogOp {
 
 interface Group {
   seg: Segment;
+  /** Offset of the group's frame (its first byte). */
   offset: number;
+  /** Bytes of the group, frame included. */
   bytes: number;
+  /** buffers[0] is the frame, filled in when the group is written (it checksums the rest). */
   buffers: Buffer[];
   ops: Array<{ op: LogOp; at: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
   /** Called once the group is committed or failed (barriers). */
@@ -43,6 +48,24 @@ export interface LogHost {
   createSegment(): Segment;
   /** Called after a segment is sealed. */
   onSealed(seg: Segment): void;
+}
+
+/** Stands for a group's frame until the group is written (the frame checksums the final body). */
+const FRAME_PLACEHOLDER = Buffer.alloc(C.GROUP_FRAME_BYTES);
+
+/**
+ * The frame of `group`: its body's length and checksum, its first sequence, and how far its
+ * segment was durable when it is written. Paired check: the frame covers exactly the group.
+ */
+function frameFor(group: Group): Buffer {
+  const body = group.buffers.slice(1);
+  const first = group.ops[0]?.op.seqs[0];
+  assert(first !== undefined && first > 0, "a group holds at least one record with a sequence");
+  assert(group.seg.syncedEnd <= group.offset, "a segment is never durable past a group not yet written");
+  const frame = encodeGroupFrame(first, group.seg.syncedEnd, body);
+  assert(frame.length + totalBytes(body) === group.bytes, "a group frame covers exactly its group's bytes");
+  group.seg.coveredEnd = Math.max(group.seg.coveredEnd, group.seg.syncedEnd);
+  return frame;
 }
 
 /** Queues, writes and syncs record groups into the active segment. */
@@ -75,23 +98,29 @@ export class CommitLog {
     const bytes = totalBytes(op.records);
     const writer = this.active.writer;
     if (writer === null) throw new Error(`active segment ${this.active.id} has no writer`);
-    if (writer.end + bytes > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
+    if (writer.end + bytes + C.GROUP_FRAME_BYTES > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
     return this.enqueue(op, bytes);
   }
 
+  /**
+   * Reserves `op`'s bytes in the active segment behind the open group, opening a new group (and
+   * reserving its frame first) when the last queued group is in flight or in another segment.
+   */
   private enqueue(op: LogOp, bytes: number): Promise<void> {
     const seg = this.active;
-    const offset = (seg.writer as NonNullable<Segment["writer"]>).reserve(bytes);
+    const writer = seg.writer as NonNullable<Segment["writer"]>;
+    let group = this.groups[this.groups.length - 1];
+    if (group === undefined || group.seg !== seg) {
+      const frameAt = writer.reserve(C.GROUP_FRAME_BYTES);
+      group = { seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers: [FRAME_PLACEHOLDER], ops: [], after: [] };
+      this.groups.push(group);
+    }
+    const offset = writer.reserve(bytes);
     const at: Location[] = [];
     let cursor = offset;
     for (const r of op.records) {
       at.push({ seg: seg.id, off: cursor, len: r.length });
       cursor += r.length;
-    }
-    let group = this.groups[this.groups.length - 1];
-    if (group === undefined || group.seg !== seg) {
-      group = { seg, offset, bytes: 0, buffers: [], ops: [], after: [] };
-      this.groups.push(group);
     }
     if (group.offset + group.bytes !== offset) throw new Error(`group not contiguous: ${group.offset}+${group.bytes} != ${offset}`);
     group.bytes += bytes;
@@ -144,10 +173,13 @@ export class CommitLog {
     try {
       if (this.failure !== null) throw this.failure;
       const writer = group.seg.writer as NonNullable<Segment["writer"]>;
+      group.buffers[0] = frameFor(group);
       writer.writeAtSync(group.buffers, group.offset);
       await hitAsync(this.host.faults, "write:after-append");
-      if (this.host.durability === "sync") await writer.sync();
-      else this.unsynced.add(group.seg);
+      if (this.host.durability === "sync") {
+        await writer.sync();
+        group.seg.syncedEnd = group.offset + group.bytes;
+      } else this.unsynced.add(group.seg);
       await hitAsync(this.host.faults, "write:after-sync");
     } catch (err) {
       // A failed write or sync leaves the file's tail unknown: refuse every later write too.
@@ -176,7 +208,32 @@ export class CommitLog {
   async syncAll(): Promise<void> {
     const segs = [...this.unsynced];
     this.unsynced.clear();
-    for (const seg of segs) if (seg.writer !== null) await seg.writer.sync();
+    for (const seg of segs) {
+      if (seg.writer === null) continue;
+      const upTo = seg.dataEnd; // written before the sync starts, so covered by it
+      await seg.writer.sync();
+      if (upTo > seg.syncedEnd) seg.syncedEnd = upTo;
+    }
+  }
+
+  /**
+   * After a final syncAll (close, with nothing queued): when the frames on disk do not yet prove
+   * the active segment durable to its end, appends a sync mark (an empty group recording
+   * syncedEnd = its own offset) and fdatasyncs it, so damage to any earlier group is reported as
+   * corruption at the next open instead of being cut as an unsynced tail.
+   */
+  markDurable(): void {
+    const seg = this.active;
+    const writer = seg.writer;
+    if (writer === null || this.groups.length > 0 || this.inFlight !== null) return;
+    if (seg.dataEnd <= seg.coveredEnd || seg.syncedEnd !== seg.dataEnd) return;
+    assert(seg.maxSeq > 0 && writer.end === seg.dataEnd, "a segment with data to mark has records and no reserved tail");
+    const at = writer.reserve(C.GROUP_FRAME_BYTES);
+    writer.writeAtSync([encodeGroupFrame(seg.maxSeq, at, [])], at);
+    writer.syncSync();
+    seg.dataEnd = at + C.GROUP_FRAME_BYTES;
+    seg.syncedEnd = seg.dataEnd;
+    seg.coveredEnd = seg.dataEnd;
   }
 
   /** Resolves once every group queued before the call is committed (later ones are not waited for). */

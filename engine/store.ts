@@ -475,6 +475,7 @@ export class Store implements T.Backend {
     await this.log.idle();
     await this.compactor.close();
     await this.log.syncAll();
+    this.log.markDurable();
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.cache?.clear();
     this.lock.release();

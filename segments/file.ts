@@ -94,6 +94,8 @@ export function writeHeader(fd: number, current: HeaderChoice, next: SegmentHead
   const at = nextHeaderOffset(current);
   fs.writeSync(fd, bytes, 0, bytes.length, at);
   fs.fdatasyncSync(fd);
+  // The copy just written carries FORMAT_VERSION (version absent). A sealed segment's records read
+  // the same in every version, so a format-1 segment may be resealed or rewritten this way.
   return { header, copy: at === C.HEADER_A_OFFSET ? 0 : 1 };
 }
 
