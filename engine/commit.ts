@@ -21,9 +21,10 @@
  */
 import * as C from "../segments/constants.js";
 import { writeHeader } from "../segments/file.js";
+import { encodeGroupFrame } from "../segments/group.js";
+import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
 import { IoError } from "../rules/errors.js";
-import { assert } from "../rules/assert.js";
 import { hitAsync, hitCrashOnly } from "./faults.js";
 import type { Location } from "./keydir.js";
 import type { Segment } from "./segment.js";
@@ -44,8 +45,11 @@ export interface LogOp {
 
 interface Group {
   seg: Segment;
+  /** Offset of the group's frame (its first byte). */
   offset: number;
+  /** Bytes of the group, frame included. */
   bytes: number;
+  /** buffers[0] is the frame, filled in when the group is written (it checksums the rest). */
   buffers: Buffer[];
   ops: Array<{ op: LogOp; at: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
   /** Called once the group is committed (null) or failed (its error): barriers. */
@@ -68,6 +72,24 @@ export interface LogHost {
 interface SealWaiter {
   resolve: () => void;
   reject: (err: unknown) => void;
+}
+
+/** Stands for a group's frame until the group is written (the frame checksums the final body). */
+const FRAME_PLACEHOLDER = Buffer.alloc(C.GROUP_FRAME_BYTES);
+
+/**
+ * The frame of `group`: its body's length and checksum, its first sequence, and how far its
+ * segment was durable when it is written. Paired check: the frame covers exactly the group.
+ */
+function frameFor(group: Group): Buffer {
+  const body = group.buffers.slice(1);
+  const first = group.ops[0]?.op.seqs[0];
+  assert(first !== undefined && first > 0, "a group holds at least one record with a sequence");
+  assert(group.seg.syncedEnd <= group.offset, "a segment is never durable past a group not yet written");
+  const frame = encodeGroupFrame(first, group.seg.syncedEnd, body);
+  assert(frame.length + totalBytes(body) === group.bytes, "a group frame covers exactly its group's bytes");
+  group.seg.coveredEnd = Math.max(group.seg.coveredEnd, group.seg.syncedEnd);
+  return frame;
 }
 
 /** Queues, writes and syncs record groups into the active segment. */
@@ -146,23 +168,30 @@ export class CommitLog {
     const bytes = totalBytes(op.records);
     const writer = this.active.writer;
     assert(writer !== null, `active segment ${this.active.id} has a writer`);
-    if (writer.end + bytes > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
+    if (writer.end + bytes + C.GROUP_FRAME_BYTES > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
     return this.enqueue(op, bytes);
   }
 
+  /**
+   * Reserves `op`'s bytes in the active segment behind the open group, opening a new group (and
+   * reserving its frame first) when the last queued group is in flight or in another segment.
+   */
   private enqueue(op: LogOp, bytes: number): Promise<void> {
     const seg = this.active;
-    const offset = (seg.writer as NonNullable<Segment["writer"]>).reserve(bytes);
+    const writer = seg.writer as NonNullable<Segment["writer"]>;
+    let group = this.groups[this.groups.length - 1];
+    if (group === undefined || group.seg !== seg) {
+      const frameAt = writer.reserve(C.GROUP_FRAME_BYTES);
+      group = { seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers: [FRAME_PLACEHOLDER], ops: [], after: [] };
+      this.groups.push(group);
+      this.queuedBytes += C.GROUP_FRAME_BYTES;
+    }
+    const offset = writer.reserve(bytes);
     const at: Location[] = [];
     let cursor = offset;
     for (const r of op.records) {
       at.push({ seg: seg.id, off: cursor, len: r.length });
       cursor += r.length;
-    }
-    let group = this.groups[this.groups.length - 1];
-    if (group === undefined || group.seg !== seg) {
-      group = { seg, offset, bytes: 0, buffers: [], ops: [], after: [] };
-      this.groups.push(group);
     }
     assert(group.offset + group.bytes === offset, `group contiguous: ${group.offset}+${group.bytes} == ${offset}`);
     group.bytes += bytes;
@@ -186,6 +215,7 @@ export class CommitLog {
     if (writer !== null) {
       assert(writer.end === broken.seg.dataEnd, `segment ${broken.seg.id}: rewound to its data end`);
       writer.cutTail();
+      broken.seg.syncedEnd = broken.seg.dataEnd; // cutTail's fdatasync covered everything before the cut
     }
     this.broken = null;
     this.sealRetiring();
@@ -235,14 +265,19 @@ export class CommitLog {
 
   /** Writes and syncs one group, then applies it; returns the error of a failed write or sync. */
   private async commitGroup(group: Group): Promise<unknown> {
+    const coveredBefore = group.seg.coveredEnd;
     try {
       const writer = group.seg.writer as NonNullable<Segment["writer"]>;
+      group.buffers[0] = frameFor(group);
       writer.writeAtSync(group.buffers, group.offset);
       await hitAsync(this.host.faults, "write:after-append");
-      if (this.host.durability === "sync") await writer.sync();
-      else this.unsynced.add(group.seg);
+      if (this.host.durability === "sync") {
+        await writer.sync();
+        group.seg.syncedEnd = group.offset + group.bytes;
+      } else this.unsynced.add(group.seg);
       await hitAsync(this.host.faults, "write:after-sync");
     } catch (err) {
+      group.seg.coveredEnd = coveredBefore; // the frame that would have proved it is cut (repair)
       return err;
     }
     group.seg.dataEnd = group.offset + group.bytes;
@@ -321,8 +356,10 @@ export class CommitLog {
       let first: unknown = null;
       for (const seg of segs) {
         if (seg.writer === null) continue;
+        const upTo = seg.dataEnd; // written before the sync starts, so covered by it
         try {
           await seg.writer.sync();
+          if (upTo > seg.syncedEnd) seg.syncedEnd = upTo;
         } catch (err) {
           this.unsynced.add(seg); // not durable: the next sync tries again
           first ??= err;
@@ -332,6 +369,31 @@ export class CommitLog {
     })();
     this.syncing = mine.catch(() => undefined);
     return mine;
+  }
+
+  /**
+   * After a final syncAll (close, with nothing queued): when the frames on disk do not yet prove
+   * the active segment durable to its end, appends a sync mark (an empty group recording
+   * syncedEnd = its own offset) and fdatasyncs it, so damage to any earlier group is reported as
+   * corruption at the next open instead of being cut as an unsynced tail.
+   */
+  markDurable(): void {
+    const seg = this.active;
+    const writer = seg.writer;
+    if (writer === null || this.groups.length > 0 || this.inFlight !== null || this.broken !== null) return;
+    if (seg.dataEnd <= seg.coveredEnd || seg.syncedEnd !== seg.dataEnd) return;
+    assert(seg.maxSeq > 0 && writer.end === seg.dataEnd, "a segment with data to mark has records and no reserved tail");
+    const at = writer.reserve(C.GROUP_FRAME_BYTES);
+    try {
+      writer.writeAtSync([encodeGroupFrame(seg.maxSeq, at, [])], at);
+      writer.syncSync();
+    } catch (err) {
+      writer.rewind(at); // the mark is optional: without it the tail reads as unsynced, which it is not worse than
+      throw err;
+    }
+    seg.dataEnd = at + C.GROUP_FRAME_BYTES;
+    seg.syncedEnd = seg.dataEnd;
+    seg.coveredEnd = seg.dataEnd;
   }
 
   /** The batch timer's sync: a failure is kept for the next flush() to report. */

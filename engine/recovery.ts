@@ -14,6 +14,7 @@ import { CorruptionError, LimitExceededError } from "../rules/errors.js";
 import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
 import type { DecodedRecord } from "../segments/record.js";
 import { decodeEraseList } from "../segments/erase-list.js";
+import { isFramed } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as io from "../segments/io.js";
@@ -130,7 +131,9 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
 function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number): Recovered {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
-  const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0).map((o) => o.id);
+  // A format-1 unsealed segment is read record by record and then sealed: appends go only to
+  // group-framed (format 2) segments, so one file never mixes the two torn-tail rules.
+  const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && isFramed(o.header)).map((o) => o.id);
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
   let seq = 0;
   let tornTails = 0;
@@ -140,7 +143,7 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
     const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
     const bytes = readWholeFile(o.fd);
     const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
-    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off), false);
+    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off), false, isFramed(o.header));
     if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
     seg.dataEnd = end.end;
     seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
@@ -151,8 +154,14 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
       io.datasyncSync("io:seal", o.fd);
       tornTails += 1;
     }
-    if (!sealed && o.id === activeId) seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
-    else if (!sealed) sealOnOpen(seg);
+    if (!sealed && o.id === activeId) {
+      // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
+      // durable before any new group's frame claims it was (syncedEnd, segments/group.ts).
+      io.datasyncSync("io:seal", o.fd);
+      seg.syncedEnd = end.end;
+      seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
+      seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
+    } else if (!sealed) sealOnOpen(seg);
     segments.set(o.id, seg);
   }
   for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;

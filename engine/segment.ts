@@ -21,6 +21,10 @@ export class Segment {
   writer: SegmentWriter | null;
   /** Offset just past the last record (the file size once sealed). */
   dataEnd: number;
+  /** Offset up to which the file is known durable (an fdatasync covered it); group frames record it. */
+  syncedEnd: number = 0;
+  /** Offset up to which the group frames on disk prove the file durable (see CommitLog.markDurable). */
+  coveredEnd: number = 0;
   /** Scopes with PUT records in this file (for eager erasure). */
   readonly scopes = new Set<string>();
   minSeq = 0;
@@ -44,6 +48,8 @@ export class Segment {
     this.cell = cell;
     this.header = header;
     this.dataEnd = dataEnd;
+    this.syncedEnd = dataEnd;
+    this.coveredEnd = dataEnd;
     this.writer = writer;
     this.gone = new Promise((resolve) => {
       this.goneResolve = resolve;

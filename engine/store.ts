@@ -576,6 +576,7 @@ export class Store implements T.Backend {
     await step(() => this.log.repair());
     await step(() => this.log.syncAll());
     await step(() => this.log.takeSyncError());
+    await step(() => this.log.markDurable());
     await step(() => {
       const err = this.retryRetired();
       if (err !== null) throw err;

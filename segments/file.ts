@@ -103,6 +103,8 @@ export function writeHeader(fd: number, current: HeaderChoice, next: SegmentHead
   const at = nextHeaderOffset(current);
   io.writeAllSync(point, fd, [bytes], at);
   io.datasyncSync(point, fd);
+  // The copy just written carries FORMAT_VERSION (version absent). A sealed segment's records read
+  // the same in every version, so a format-1 segment may be resealed or rewritten this way.
   return { header, copy: at === C.HEADER_A_OFFSET ? 0 : 1 };
 }
 
