@@ -24,6 +24,7 @@ import { chooseHeader, encodeHeader } from "../segments/header.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { bumpShared, loadShared } from "./generations.js";
+import { assert } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
 
 /** What the main thread asks a worker to do. */
@@ -144,6 +145,7 @@ async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseH
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
     io.writeAllSync("io:copy", fd, [out], C.DATA_START);
     io.datasyncSync("io:copy", fd);
+    checkCopy(tmp, task.targetId, out);
   } catch (err) {
     io.closeQuietly(fd);
     unlinkQuietly(tmp);
@@ -161,6 +163,46 @@ async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseH
     throw err;
   }
   await hit(task.faults, "compaction:after-rename");
+}
+
+/**
+ * Paired check before the rename publishes a copy: the .tmp read back from disk is a sealed
+ * segment whose header names it, whose records walk cleanly to `sealedBytes`, and whose data is
+ * exactly the bytes meant for it.
+ */
+function checkCopy(tmp: string, targetId: number, out: Buffer): void {
+  const fd = fs.openSync(tmp, "r");
+  let bytes: Uint8Array;
+  try {
+    bytes = readWholeFile(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  const { header } = chooseHeader(bytes, targetId);
+  assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
+  assertSealedEnd(targetId, header.sealedBytes, walkSealed(bytes, targetId, () => undefined), bytes.length);
+  assert(Buffer.compare(Buffer.from(bytes.buffer, bytes.byteOffset + C.DATA_START, bytes.length - C.DATA_START), out) === 0, `copy ${targetId}: data read back equals data written`);
+}
+
+/**
+ * Paired check before the generation goes odd: the journal read back from disk is complete, names
+ * this segment and generation, and holds exactly the bytes the rewrite will put in place.
+ */
+function checkJournal(task: CompactionTask, generation: number, out: Buffer): void {
+  const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
+  const fd = fs.openSync(file, "r");
+  let body: Uint8Array;
+  try {
+    body = readWholeFile(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  const view = Buffer.from(body.buffer, body.byteOffset, body.length);
+  assert(body.length === JOURNAL_HEAD + out.length + 8, `journal of ${task.segmentId}: length`);
+  assert(view.readUInt32LE(0) === JOURNAL_MAGIC && view.readUInt32LE(4) === task.segmentId, `journal of ${task.segmentId}: magic and id`);
+  assert(Number(view.readBigUInt64LE(8)) === generation, `journal of ${task.segmentId}: generation ${generation}`);
+  assert(checksum64(body, 0, body.length - 8) === view.readBigUInt64LE(body.length - 8), `journal of ${task.segmentId}: checksum`);
+  assert(Buffer.compare(view.subarray(JOURNAL_HEAD, JOURNAL_HEAD + out.length), out) === 0, `journal of ${task.segmentId}: data`);
 }
 
 /** The segment as it was before an in-place rewrite: its header generation and every byte. */
@@ -183,6 +225,7 @@ async function rewriteInPlace(fd: number, task: CompactionTask, before: Before, 
   const journal = path.join(task.segmentsDir, journalFileName(task.segmentId));
   try {
     writeJournal(task, next, out);
+    checkJournal(task, next, out);
   } catch (err) {
     unlinkQuietly(journal);
     throw err;

@@ -12,7 +12,8 @@ import { createSegmentFile, DIR_MODE } from "../segments/file.js";
 import { registerFaultTable } from "../segments/io.js";
 import { encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { scopeLineage, scopeWithin } from "../rules/names.js";
-import { encodeRecord, type RecordInput } from "../segments/record.js";
+import { decodeRecord, encodeRecord, isRecord, type RecordInput } from "../segments/record.js";
+import { assert } from "../rules/assert.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as A from "../rules/args.js";
 import { CommitLog } from "./commit.js";
@@ -28,6 +29,16 @@ import { recover } from "./recovery.js";
 import { ValueCache } from "./value-cache.js";
 import { Segment } from "./segment.js";
 import type * as T from "../rules/types.js";
+
+/** Paired checks that cost time on every call: on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1. */
+const DEBUG_CHECKS = process.env["VITEST"] !== undefined || process.env["ENGRAM_DEBUG_CHECKS"] === "1";
+
+/** Paired check: what encodeRecord encoded decodes back to the same record. */
+function checkEncoded(bytes: Buffer, r: RecordInput): void {
+  const back = decodeRecord(bytes, 0, bytes.length);
+  assert(isRecord(back), `encoded record decodes (${String(back)})`);
+  assert(back.length === bytes.length && back.type === r.type && back.seq === r.seq && back.scope === r.scope && back.key === r.key, "encoded record decodes to its type, seq, scope and key");
+}
 
 /** An open engram directory. */
 export class Store implements T.Backend {
@@ -188,7 +199,9 @@ export class Store implements T.Backend {
   }
 
   private encode(r: RecordInput): Buffer {
-    return encodeRecord(r, this.options.maxValueBytes);
+    const bytes = encodeRecord(r, this.options.maxValueBytes);
+    if (DEBUG_CHECKS) checkEncoded(bytes, r);
+    return bytes;
   }
 
   /** Decides a write against the logical state; returns the generation it will carry. */
