@@ -56,6 +56,8 @@ export class Compactor {
   private closed = false;
   /** Compactions completed since open. */
   completed = 0;
+  /** Retired segments whose descriptor a read still held when they were retired. */
+  private readonly held = new Set<Segment>();
 
   constructor(store: Store) {
     this.store = store;
@@ -221,9 +223,21 @@ export class Compactor {
     };
   }
 
-  /** Applies a finished compaction in one turn, then retires what it replaced. */
+  /**
+   * Applies a finished compaction. A replaced (copy-on-write) or emptied segment is retired first
+   * — unlinked, directory fsynced — and only then are its dropped records counted gone, in the
+   * same turn: GC's counts never run ahead of the unlink (I6, issue 9 defect 1), so a later gc
+   * can drop a tombstone only once no file holds the value it kills.
+   */
   private async publish(seg: Segment, task: CompactionTask, plan: SegmentPlan, result: CompactionResult, now: number): Promise<void> {
     const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
+    if (target !== seg) {
+      await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
+      this.store.segments.delete(seg.id);
+      seg.retire(this.store.segmentsDir, this.store.gens);
+      for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
+      if (!seg.isClosed) this.held.add(seg);
+    }
     // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
     const touched = this.dropRecords(seg, result, now);
     if (target !== null) plan.keeps.forEach((k, i) => relocate(this.store, k, seg.id, target.id, result.newOffsets[i] as number));
@@ -238,11 +252,13 @@ export class Compactor {
       if (published !== result.generation || published !== seg.header.header.generation) {
         throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
       }
-      return;
     }
-    await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
-    this.store.segments.delete(seg.id);
-    seg.retire(this.store.segmentsDir, this.store.gens);
+  }
+
+  /** Store close: closes the descriptors of retired (already unlinked) segments a read still holds. */
+  closeRetired(): void {
+    for (const seg of this.held) seg.close(this.store.gens);
+    this.held.clear();
   }
 
   private openOutput(id: number, result: CompactionResult): Segment {

@@ -1,8 +1,8 @@
 /**
  * An open segment as the main thread sees it: file descriptor, header, generation cell, the
  * appender while it is active, and the count of reads in flight. A retired segment (replaced by
- * copy-on-write, or emptied) keeps its descriptor until its last reader ends; then its file is
- * unlinked, the directory fsynced, and `gone` resolves.
+ * copy-on-write, or emptied) is unlinked at once (directory fsynced, `gone` resolves) and keeps
+ * only its descriptor until its last reader ends.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -10,6 +10,7 @@ import { fsyncDir, segmentFileName } from "../segments/file.js";
 import type { HeaderChoice } from "../segments/header.js";
 import type { SegmentWriter } from "../segments/writer.js";
 import type { GenerationTable } from "./generations.js";
+import { assert } from "../rules/assert.js";
 
 /** One segment file, open. */
 export class Segment {
@@ -65,20 +66,36 @@ export class Segment {
     this.readers += 1;
   }
 
-  /** A read stops using this file; the last one out removes a retired file. */
-  leave(dir: string, gens: GenerationTable): void {
+  /** A read stops using this file; the last one out closes a retired file's descriptor. */
+  leave(_dir: string, gens: GenerationTable): void {
     this.readers -= 1;
-    if (this.readers < 0) throw new Error(`segment ${this.id}: reader count below zero`);
-    if (this.retired && this.readers === 0) this.remove(dir, gens);
+    assert(this.readers >= 0, `segment ${this.id}: reader count never goes below zero`);
+    if (this.retired && this.readers === 0) this.close(gens);
   }
 
-  /** Marks the segment replaced; its file goes as soon as no read holds it. */
+  /**
+   * Retires the segment (replaced by copy-on-write, or emptied): its file is unlinked and the
+   * directory fsynced NOW, before the caller counts its records gone (I6: recovery must never read
+   * a retired segment again, whatever GC drops next), and `gone` resolves (I8: no file under the
+   * directory holds its bytes). A read still holding it keeps a valid descriptor of the unlinked
+   * file — the bytes it was authorized for — and the last one out closes it (or close() does).
+   */
   retire(dir: string, gens: GenerationTable): void {
+    assert(!this.retired, `segment ${this.id} is retired once`);
+    assert(this.writer === null, `segment ${this.id}: only a sealed segment is retired`);
     this.retired = true;
-    if (this.readers === 0) this.remove(dir, gens);
+    fs.rmSync(path.join(dir, segmentFileName(this.id)), { force: true });
+    fsyncDir(dir);
+    this.goneResolve?.();
+    if (this.readers === 0) this.close(gens);
   }
 
-  /** Closes the descriptor without removing the file (store close). */
+  /** True once the descriptor is closed: a read must not use it (the number may be reused). */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Closes the descriptor without removing the file (store close, or the last reader of a retired file). */
   close(gens: GenerationTable): void {
     if (this.closed) return;
     this.closed = true;
@@ -86,11 +103,4 @@ export class Segment {
     gens.release(this.cell);
   }
 
-  private remove(dir: string, gens: GenerationTable): void {
-    if (this.closed) return;
-    this.close(gens);
-    fs.rmSync(path.join(dir, segmentFileName(this.id)), { force: true });
-    fsyncDir(dir);
-    this.goneResolve?.();
-  }
 }

@@ -477,6 +477,7 @@ export class Store implements T.Backend {
     await this.log.syncAll();
     this.log.markDurable();
     for (const seg of this.segments.values()) seg.close(this.gens);
+    this.compactor.closeRetired();
     this.cache?.clear();
     this.lock.release();
   }
