@@ -13,7 +13,7 @@ import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
-import { readHeader, segmentFileName } from "../segments/file.js";
+import { readHeader, segmentFileName, unlinkQuietly } from "../segments/file.js";
 import { scopeWithin } from "../rules/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitAsync } from "./faults.js";
@@ -57,6 +57,8 @@ export class Compactor {
   private closed = false;
   /** Compactions completed since open. */
   completed = 0;
+  /** Retired segments whose descriptor a read still held when they were retired. */
+  private readonly held = new Set<Segment>();
 
   constructor(store: Store) {
     this.store = store;
@@ -225,9 +227,28 @@ export class Compactor {
     };
   }
 
-  /** Applies a finished compaction in one turn, then retires what it replaced. */
+  /**
+   * Applies a finished compaction. A replaced (copy-on-write) or emptied segment is retired first
+   * — unlinked, directory fsynced — and only then are its dropped records counted gone, in the
+   * same turn: GC's counts never run ahead of the unlink (I6, issue 9 defect 1), so a later gc
+   * can drop a tombstone only once no file holds the value it kills.
+   */
   private async publish(seg: Segment, task: CompactionTask, plan: SegmentPlan, result: CompactionResult, now: number): Promise<void> {
     const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
+    if (target !== seg) {
+      await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
+      try {
+        seg.retire(this.store.segmentsDir, this.store.gens);
+      } catch (err) {
+        // The old file may still be named: it stays published and nothing is counted gone. A
+        // copy-on-write output is withdrawn (its file holds only what the old one does).
+        if (target !== null) this.withdrawOutput(target);
+        throw err;
+      }
+      this.store.segments.delete(seg.id);
+      for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
+      if (!seg.isClosed) this.held.add(seg);
+    }
     // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
     const touched = this.dropRecords(seg, result, now);
     if (target !== null) plan.keeps.forEach((k, i) => relocate(this.store, k, seg.id, target.id, result.newOffsets[i] as number));
@@ -242,13 +263,20 @@ export class Compactor {
       if (published !== result.generation || published !== seg.header.header.generation) {
         throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
       }
-      return;
     }
-    await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
-    this.store.segments.delete(seg.id);
-    this.store.retiredPending.add(seg);
-    seg.retire(this.store.segmentsDir, this.store.gens);
-    if (seg.removeError !== null) throw seg.removeError; // published; the file's removal is retried (Store.retryRetired)
+  }
+
+  /** Takes back an unpublished copy-on-write output: closed, unregistered, its file removed if it can be. */
+  private withdrawOutput(out: Segment): void {
+    this.store.segments.delete(out.id);
+    out.close(this.store.gens);
+    unlinkQuietly(path.join(this.store.segmentsDir, segmentFileName(out.id)));
+  }
+
+  /** Store close: closes the descriptors of retired (already unlinked) segments a read still holds. */
+  closeRetired(): void {
+    for (const seg of this.held) seg.close(this.store.gens);
+    this.held.clear();
   }
 
   private openOutput(id: number, result: CompactionResult): Segment {
@@ -377,11 +405,7 @@ export class Compactor {
       }
       const segs = [...this.store.segments.values()].filter((s) => s.writer === null && holds(s));
       const report = await this.compactMany(segs, this.store.options.compaction.mode);
-      for (const seg of segs) {
-        if (!seg.retired) continue;
-        await seg.gone;
-        if (seg.removeError !== null) throw seg.removeError; // its file still holds erased bytes
-      }
+      for (const seg of segs) if (seg.retired) await seg.gone;
       return report.bytesBefore - report.bytesAfter;
     });
   }

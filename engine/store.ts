@@ -55,8 +55,6 @@ export class Store implements T.Backend {
   readonly compactor: Compactor;
   /** Hot values; null when off (cacheBytes 0, or unsafe.skipReadValidation). */
   readonly cache: ValueCache | null;
-  /** Retired segments whose file may still be on disk (a reader holds it, or its unlink failed). */
-  readonly retiredPending = new Set<Segment>();
   private readonly lock: DirLock;
   private readonly intents = new Intents();
   private seq: number;
@@ -157,21 +155,6 @@ export class Store implements T.Backend {
     const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
     this.segments.set(id, seg);
     return seg;
-  }
-
-  /**
-   * Retries the removal of retired files whose unlink failed (a leftover would be read again by
-   * recovery); returns the first error, null when none is left but those still held by readers.
-   */
-  retryRetired(): unknown {
-    let first: unknown = null;
-    for (const seg of this.retiredPending) {
-      if (seg.readers > 0) continue;
-      const err = seg.retryRemove(this.segmentsDir);
-      if (err === null) this.retiredPending.delete(seg);
-      else first ??= err;
-    }
-    return first;
   }
 
   /** A fresh segment id. */
@@ -539,7 +522,6 @@ export class Store implements T.Backend {
   /** gc(): reclaim by policy now. */
   async gc(): Promise<T.GcReport> {
     this.assertOpen();
-    this.retryRetired();
     return this.compactor.gc();
   }
 
@@ -590,11 +572,8 @@ export class Store implements T.Backend {
     await step(() => this.log.syncAll());
     await step(() => this.log.takeSyncError());
     await step(() => this.log.markDurable());
-    await step(() => {
-      const err = this.retryRetired();
-      if (err !== null) throw err;
-    });
     for (const seg of this.segments.values()) seg.close(this.gens);
+    this.compactor.closeRetired();
     this.cache?.clear();
     registerFaultTable(this.segmentsDir, null);
     this.closed = true;
