@@ -7,13 +7,32 @@
  * A group's operations become visible (applied to the keydir) only after the group is written
  * and, in `sync` mode, durable (I10). Groups are written strictly in order; a segment is sealed
  * only after its last group is applied, so compaction never sees a record the keydir does not.
+ *
+ * Failure protocol (docs/ENGINE.md "Failure protocol"): a group whose write or sync fails is
+ * rejected with its IoError, and so is every group queued behind it (each was decided against the
+ * state the failed one would have left). Their reservations are given back, the host undoes their
+ * queued state, and the failed segment's tail is cut back to its last acknowledged byte and made
+ * durable before any later append is accepted ("repair"); until a repair succeeds every append
+ * throws, synchronously, before anything is queued. A failed seal leaves the segment rotated out
+ * and is retried; the drain never rejects, so no unhandled rejection can escape it.
+ *
+ * The queue is bounded (COMMIT_QUEUE_OPS_MAX, COMMIT_QUEUE_BYTES_MAX): beyond it, callers wait in
+ * arrival order for room (`admission`) before deciding anything — backpressure, not memory.
  */
 import * as C from "../segments/constants.js";
 import { writeHeader } from "../segments/file.js";
+import { encodeGroupFrame } from "../segments/group.js";
+import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
+import { IoError } from "../rules/errors.js";
 import { hitAsync, hitCrashOnly } from "./faults.js";
 import type { Location } from "./keydir.js";
 import type { Segment } from "./segment.js";
+
+/** Most operations queued (decided, not yet committed) at once. */
+export const COMMIT_QUEUE_OPS_MAX = 16_384;
+/** Most record bytes queued at once; one larger operation still goes alone through an empty queue. */
+export const COMMIT_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
 
 /** One queued mutation: its encoded records and what to do once they are committed. */
 export interface LogOp {
@@ -26,12 +45,15 @@ export interface LogOp {
 
 interface Group {
   seg: Segment;
+  /** Offset of the group's frame (its first byte). */
   offset: number;
+  /** Bytes of the group, frame included. */
   bytes: number;
+  /** buffers[0] is the frame, filled in when the group is written (it checksums the rest). */
   buffers: Buffer[];
   ops: Array<{ op: LogOp; at: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
-  /** Called once the group is committed or failed (barriers). */
-  after: Array<() => void>;
+  /** Called once the group is committed (null) or failed (its error): barriers. */
+  after: Array<(err: unknown) => void>;
 }
 
 /** What the log needs from the store. */
@@ -39,10 +61,35 @@ export interface LogHost {
   durability: "sync" | "batch" | "none";
   segmentBytes: number;
   faults: SharedArrayBuffer | null;
-  /** Creates and returns a new, empty, unsealed segment. */
+  /** Creates and returns a new, empty, unsealed segment; throws (leaving nothing behind) when it cannot. */
   createSegment(): Segment;
   /** Called after a segment is sealed. */
   onSealed(seg: Segment): void;
+  /** Called after failed groups were rejected: every queued, uncommitted state must be undone. */
+  onRejected(): void;
+}
+
+interface SealWaiter {
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
+/** Stands for a group's frame until the group is written (the frame checksums the final body). */
+const FRAME_PLACEHOLDER = Buffer.alloc(C.GROUP_FRAME_BYTES);
+
+/**
+ * The frame of `group`: its body's length and checksum, its first sequence, and how far its
+ * segment was durable when it is written. Paired check: the frame covers exactly the group.
+ */
+function frameFor(group: Group): Buffer {
+  const body = group.buffers.slice(1);
+  const first = group.ops[0]?.op.seqs[0];
+  assert(first !== undefined && first > 0, "a group holds at least one record with a sequence");
+  assert(group.seg.syncedEnd <= group.offset, "a segment is never durable past a group not yet written");
+  const frame = encodeGroupFrame(first, group.seg.syncedEnd, body);
+  assert(frame.length + totalBytes(body) === group.bytes, "a group frame covers exactly its group's bytes");
+  group.seg.coveredEnd = Math.max(group.seg.coveredEnd, group.seg.syncedEnd);
+  return frame;
 }
 
 /** Queues, writes and syncs record groups into the active segment. */
@@ -52,12 +99,21 @@ export class CommitLog {
   private readonly groups: Group[] = [];
   private draining = false;
   private idleWaiters: Array<() => void> = [];
-  private sealWaiters = new Map<Segment, Array<() => void>>();
-  private failure: unknown = null;
+  private sealWaiters = new Map<Segment, SealWaiter[]>();
+  /** A failed group's segment, whose tail past its last acknowledged byte is unknown until repaired. */
+  private broken: { seg: Segment; error: unknown } | null = null;
   private unsynced = new Set<Segment>();
+  /** The fdatasyncs of syncAll() now in flight: a later flush() waits for them too. */
+  private syncing: Promise<void> = Promise.resolve();
+  /** A background (batch timer) sync failed: the next flush() reports it. */
+  private syncError: unknown = null;
   /** Segments rotated out and not sealed yet. */
   private readonly retiring = new Set<Segment>();
   private inFlight: Group | null = null;
+  private queuedOps = 0;
+  private queuedBytes = 0;
+  private roomWaiters: Array<() => void> = [];
+  private wakeScheduled = false;
 
   constructor(host: LogHost, active: Segment) {
     this.host = host;
@@ -69,41 +125,105 @@ export class CommitLog {
     return this.active;
   }
 
-  /** Queues `op`; resolves once it is written (and durable in `sync` mode) and applied. */
+  /** Operations and bytes queued now (for tests of the bound). */
+  get queued(): { ops: number; bytes: number } {
+    return { ops: this.queuedOps, bytes: this.queuedBytes };
+  }
+
+  /**
+   * null when a new operation may be decided now; otherwise a promise that resolves, in arrival
+   * order, once the queue has room. Callers await it before deciding anything.
+   */
+  admission(): Promise<void> | null {
+    if (this.roomWaiters.length === 0 && this.hasRoom()) return null;
+    return new Promise((resolve) => this.roomWaiters.push(resolve));
+  }
+
+  private hasRoom(): boolean {
+    return this.queuedOps === 0 || (this.queuedOps < COMMIT_QUEUE_OPS_MAX && this.queuedBytes < COMMIT_QUEUE_BYTES_MAX);
+  }
+
+  /**
+   * Admits waiting callers in arrival order, one per event-loop turn: an admitted caller queues
+   * its op (or decides not to) within its turn, so the counts are exact again before the next
+   * admission — the bound holds for bytes too, whose sizes are unknown until then.
+   */
+  private wakeRoomWaiters(): void {
+    if (this.wakeScheduled || this.roomWaiters.length === 0 || !this.hasRoom()) return;
+    (this.roomWaiters.shift() as () => void)();
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      this.wakeRoomWaiters();
+    });
+  }
+
+  /**
+   * Queues `op`; the promise resolves once it is written (and durable in `sync` mode) and applied.
+   * Throws synchronously — having queued and reserved nothing — when the log cannot take it
+   * (an unrepaired failure, or a rotation that failed); the caller then changes no state.
+   */
   append(op: LogOp): Promise<void> {
-    if (this.failure !== null) return Promise.reject(this.failure);
+    this.repair();
     const bytes = totalBytes(op.records);
     const writer = this.active.writer;
-    if (writer === null) throw new Error(`active segment ${this.active.id} has no writer`);
-    if (writer.end + bytes > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
+    assert(writer !== null, `active segment ${this.active.id} has a writer`);
+    if (writer.end + bytes + C.GROUP_FRAME_BYTES > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
     return this.enqueue(op, bytes);
   }
 
+  /**
+   * Reserves `op`'s bytes in the active segment behind the open group, opening a new group (and
+   * reserving its frame first) when the last queued group is in flight or in another segment.
+   */
   private enqueue(op: LogOp, bytes: number): Promise<void> {
     const seg = this.active;
-    const offset = (seg.writer as NonNullable<Segment["writer"]>).reserve(bytes);
+    const writer = seg.writer as NonNullable<Segment["writer"]>;
+    let group = this.groups[this.groups.length - 1];
+    if (group === undefined || group.seg !== seg) {
+      const frameAt = writer.reserve(C.GROUP_FRAME_BYTES);
+      group = { seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers: [FRAME_PLACEHOLDER], ops: [], after: [] };
+      this.groups.push(group);
+      this.queuedBytes += C.GROUP_FRAME_BYTES;
+    }
+    const offset = writer.reserve(bytes);
     const at: Location[] = [];
     let cursor = offset;
     for (const r of op.records) {
       at.push({ seg: seg.id, off: cursor, len: r.length });
       cursor += r.length;
     }
-    let group = this.groups[this.groups.length - 1];
-    if (group === undefined || group.seg !== seg) {
-      group = { seg, offset, bytes: 0, buffers: [], ops: [], after: [] };
-      this.groups.push(group);
-    }
-    if (group.offset + group.bytes !== offset) throw new Error(`group not contiguous: ${group.offset}+${group.bytes} != ${offset}`);
+    assert(group.offset + group.bytes === offset, `group contiguous: ${group.offset}+${group.bytes} == ${offset}`);
     group.bytes += bytes;
     group.buffers.push(...op.records);
+    this.queuedOps += 1;
+    this.queuedBytes += bytes;
     return new Promise<void>((resolve, reject) => {
       group.ops.push({ op, at, resolve, reject });
       if (!this.draining) queueMicrotask(() => void this.drain());
     });
   }
 
-  /** Starts a new active segment; the old one is sealed once its queued groups are applied. */
+  /**
+   * Cuts a failed group's segment back to its last acknowledged byte and makes the cut durable;
+   * throws (an IoError) while it cannot, so that nothing is appended after unknown bytes.
+   */
+  repair(): void {
+    const broken = this.broken;
+    if (broken === null) return;
+    const writer = broken.seg.writer;
+    if (writer !== null) {
+      assert(writer.end === broken.seg.dataEnd, `segment ${broken.seg.id}: rewound to its data end`);
+      writer.cutTail();
+      broken.seg.syncedEnd = broken.seg.dataEnd; // cutTail's fdatasync covered everything before the cut
+    }
+    this.broken = null;
+    this.sealRetiring();
+  }
+
+  /** Starts a new active segment; the old one is sealed once its queued groups are applied. Throws when it cannot. */
   rotate(): Segment {
+    this.repair();
     const old = this.active;
     this.active = this.host.createSegment();
     this.retiring.add(old);
@@ -111,26 +231,29 @@ export class CommitLog {
     return old;
   }
 
-  /** Resolves once `seg` is sealed (immediately if it is). */
+  /** Resolves once `seg` is sealed (immediately if it is); rejects with the IoError of a failed seal. */
   whenSealed(seg: Segment): Promise<void> {
     if (seg.writer === null) return Promise.resolve();
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       const list = this.sealWaiters.get(seg) ?? [];
-      list.push(resolve);
+      list.push({ resolve, reject });
       this.sealWaiters.set(seg, list);
     });
   }
 
+  /** Writes queued groups in order. Never rejects: every failure goes to the calls it affects. */
   private async drain(): Promise<void> {
     if (this.draining) return;
     this.draining = true;
     try {
       for (let group = this.groups.shift(); group !== undefined; group = this.groups.shift()) {
         this.inFlight = group;
-        await this.commitGroup(group);
+        const err = await this.commitGroup(group);
         this.inFlight = null;
+        if (err !== null) this.failFrom(group, err);
         this.sealRetiring();
-        for (const f of group.after) f();
+        for (const f of group.after) f(err);
+        this.wakeRoomWaiters();
       }
     } finally {
       this.draining = false;
@@ -140,50 +263,158 @@ export class CommitLog {
     }
   }
 
-  private async commitGroup(group: Group): Promise<void> {
+  /** Writes and syncs one group, then applies it; returns the error of a failed write or sync. */
+  private async commitGroup(group: Group): Promise<unknown> {
+    const coveredBefore = group.seg.coveredEnd;
     try {
-      if (this.failure !== null) throw this.failure;
       const writer = group.seg.writer as NonNullable<Segment["writer"]>;
+      group.buffers[0] = frameFor(group);
       writer.writeAtSync(group.buffers, group.offset);
       await hitAsync(this.host.faults, "write:after-append");
-      if (this.host.durability === "sync") await writer.sync();
-      else this.unsynced.add(group.seg);
+      if (this.host.durability === "sync") {
+        await writer.sync();
+        group.seg.syncedEnd = group.offset + group.bytes;
+      } else this.unsynced.add(group.seg);
       await hitAsync(this.host.faults, "write:after-sync");
     } catch (err) {
-      // A failed write or sync leaves the file's tail unknown: refuse every later write too.
-      this.failure ??= err;
-      for (const o of group.ops) o.reject(err);
-      return;
+      group.seg.coveredEnd = coveredBefore; // the frame that would have proved it is cut (repair)
+      return err;
     }
     group.seg.dataEnd = group.offset + group.bytes;
+    this.dequeued(group);
     for (const o of group.ops) {
       for (const seq of o.op.seqs) group.seg.noteSeq(seq);
-      o.op.apply(o.at);
-      o.resolve();
+      try {
+        o.op.apply(o.at);
+        o.resolve();
+      } catch (err) {
+        o.reject(err);
+      }
+    }
+    return null;
+  }
+
+  private dequeued(group: Group): void {
+    this.queuedOps -= group.ops.length;
+    this.queuedBytes -= group.bytes;
+    assert(this.queuedOps >= 0 && this.queuedBytes >= 0, "commit queue counts stay non-negative");
+  }
+
+  /**
+   * `failed` could not be written or synced: rejects it and every group queued behind it, gives
+   * their reservations back, lets the host undo their queued state, and marks the segment broken.
+   */
+  private failFrom(failed: Group, err: unknown): void {
+    const rejected = [failed, ...this.groups.splice(0)];
+    const later = err instanceof IoError ? new IoError(err.errno, "commit", "an earlier write of this store failed; this one was never written") : err;
+    const rewound = new Set<Segment>();
+    for (const g of rejected) {
+      this.dequeued(g);
+      if (!rewound.has(g.seg)) {
+        rewound.add(g.seg);
+        assert(g.offset === g.seg.dataEnd, `segment ${g.seg.id}: first failed group starts at its data end`);
+        g.seg.writer?.rewind(g.seg.dataEnd);
+      }
+      for (const o of g.ops) o.reject(g === failed ? err : later);
+      if (g !== failed) for (const f of g.after) f(later);
+      if (g !== failed) g.after = [];
+    }
+    this.broken = { seg: failed.seg, error: err };
+    this.host.onRejected();
+    try {
+      this.repair();
+    } catch {
+      // stays broken: the next append retries the repair and reports its error
     }
   }
 
-  /** Seals every rotated-out segment whose groups are all applied. */
+  /** Seals every rotated-out segment whose groups are all applied; a failed seal is retried later. */
   private sealRetiring(): void {
     for (const seg of this.retiring) {
       if (this.inFlight?.seg === seg || this.groups.some((g) => g.seg === seg)) continue;
-      this.retiring.delete(seg);
-      this.seal(seg);
+      if (this.broken?.seg === seg) continue;
+      try {
+        this.seal(seg);
+        this.retiring.delete(seg);
+      } catch (err) {
+        for (const w of this.sealWaiters.get(seg) ?? []) w.reject(err);
+        this.sealWaiters.delete(seg);
+      }
     }
   }
 
-  /** Makes every written byte durable (the `batch` timer, compaction and close call this). */
-  async syncAll(): Promise<void> {
+  /**
+   * Makes every written byte durable (the `batch` timer, compaction, flush and close call this).
+   * Resolves only after every fdatasync started for it — and by any earlier caller — completed.
+   */
+  syncAll(): Promise<void> {
     const segs = [...this.unsynced];
     this.unsynced.clear();
-    for (const seg of segs) if (seg.writer !== null) await seg.writer.sync();
+    const earlier = this.syncing;
+    const mine = (async () => {
+      await earlier.catch(() => undefined);
+      let first: unknown = null;
+      for (const seg of segs) {
+        if (seg.writer === null) continue;
+        const upTo = seg.dataEnd; // written before the sync starts, so covered by it
+        try {
+          await seg.writer.sync();
+          if (upTo > seg.syncedEnd) seg.syncedEnd = upTo;
+        } catch (err) {
+          this.unsynced.add(seg); // not durable: the next sync tries again
+          first ??= err;
+        }
+      }
+      if (first !== null) throw first;
+    })();
+    this.syncing = mine.catch(() => undefined);
+    return mine;
   }
 
-  /** Resolves once every group queued before the call is committed (later ones are not waited for). */
+  /**
+   * After a final syncAll (close, with nothing queued): when the frames on disk do not yet prove
+   * the active segment durable to its end, appends a sync mark (an empty group recording
+   * syncedEnd = its own offset) and fdatasyncs it, so damage to any earlier group is reported as
+   * corruption at the next open instead of being cut as an unsynced tail.
+   */
+  markDurable(): void {
+    const seg = this.active;
+    const writer = seg.writer;
+    if (writer === null || this.groups.length > 0 || this.inFlight !== null || this.broken !== null) return;
+    if (seg.dataEnd <= seg.coveredEnd || seg.syncedEnd !== seg.dataEnd) return;
+    assert(seg.maxSeq > 0 && writer.end === seg.dataEnd, "a segment with data to mark has records and no reserved tail");
+    const at = writer.reserve(C.GROUP_FRAME_BYTES);
+    try {
+      writer.writeAtSync([encodeGroupFrame(seg.maxSeq, at, [])], at);
+      writer.syncSync();
+    } catch (err) {
+      writer.rewind(at); // the mark is optional: without it the tail reads as unsynced, which it is not worse than
+      throw err;
+    }
+    seg.dataEnd = at + C.GROUP_FRAME_BYTES;
+    seg.syncedEnd = seg.dataEnd;
+    seg.coveredEnd = seg.dataEnd;
+  }
+
+  /** The batch timer's sync: a failure is kept for the next flush() to report. */
+  backgroundSync(): void {
+    this.syncAll().catch((err: unknown) => {
+      this.syncError ??= err;
+    });
+  }
+
+  /** Throws (once) the error of a failed background sync. */
+  takeSyncError(): void {
+    const err = this.syncError;
+    this.syncError = null;
+    if (err !== null) throw err;
+  }
+
+  /** Resolves once every group queued before the call is committed; rejects if one of them failed. */
   barrier(): Promise<void> {
     const last = this.groups[this.groups.length - 1] ?? this.inFlight;
     if (last === null) return Promise.resolve();
-    return new Promise((resolve) => last.after.push(resolve));
+    return new Promise((resolve, reject) => last.after.push((err) => (err === null ? resolve() : reject(err))));
   }
 
   /** Resolves when no group is queued or in flight. */
@@ -192,18 +423,18 @@ export class CommitLog {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** Seals `seg`: cut preallocation, fdatasync, header with the sealed flag. */
+  /** Seals `seg`: cut preallocation, fdatasync, header with the sealed flag. Throws an IoError when a step fails. */
   private seal(seg: Segment): void {
     const writer = seg.writer;
     if (writer === null) return;
-    if (writer.end !== seg.dataEnd) throw new Error(`seal of segment ${seg.id}: written ${seg.dataEnd} != reserved ${writer.end}`);
+    assert(writer.end === seg.dataEnd, `seal of segment ${seg.id}: written ${seg.dataEnd} == reserved ${writer.end}`);
     writer.truncateToEnd();
     writer.syncSync();
     hitCrashOnly(this.host.faults, "seal:after-truncate");
     seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq, sealedBytes: seg.dataEnd });
     seg.writer = null;
     this.unsynced.delete(seg);
-    for (const w of this.sealWaiters.get(seg) ?? []) w();
+    for (const w of this.sealWaiters.get(seg) ?? []) w.resolve();
     this.sealWaiters.delete(seg);
     this.host.onSealed(seg);
   }

@@ -18,11 +18,13 @@ import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { checksum64 } from "../segments/checksum.js";
 import { CorruptionError } from "../rules/errors.js";
-import { FILE_MODE, fsyncDir, journalFileName, readWholeFile, segmentFileName, tmpFileName, readHeader, writeHeader } from "../segments/file.js";
+import { FILE_MODE, fsyncDir, journalFileName, readWholeFile, segmentFileName, tmpFileName, readHeader, unlinkQuietly, writeHeader } from "../segments/file.js";
+import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader } from "../segments/header.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { bumpShared, loadShared } from "./generations.js";
+import { assert } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
 
 /** What the main thread asks a worker to do. */
@@ -67,8 +69,9 @@ const JOURNAL_HEAD = 32;
 
 /** Runs one compaction task. */
 export async function runCompaction(task: CompactionTask, hit: FaultHit): Promise<CompactionResult> {
+  io.registerFaultTable(task.segmentsDir, task.faults);
   const file = path.join(task.segmentsDir, segmentFileName(task.segmentId));
-  const fd = fs.openSync(file, task.mode === "in-place" ? "r+" : "r");
+  const fd = task.mode === "in-place" ? io.openFile("io:rewrite", file, "r+") : fs.openSync(file, "r");
   try {
     const bytes = readWholeFile(fd);
     const { header } = chooseHeader(bytes, task.segmentId);
@@ -79,11 +82,11 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
     if (task.mode === "copy-on-write") {
       await writeCopy(task, header, plan.out, hit);
     } else {
-      result.generation = await rewriteInPlace(fd, task, header.generation, plan.out, hit);
+      result.generation = await rewriteInPlace(fd, task, { generation: header.generation, original: bytes }, plan.out, hit);
     }
     return result;
   } finally {
-    fs.closeSync(fd);
+    io.closeQuietly(fd);
   }
 }
 
@@ -127,53 +130,155 @@ function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number):
   return { out: Buffer.concat(parts), result };
 }
 
+/**
+ * copy-on-write output: NNNN.seg.tmp written and fdatasynced, renamed, directory fsynced. A
+ * failure at any step removes what it created (no .seg.tmp left per retry, no unpublished .seg
+ * that a later recovery would read) and rethrows; the source segment is untouched throughout.
+ */
 async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseHeader>["header"], out: Buffer, hit: FaultHit): Promise<void> {
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
-  const fd = fs.openSync(tmp, "wx", FILE_MODE);
+  const final = path.join(task.segmentsDir, segmentFileName(task.targetId));
+  const fd = io.openFile("io:copy", tmp, "wx", FILE_MODE);
   try {
     const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId: task.segmentId, sealedBytes: C.DATA_START + out.length });
-    fs.writeSync(fd, header, 0, header.length, C.HEADER_A_OFFSET);
-    fs.writeSync(fd, header, 0, header.length, C.HEADER_B_OFFSET);
-    writeFully(fd, out, C.DATA_START);
-    fs.fdatasyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
+    io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
+    io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
+    io.writeAllSync("io:copy", fd, [out], C.DATA_START);
+    io.datasyncSync("io:copy", fd);
+    checkCopy(tmp, task.targetId, out);
+  } catch (err) {
+    io.closeQuietly(fd);
+    unlinkQuietly(tmp);
+    throw err;
   }
+  io.closeQuietly(fd);
   await hit(task.faults, "compaction:before-swap");
-  fs.renameSync(tmp, path.join(task.segmentsDir, segmentFileName(task.targetId)));
-  fsyncDir(task.segmentsDir);
+  let renamed = false;
+  try {
+    io.rename("io:rename", tmp, final);
+    renamed = true;
+    fsyncDir(task.segmentsDir);
+  } catch (err) {
+    unlinkQuietly(renamed ? final : tmp);
+    throw err;
+  }
   await hit(task.faults, "compaction:after-rename");
 }
 
-async function rewriteInPlace(fd: number, task: CompactionTask, generation: number, out: Buffer, hit: FaultHit): Promise<number> {
+/**
+ * Paired check before the rename publishes a copy: the .tmp read back from disk is a sealed
+ * segment whose header names it, whose records walk cleanly to `sealedBytes`, and whose data is
+ * exactly the bytes meant for it.
+ */
+function checkCopy(tmp: string, targetId: number, out: Buffer): void {
+  const fd = fs.openSync(tmp, "r");
+  let bytes: Uint8Array;
+  try {
+    bytes = readWholeFile(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  const { header } = chooseHeader(bytes, targetId);
+  assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
+  assertSealedEnd(targetId, header.sealedBytes, walkSealed(bytes, targetId, () => undefined), bytes.length);
+  assert(Buffer.compare(Buffer.from(bytes.buffer, bytes.byteOffset + C.DATA_START, bytes.length - C.DATA_START), out) === 0, `copy ${targetId}: data read back equals data written`);
+}
+
+/**
+ * Paired check before the generation goes odd: the journal read back from disk is complete, names
+ * this segment and generation, and holds exactly the bytes the rewrite will put in place.
+ */
+function checkJournal(task: CompactionTask, generation: number, out: Buffer): void {
+  const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
+  const fd = fs.openSync(file, "r");
+  let body: Uint8Array;
+  try {
+    body = readWholeFile(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  const view = Buffer.from(body.buffer, body.byteOffset, body.length);
+  assert(body.length === JOURNAL_HEAD + out.length + 8, `journal of ${task.segmentId}: length`);
+  assert(view.readUInt32LE(0) === JOURNAL_MAGIC && view.readUInt32LE(4) === task.segmentId, `journal of ${task.segmentId}: magic and id`);
+  assert(Number(view.readBigUInt64LE(8)) === generation, `journal of ${task.segmentId}: generation ${generation}`);
+  assert(checksum64(body, 0, body.length - 8) === view.readBigUInt64LE(body.length - 8), `journal of ${task.segmentId}: checksum`);
+  assert(Buffer.compare(view.subarray(JOURNAL_HEAD, JOURNAL_HEAD + out.length), out) === 0, `journal of ${task.segmentId}: data`);
+}
+
+/** The segment as it was before an in-place rewrite: its header generation and every byte. */
+interface Before {
+  generation: number;
+  original: Uint8Array;
+}
+
+/**
+ * in-place: journal, generation odd, rewrite, generation+2 in the header. A failure before the
+ * generation goes odd removes the journal; after, the original bytes are written back (they are
+ * still in memory) and the generation is made even again in every case, so that no read ever
+ * waits on it forever (issue 9, defect 16). Returns the published generation.
+ */
+async function rewriteInPlace(fd: number, task: CompactionTask, before: Before, out: Buffer, hit: FaultHit): Promise<number> {
+  const generation = before.generation;
   const shared = loadShared(task.gens, task.cell);
   if (shared !== generation || generation % 2 !== 0) throw new Error(`segment ${task.segmentId}: header generation ${generation}, shared ${shared}`);
   const next = generation + 2;
-  writeJournal(task, next, out);
+  const journal = path.join(task.segmentsDir, journalFileName(task.segmentId));
+  try {
+    writeJournal(task, next, out);
+    checkJournal(task, next, out);
+  } catch (err) {
+    unlinkQuietly(journal);
+    throw err;
+  }
   await hit(task.faults, "compaction:after-journal");
   bumpShared(task.gens, task.cell); // odd: bytes are about to move
-  const firstLength = out.readUInt32LE(0);
-  writeFully(fd, out.subarray(0, firstLength), C.DATA_START);
-  await hit(task.faults, "compaction:mid-rewrite");
-  writeFully(fd, out.subarray(firstLength), C.DATA_START + firstLength);
-  finishRewrite(fd, task.segmentId, next, out.length);
+  try {
+    const firstLength = out.readUInt32LE(0);
+    io.writeAllSync("io:rewrite", fd, [out.subarray(0, firstLength)], C.DATA_START);
+    await hit(task.faults, "compaction:mid-rewrite");
+    io.writeAllSync("io:rewrite", fd, [out.subarray(firstLength)], C.DATA_START + firstLength);
+    finishRewrite(fd, task.segmentId, next, out.length);
+  } catch (err) {
+    restoreOriginal(fd, task, before.original, next);
+    bumpShared(task.gens, task.cell); // even again (next): the old bytes are back, or reads fail closed
+    throw err;
+  }
   await hit(task.faults, "compaction:after-rewrite");
-  fs.unlinkSync(path.join(task.segmentsDir, journalFileName(task.segmentId)));
-  fsyncDir(task.segmentsDir);
+  try {
+    io.unlink("io:unlink", journal);
+    fsyncDir(task.segmentsDir);
+  } catch {
+    // The rewrite is complete and its header durable; a leftover journal holds exactly these bytes
+    // and replays idempotently (or is dropped as stale: replayJournal) at the next open.
+  }
   return next;
+}
+
+/**
+ * After a failed rewrite: puts the original bytes back, stamps generation `next` in the header
+ * (the shared cell goes to `next` too, so the two stay equal), makes it durable, and drops the
+ * journal. If that fails too, the journal is the segment's one good copy and stays for recovery.
+ */
+function restoreOriginal(fd: number, task: CompactionTask, original: Uint8Array, next: number): void {
+  try {
+    io.writeAllSync("io:rewrite", fd, [original], 0);
+    io.truncate("io:rewrite", fd, original.length);
+    io.datasyncSync("io:rewrite", fd);
+    const current = readHeader(fd, task.segmentId);
+    writeHeader(fd, current, { ...current.header, generation: next }, "io:rewrite");
+    io.unlink("io:unlink", path.join(task.segmentsDir, journalFileName(task.segmentId)));
+    fsyncDir(task.segmentsDir);
+  } catch {
+    // reported through the first failure; recovery replays the journal
+  }
 }
 
 /** Truncates a rewritten segment, makes it durable, then publishes its generation in the header. */
 function finishRewrite(fd: number, segmentId: number, generation: number, dataBytes: number): void {
-  fs.ftruncateSync(fd, C.DATA_START + dataBytes);
-  fs.fdatasyncSync(fd);
+  io.truncate("io:rewrite", fd, C.DATA_START + dataBytes);
+  io.datasyncSync("io:rewrite", fd);
   const current = readHeader(fd, segmentId);
-  writeHeader(fd, current, { ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes });
-}
-
-function writeFully(fd: number, bytes: Uint8Array, position: number): void {
-  let done = 0;
-  while (done < bytes.length) done += fs.writeSync(fd, bytes, done, bytes.length - done, position + done);
+  writeHeader(fd, current, { ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes }, "io:rewrite");
 }
 
 /** Journal layout: magic u32, segment id u32, generation u64, data bytes u64, reserved u64, data, xxh64. */
@@ -186,14 +291,14 @@ function writeJournal(task: CompactionTask, generation: number, out: Buffer): vo
   const body = Buffer.concat([head, out, Buffer.alloc(8)]);
   body.writeBigUInt64LE(checksum64(body, 0, body.length - 8), body.length - 8);
   const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
-  const fd = fs.openSync(file, "w", FILE_MODE);
+  const fd = io.openFile("io:journal", file, "w", FILE_MODE);
   try {
-    writeFully(fd, body, 0);
-    fs.fdatasyncSync(fd);
+    io.writeAllSync("io:journal", fd, [body], 0);
+    io.datasyncSync("io:journal", fd);
   } finally {
-    fs.closeSync(fd);
+    io.closeQuietly(fd);
   }
-  fsyncDir(task.segmentsDir);
+  io.syncDir("io:journal", task.segmentsDir);
 }
 
 /**
@@ -210,21 +315,26 @@ export function replayJournal(segmentsDir: string, segmentId: number): boolean {
     body.length >= JOURNAL_HEAD + 8 &&
     Buffer.from(body.buffer, body.byteOffset, body.length).readUInt32LE(0) === JOURNAL_MAGIC &&
     checksum64(body, 0, body.length - 8) === Buffer.from(body.buffer, body.byteOffset, body.length).readBigUInt64LE(body.length - 8);
-  if (valid) {
+  const segFile = path.join(segmentsDir, segmentFileName(segmentId));
+  if (valid && fs.existsSync(segFile)) {
     const view = Buffer.from(body.buffer, body.byteOffset, body.length);
     const id = view.readUInt32LE(4);
     const generation = Number(view.readBigUInt64LE(8));
     const dataBytes = Number(view.readBigUInt64LE(16));
     if (id !== segmentId || dataBytes !== body.length - JOURNAL_HEAD - 8) throw new CorruptionError(segmentId, 0, "journal names another segment");
-    const seg = fs.openSync(path.join(segmentsDir, segmentFileName(segmentId)), "r+");
+    const seg = io.openFile("io:rewrite", segFile, "r+");
     try {
-      writeFully(seg, view.subarray(JOURNAL_HEAD, JOURNAL_HEAD + dataBytes), C.DATA_START);
-      finishRewrite(seg, segmentId, generation, dataBytes);
+      // A journal older than the segment's header (its removal failed after a complete rewrite,
+      // and the segment moved on) is stale: replaying it would undo the later state.
+      if (readHeader(seg, segmentId).header.generation <= generation) {
+        io.writeAllSync("io:rewrite", seg, [view.subarray(JOURNAL_HEAD, JOURNAL_HEAD + dataBytes)], C.DATA_START);
+        finishRewrite(seg, segmentId, generation, dataBytes);
+      }
     } finally {
-      fs.closeSync(seg);
+      io.closeQuietly(seg);
     }
   }
-  fs.unlinkSync(file);
+  io.unlink("io:unlink", file);
   fsyncDir(segmentsDir);
   return valid;
 }

@@ -13,7 +13,7 @@ import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
-import { readHeader, segmentFileName } from "../segments/file.js";
+import { readHeader, segmentFileName, unlinkQuietly } from "../segments/file.js";
 import { scopeWithin } from "../rules/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitAsync } from "./faults.js";
@@ -21,6 +21,7 @@ import * as P from "./gc-policy.js";
 import { isReadable, type Slot } from "./keydir.js";
 import { Segment } from "./segment.js";
 import { verifySegments } from "./verify.js";
+import { isFailedTask, reviveError, type FailedTask } from "./worker-errors.js";
 import type { Store } from "./store.js";
 import type * as T from "../rules/types.js";
 
@@ -56,6 +57,8 @@ export class Compactor {
   private closed = false;
   /** Compactions completed since open. */
   completed = 0;
+  /** Retired segments whose descriptor a read still held when they were retired. */
+  private readonly held = new Set<Segment>();
 
   constructor(store: Store) {
     this.store = store;
@@ -78,10 +81,13 @@ export class Compactor {
     return this.pool;
   }
 
-  private run(task: CompactionTask): Promise<CompactionResult> {
+  /** Runs a task in a worker (or inline); a worker's failure comes back as the same EngramError class. */
+  private async run(task: CompactionTask): Promise<CompactionResult> {
     const pool = this.getPool();
-    if (pool !== null) return pool.run(task) as Promise<CompactionResult>;
-    return runCompaction(task, hitAsync);
+    if (pool === null) return runCompaction(task, hitAsync);
+    const answer = (await pool.run(task)) as CompactionResult | FailedTask;
+    if (isFailedTask(answer)) throw reviveError(answer.failed);
+    return answer;
   }
 
   /** Runs `job` after every compaction queued before it. */
@@ -221,9 +227,28 @@ export class Compactor {
     };
   }
 
-  /** Applies a finished compaction in one turn, then retires what it replaced. */
+  /**
+   * Applies a finished compaction. A replaced (copy-on-write) or emptied segment is retired first
+   * — unlinked, directory fsynced — and only then are its dropped records counted gone, in the
+   * same turn: GC's counts never run ahead of the unlink (I6, issue 9 defect 1), so a later gc
+   * can drop a tombstone only once no file holds the value it kills.
+   */
   private async publish(seg: Segment, task: CompactionTask, plan: SegmentPlan, result: CompactionResult, now: number): Promise<void> {
     const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
+    if (target !== seg) {
+      await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
+      try {
+        seg.retire(this.store.segmentsDir, this.store.gens);
+      } catch (err) {
+        // The old file may still be named: it stays published and nothing is counted gone. A
+        // copy-on-write output is withdrawn (its file holds only what the old one does).
+        if (target !== null) this.withdrawOutput(target);
+        throw err;
+      }
+      this.store.segments.delete(seg.id);
+      for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
+      if (!seg.isClosed) this.held.add(seg);
+    }
     // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
     const touched = this.dropRecords(seg, result, now);
     if (target !== null) plan.keeps.forEach((k, i) => relocate(this.store, k, seg.id, target.id, result.newOffsets[i] as number));
@@ -238,11 +263,20 @@ export class Compactor {
       if (published !== result.generation || published !== seg.header.header.generation) {
         throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
       }
-      return;
     }
-    await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
-    this.store.segments.delete(seg.id);
-    seg.retire(this.store.segmentsDir, this.store.gens);
+  }
+
+  /** Takes back an unpublished copy-on-write output: closed, unregistered, its file removed if it can be. */
+  private withdrawOutput(out: Segment): void {
+    this.store.segments.delete(out.id);
+    out.close(this.store.gens);
+    unlinkQuietly(path.join(this.store.segmentsDir, segmentFileName(out.id)));
+  }
+
+  /** Store close: closes the descriptors of retired (already unlinked) segments a read still holds. */
+  closeRetired(): void {
+    for (const seg of this.held) seg.close(this.store.gens);
+    this.held.clear();
   }
 
   private openOutput(id: number, result: CompactionResult): Segment {

@@ -11,6 +11,9 @@
  * store in a child process and reopen the directory afterwards.
  * This file imports nothing from fs-ext: workers load it.
  */
+import { armFailure, FAIL_CELLS, failuresLeft, type FailErrno, type FailSpec } from "../segments/io-faults.js";
+
+export { IO_FAULT_POINTS, FAIL_ERRNOS, type FailErrno } from "../segments/io-faults.js";
 import type { FaultPoint } from "../rules/types.js";
 
 /** Every fault point, in a fixed order (the order defines the shared-memory layout). */
@@ -25,14 +28,28 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "compaction:before-swap",
   "compaction:after-rename",
   "compaction:before-unlink",
+  // I/O points (segments/io.ts): `failAt` makes the system call there fail; they can also pause or crash.
+  "io:create",
+  "io:append",
+  "io:sync",
+  "io:seal",
+  "io:journal",
+  "io:rewrite",
+  "io:copy",
+  "io:rename",
+  "io:dir-sync",
+  "io:unlink",
 ];
+
 
 const CELLS = 2;
 const ARMED = 0;
 const STATE = 1;
 const WAITING_MASK = 0xffff;
-/** The last cell holds the index of the crash point plus one (0 = none). */
+/** The cell after the per-point cells holds the index of the crash point plus one (0 = none). */
 const CRASH_CELL = FAULT_POINTS.length * CELLS;
+/** Then the armed failure of `failAt` (segments/io-faults.ts reads the last FAIL_CELLS cells). */
+const CELLS_TOTAL = CRASH_CELL + 1 + FAIL_CELLS;
 
 function indexOf(point: FaultPoint): number {
   const i = FAULT_POINTS.indexOf(point);
@@ -46,11 +63,12 @@ export function isFaultPoint(x: unknown): x is FaultPoint {
 }
 
 /** Creates the shared fault table for `pauseAt` / `crashAt`. */
-export function createFaultBuffer(pauseAt: readonly FaultPoint[], crashAt: FaultPoint | null): SharedArrayBuffer {
-  const buffer = new SharedArrayBuffer((CRASH_CELL + 1) * 4);
+export function createFaultBuffer(pauseAt: readonly FaultPoint[], crashAt: FaultPoint | null, failAt: FailSpec | null = null): SharedArrayBuffer {
+  const buffer = new SharedArrayBuffer(CELLS_TOTAL * 4);
   const cells = new Int32Array(buffer);
   for (const p of pauseAt) cells[indexOf(p) + ARMED] = 1;
   if (crashAt !== null) cells[CRASH_CELL] = FAULT_POINTS.indexOf(crashAt) + 1;
+  if (failAt !== null) armFailure(buffer, failAt);
   return buffer;
 }
 
@@ -132,6 +150,20 @@ export class FaultController {
       if (Atomics.compareExchange(cells, at, state, next) === state) break;
     }
     Atomics.notify(cells, at);
+  }
+
+  /**
+   * Arms an injected failure now (extension for tests; `faults.failAt` arms one at open): the
+   * next `times` system calls at `point` fail with `errno`. `times: 0` disarms.
+   */
+  failAt(point: FaultPoint, errno: FailErrno, times = 1): void {
+    if (this.buffer === null) throw new Error("fault injection is off: open the store with a faults option (faults: {} is enough)");
+    armFailure(this.buffer, { point, errno, times });
+  }
+
+  /** Injected failures not yet fired. */
+  failuresLeft(): number {
+    return failuresLeft(this.buffer);
   }
 
   /** How many operations are paused at `point` now. */

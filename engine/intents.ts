@@ -79,6 +79,12 @@ export class Intents {
     if (keys.size === 0) this.slots.delete(scope);
   }
 
+  /** Drops every queued state: the log rejected every queued mutation (commit.ts failure protocol). */
+  clear(): void {
+    this.slots.clear();
+    this.erases.clear();
+  }
+
   /** Records a queued erasure of `scope`. */
   setErase(scope: string, seq: number): void {
     this.erases.set(scope, seq);

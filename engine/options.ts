@@ -6,6 +6,7 @@ import { InvalidArgumentError } from "../rules/errors.js";
 import { TTL_MS_MAX, VALUE_BYTES_MAX } from "../rules/limits.js";
 import { checkTtl } from "../rules/args.js";
 import { isFaultPoint } from "./faults.js";
+import { FAIL_ERRNOS, FAIL_TIMES_MAX, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 import type { FaultPoint, OpenOptions } from "../rules/types.js";
 
 /** One retention rule for the scopes matching `pattern`. */
@@ -31,6 +32,10 @@ export interface ResolvedOptions {
   clock: () => number;
   pauseAt: FaultPoint[];
   crashAt: FaultPoint | null;
+  /** The failure `faults.failAt` arms at open, null for none. */
+  failAt: FailSpec | null;
+  /** A `faults` option was given: the store keeps a fault table (failures can be armed later). */
+  faultsOn: boolean;
   unsafeGcBySeq: boolean;
   unsafeSkipReadValidation: boolean;
 }
@@ -107,13 +112,24 @@ export function matchScopeRule(rules: readonly ScopeRule[], scope: string): Scop
   return null;
 }
 
-function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null } {
+function failAt(v: unknown): FailSpec | null {
+  if (v === undefined) return null;
+  const f = object("faults.failAt", v);
+  const point = f["point"];
+  if (!(IO_FAULT_POINTS as readonly unknown[]).includes(point)) fail("faults.failAt.point", `one of ${IO_FAULT_POINTS.join(", ")}`, point);
+  const errno = f["errno"];
+  if (!(FAIL_ERRNOS as readonly unknown[]).includes(errno)) fail("faults.failAt.errno", `one of ${FAIL_ERRNOS.join(", ")}`, errno);
+  const times = int("faults.failAt.times", f["times"], 1, FAIL_TIMES_MAX, 1);
+  return { point: point as FaultPoint, errno: errno as FailErrno, times };
+}
+
+function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null; failAt: FailSpec | null } {
   const f = object("faults", v);
   const pauseAt = f["pauseAt"] ?? [];
   if (!Array.isArray(pauseAt) || !pauseAt.every(isFaultPoint)) fail("faults.pauseAt", "an array of fault point names", pauseAt);
   const crashAt = f["crashAt"] ?? null;
   if (crashAt !== null && !isFaultPoint(crashAt)) fail("faults.crashAt", "a fault point name", crashAt);
-  return { pauseAt: [...pauseAt], crashAt };
+  return { pauseAt: [...pauseAt], crashAt, failAt: failAt(f["failAt"]) };
 }
 
 /** Validates OpenOptions and applies the defaults of API.md. */
@@ -147,6 +163,8 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
     clock: o.clock ?? Date.now,
     pauseAt: f.pauseAt,
     crashAt: f.crashAt,
+    failAt: f.failAt,
+    faultsOn: o.faults !== undefined,
     unsafeGcBySeq: u["gcKeyedBy"] === "tombstone-seq",
     unsafeSkipReadValidation: u["skipReadValidation"] === true,
   };

@@ -10,7 +10,7 @@
  * returns a different scope's record when an in-place compaction moved bytes under the read.
  */
 import * as C from "../segments/constants.js";
-import { CorruptionError, ScopeErasedDuringRead } from "../rules/errors.js";
+import { CorruptionError, ScopeErasedDuringRead, StoreClosedError } from "../rules/errors.js";
 import { checkRecordBytes, preadSync } from "../segments/file.js";
 import { decodeRecord, isRecord } from "../segments/record.js";
 import { hitAsync } from "./faults.js";
@@ -92,6 +92,8 @@ export function materialize(host: ReadHost, found: ReadFound, faults: SharedArra
 function finishRead(host: ReadHost, token: ReadToken): ReadResult {
   let bytes: Uint8Array | null = null;
   try {
+    // close() closed the descriptor of a segment this read held (its number may be reused): fail closed.
+    if (token.seg.isClosed) throw new StoreClosedError();
     if (token.cached === undefined) bytes = preadSync(token.seg.fd, token.offset, token.length);
   } finally {
     token.seg.leave(host.segmentsDir, host.gens);

@@ -14,8 +14,10 @@ import { CorruptionError, LimitExceededError } from "../rules/errors.js";
 import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
 import type { DecodedRecord } from "../segments/record.js";
 import { decodeEraseList } from "../segments/erase-list.js";
+import { isFramed } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import { SegmentWriter } from "../segments/writer.js";
+import * as io from "../segments/io.js";
 import { replayJournal } from "./compaction-core.js";
 import type { GenerationTable } from "./generations.js";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
@@ -39,7 +41,7 @@ export interface Recovered {
 function settleCompactions(dir: string, names: string[]): number {
   let replayed = 0;
   for (const name of names) {
-    if (name.endsWith(".tmp")) fs.rmSync(path.join(dir, name), { force: true });
+    if (name.endsWith(".tmp")) io.unlink("io:unlink", path.join(dir, name));
     const m = /^(\d{8,10})\.journal$/.exec(name);
     if (m !== null && replayJournal(dir, Number(m[1]))) replayed += 1;
   }
@@ -53,25 +55,28 @@ interface Opened {
   header: ReturnType<typeof readHeader>;
 }
 
+/** Opens every segment and reads its header; on any failure closes every fd it opened and rethrows. */
 function openAll(dir: string, ids: number[]): Opened[] {
   const opened: Opened[] = [];
-  for (const id of ids) {
-    const fd = fs.openSync(path.join(dir, segmentFileName(id)), "r+");
-    const header = readHeader(fd, id);
-    if (header.header.segmentId !== id) {
-      fs.closeSync(fd);
-      for (const o of opened) fs.closeSync(o.fd);
-      throw new CorruptionError(id, 0, `header names segment ${header.header.segmentId}`);
+  try {
+    for (const id of ids) {
+      const fd = io.openFile("io:seal", path.join(dir, segmentFileName(id)), "r+");
+      opened.push({ id, fd, header: null as unknown as Opened["header"] });
+      const header = readHeader(fd, id);
+      if (header.header.segmentId !== id) throw new CorruptionError(id, 0, `header names segment ${header.header.segmentId}`);
+      (opened[opened.length - 1] as Opened).header = header;
     }
-    opened.push({ id, fd, header });
+  } catch (err) {
+    for (const o of opened) io.closeQuietly(o.fd);
+    throw err;
   }
   // A published copy-on-write output replaces its source: the source is a leftover of a crash
   // between rename and unlink, and replaying both would count its records twice.
   const present = new Set(ids);
   const replaced = new Set(opened.map((o) => o.header.header.replacesId).filter((r) => r !== 0 && present.has(r)));
   for (const o of opened.filter((x) => replaced.has(x.id))) {
-    fs.closeSync(o.fd);
-    fs.rmSync(path.join(dir, segmentFileName(o.id)));
+    io.closeQuietly(o.fd);
+    io.unlink("io:unlink", path.join(dir, segmentFileName(o.id)));
   }
   if (replaced.size > 0) fsyncDir(dir);
   return opened.filter((o) => !replaced.has(o.id));
@@ -101,8 +106,8 @@ function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number
 
 /** Seals a segment that recovery found unsealed but not last (a crash during rotation). */
 function sealOnOpen(seg: Segment): void {
-  fs.ftruncateSync(seg.fd, seg.dataEnd);
-  fs.fdatasyncSync(seg.fd);
+  io.truncate("io:seal", seg.fd, seg.dataEnd);
+  io.datasyncSync("io:seal", seg.fd);
   seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq, sealedBytes: seg.dataEnd });
 }
 
@@ -113,9 +118,22 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
   const journalsReplayed = settleCompactions(dir, names);
   const ids = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
   const opened = openAll(dir, ids);
+  try {
+    return rebuild(dir, gens, now, ids, opened, journalsReplayed);
+  } catch (err) {
+    // A store that refuses to open keeps no descriptor open (issue 9, defect 9).
+    for (const o of opened) io.closeQuietly(o.fd);
+    throw err;
+  }
+}
+
+/** Scans the opened segments into a keydir (recover's second half). */
+function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number): Recovered {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
-  const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0).map((o) => o.id);
+  // A format-1 unsealed segment is read record by record and then sealed: appends go only to
+  // group-framed (format 2) segments, so one file never mixes the two torn-tail rules.
+  const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && isFramed(o.header)).map((o) => o.id);
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
   let seq = 0;
   let tornTails = 0;
@@ -125,19 +143,25 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
     const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
     const bytes = readWholeFile(o.fd);
     const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
-    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off), false);
+    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off), false, isFramed(o.header));
     if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
     seg.dataEnd = end.end;
     seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
     if (end.torn !== null) {
       // Cut the torn tail and re-zero the preallocated space after it.
-      fs.ftruncateSync(o.fd, end.end);
-      fs.ftruncateSync(o.fd, Math.max(bytes.length, end.end));
-      fs.fdatasyncSync(o.fd);
+      io.truncate("io:seal", o.fd, end.end);
+      io.truncate("io:seal", o.fd, Math.max(bytes.length, end.end));
+      io.datasyncSync("io:seal", o.fd);
       tornTails += 1;
     }
-    if (!sealed && o.id === activeId) seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
-    else if (!sealed) sealOnOpen(seg);
+    if (!sealed && o.id === activeId) {
+      // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
+      // durable before any new group's frame claims it was (syncedEnd, segments/group.ts).
+      io.datasyncSync("io:seal", o.fd);
+      seg.syncedEnd = end.end;
+      seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
+      seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
+    } else if (!sealed) sealOnOpen(seg);
     segments.set(o.id, seg);
   }
   for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;

@@ -1,15 +1,16 @@
 /**
  * An open segment as the main thread sees it: file descriptor, header, generation cell, the
  * appender while it is active, and the count of reads in flight. A retired segment (replaced by
- * copy-on-write, or emptied) keeps its descriptor until its last reader ends; then its file is
- * unlinked, the directory fsynced, and `gone` resolves.
+ * copy-on-write, or emptied) is unlinked at once (directory fsynced, `gone` resolves) and keeps
+ * only its descriptor until its last reader ends.
  */
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { fsyncDir, segmentFileName } from "../segments/file.js";
+import * as io from "../segments/io.js";
 import type { HeaderChoice } from "../segments/header.js";
 import type { SegmentWriter } from "../segments/writer.js";
 import type { GenerationTable } from "./generations.js";
+import { assert } from "../rules/assert.js";
 
 /** One segment file, open. */
 export class Segment {
@@ -21,6 +22,10 @@ export class Segment {
   writer: SegmentWriter | null;
   /** Offset just past the last record (the file size once sealed). */
   dataEnd: number;
+  /** Offset up to which the file is known durable (an fdatasync covered it); group frames record it. */
+  syncedEnd: number = 0;
+  /** Offset up to which the group frames on disk prove the file durable (see CommitLog.markDurable). */
+  coveredEnd: number = 0;
   /** Scopes with PUT records in this file (for eager erasure). */
   readonly scopes = new Set<string>();
   minSeq = 0;
@@ -42,6 +47,8 @@ export class Segment {
     this.cell = cell;
     this.header = header;
     this.dataEnd = dataEnd;
+    this.syncedEnd = dataEnd;
+    this.coveredEnd = dataEnd;
     this.writer = writer;
     this.gone = new Promise((resolve) => {
       this.goneResolve = resolve;
@@ -59,32 +66,58 @@ export class Segment {
     this.readers += 1;
   }
 
-  /** A read stops using this file; the last one out removes a retired file. */
-  leave(dir: string, gens: GenerationTable): void {
+  /** A read stops using this file; the last one out closes a retired file's descriptor. */
+  leave(_dir: string, gens: GenerationTable): void {
     this.readers -= 1;
-    if (this.readers < 0) throw new Error(`segment ${this.id}: reader count below zero`);
-    if (this.retired && this.readers === 0) this.remove(dir, gens);
+    assert(this.readers >= 0, `segment ${this.id}: reader count never goes below zero`);
+    if (this.retired && this.readers === 0) this.close(gens);
   }
 
-  /** Marks the segment replaced; its file goes as soon as no read holds it. */
+  /**
+   * Retires the segment (replaced by copy-on-write, or emptied): its file is unlinked and the
+   * directory fsynced NOW, before the caller counts its records gone (I6: recovery must never read
+   * a retired segment again, whatever GC drops next), and `gone` resolves (I8: no file under the
+   * directory holds its bytes). A read still holding it keeps a valid descriptor of the unlinked
+   * file — the bytes it was authorized for — and the last one out closes it (or close() does).
+   */
   retire(dir: string, gens: GenerationTable): void {
+    assert(!this.retired, `segment ${this.id} is retired once`);
+    assert(this.writer === null, `segment ${this.id}: only a sealed segment is retired`);
+    const file = path.join(dir, segmentFileName(this.id));
+    unlinkDurably(file, dir); // throws (an IoError) with nothing changed in memory: the caller keeps it published
     this.retired = true;
-    if (this.readers === 0) this.remove(dir, gens);
+    this.goneResolve?.();
+    if (this.readers === 0) this.close(gens);
   }
 
-  /** Closes the descriptor without removing the file (store close). */
+  /** True once the descriptor is closed: a read must not use it (the number may be reused). */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Closes the descriptor without removing the file (store close, or the last reader of a retired file). */
   close(gens: GenerationTable): void {
     if (this.closed) return;
     this.closed = true;
-    fs.closeSync(this.fd);
+    io.closeQuietly(this.fd);
     gens.release(this.cell);
   }
 
-  private remove(dir: string, gens: GenerationTable): void {
-    if (this.closed) return;
-    this.close(gens);
-    fs.rmSync(path.join(dir, segmentFileName(this.id)), { force: true });
-    fsyncDir(dir);
-    this.goneResolve?.();
+}
+
+/**
+ * Unlinks `file` and fsyncs `dir`, trying once more after a failure (a transient EIO must not
+ * fail a compaction that is otherwise done). Throws the IoError when the file may still be named
+ * in the directory, so that the caller leaves the segment published.
+ */
+function unlinkDurably(file: string, dir: string): void {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      io.unlink("io:unlink", file);
+      fsyncDir(dir);
+      return;
+    } catch (err) {
+      if (attempt >= 1) throw err;
+    }
   }
 }

@@ -9,9 +9,11 @@ import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
 import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
+import { registerFaultTable } from "../segments/io.js";
 import { encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { scopeLineage, scopeWithin } from "../rules/names.js";
-import { encodeRecord, type RecordInput } from "../segments/record.js";
+import { decodeRecord, encodeRecord, isRecord, type RecordInput } from "../segments/record.js";
+import { assert } from "../rules/assert.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as A from "../rules/args.js";
 import { CommitLog } from "./commit.js";
@@ -27,6 +29,16 @@ import { recover } from "./recovery.js";
 import { ValueCache } from "./value-cache.js";
 import { Segment } from "./segment.js";
 import type * as T from "../rules/types.js";
+
+/** Paired checks that cost time on every call: on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1. */
+const DEBUG_CHECKS = process.env["VITEST"] !== undefined || process.env["ENGRAM_DEBUG_CHECKS"] === "1";
+
+/** Paired check: what encodeRecord encoded decodes back to the same record. */
+function checkEncoded(bytes: Buffer, r: RecordInput): void {
+  const back = decodeRecord(bytes, 0, bytes.length);
+  assert(isRecord(back), `encoded record decodes (${String(back)})`);
+  assert(back.length === bytes.length && back.type === r.type && back.seq === r.seq && back.scope === r.scope && back.key === r.key, "encoded record decodes to its type, seq, scope and key");
+}
 
 /** An open engram directory. */
 export class Store implements T.Backend {
@@ -48,6 +60,8 @@ export class Store implements T.Backend {
   private seq: number;
   private nextId: number;
   private closing: Promise<void> | null = null;
+  /** close() finished: everything is released. */
+  private closed = false;
   private syncTimer: NodeJS.Timeout | null = null;
 
   private constructor(dir: string, options: ResolvedOptions, lock: DirLock, gens: GenerationTable) {
@@ -56,15 +70,31 @@ export class Store implements T.Backend {
     this.options = options;
     this.lock = lock;
     this.gens = gens;
-    const faultBuffer = options.pauseAt.length > 0 || options.crashAt !== null ? createFaultBuffer(options.pauseAt, options.crashAt) : null;
+    const faultsOn = options.faultsOn || options.pauseAt.length > 0 || options.crashAt !== null;
+    const faultBuffer = faultsOn ? createFaultBuffer(options.pauseAt, options.crashAt, options.failAt) : null;
     this.faults = new FaultController(faultBuffer);
     this.cache = options.cacheBytes > 0 && !options.unsafeSkipReadValidation ? new ValueCache(options.cacheBytes) : null;
-    const rec = recover(this.segmentsDir, gens, options.clock());
+    registerFaultTable(this.segmentsDir, faultBuffer);
+    let rec: ReturnType<typeof recover>;
+    try {
+      rec = recover(this.segmentsDir, gens, options.clock());
+    } catch (err) {
+      registerFaultTable(this.segmentsDir, null);
+      throw err;
+    }
     this.keydir = rec.keydir;
     this.segments = rec.segments;
     this.seq = rec.seq;
     this.nextId = rec.maxId + 1;
-    const active = rec.active ?? this.createSegment();
+    let active: Segment;
+    try {
+      active = rec.active ?? this.createSegment();
+    } catch (err) {
+      // A store that cannot open keeps no descriptor open.
+      for (const seg of this.segments.values()) seg.close(gens);
+      registerFaultTable(this.segmentsDir, null);
+      throw err;
+    }
     this.log = new CommitLog(
       {
         durability: options.durability,
@@ -72,12 +102,13 @@ export class Store implements T.Backend {
         faults: faultBuffer,
         createSegment: () => this.createSegment(),
         onSealed: () => this.compactor.nudge(),
+        onRejected: () => this.intents.clear(),
       },
       active,
     );
     this.compactor = new Compactor(this);
     if (options.durability === "batch") {
-      this.syncTimer = setInterval(() => void this.log.syncAll().catch(() => undefined), options.syncIntervalMs);
+      this.syncTimer = setInterval(() => this.log.backgroundSync(), options.syncIntervalMs);
       this.syncTimer.unref();
     }
   }
@@ -104,14 +135,23 @@ export class Store implements T.Backend {
     return this.seq;
   }
 
-  /** Creates the next segment file and registers it. */
+  /**
+   * Creates the next segment file and registers it. Throws — leaving no fd, no file and no
+   * generation cell behind — when the open-segment limit is reached or the file cannot be made.
+   */
   createSegment(): Segment {
+    const cell = this.gens.allocate(0);
+    if (cell === null) throw new LimitExceededError("too many open segments; run compact() to merge them");
     const id = this.allocateId();
     const header = { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: this.seq, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 };
     const prealloc = Math.min(this.options.segmentBytes, 8 * 1024 * 1024);
-    const fd = createSegmentFile(this.segmentsDir, header, prealloc);
-    const cell = this.gens.allocate(0);
-    if (cell === null) throw new LimitExceededError("too many open segments; run compact() to merge them");
+    let fd: number;
+    try {
+      fd = createSegmentFile(this.segmentsDir, header, prealloc);
+    } catch (err) {
+      this.gens.release(cell);
+      throw err;
+    }
     const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
     this.segments.set(id, seg);
     return seg;
@@ -142,7 +182,9 @@ export class Store implements T.Backend {
   }
 
   private encode(r: RecordInput): Buffer {
-    return encodeRecord(r, this.options.maxValueBytes);
+    const bytes = encodeRecord(r, this.options.maxValueBytes);
+    if (DEBUG_CHECKS) checkEncoded(bytes, r);
+    return bytes;
   }
 
   /** Decides a write against the logical state; returns the generation it will carry. */
@@ -163,16 +205,27 @@ export class Store implements T.Backend {
     const expected = A.expectedVersionOf(o);
     const clear = A.boolOf(o, "clearTombstone", false);
     const ttl = A.ttlOf(o);
+    const room = this.admitted();
+    if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
     const now = this.options.clock();
     const L = this.intents.logical(this.keydir, scope, k, now);
     const generation = this.decideWrite(k, L, expected, clear);
     const seq = this.seq + 1;
     const expiresAt = this.expiryFor(scope, ttl, now);
     const record = this.encode({ type: C.RecordType.PUT, seq, generation, expiresAt, scope, key: k, value: v });
+    // State is set only once the log took the op (append throws, queuing nothing, when it cannot).
+    const done = this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyPut(scope, k, seq, generation, expiresAt, at[0] as Location) });
     this.seq = seq;
     this.intents.set(scope, k, { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
-    await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyPut(scope, k, seq, generation, expiresAt, at[0] as Location) });
+    await done;
     return { ok: true, version: seq, generation };
+  }
+
+  /** null when the commit queue has room; otherwise resolves once it has (backpressure), rejecting after close(). */
+  private admitted(): Promise<void> | null {
+    const wait = this.log.admission();
+    if (wait === null) return null;
+    return wait.then(() => this.assertOpen());
   }
 
   /** Counts the bytes of a slot's current value record as dead in its segment. */
@@ -198,6 +251,8 @@ export class Store implements T.Backend {
     const o = A.optsOf(options, "forget");
     const scope = A.scopeOf(o);
     const k = A.keyOf(key);
+    const room = this.admitted();
+    if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
     const now = this.options.clock();
     const L = this.intents.logical(this.keydir, scope, k, now);
     if (!L.live) {
@@ -208,9 +263,10 @@ export class Store implements T.Backend {
     const seq = this.seq + 1;
     const killed = L.version as number;
     const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: killed, scope, key: k });
+    const done = this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, killed, at[0] as Location) });
     this.seq = seq;
     this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
-    await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, killed, at[0] as Location) });
+    await done;
     return { ok: true, tombstoneSeq: seq, generation: L.generation };
   }
 
@@ -227,6 +283,8 @@ export class Store implements T.Backend {
     const o = A.optsOf(options, "undelete");
     const scope = A.scopeOf(o);
     const k = A.keyOf(key);
+    const room = this.admitted();
+    if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
     const L = this.intents.logical(this.keydir, scope, k, this.options.clock());
     if (!L.tombstoned) {
       await this.log.barrier(); // the answer may rest on a queued mutation: answer once it is durable
@@ -235,9 +293,7 @@ export class Store implements T.Backend {
     const seq = this.seq + 1;
     const generation = L.generation + 1;
     const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
-    this.seq = seq;
-    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
-    await this.log.append({
+    const done = this.log.append({
       records: [record],
       seqs: [seq],
       apply: (at) => {
@@ -245,6 +301,9 @@ export class Store implements T.Backend {
         this.intents.settle(scope, k, seq);
       },
     });
+    this.seq = seq;
+    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
+    await done;
     return { ok: true, generation };
   }
 
@@ -273,13 +332,13 @@ export class Store implements T.Backend {
     const o = A.optsOf(options, "forgetScope");
     const s = A.scopeOf({ scope });
     const reclaim = A.reclaimOf(o);
+    const room = this.admitted();
+    if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
     const now = this.options.clock();
     const { live: slots, killed } = this.slotsIn(s, now);
     const seq = this.seq + 1;
     const record = this.encode({ type: C.RecordType.SCOPE_ERASE, seq, generation: 0, expiresAt: now, scope: s, key: "", value: encodeEraseList(killed) });
-    this.seq = seq;
-    this.intents.setErase(s, seq);
-    await this.log.append({
+    const done = this.log.append({
       records: [record],
       seqs: [seq],
       apply: (at) => {
@@ -288,6 +347,9 @@ export class Store implements T.Backend {
         this.compactor.recount();
       },
     });
+    this.seq = seq;
+    this.intents.setErase(s, seq);
+    await done;
     if (reclaim === "lazy") return { ok: true, tombstoneSeq: seq, slots };
     const reclaimedBytes = await this.compactor.eraseEager(s);
     return { ok: true, tombstoneSeq: seq, slots, reclaimedBytes };
@@ -298,6 +360,8 @@ export class Store implements T.Backend {
     this.assertOpen();
     if (!Array.isArray(ops)) throw new InvalidArgumentError("batch takes an array of operations");
     if (ops.length > A.BATCH_OPS_MAX) throw new InvalidArgumentError(`batch has ${ops.length} operations; at most ${A.BATCH_OPS_MAX}`);
+    const room = this.admitted();
+    if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
     const plan = new BatchPlan(this, this.seq, this.options.clock());
     for (const [i, op] of ops.entries()) plan.add(op, i);
     if (plan.records.length === 0) {
@@ -305,9 +369,10 @@ export class Store implements T.Backend {
       return plan.results;
     }
     plan.seal();
+    const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at) });
     this.seq = plan.seq;
     for (const state of plan.overlay.values()) this.intents.set(state.scope, state.key, state.logical);
-    await this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at) });
+    await done;
     return plan.results;
   }
 
@@ -414,6 +479,17 @@ export class Store implements T.Backend {
 
   /** list(): live keys in key order, nearest scope first when inheriting. */
   list(options?: unknown): AsyncIterable<T.ListEntry> {
+    try {
+      return this.listNow(options);
+    } catch (err) {
+      // Errors surface where the caller awaits (the first next()), never synchronously.
+      return (async function* (): AsyncGenerator<T.ListEntry> {
+        throw err;
+      })();
+    }
+  }
+
+  private listNow(options: unknown): AsyncIterable<T.ListEntry> {
     this.assertOpen();
     const o = A.optsOf(options, "list");
     const scope = A.scopeOf(o);
@@ -448,13 +524,16 @@ export class Store implements T.Backend {
   }
 
   /** compact(): see compactor.ts. */
-  compact(options?: unknown): Promise<T.CompactionReport> {
+  async compact(options?: unknown): Promise<T.CompactionReport> {
     this.assertOpen();
-    return this.compactor.compact(options);
+    const o = A.optsOf(options, "compact");
+    const ids = o["segments"];
+    // One segment named twice is compacted once (a second pass would find it already rewritten).
+    return this.compactor.compact(Array.isArray(ids) ? { ...o, segments: [...new Set(ids)] } : o);
   }
 
   /** gc(): reclaim by policy now. */
-  gc(): Promise<T.GcReport> {
+  async gc(): Promise<T.GcReport> {
     this.assertOpen();
     return this.compactor.gc();
   }
@@ -466,15 +545,17 @@ export class Store implements T.Backend {
   }
 
   /** verify(): reads every header and record checksum. */
-  verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
+  async verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
     this.assertOpen();
     return this.compactor.verify(onProgress);
   }
 
   /** Makes everything written before the call durable now (any durability mode). */
   async flush(): Promise<void> {
+    if (this.closed) throw new StoreClosedError();
     await this.log.barrier();
     await this.log.syncAll();
+    this.log.takeSyncError();
   }
 
   /** close(): waits for queued writes and compactions, syncs, closes files, releases the lock. */
@@ -483,14 +564,34 @@ export class Store implements T.Backend {
     return this.closing;
   }
 
+  /**
+   * Every step runs even when an earlier one failed: the files are closed, the fault table
+   * unregistered and the lock released in every case; then the first failure (an IoError of the
+   * final sync, say) is thrown, so that a caller never believes unsynced data durable.
+   */
   private async doClose(): Promise<void> {
     if (this.syncTimer !== null) clearInterval(this.syncTimer);
-    await this.log.idle();
-    await this.compactor.close();
-    await this.log.syncAll();
+    let first: unknown = null;
+    const step = async (f: () => unknown): Promise<void> => {
+      try {
+        await f();
+      } catch (err) {
+        first ??= err;
+      }
+    };
+    await step(() => this.log.idle());
+    await step(() => this.compactor.close());
+    await step(() => this.log.repair());
+    await step(() => this.log.syncAll());
+    await step(() => this.log.takeSyncError());
+    await step(() => this.log.markDurable());
     for (const seg of this.segments.values()) seg.close(this.gens);
+    this.compactor.closeRetired();
     this.cache?.clear();
+    registerFaultTable(this.segmentsDir, null);
+    this.closed = true;
     this.lock.release();
+    if (first !== null) throw first;
   }
 }
 

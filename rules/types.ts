@@ -18,7 +18,18 @@ export type FaultPoint =
   | "compaction:after-rewrite"
   | "compaction:before-swap"
   | "compaction:after-rename"
-  | "compaction:before-unlink";
+  | "compaction:before-unlink"
+  // System calls that change the file system (segments/io.ts); `failAt` targets these.
+  | "io:create"
+  | "io:append"
+  | "io:sync"
+  | "io:seal"
+  | "io:journal"
+  | "io:rewrite"
+  | "io:copy"
+  | "io:rename"
+  | "io:dir-sync"
+  | "io:unlink";
 
 export interface FaultOptions {
   /** Operations reaching these points pause until `store.faults.release(point)`. */
@@ -214,6 +225,10 @@ export interface Faults {
   waitFor(point: FaultPoint): Promise<void>;
   /** Lets the operations paused at `point` go on; the point stays armed. */
   release(point: FaultPoint): void;
+  /** Embedded store only: the next `times` system calls at an `io:*` point fail with `errno` (0 disarms). */
+  failAt?(point: FaultPoint, errno: "EIO" | "ENOSPC", times?: number): void;
+  /** Embedded store only: injected failures armed and not yet fired. */
+  failuresLeft?(): number;
 }
 
 /**

@@ -6,8 +6,16 @@
 
 /** "ENGS" little-endian: the first four bytes of both header copies. */
 export const HEADER_MAGIC = 0x53474e45;
-/** Version of the byte layout in this file. */
-export const FORMAT_VERSION = 1;
+/**
+ * Version of the byte layout in this file. 2: records of an unsealed segment are written in
+ * group frames (a GROUP record with the length and xxh64 of the group's bytes), so recovery can
+ * cut an unacknowledged group as a unit whatever order its pages reached the disk in.
+ */
+export const FORMAT_VERSION = 2;
+/** The oldest version this code opens: version 1 segments have no group frames (scanned record by record). */
+export const FORMAT_VERSION_MIN = 1;
+/** The first version whose unsealed segments are group-framed. */
+export const FORMAT_VERSION_FRAMED = 2;
 
 /** Bytes in one header copy. Two copies (A at 0, B at 64) precede the records. */
 export const HEADER_COPY_BYTES = 64;
@@ -46,9 +54,10 @@ export const RecordType = {
   CLEAR: 3,
   SCOPE_ERASE: 4,
   BATCH_COMMIT: 5,
+  GROUP: 6,
 } as const;
 export type RecordTypeValue = (typeof RecordType)[keyof typeof RecordType];
-export const RECORD_TYPE_MAX = 5;
+export const RECORD_TYPE_MAX = 6;
 
 /** Record flag: the value is UTF-8 text (returned as a string); otherwise bytes. */
 export const RF_UTF8 = 1 << 0;
@@ -80,3 +89,15 @@ import { KEY_BYTES_MAX, SCOPE_BYTES_MAX, VALUE_BYTES_MAX } from "../rules/limits
 export { KEY_BYTES_MAX, SCOPE_BYTES_MAX, SCOPE_DEPTH_MAX, SCOPE_COMPONENT_BYTES_MAX, VALUE_BYTES_MAX, SEQ_MAX, ROOT_SCOPE } from "../rules/limits.js";
 /** Largest record the format can carry. */
 export const RECORD_BYTES_MAX = RECORD_OVERHEAD + SCOPE_BYTES_MAX + KEY_BYTES_MAX + VALUE_BYTES_MAX;
+
+/**
+ * Group frame (format 2): a GROUP record opens every commit group of an unsealed segment. Its
+ * scope is "global", its key empty, its value GROUP_VALUE_BYTES: the group's body length (u64,
+ * the bytes of records after the frame) and the xxh64 of that body (u64). Its `seq` is the first
+ * record's sequence, its `generation` the offset up to which the segment was durable when the
+ * group was written (`syncedEnd`): a valid group whose syncedEnd lies past a damaged group proves
+ * that damage hit committed data (corruption), not an unsynced tail.
+ */
+export const GROUP_VALUE_BYTES = 16;
+/** Bytes of one group frame record: overhead + "global" + the value. */
+export const GROUP_FRAME_BYTES = RECORD_OVERHEAD + 6 + GROUP_VALUE_BYTES;

@@ -8,6 +8,8 @@ import * as path from "node:path";
 import * as C from "./constants.js";
 import { chooseHeader, encodeHeader, nextHeaderOffset, type HeaderChoice, type SegmentHeader } from "./header.js";
 import { decodeRecord, isRecord, type DecodedRecord, type RecordFault } from "./record.js";
+import * as io from "./io.js";
+import type { FaultPoint } from "../rules/types.js";
 
 /** Permission bits of every file engram creates. */
 export const FILE_MODE = 0o600;
@@ -42,11 +44,15 @@ export function parseSegmentFileName(name: string): number | null {
 
 /** fsyncs a directory so that creates, renames and unlinks in it are durable. */
 export function fsyncDir(dir: string): void {
-  const fd = fs.openSync(dir, "r");
+  io.syncDir("io:dir-sync", dir);
+}
+
+/** Removes a file and ignores any error: cleanup after another failure, which is what gets reported. */
+export function unlinkQuietly(file: string): void {
   try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
+    io.unlink("io:unlink", file);
+  } catch {
+    // the first failure is the one the caller reports
   }
 }
 
@@ -59,21 +65,24 @@ export function fsyncDir(dir: string): void {
 export function createSegmentFile(dir: string, header: SegmentHeader, sizeBytes: number): number {
   const file = path.join(dir, segmentFileName(header.segmentId));
   const tmp = path.join(dir, tmpFileName(header.segmentId));
-  const fd = fs.openSync(tmp, "wx+", FILE_MODE);
+  if (fs.existsSync(file)) throw new Error(`EEXIST: segment file ${file} already exists`);
+  const fd = io.openFile("io:create", tmp, "wx+", FILE_MODE);
+  let renamed = false;
   try {
     const bytes = encodeHeader(header);
-    fs.writeSync(fd, bytes, 0, bytes.length, C.HEADER_A_OFFSET);
-    fs.writeSync(fd, bytes, 0, bytes.length, C.HEADER_B_OFFSET);
-    fs.ftruncateSync(fd, Math.max(sizeBytes, C.DATA_START));
-    fs.fdatasyncSync(fd);
-    if (fs.existsSync(file)) throw new Error(`EEXIST: segment file ${file} already exists`);
-    fs.renameSync(tmp, file);
+    io.writeAllSync("io:create", fd, [bytes], C.HEADER_A_OFFSET);
+    io.writeAllSync("io:create", fd, [bytes], C.HEADER_B_OFFSET);
+    io.truncate("io:create", fd, Math.max(sizeBytes, C.DATA_START));
+    io.datasyncSync("io:create", fd);
+    io.rename("io:rename", tmp, file);
+    renamed = true;
+    fsyncDir(dir);
   } catch (err) {
-    fs.closeSync(fd);
-    fs.rmSync(tmp, { force: true });
+    // Nothing was acknowledged on this file: leave neither an fd nor an orphan .seg/.seg.tmp.
+    io.closeQuietly(fd);
+    unlinkQuietly(renamed ? file : tmp);
     throw err;
   }
-  fsyncDir(dir);
   return fd;
 }
 
@@ -88,12 +97,14 @@ export function readHeader(fd: number, segmentId: number): HeaderChoice {
  * Writes `next` over the copy that is not current and fdatasyncs; the current copy stays intact
  * until that write is durable, so a tear at any byte still opens. Returns the new choice.
  */
-export function writeHeader(fd: number, current: HeaderChoice, next: SegmentHeader): HeaderChoice {
+export function writeHeader(fd: number, current: HeaderChoice, next: SegmentHeader, point: FaultPoint = "io:seal"): HeaderChoice {
   const header = { ...next, headerSeq: current.header.headerSeq + 1 };
   const bytes = encodeHeader(header);
   const at = nextHeaderOffset(current);
-  fs.writeSync(fd, bytes, 0, bytes.length, at);
-  fs.fdatasyncSync(fd);
+  io.writeAllSync(point, fd, [bytes], at);
+  io.datasyncSync(point, fd);
+  // The copy just written carries FORMAT_VERSION (version absent). A sealed segment's records read
+  // the same in every version, so a format-1 segment may be resealed or rewritten this way.
   return { header, copy: at === C.HEADER_A_OFFSET ? 0 : 1 };
 }
 

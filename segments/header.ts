@@ -5,7 +5,7 @@
  */
 import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";
-import { CorruptionError } from "../rules/errors.js";
+import { CorruptionError, NotSupportedError } from "../rules/errors.js";
 
 /** The decoded content of one header copy. */
 export interface SegmentHeader {
@@ -78,7 +78,8 @@ export function decodeHeader(bytes: Uint8Array, at: number): SegmentHeader | nul
   if (bytes.length < at + C.HEADER_COPY_BYTES) return null;
   const view = new DataView(bytes.buffer, bytes.byteOffset + at, C.HEADER_COPY_BYTES);
   if (view.getUint32(C.H_MAGIC, true) !== C.HEADER_MAGIC) return null;
-  if (view.getUint16(C.H_VERSION, true) !== C.FORMAT_VERSION) return null;
+  const version = view.getUint16(C.H_VERSION, true);
+  if (version < C.FORMAT_VERSION_MIN || version > C.FORMAT_VERSION) return null;
   const stored = view.getBigUint64(C.H_CHECKSUM, true);
   if (checksum64(bytes, at, at + C.H_CHECKSUM) !== stored) return null;
   const flags = view.getUint16(C.H_FLAGS, true);
@@ -103,6 +104,35 @@ export interface HeaderChoice {
   header: SegmentHeader;
   /** 0 for copy A, 1 for copy B. */
   copy: 0 | 1;
+  /** The format version of the current copy; absent means FORMAT_VERSION (written by this code). */
+  version?: number;
+}
+
+/** The version field of the copy at `at` (meaningful only for a copy decodeHeader accepted). */
+function versionAt(bytes: Uint8Array, at: number): number {
+  return new DataView(bytes.buffer, bytes.byteOffset + at, C.HEADER_COPY_BYTES).getUint16(C.H_VERSION, true);
+}
+
+/** True when segments of this header's version frame their unsealed records in groups. */
+export function isFramed(choice: HeaderChoice): boolean {
+  return (choice.version ?? C.FORMAT_VERSION) >= C.FORMAT_VERSION_FRAMED;
+}
+
+/**
+ * Throws NotSupportedError when the copy at `at` is a whole, checksummed header of a format
+ * version this code does not read (a newer engram wrote it): that is not corruption, and the
+ * message says so.
+ */
+function refuseUnknownVersion(bytes: Uint8Array, at: number, segmentId: number): void {
+  if (bytes.length < at + C.HEADER_COPY_BYTES) return;
+  const view = new DataView(bytes.buffer, bytes.byteOffset + at, C.HEADER_COPY_BYTES);
+  if (view.getUint32(C.H_MAGIC, true) !== C.HEADER_MAGIC) return;
+  if (checksum64(bytes, at, at + C.H_CHECKSUM) !== view.getBigUint64(C.H_CHECKSUM, true)) return;
+  const version = view.getUint16(C.H_VERSION, true);
+  if (version >= C.FORMAT_VERSION_MIN && version <= C.FORMAT_VERSION) return;
+  throw new NotSupportedError(
+    `segment ${segmentId} was written in format version ${version}; this engram reads versions ${C.FORMAT_VERSION_MIN} to ${C.FORMAT_VERSION}: open the store with the engram release that wrote it (nothing was changed)`,
+  );
 }
 
 /**
@@ -112,11 +142,18 @@ export interface HeaderChoice {
 export function chooseHeader(bytes: Uint8Array, segmentId: number): HeaderChoice {
   const a = decodeHeader(bytes, C.HEADER_A_OFFSET);
   const b = decodeHeader(bytes, C.HEADER_B_OFFSET);
-  if (a === null && b === null) throw new CorruptionError(segmentId, 0, "both header copies are invalid");
-  if (a === null) return { header: b as SegmentHeader, copy: 1 };
-  if (b === null) return { header: a, copy: 0 };
-  const bNewer = b.generation > a.generation || (b.generation === a.generation && b.headerSeq > a.headerSeq);
-  return bNewer ? { header: b, copy: 1 } : { header: a, copy: 0 };
+  if (a === null && b === null) {
+    refuseUnknownVersion(bytes, C.HEADER_A_OFFSET, segmentId);
+    refuseUnknownVersion(bytes, C.HEADER_B_OFFSET, segmentId);
+    throw new CorruptionError(segmentId, 0, "both header copies are invalid");
+  }
+  const pickB = a === null || (b !== null && (b.generation > a.generation || (b.generation === a.generation && b.headerSeq > a.headerSeq)));
+  const at = pickB ? C.HEADER_B_OFFSET : C.HEADER_A_OFFSET;
+  const version = versionAt(bytes, at);
+  const header = (pickB ? b : a) as SegmentHeader;
+  const choice: HeaderChoice = { header, copy: pickB ? 1 : 0 };
+  if (version !== C.FORMAT_VERSION) choice.version = version;
+  return choice;
 }
 
 /** The file offset where the next header write goes: the copy that is not current. */

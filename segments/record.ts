@@ -62,9 +62,9 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
   if (!isIntIn(r.generation, C.SEQ_MAX)) throw new InvalidArgumentError(`record generation ${String(r.generation)} must be a non-negative safe integer`);
   if (!isIntIn(r.expiresAt ?? 0, C.SEQ_MAX)) throw new InvalidArgumentError(`record expiresAt ${String(r.expiresAt)} must be a non-negative safe integer`);
   assertScope(r.scope);
-  const keyless = r.type === C.RecordType.SCOPE_ERASE || r.type === C.RecordType.BATCH_COMMIT;
+  const keyless = r.type === C.RecordType.SCOPE_ERASE || r.type === C.RecordType.BATCH_COMMIT || r.type === C.RecordType.GROUP;
   if (keyless) {
-    if (r.key !== "") throw new InvalidArgumentError("SCOPE_ERASE and BATCH_COMMIT records carry no key");
+    if (r.key !== "") throw new InvalidArgumentError("SCOPE_ERASE, BATCH_COMMIT and GROUP records carry no key");
   } else {
     assertKey(r.key);
   }
@@ -80,6 +80,8 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
   } else if (r.type === C.RecordType.SCOPE_ERASE && r.value instanceof Uint8Array) {
     // An erasure carries the retention records of the slots it kills (segments/erase-list.ts).
     if (r.value.byteLength > C.VALUE_BYTES_MAX) throw new InvalidArgumentError(`erasure list is ${r.value.byteLength} bytes; at most ${C.VALUE_BYTES_MAX}`);
+  } else if (r.type === C.RecordType.GROUP) {
+    if (!(r.value instanceof Uint8Array) || r.value.byteLength !== C.GROUP_VALUE_BYTES) throw new InvalidArgumentError(`a GROUP record carries exactly ${C.GROUP_VALUE_BYTES} value bytes`);
   } else if (r.value !== undefined) {
     throw new InvalidArgumentError("only PUT records carry a value (and SCOPE_ERASE records a byte list)");
   }
@@ -188,7 +190,8 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
   const valueLen = buf.readUInt32LE(at + C.R_VALUE_LEN);
   const scopeAt = at + C.RECORD_FIXED_BYTES;
   const valueAt = scopeAt + scopeLen + keyLen;
-  if (type !== C.RecordType.PUT && type !== C.RecordType.SCOPE_ERASE && valueLen !== 0) return "structure";
+  if (type !== C.RecordType.PUT && type !== C.RecordType.SCOPE_ERASE && type !== C.RecordType.GROUP && valueLen !== 0) return "structure";
+  if (type === C.RecordType.GROUP && (valueLen !== C.GROUP_VALUE_BYTES || keyLen !== 0 || (flags & C.RF_UTF8) !== 0)) return "structure";
   let scope: string;
   let key: string;
   let value: string | Uint8Array | null = null;
@@ -197,6 +200,8 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
     key = utf8(buf, scopeAt + scopeLen, valueAt);
     if (type === C.RecordType.PUT && withValue) {
       value = (flags & C.RF_UTF8) !== 0 ? utf8(buf, valueAt, valueAt + valueLen) : new Uint8Array(buf.subarray(valueAt, valueAt + valueLen));
+    } else if (type === C.RecordType.GROUP) {
+      value = new Uint8Array(buf.subarray(valueAt, valueAt + valueLen)); // always: the frame is the value
     } else if (type === C.RecordType.SCOPE_ERASE && valueLen > 0) {
       if ((flags & C.RF_UTF8) !== 0) return "structure";
       value = new Uint8Array(buf.subarray(valueAt, valueAt + valueLen)); // always: recovery needs it

@@ -7,20 +7,28 @@
  *    That is never a crash artefact, so it is a CorruptionError, never skipped silently.
  * Records flagged RF_IN_BATCH in an unsealed segment are held back until their BATCH_COMMIT; a
  * batch without one at the end is part of the torn tail (the batch is all-or-nothing).
+ * Format 2 unsealed segments are group-framed (group.ts): they are scanned group by group, and a
+ * failing group is a torn tail unless a later valid group was written after it was durable.
  */
 import * as C from "./constants.js";
 import { CorruptionError } from "../rules/errors.js";
 import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
 import { checksum64 } from "./checksum.js";
+import { isSyncMark, readGroupFrame, type GroupFault } from "./group.js";
 
 /** How a scan ended. */
 export interface ScanEnd {
   /** Offset just past the last record delivered (the truncation point when torn). */
   end: number;
   /** Set when the tail was torn: where and why. */
-  torn: { offset: number; reason: RecordFault | "uncommitted-batch" } | null;
+  torn: { offset: number; reason: GroupFault | "uncommitted-batch" } | null;
   /** Records delivered. */
   records: number;
+  /**
+   * Group-framed scans only: the offset up to which the frames read prove the segment durable
+   * (the highest syncedEnd, or just past a sync mark). Data beyond it is not proven durable.
+   */
+  covered?: number;
 }
 
 /** Called for each record in file order (batch records only once committed). */
@@ -57,9 +65,11 @@ export function validRecordAfter(bytes: Uint8Array, from: number, end: number): 
 /**
  * Scans bytes[DATA_START, end) of segment `segmentId`. Throws CorruptionError on corruption;
  * returns how the records ended otherwise. With `withValues` false, PUT values are checked by the
- * checksum but not materialized (value: null).
+ * checksum but not materialized (value: null). `framed` (format 2, unsealed): the records come in
+ * group frames. GROUP records are never delivered to `visit`.
  */
-export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues = true): ScanEnd {
+export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues = true, framed = false): ScanEnd {
+  if (framed && !sealed) return scanFramed(bytes, segmentId, visit, withValues);
   const end = bytes.length;
   let at = C.DATA_START;
   let records = 0;
@@ -68,6 +78,10 @@ export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolea
   while (at < end) {
     const got = decodeRecord(bytes, at, end, withValues);
     if (!isRecord(got)) return finishFault(bytes, segmentId, sealed, at, got, batchStart, records);
+    if (got.type === C.RecordType.GROUP) {
+      at += got.length; // a sealed format-2 segment keeps its frames until compaction drops them
+      continue;
+    }
     if (!sealed && (got.flags & C.RF_IN_BATCH) !== 0) {
       if (batchStart < 0) batchStart = at;
       batch.push({ record: got, offset: at });
@@ -151,4 +165,77 @@ function finishFault(
     throw new CorruptionError(segmentId, at, `record ${fault} with valid records after it`);
   }
   return { end: cut, torn: { offset: at, reason: fault }, records };
+}
+
+/**
+ * Format 2, unsealed: group after group from DATA_START. Each group's frame and body checksum are
+ * checked first; its records are then decoded strictly (a record that fails inside a group whose
+ * checksum passed is corruption). The first group that fails ends the scan (finishGroupFault).
+ */
+function scanFramed(bytes: Uint8Array, segmentId: number, visit: RecordVisitor, withValues: boolean): ScanEnd {
+  const end = bytes.length;
+  let at = C.DATA_START;
+  let records = 0;
+  let covered: number = C.DATA_START;
+  while (at < end) {
+    const frame = readGroupFrame(bytes, at, end);
+    if (typeof frame === "string") return { ...finishGroupFault(bytes, segmentId, at, frame, records), covered };
+    records += scanGroupBody(bytes, segmentId, frame.bodyStart, frame.bodyEnd, visit, withValues);
+    covered = Math.max(covered, isSyncMark(frame, at) ? frame.bodyEnd : frame.syncedEnd);
+    at = frame.bodyEnd;
+  }
+  return { end: at, torn: null, records, covered };
+}
+
+/** Delivers the records of one verified group body; returns how many. Any fault is corruption. */
+function scanGroupBody(bytes: Uint8Array, segmentId: number, from: number, to: number, visit: RecordVisitor, withValues: boolean): number {
+  const view = bytes.subarray(0, to);
+  let batch: Array<{ record: DecodedRecord; offset: number }> = [];
+  let delivered = 0;
+  for (let at = from; at < to; ) {
+    const got = decodeRecord(view, at, to, withValues);
+    if (!isRecord(got)) throw new CorruptionError(segmentId, at, `record ${got} inside a group whose checksum passed`);
+    if (got.type === C.RecordType.GROUP) throw new CorruptionError(segmentId, at, "group frame inside a group");
+    if ((got.flags & C.RF_IN_BATCH) !== 0) {
+      batch.push({ record: got, offset: at });
+    } else if (got.type === C.RecordType.BATCH_COMMIT) {
+      if (batch.length !== got.generation) throw new CorruptionError(segmentId, at, `batch commit counts ${got.generation} records, found ${batch.length}`);
+      for (const b of batch) visit(b.record, b.offset);
+      delivered += batch.length + 1;
+      visit(got, at);
+      batch = [];
+    } else {
+      if (batch.length > 0) throw new CorruptionError(segmentId, at, "record inside an uncommitted batch");
+      visit(got, at);
+      delivered += 1;
+    }
+    at += got.length;
+  }
+  if (batch.length > 0) throw new CorruptionError(segmentId, from, "a group ends inside a batch");
+  return delivered;
+}
+
+/**
+ * The group at `at` failed. Zeros to the end of the file: a clean end. Otherwise the group is a
+ * torn tail — the unacknowledged last group(s), whose pages may have reached the disk in any
+ * order — unless some later valid group says the segment was durable past `at` when it was
+ * written: then the failing bytes were committed, and that is corruption.
+ */
+function finishGroupFault(bytes: Uint8Array, segmentId: number, at: number, fault: GroupFault, records: number): ScanEnd {
+  const end = bytes.length;
+  if (fault === "empty" && firstNonZero(bytes, at, end) === end) return { end: at, torn: null, records };
+  const witness = durableGroupAfter(bytes, at, end);
+  if (witness >= 0) {
+    throw new CorruptionError(segmentId, at, `group ${fault} although the group at ${witness} was written after it was durable`);
+  }
+  return { end: at, torn: { offset: at, reason: fault }, records };
+}
+
+/** Offset of a valid group after `at` whose frame says the segment was durable past `at`, or -1. */
+export function durableGroupAfter(bytes: Uint8Array, at: number, end: number): number {
+  for (let p = firstNonZero(bytes, at + 1, end); p < end; p = firstNonZero(bytes, p + 1, end)) {
+    const frame = readGroupFrame(bytes, p, end);
+    if (typeof frame !== "string" && frame.syncedEnd > at) return p;
+  }
+  return -1;
 }

@@ -4,12 +4,8 @@
  * one fdatasync per group. The file is preallocated ahead of the cursor with ftruncate so that a
  * durable append rarely also pays a file-size metadata update.
  */
-import * as fs from "node:fs";
-import { promisify } from "node:util";
 import * as C from "./constants.js";
-
-const writevAsync = promisify(fs.writev);
-const fdatasyncAsync = promisify(fs.fdatasync);
+import * as io from "./io.js";
 
 /** Bytes added to the file's size when the cursor reaches the preallocated end. */
 export const PREALLOCATE_STEP_BYTES = 8 * 1024 * 1024;
@@ -43,57 +39,64 @@ export class SegmentWriter {
     return this.cursor;
   }
 
-  /** Reserves `bytes` at the end and returns their offset; preallocates when needed. */
+  /**
+   * Reserves `bytes` at the end and returns their offset; preallocates when needed. A failed
+   * preallocation throws and reserves nothing.
+   */
   reserve(bytes: number): number {
     const at = this.cursor;
-    this.cursor += bytes;
-    if (this.cursor > this.allocated) {
-      const target = Math.max(this.cursor, this.allocated + PREALLOCATE_STEP_BYTES);
-      fs.ftruncateSync(this.fd, target);
+    const end = at + bytes;
+    if (end > this.allocated) {
+      const target = Math.max(end, this.allocated + PREALLOCATE_STEP_BYTES);
+      io.truncate("io:append", this.fd, target);
       this.allocated = target;
     }
+    this.cursor = end;
     return at;
   }
 
+  /**
+   * Gives back every reservation past `end` (their groups failed and were never acknowledged):
+   * the next reservation starts at `end` again.
+   */
+  rewind(end: number): void {
+    if (end < C.DATA_START || end > this.cursor) throw new Error(`segment ${this.id}: rewind to ${end} outside [${C.DATA_START}, ${this.cursor}]`);
+    this.cursor = end;
+  }
+
   /** Writes buffers contiguously at `offset` with one writev (async, via libuv). */
-  async writeAt(buffers: Uint8Array[], offset: number): Promise<void> {
-    const want = totalBytes(buffers);
-    const { bytesWritten: written } = await writevAsync(this.fd, buffers, offset);
-    if (written !== want) await this.finishShortWrite(buffers, offset, written);
+  writeAt(buffers: Uint8Array[], offset: number): Promise<void> {
+    return io.writeAll("io:append", this.fd, buffers, offset);
   }
 
   /** Writes buffers contiguously at `offset`, synchronously. */
   writeAtSync(buffers: Uint8Array[], offset: number): void {
-    const want = totalBytes(buffers);
-    const written = fs.writevSync(this.fd, buffers, offset);
-    if (written !== want) this.finishShortWriteSync(buffers, offset, written);
-  }
-
-  private async finishShortWrite(buffers: Uint8Array[], offset: number, written: number): Promise<void> {
-    const all = Buffer.concat(buffers);
-    let done = written;
-    while (done < all.length) done += (await writevAsync(this.fd, [all.subarray(done)], offset + done)).bytesWritten;
-  }
-
-  private finishShortWriteSync(buffers: Uint8Array[], offset: number, written: number): void {
-    const all = Buffer.concat(buffers);
-    let done = written;
-    while (done < all.length) done += fs.writevSync(this.fd, [all.subarray(done)], offset + done);
+    io.writeAllSync("io:append", this.fd, buffers, offset);
   }
 
   /** fdatasync: everything written before the call is durable when it resolves. */
   sync(): Promise<void> {
-    return fdatasyncAsync(this.fd);
+    return io.datasync("io:sync", this.fd);
   }
 
   /** fdatasync, synchronously. */
   syncSync(): void {
-    fs.fdatasyncSync(this.fd);
+    io.datasyncSync("io:sync", this.fd);
   }
 
   /** Cuts the preallocated space off: the file then ends at its last record. */
   truncateToEnd(): void {
-    fs.ftruncateSync(this.fd, this.cursor);
+    io.truncate("io:seal", this.fd, this.cursor);
     this.allocated = this.cursor;
+  }
+
+  /**
+   * Cuts everything past the cursor (a failed group's bytes, written or not) and makes the cut
+   * durable, so that no later recovery finds an unacknowledged record. Preallocation starts over.
+   */
+  cutTail(): void {
+    io.truncate("io:append", this.fd, this.cursor);
+    this.allocated = this.cursor;
+    io.datasyncSync("io:sync", this.fd);
   }
 }

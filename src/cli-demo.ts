@@ -2,6 +2,7 @@
  * `engram demo`: replays the two failures of the seed notes on fresh stores in a temp directory,
  * first under the `unsafe` options (which reproduce them), then with the safe defaults.
  */
+import { GROUP_FRAME_BYTES } from "../segments/constants.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -99,11 +100,16 @@ const ERASED = "user:alice/session:1";
 const READER = "user:alice/session:2";
 const OTHER = "user:bob";
 
-/** Values padded so that every record has the same size (scope + key + value lengths agree). */
+/**
+ * Values padded so that the compaction moves OTHER's record exactly onto the global one's old
+ * offset, as in the seed: each write is its own group behind a group frame (GROUP_FRAME_BYTES)
+ * that compaction drops, so the global and OTHER records are two frames longer than ERASED's.
+ */
 function equalSizeValues(): Record<string, string> {
   const base: Record<string, string> = { [ERASED]: "alice session-1 draft", global: "theme=solarized", [OTHER]: "bob private note" };
   const total = Math.max(...Object.entries(base).map(([scope, v]) => scope.length + v.length));
-  return Object.fromEntries(Object.entries(base).map(([scope, v]) => [scope, v.padEnd(total - scope.length, ".")]));
+  const extra = (scope: string): number => (scope === ERASED ? 0 : 2 * GROUP_FRAME_BYTES);
+  return Object.fromEntries(Object.entries(base).map(([scope, v]) => [scope, v.padEnd(total - scope.length + extra(scope), ".")]));
 }
 
 function timeout<T>(ms: number, what: string): Promise<T> {

@@ -2,6 +2,7 @@
  * How the CLI opens a store, prints results and turns failures into exit codes.
  */
 import { existsSync } from "node:fs";
+import * as path from "node:path";
 import { EngramError } from "../rules/errors.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
@@ -35,6 +36,8 @@ export function requireDir(opts: GlobalOptions): string {
 export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
   const dir = requireDir(opts);
   if (mustExist && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
+  // An existing directory that is not a store is left untouched: opening would create LOCK and segments/ in it.
+  if (mustExist && !existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
   return Engram.open(dir, extra);
 }
 

@@ -53,10 +53,19 @@ function parseScope(raw: string): string {
   return raw;
 }
 
-/** Reads the whole of stdin as UTF-8 (the value of `put` when VALUE is omitted). */
-function readStdin(): string {
+/**
+ * Reads the whole of stdin (the value of `put` when VALUE is omitted): a string when the bytes
+ * are valid UTF-8, otherwise the bytes themselves — binary input is stored exactly, never
+ * replaced by U+FFFD (issue 9, defect 15).
+ */
+function readStdin(): string | Uint8Array {
   if (process.stdin.isTTY === true) throw new UsageError("give VALUE or pipe it on stdin");
-  return readFileSync(0, "utf8");
+  const bytes = readFileSync(0);
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return new Uint8Array(bytes);
+  }
 }
 
 /** Runs an action, maps its result or failure to the process exit code. */

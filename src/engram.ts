@@ -17,6 +17,10 @@ export interface Faults {
   waitFor(point: FaultPoint): Promise<void>;
   /** Lets the operations paused at `point` go on; the point stays armed. */
   release(point: FaultPoint): void;
+  /** Embedded store only: the next `times` system calls at an `io:*` point fail with `errno` (0 disarms). */
+  failAt?(point: FaultPoint, errno: "EIO" | "ENOSPC", times?: number): void;
+  /** Embedded store only: injected failures armed and not yet fired. */
+  failuresLeft?(): number;
 }
 
 /** An open engram store. */

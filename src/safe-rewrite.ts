@@ -36,12 +36,16 @@ export async function safeRewrite(
     // Normal overwrite path; no tombstone involved.
     return memory.write(key, value, { ...scoped, clearTombstone: false, expectedVersion: probe.version });
   }
-  if (probe.retentionPresent && !clearTombstone) {
+  // Only a killed value (forgotten, or reclaimed with its retention record surviving) is refused:
+  // after an explicit undelete ("absent") or a mere expiry ("expired") no kill governs the slot,
+  // so a plain compare-and-set write on "no live value" is safe (issue 9, defect 14).
+  const killed = probe.retentionPresent && (probe.state === "tombstoned" || probe.state === "reclaimed");
+  if (killed && !clearTombstone) {
     // Value gone, retention record (version / tombstone) survives: a plain re-write could be swept
     // by the next GC pass that the old tombstone still governs.
     throw new HalfReclaimedSlotError(key, probe.version, probe.tombstoneSeq);
   }
-  if (probe.retentionPresent) {
+  if (killed) {
     // Explicit undelete: bump the generation above the tombstone in the same write. The seed
     // passes the probed version as its CAS token; in this API `expectedVersion` is compared with
     // the slot's *live* version, which a forgotten slot does not have, so the translation of

@@ -187,7 +187,7 @@ const valueSchema = z.union(
 const versionSchema = z
   .number({ error: "expected_version must be an integer or null" })
   .int("expected_version must be an integer")
-  .min(0, "expected_version must be >= 0")
+  .min(1, "expected_version must be >= 1 (versions start at 1)")
   .nullable();
 
 const ttlSchema = z
@@ -319,7 +319,7 @@ export const tools: readonly ToolDefinition[] = [
         scope: scopeProp,
         expected_version: {
           type: ["integer", "null"],
-          minimum: 0,
+          minimum: 1,
           description: "Compare-and-set: the live version you read, or null for \"no live value\" (absent or forgotten).",
         },
         clear_tombstone: { type: "boolean", description: "Explicitly supersede a tombstone on this key (bumps generation)." },

@@ -73,8 +73,12 @@ interface Rec {
   key: string;
 }
 
-/** The records of a segment file, walked by their length prefixes (FORMAT.md). */
+/** The records of a segment file, walked by their length prefixes (FORMAT.md); group frames (type 6) left out. */
 function recordsOf(file: string): Rec[] {
+  return framesAndRecordsOf(file).filter((r) => r.type !== 6);
+}
+
+function framesAndRecordsOf(file: string): Rec[] {
   const b = fs.readFileSync(file);
   const out: Rec[] = [];
   let at = DATA_START;

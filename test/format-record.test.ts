@@ -178,7 +178,7 @@ describe("record byte layout", () => {
       0, 4, 5, 6, 8, 10, 12, 16, 24, 32,
     ]);
     expect([C.RECORD_FIXED_BYTES, C.RECORD_CHECKSUM_BYTES, C.RECORD_OVERHEAD]).toEqual([40, 8, 48]);
-    expect(C.RecordType).toEqual({ PUT: 1, TOMBSTONE: 2, CLEAR: 3, SCOPE_ERASE: 4, BATCH_COMMIT: 5 });
+    expect(C.RecordType).toEqual({ PUT: 1, TOMBSTONE: 2, CLEAR: 3, SCOPE_ERASE: 4, BATCH_COMMIT: 5, GROUP: 6 });
     expect([C.RF_UTF8, C.RF_IN_BATCH]).toEqual([1, 2]);
     expect([C.KEY_BYTES_MAX, C.SCOPE_BYTES_MAX, C.SCOPE_DEPTH_MAX, C.VALUE_BYTES_MAX]).toEqual([1024, 519, 8, 256 * MiB]);
   });

@@ -1,7 +1,8 @@
 /**
  * Seed 002, the scope-erasure torn read, replayed deterministically.
  *
- * Three records of exactly equal size sit in one segment: one in "user:alice/session:1", the key
+ * Three records sit in one segment (K and b of equal size, the note two group frames shorter,
+ * so that the rewrite moves b exactly onto K's old offset): one in "user:alice/session:1", the key
  * K in "global", and one in "user:bob". A read of K in "user:alice/session:2" (inherited from
  * "global") is paused by the fault point read:after-authorize, after its token was minted. The
  * sibling scope "user:alice/session:1" is then forgotten with eager reclamation, which runs an
@@ -14,11 +15,19 @@
 import { describe, expect, it } from "vitest";
 import { Engram, ScopeErasedDuringRead, type OpenOptions } from "../src/index.js";
 import { tempDir } from "./helpers/tmp.js";
+import { GROUP_FRAME_BYTES } from "../segments/constants.js";
 
 const SESSION1 = "user:alice/session:1";
 const READER = "user:alice/session:2";
 
-/** Pads `value` so that scope + key + value has `total` bytes: every record is the same size. */
+/**
+ * Format 2 writes a group frame (GROUP_FRAME_BYTES) before each acknowledged write, and compaction
+ * drops the frames. With K's and b's records two frames longer than the note's, K's old offset is
+ * exactly where b's record lands after the rewrite, as in the seed (where all three were equal).
+ */
+const BIG = 96 + 2 * GROUP_FRAME_BYTES;
+
+/** Pads `value` so that scope + key + value has `total` bytes: K and b are the same size. */
 function sized(scope: string, key: string, value: string, total = 96): string {
   return value + "#".repeat(total - scope.length - key.length - value.length);
 }
@@ -31,8 +40,8 @@ async function setUp(unsafe: boolean, extra: OpenOptions = {}): Promise<Engram> 
     ...extra,
   });
   await store.write("note", sized(SESSION1, "note", "session-1 secret"), { scope: SESSION1 });
-  await store.write("K", sized("global", "K", "global value of K"));
-  await store.write("b", sized("user:bob", "b", "bob private memory"), { scope: "user:bob" });
+  await store.write("K", sized("global", "K", "global value of K", BIG));
+  await store.write("b", sized("user:bob", "b", "bob private memory", BIG), { scope: "user:bob" });
   return store;
 }
 
@@ -66,7 +75,7 @@ describe("seed 002: a read straddling an in-place compaction triggered by a sibl
     // The library does not retry; a fresh read by the caller sees the moved record correctly
     // (readSync: the async read path would pause again at the still-armed fault point).
     const again = store.readSync("K", { scope: READER });
-    expect(again).toMatchObject({ status: "OK", value: sized("global", "K", "global value of K"), scope: "global" });
+    expect(again).toMatchObject({ status: "OK", value: sized("global", "K", "global value of K", BIG), scope: "global" });
     expect(store.readSync("note", { scope: SESSION1 })).toEqual({ status: "NOT_FOUND" });
     await store.close();
   });
@@ -78,7 +87,7 @@ describe("seed 002: a read straddling an in-place compaction triggered by a sibl
     if (!outcome.ok) return;
     // The torn read: bytes of "user:bob", served to a reader of "user:alice/session:2".
     expect(outcome.scope).toBe("user:bob");
-    expect(outcome.value).toBe(sized("user:bob", "b", "bob private memory"));
+    expect(outcome.value).toBe(sized("user:bob", "b", "bob private memory", BIG));
     await store.close();
   });
 });
@@ -120,7 +129,7 @@ describe("readSync against a segment whose rewrite is not yet published", () => 
     expect(settled).toBe(false);
     store.faults.release("compaction:after-rewrite");
     await erasing;
-    expect(await reading).toMatchObject({ status: "OK", value: sized("global", "K", "global value of K"), scope: "global" });
+    expect(await reading).toMatchObject({ status: "OK", value: sized("global", "K", "global value of K", BIG), scope: "global" });
     await store.close();
   });
 });

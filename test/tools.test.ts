@@ -77,7 +77,7 @@ const BAD_CALLS: Array<[label: string, name: string, args: unknown, message: Reg
   ["NaN expected_version", "memory_write", { key: "k", value: "v", expected_version: Number.NaN }, /expected_version/],
   ["Infinity expected_version", "memory_write", { key: "k", value: "v", expected_version: Infinity }, /expected_version/],
   ["fractional expected_version", "memory_write", { key: "k", value: "v", expected_version: 1.5 }, /integer/],
-  ["negative expected_version", "memory_write", { key: "k", value: "v", expected_version: -1 }, />= 0/],
+  ["negative expected_version", "memory_write", { key: "k", value: "v", expected_version: -1 }, />= 1/],
   ["string expected_version", "memory_write", { key: "k", value: "v", expected_version: "3" }, /expected_version/],
   ["string clear_tombstone", "memory_write", { key: "k", value: "v", clear_tombstone: "yes" }, /clear_tombstone/],
   ["zero ttl_ms", "memory_write", { key: "k", value: "v", ttl_ms: 0 }, /ttl_ms/],

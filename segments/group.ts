@@ -1,0 +1,76 @@
+/**
+ * Group framing (format 2). Every commit group written into an unsealed segment opens with one
+ * GROUP record that carries the length and xxh64 of the group's body (the records after it) and
+ * the offset up to which the segment was durable when the group was written. So recovery treats
+ * a group as a unit: a group whose frame or body fails is cut as a torn tail unless a later valid
+ * group proves it was durable — whatever order the kernel wrote the group's pages in (the issue's
+ * "zero only the first page of a 100-write group" case, DESIGN.md "Group framing").
+ */
+import { checksum64 } from "./checksum.js";
+import * as C from "./constants.js";
+import { decodeRecord, encodeRecord, isRecord, type RecordFault } from "./record.js";
+
+/** A group frame read back from bytes whose body checksum passed. */
+export interface GroupFrame {
+  /** Offset of the first record of the body (just past the frame). */
+  bodyStart: number;
+  /** Offset just past the group's last record. */
+  bodyEnd: number;
+  /** Where the segment was durable when this group was written (always <= the frame's offset). */
+  syncedEnd: number;
+}
+
+/** Why bytes at an offset are not a whole group: a record fault of the frame, or "unframed". */
+export type GroupFault = RecordFault | "unframed";
+
+/** xxh64 of the concatenated `body` buffers (one copy only when there is more than one). */
+function bodyChecksum(body: readonly Uint8Array[]): bigint {
+  if (body.length === 1) {
+    const only = body[0] as Uint8Array;
+    return checksum64(only, 0, only.length);
+  }
+  const all = Buffer.concat(body);
+  return checksum64(all, 0, all.length);
+}
+
+/**
+ * Encodes the frame of a group whose body is `body` (the group's records in order), whose first
+ * record has sequence `firstSeq`, written while the segment was durable up to `syncedEnd`.
+ */
+export function encodeGroupFrame(firstSeq: number, syncedEnd: number, body: readonly Uint8Array[]): Buffer {
+  let bytes = 0;
+  for (const b of body) bytes += b.byteLength;
+  const value = Buffer.alloc(C.GROUP_VALUE_BYTES);
+  value.writeBigUInt64LE(BigInt(bytes), 0);
+  value.writeBigUInt64LE(bodyChecksum(body), 8);
+  const frame = encodeRecord({ type: C.RecordType.GROUP, seq: firstSeq, generation: syncedEnd, scope: C.ROOT_SCOPE, key: "", value });
+  if (frame.length !== C.GROUP_FRAME_BYTES) throw new Error(`group frame is ${frame.length} bytes, not ${C.GROUP_FRAME_BYTES}`);
+  return frame;
+}
+
+/**
+ * Reads the group at `at` (bytes up to `end` available): its frame must be a valid GROUP record
+ * and its body must fit and pass its checksum. Returns the frame, or why not; never throws.
+ */
+export function readGroupFrame(bytes: Uint8Array, at: number, end: number): GroupFrame | GroupFault {
+  const got = decodeRecord(bytes, at, end, false);
+  if (!isRecord(got)) return got;
+  if (got.type !== C.RecordType.GROUP) return "unframed";
+  const value = Buffer.from((got.value as Uint8Array).buffer, (got.value as Uint8Array).byteOffset, C.GROUP_VALUE_BYTES);
+  const bodyBytes = value.readBigUInt64LE(0);
+  const bodyStart = at + got.length;
+  if (bodyBytes > BigInt(end - bodyStart)) return "short";
+  const bodyEnd = bodyStart + Number(bodyBytes);
+  if (got.generation > at) return "structure"; // a group cannot have been durable past its own start
+  if (checksum64(bytes, bodyStart, bodyEnd) !== value.readBigUInt64LE(8)) return "checksum";
+  return { bodyStart, bodyEnd, syncedEnd: got.generation };
+}
+
+/**
+ * A sync mark is a group with an empty body whose frame says the segment was durable up to the
+ * mark itself: written after a final fdatasync (close), it proves every group before it durable,
+ * so damage there is corruption rather than a torn tail.
+ */
+export function isSyncMark(frame: GroupFrame, at: number): boolean {
+  return frame.bodyStart === frame.bodyEnd && frame.syncedEnd === at;
+}

@@ -1,0 +1,81 @@
+/**
+ * Injected I/O failures (`failAt`): the last FAIL_CELLS cells of a store's shared fault table
+ * (engine/faults.ts lays the table out and leaves them at its end) hold the armed failure — the
+ * point, the errno and how many calls are still to fail. Shared memory, so the same armed failure
+ * fires on the main thread and in compaction workers, exactly `times` times in all.
+ * This file imports nothing from fs-ext: workers load it.
+ */
+import type { FaultPoint } from "../rules/types.js";
+
+/** The fault points of system calls that change the file system, in a fixed order (codes). */
+export const IO_FAULT_POINTS: readonly FaultPoint[] = [
+  "io:create",
+  "io:append",
+  "io:sync",
+  "io:seal",
+  "io:journal",
+  "io:rewrite",
+  "io:copy",
+  "io:rename",
+  "io:dir-sync",
+  "io:unlink",
+];
+
+/** The errnos `failAt` can inject. */
+export const FAIL_ERRNOS = ["EIO", "ENOSPC"] as const;
+/** An errno `failAt` can inject. */
+export type FailErrno = (typeof FAIL_ERRNOS)[number];
+/** Most failures one `failAt` can arm (a bound on the shared counter). */
+export const FAIL_TIMES_MAX = 1_000_000;
+/** Cells at the end of the fault table that hold the armed failure. */
+export const FAIL_CELLS = 3;
+
+/** What `failAt` arms: the point, the errno, how many calls fail. */
+export interface FailSpec {
+  point: FaultPoint;
+  errno: FailErrno;
+  times: number;
+}
+
+function cellsOf(buffer: SharedArrayBuffer): { cells: Int32Array; at: number } {
+  const cells = new Int32Array(buffer);
+  if (cells.length < FAIL_CELLS) throw new Error("fault table too small for failure cells");
+  return { cells, at: cells.length - FAIL_CELLS };
+}
+
+/** Arms (or, with times 0, disarms) the one injected failure of a fault table. */
+export function armFailure(buffer: SharedArrayBuffer, spec: FailSpec): void {
+  const point = IO_FAULT_POINTS.indexOf(spec.point);
+  if (point < 0) throw new Error(`failAt.point must be one of ${IO_FAULT_POINTS.join(", ")}`);
+  const errno = FAIL_ERRNOS.indexOf(spec.errno);
+  if (errno < 0) throw new Error(`failAt.errno must be one of ${FAIL_ERRNOS.join(", ")}`);
+  if (!Number.isSafeInteger(spec.times) || spec.times < 0 || spec.times > FAIL_TIMES_MAX) throw new Error(`failAt.times must be in [0, ${FAIL_TIMES_MAX}]`);
+  const { cells, at } = cellsOf(buffer);
+  Atomics.store(cells, at + 2, 0); // disarm first: no call sees a half-written spec
+  Atomics.store(cells, at, point + 1);
+  Atomics.store(cells, at + 1, errno + 1);
+  Atomics.store(cells, at + 2, spec.times);
+}
+
+/**
+ * Called by every system call at `point` (any thread): when a failure is armed there with
+ * failures left, takes one (compare-and-swap: each armed failure fires exactly once) and returns
+ * its errno; otherwise null.
+ */
+export function takeFailure(buffer: SharedArrayBuffer | null, point: FaultPoint): FailErrno | null {
+  if (buffer === null) return null;
+  const { cells, at } = cellsOf(buffer);
+  if (Atomics.load(cells, at) !== IO_FAULT_POINTS.indexOf(point) + 1) return null;
+  for (;;) {
+    const left = Atomics.load(cells, at + 2);
+    if (left <= 0) return null;
+    if (Atomics.compareExchange(cells, at + 2, left, left - 1) === left) return FAIL_ERRNOS[Atomics.load(cells, at + 1) - 1] ?? "EIO";
+  }
+}
+
+/** Injected failures not yet fired. */
+export function failuresLeft(buffer: SharedArrayBuffer | null): number {
+  if (buffer === null) return 0;
+  const { cells, at } = cellsOf(buffer);
+  return Math.max(0, Atomics.load(cells, at + 2));
+}

@@ -1,0 +1,208 @@
+/**
+ * Every system call of engine/ and segments/ that changes the file system goes through here:
+ * open for writing, write/writev, ftruncate, fdatasync/fsync, rename, unlink, directory fsync and
+ * close. Each call names its fault point, so that one place can (a) make it fail as the file
+ * system would (`failAt`: EIO or ENOSPC, on any thread, through the shared fault table of
+ * engine/faults.ts), (b) turn a failed call into an IoError that names the errno, the operation
+ * and the file, and (c) report each successful call to a test observer (the power-loss harness).
+ *
+ * Fault tables are found by directory: a store (or a compaction worker) registers its segments
+ * directory; a path-based call looks up its own directory, an fd-based call the directory of the
+ * path the fd was opened on (this module keeps that map; it never holds data).
+ * Reads are not routed here: they change nothing and fail closed on their own.
+ * This file imports nothing from fs-ext: workers load it.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { promisify } from "node:util";
+import { EngramError, IoError } from "../rules/errors.js";
+import { takeFailure } from "./io-faults.js";
+import type { FaultPoint } from "../rules/types.js";
+
+const writevAsync = promisify(fs.writev);
+const fdatasyncAsync = promisify(fs.fdatasync);
+
+/** One successful state-changing call, as the observer sees it. */
+export type IoEvent =
+  | { op: "open"; fd: number; path: string; flags: string }
+  | { op: "write"; fd: number; path: string; offset: number; data: readonly Uint8Array[]; bytes: number }
+  | { op: "truncate"; fd: number; path: string; bytes: number }
+  | { op: "sync"; fd: number; path: string }
+  | { op: "rename"; path: string; to: string }
+  | { op: "unlink"; path: string }
+  | { op: "dir-sync"; path: string }
+  | { op: "close"; fd: number; path: string };
+
+/** Receives every successful call (synchronously, before the call returns); tests only. */
+export type IoObserver = (event: IoEvent) => void;
+
+let observer: IoObserver | null = null;
+const faultTables = new Map<string, SharedArrayBuffer>();
+const fdPaths = new Map<number, string>();
+
+/** Installs (or with null removes) the observer of this thread. */
+export function setIoObserver(next: IoObserver | null): void {
+  observer = next;
+}
+
+/** Routes injected failures of files in `dir` to `buffer` (null unregisters). */
+export function registerFaultTable(dir: string, buffer: SharedArrayBuffer | null): void {
+  const key = path.resolve(dir);
+  if (buffer === null) faultTables.delete(key);
+  else faultTables.set(key, buffer);
+}
+
+/** The path an fd of this module was opened on ("" when unknown). */
+export function pathOfFd(fd: number): string {
+  return fdPaths.get(fd) ?? "";
+}
+
+function tableFor(file: string): SharedArrayBuffer | null {
+  if (faultTables.size === 0) return null;
+  const abs = path.resolve(file);
+  return faultTables.get(abs) ?? faultTables.get(path.dirname(abs)) ?? null;
+}
+
+/** Throws the injected failure armed at `point` for `file`, if any. */
+function inject(point: FaultPoint, file: string, operation: string): void {
+  const errno = takeFailure(tableFor(file), point);
+  if (errno !== null) throw new IoError(errno, operation, `${file}, injected at ${point}`);
+}
+
+/** Runs `call`; a failed system call becomes an IoError naming errno, operation and file. */
+function guarded<R>(operation: string, file: string, call: () => R): R {
+  try {
+    return call();
+  } catch (err) {
+    throw asIoError(err, operation, file);
+  }
+}
+
+/** An error of a system call as an IoError; EngramErrors and programming errors pass through. */
+export function asIoError(err: unknown, operation: string, file: string): unknown {
+  if (err instanceof EngramError) return err;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === "string" && /^E[A-Z0-9]+$/.test(code)) return new IoError(code, operation, file);
+  return err;
+}
+
+/** open(2) for writing (or for reading a file this store may change); returns the fd. */
+export function openFile(point: FaultPoint, file: string, flags: string, mode?: number): number {
+  inject(point, file, `open ${flags}`);
+  const fd = guarded(`open ${flags}`, file, () => fs.openSync(file, flags, mode));
+  fdPaths.set(fd, file);
+  observer?.({ op: "open", fd, path: file, flags });
+  return fd;
+}
+
+/** close(2). Never injected: a store must always be able to let go of a file. */
+export function closeFile(fd: number): void {
+  const file = pathOfFd(fd);
+  fdPaths.delete(fd);
+  guarded("close", file, () => fs.closeSync(fd));
+  observer?.({ op: "close", fd, path: file });
+}
+
+/** Closes `fd` and swallows any error: for cleanup after another failure, which is what gets reported. */
+export function closeQuietly(fd: number): void {
+  try {
+    closeFile(fd);
+  } catch {
+    // the first failure is the one the caller reports
+  }
+}
+
+function sum(buffers: readonly Uint8Array[]): number {
+  let n = 0;
+  for (const b of buffers) n += b.byteLength;
+  return n;
+}
+
+/** Writes every byte of `buffers` contiguously at `offset` (pwritev, repeated after a short write). */
+export function writeAllSync(point: FaultPoint, fd: number, buffers: readonly Uint8Array[], offset: number): void {
+  const file = pathOfFd(fd);
+  inject(point, file, "write");
+  const want = sum(buffers);
+  guarded("write", file, () => {
+    let done = fs.writevSync(fd, buffers as Uint8Array[], offset);
+    if (done < want) {
+      const all = Buffer.concat(buffers as Uint8Array[]);
+      while (done < want) done += fs.writevSync(fd, [all.subarray(done)], offset + done);
+    }
+  });
+  observer?.({ op: "write", fd, path: file, offset, data: buffers, bytes: want });
+}
+
+/** writeAllSync through libuv's thread pool. */
+export async function writeAll(point: FaultPoint, fd: number, buffers: readonly Uint8Array[], offset: number): Promise<void> {
+  const file = pathOfFd(fd);
+  inject(point, file, "write");
+  const want = sum(buffers);
+  try {
+    let done = (await writevAsync(fd, buffers as Uint8Array[], offset)).bytesWritten;
+    if (done < want) {
+      const all = Buffer.concat(buffers as Uint8Array[]);
+      while (done < want) done += (await writevAsync(fd, [all.subarray(done)], offset + done)).bytesWritten;
+    }
+  } catch (err) {
+    throw asIoError(err, "write", file);
+  }
+  observer?.({ op: "write", fd, path: file, offset, data: buffers, bytes: want });
+}
+
+/** ftruncate(2) to `bytes`. */
+export function truncate(point: FaultPoint, fd: number, bytes: number): void {
+  const file = pathOfFd(fd);
+  inject(point, file, "ftruncate");
+  guarded("ftruncate", file, () => fs.ftruncateSync(fd, bytes));
+  observer?.({ op: "truncate", fd, path: file, bytes });
+}
+
+/** fdatasync(2): everything written to `fd` before the call is durable when it returns. */
+export function datasyncSync(point: FaultPoint, fd: number): void {
+  const file = pathOfFd(fd);
+  inject(point, file, "fdatasync");
+  guarded("fdatasync", file, () => fs.fdatasyncSync(fd));
+  observer?.({ op: "sync", fd, path: file });
+}
+
+/** fdatasync(2) through libuv's thread pool. */
+export async function datasync(point: FaultPoint, fd: number): Promise<void> {
+  const file = pathOfFd(fd);
+  inject(point, file, "fdatasync");
+  try {
+    await fdatasyncAsync(fd);
+  } catch (err) {
+    throw asIoError(err, "fdatasync", file);
+  }
+  observer?.({ op: "sync", fd, path: file });
+}
+
+/** rename(2); durable only after the directory is synced. */
+export function rename(point: FaultPoint, from: string, to: string): void {
+  inject(point, from, "rename");
+  guarded("rename", from, () => fs.renameSync(from, to));
+  for (const [fd, p] of fdPaths) if (p === from) fdPaths.set(fd, to);
+  observer?.({ op: "rename", path: from, to });
+}
+
+/** unlink(2); a missing file is not an error. Durable only after the directory is synced. */
+export function unlink(point: FaultPoint, file: string): void {
+  inject(point, file, "unlink");
+  guarded("unlink", file, () => fs.rmSync(file, { force: true }));
+  observer?.({ op: "unlink", path: file });
+}
+
+/** fsyncs a directory so that creates, renames and unlinks in it are durable. */
+export function syncDir(point: FaultPoint, dir: string): void {
+  inject(point, dir, "directory fsync");
+  guarded("directory fsync", dir, () => {
+    const fd = fs.openSync(dir, "r");
+    try {
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+  observer?.({ op: "dir-sync", path: dir });
+}
