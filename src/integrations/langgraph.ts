@@ -144,6 +144,15 @@ function matches(cond: MatchCondition, ns: readonly string[]): boolean {
   throw new Error(`Unsupported match type: ${String(matchType)}`);
 }
 
+/** Compares namespaces label by label (a shorter prefix first). */
+function labelwise(a: readonly string[], b: readonly string[]): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i += 1) {
+    const c = (a[i] as string).localeCompare(b[i] as string);
+    if (c !== 0) return c;
+  }
+  return a.length - b.length;
+}
+
 /** A stable identity for a (namespace, key) pair. */
 function idOf(ns: readonly string[], key: string): string {
   return JSON.stringify([ns, key]);
@@ -220,13 +229,13 @@ export class EngramStore extends BaseStore {
    * its puts apply at the end); puts and deletes commit as one atomic engram batch, the last put
    * to a key winning.
    */
-  batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>> {
+  batch<Op extends readonly Operation[]>(operations: Op): Promise<OperationResults<Op>> {
     const next = this.#chain.then(() => this.#batchWithRetry(operations));
     this.#chain = next.catch(() => undefined);
     return next as Promise<OperationResults<Op>>;
   }
 
-  async #batchWithRetry(operations: Operation[]): Promise<unknown[]> {
+  async #batchWithRetry(operations: readonly Operation[]): Promise<unknown[]> {
     for (let attempt = 1; ; attempt += 1) {
       try {
         return await this.#batchOnce(operations);
@@ -236,7 +245,7 @@ export class EngramStore extends BaseStore {
     }
   }
 
-  async #batchOnce(operations: Operation[]): Promise<unknown[]> {
+  async #batchOnce(operations: readonly Operation[]): Promise<unknown[]> {
     const results: unknown[] = [];
     const puts = new Map<string, PutOperation>();
     const searches: Array<[number, SearchOperation]> = [];
@@ -256,7 +265,15 @@ export class EngramStore extends BaseStore {
       }
     }
     for (const [i, op] of searches) results[i] = await this.#searchOne(op);
-    if (puts.size > 0) await this.#commitPuts([...puts.values()]);
+    if (puts.size === 0) return results;
+    const updated = await this.#commitPuts([...puts.values()]);
+    // InMemoryStore hands out its live item objects and updates them in place at the end of the
+    // batch: a get of an item that existed and that the same batch puts shows the update.
+    for (const [i, op] of operations.entries()) {
+      if (!("key" in op && "namespace" in op && !("value" in op)) || results[i] === null) continue;
+      const after = updated.get(idOf(op.namespace, op.key));
+      if (after !== undefined) results[i] = toItem(after);
+    }
     return results;
   }
 
@@ -303,7 +320,8 @@ export class EngramStore extends BaseStore {
       }
       namespaces = [...cut.values()];
     }
-    namespaces.sort((a, b) => a.join(":").localeCompare(b.join(":")));
+    // InMemoryStore's order; labels with ":" can tie there, and then compare label by label.
+    namespaces.sort((a, b) => a.join(":").localeCompare(b.join(":")) || labelwise(a, b));
     const offset = op.offset ?? 0;
     return namespaces.slice(offset, offset + (op.limit ?? namespaces.length));
   }
@@ -411,8 +429,12 @@ export class EngramStore extends BaseStore {
     return out;
   }
 
-  /** Commits the batch's puts and deletes in one engram batch, compare-and-set on every item. */
-  async #commitPuts(puts: PutOperation[]): Promise<void> {
+  /**
+   * Commits the batch's puts and deletes in one engram batch, compare-and-set on every item;
+   * returns the items that existed before and were replaced, as stored now.
+   */
+  async #commitPuts(puts: PutOperation[]): Promise<Map<string, StoredItem>> {
+    const updated = new Map<string, StoredItem>();
     const vectors = await this.#embed(puts);
     const now = Date.now();
     const ops: BatchOp[] = [];
@@ -436,8 +458,10 @@ export class EngramStore extends BaseStore {
       const v = vectors.get(idOf(op.namespace, op.key));
       if (v !== undefined) stored.vectors = v;
       ops.push({ op: "write", key, value: JSON.stringify(stored), scope: this.scope, expectedVersion: old?.version ?? null });
+      if (old !== null) updated.set(idOf(op.namespace, op.key), stored);
     }
     if (ops.length > 0) await this.#store.batch(ops);
+    return updated;
   }
 
   /** start(): nothing to do; the engram store is opened and closed by its owner. */
