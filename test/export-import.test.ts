@@ -147,6 +147,19 @@ describe("export → import", () => {
     expect(raw).toContain(`${SECRET}-4`);
   });
 
+  it("twin: importing without raising the sequence would reissue versions the source already used", async () => {
+    const root = tempDir("export-twin-seq");
+    const origin = path.join(root, "origin");
+    const { maxSeq } = await seed(origin);
+    const naive = await Engram.open(path.join(root, "naive"), { compaction: { workers: 0 } });
+    try {
+      const r = await naive.write("theme", "dark", { scope: "user:alice" });
+      expect(r.version).toBeLessThanOrEqual(maxSeq); // a version the origin issued for another write
+    } finally {
+      await naive.close();
+    }
+  });
+
   it("--scope exports only that subtree", async () => {
     const root = tempDir("export-scope");
     const origin = path.join(root, "origin");
