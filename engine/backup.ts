@@ -4,7 +4,9 @@
  * Consistency comes from two facts. (1) Every acknowledged write is applied, and an applied
  * write lies inside [0, dataEnd) of its segment: capturing each unsealed segment's bytes up to
  * its dataEnd in one synchronous turn of the main thread (the only writer) captures a prefix of
- * the commit sequence that holds every write acknowledged before the call. (2) Sealed segments
+ * the commit sequence that holds every write acknowledged before the call. That turn comes once
+ * the compactions queued before it are done, so the copy is the store at one instant during the
+ * call (a write or forget issued meanwhile may be in it or not). (2) Sealed segments
  * change only by compaction: the copy is taken inside the compactor's serial chain, so no
  * compaction runs meanwhile, and a sealed segment is hard-linked (or copied) whole.
  *
