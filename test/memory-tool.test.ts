@@ -273,3 +273,30 @@ describe("atomic directory operations", () => {
     }
   });
 });
+
+describe("implicit directories and forgetting", () => {
+  it("keys written by other means show up as directories; forgetScope erases the whole memory", async () => {
+    const dir = tempDir("memtool-implicit");
+    const store = await Engram.open(dir, { compaction: { workers: 0 } });
+    try {
+      const tool = new EngramMemoryTool(store, { scope: "agent:claude" });
+      await store.write("/memories/imported/notes.md", "from elsewhere\n", { scope: "agent:claude" });
+      const listing = await tool.view({ command: "view", path: "/memories" });
+      expect(listing.split("\n").slice(1)).toEqual(["4K\t/memories", "4K\t/memories/imported/", "15B\t/memories/imported/notes.md"]);
+      expect(await tool.view({ command: "view", path: "/memories/imported/notes.md" })).toBe(
+        "Here's the content of /memories/imported/notes.md with line numbers:\n     1\tfrom elsewhere\n     2\t",
+      );
+      await expect(tool.create({ command: "create", path: "/memories/imported", file_text: "x" })).rejects.toThrow("File /memories/imported already exists");
+      await tool.create({ command: "create", path: "/memories/secret.md", file_text: "pin 1234" });
+      const onDisk = (): string => fs.readdirSync(path.join(dir, "segments")).map((f) => fs.readFileSync(path.join(dir, "segments", f)).toString("latin1")).join("");
+      expect(onDisk()).toContain("pin 1234"); // twin: the scan sees the bytes while they exist
+      const erased = await store.forgetScope("agent:claude", { reclaim: "eager" });
+      expect(erased.slots).toBe(2);
+      await expect(tool.view({ command: "view", path: "/memories/secret.md" })).rejects.toThrow("does not exist");
+      expect(onDisk()).not.toContain("pin 1234");
+    } finally {
+      await store.close();
+    }
+  });
+});
+
