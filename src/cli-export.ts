@@ -64,26 +64,50 @@ export function lineOf(e: ExportEntry): ValueLine | RetentionLine {
   return typeof e.value === "string" ? { ...base, value: e.value } : { ...base, base64: Buffer.from(e.value).toString("base64") };
 }
 
-/** Writes one line to a stream, waiting when its buffer is full. */
-async function writeLine(out: NodeJS.WritableStream, doc: unknown): Promise<void> {
-  if (!out.write(`${JSON.stringify(doc)}\n`)) await new Promise<void>((resolve) => out.once("drain", resolve));
+/** Lines are written to the stream in chunks of about this many characters (one write call each). */
+const CHUNK_CHARS = 64 * 1024;
+
+/** Buffers lines and writes them in chunks, waiting when the stream's buffer is full. */
+class LineWriter {
+  #pending: string[] = [];
+  #chars = 0;
+  constructor(private readonly out: NodeJS.WritableStream) {}
+
+  /** Queues one JSON line; writes the chunk once it is large enough. */
+  async line(doc: unknown): Promise<void> {
+    const text = `${JSON.stringify(doc)}\n`;
+    this.#pending.push(text);
+    this.#chars += text.length;
+    if (this.#chars >= CHUNK_CHARS) await this.flush();
+  }
+
+  /** Writes everything queued. */
+  async flush(): Promise<void> {
+    if (this.#pending.length === 0) return;
+    const chunk = this.#pending.join("");
+    this.#pending = [];
+    this.#chars = 0;
+    if (!this.out.write(chunk)) await new Promise<void>((resolve) => this.out.once("drain", resolve));
+  }
 }
 
 /** Exports `scope`'s subtree of `store` to `out`; reports progress on `err` for large stores. Returns the counts. */
 export async function exportStore(store: Engram, scope: string, out: NodeJS.WritableStream, err: NodeJS.WritableStream, progress?: boolean): Promise<EndLine> {
   const stats = store.stats();
   const header: ExportHeader = { engram: "export", format: EXPORT_FORMAT, scope, sequence: stats.sequence };
-  await writeLine(out, header);
+  const w = new LineWriter(out);
+  await w.line(header);
   const show = progress ?? stats.slots >= PROGRESS_EVERY;
   let values = 0;
   let retention = 0;
   for await (const e of store.exportEntries({ scope })) {
-    await writeLine(out, lineOf(e));
+    await w.line(lineOf(e));
     if (e.kind === "value") values += 1;
     else retention += 1;
     if (show && (values + retention) % PROGRESS_EVERY === 0) err.write(`engram export: ${values + retention} of about ${stats.slots} slots\n`);
   }
   const end: EndLine = { kind: "end", values, retention, sequence: store.stats().sequence };
-  await writeLine(out, end);
+  await w.line(end);
+  await w.flush();
   return end;
 }
