@@ -97,6 +97,11 @@ export class Compactor {
     return next;
   }
 
+  /** Runs `job` with no compaction running or starting until it settles (backup.ts). */
+  exclusive<R>(job: () => Promise<R>): Promise<R> {
+    return this.serial(job);
+  }
+
   /** Asks for an automatic compaction check soon (debounced; no-op unless compaction.auto). */
   nudge(): void {
     if (!this.store.options.compaction.auto || this.closed || this.autoTimer !== null) return;
@@ -198,6 +203,8 @@ export class Compactor {
    */
   private async compactSegment(seg: Segment, mode: Mode, plan: SegmentPlan, now: number): Promise<T.CompactionReport | null> {
     if (seg.writer !== null || seg.retired || seg.compacting || !this.store.segments.has(seg.id)) return null;
+    // A segment hard-linked into a backup must never be rewritten in place (backup.ts).
+    if (mode === "in-place" && fs.fstatSync(seg.fd).nlink > 1) mode = "copy-on-write";
     const started = performance.now();
     const keeps = plan.keeps;
     const live: number[] = [];

@@ -27,6 +27,8 @@ import { matchScopeRule, resolveOptions, type ResolvedOptions } from "./options.
 import { materialize, type ReadFound } from "./reads.js";
 import { recover } from "./recovery.js";
 import { ValueCache } from "./value-cache.js";
+import { backupStore } from "./backup.js";
+import { exportEntries } from "./export.js";
 import { Segment } from "./segment.js";
 import type * as T from "../rules/types.js";
 
@@ -548,6 +550,32 @@ export class Store implements T.Backend {
   async verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
     this.assertOpen();
     return this.compactor.verify(onProgress);
+  }
+
+  /** backup(): an online, consistent copy of the store in a new directory (backup.ts). */
+  backup(targetDir: unknown): Promise<T.BackupReport> {
+    this.assertOpen();
+    return backupStore({ dir: this.dir, segmentsDir: this.segmentsDir, segments: this.segments, exclusive: (job) => this.compactor.exclusive(job) }, targetDir);
+  }
+
+  /** exportEntries(): every slot of a subtree, live values and retention records (export.ts). */
+  exportEntries(options?: unknown): AsyncIterable<T.ExportEntry> {
+    return exportEntries(this, options as T.ScopeOption | undefined);
+  }
+
+  /**
+   * Raises the commit sequence to at least `floor`, durably, so that later versions are above it
+   * (import). The new active segment's header records it as its created sequence, which recovery
+   * reads back (recover(): seq = max of every header's createdSeq and every record's sequence).
+   */
+  async raiseSequence(floor: unknown): Promise<number> {
+    this.assertOpen();
+    if (typeof floor !== "number" || !Number.isSafeInteger(floor) || floor < 0) throw new InvalidArgumentError(`sequence floor must be a safe integer >= 0, got ${String(floor)}`);
+    if (floor <= this.seq) return this.seq;
+    this.seq = floor;
+    this.log.rotate();
+    await this.flush();
+    return this.seq;
   }
 
   /** Makes everything written before the call durable now (any durability mode). */

@@ -216,6 +216,29 @@ export interface VerifyReport {
 /** Progress callback for long operations (verify): bytes done of bytes total. */
 export type ProgressFn = (bytesDone: number, bytesTotal: number) => void;
 
+/** What `store.backup(targetDir)` did (API.md "Integrations"). */
+export interface BackupReport {
+  /** The new store directory. */
+  dir: string;
+  /** Segment files in the copy. */
+  segments: number;
+  /** Sealed segments hard-linked (they are never written again: see docs/ENGINE.md "Backup"). */
+  linked: number;
+  /** Segments copied: the unsealed ones, and sealed ones where a link was refused (another file system). */
+  copied: number;
+  /** Bytes in the copy's segment files. */
+  bytes: number;
+  /** The origin's commit sequence when the copy was taken: the copy holds everything committed up to it. */
+  sequence: number;
+  /** The copy's verification (every header and record checksum). */
+  verify: VerifyReport;
+}
+
+/** One slot in an export (`engram export`): its live value, or its retention record without a value. */
+export type ExportEntry =
+  | { kind: "value"; scope: string; key: string; value: Value; version: number; generation: number; expiresAt: number | null }
+  | { kind: "retention"; scope: string; key: string; state: SlotState; version: number | null; generation: number | null; tombstoneSeq: number | null };
+
 /** Which part a handle plays: the process that holds the store, or one attached to it. */
 export type Role = "owner" | "client";
 
@@ -261,4 +284,10 @@ export interface Backend {
   listScopes?(): Promise<string[]>;
   /** Inspectors: keys of every slot of exactly `scope` in any state, sorted, at most `limit`. Optional. */
   listSlots?(scope: string, limit: number): Promise<string[]>;
+  /** An online, consistent copy into a new directory; absent where it does not apply (Engram.backup then throws NotSupportedError). */
+  backup?(targetDir: string): Promise<BackupReport>;
+  /** Every slot of `scope` and below (default all), live values and retention records, in scope then key order. */
+  exportEntries?(options?: ScopeOption): AsyncIterable<ExportEntry>;
+  /** Raises the commit sequence to at least `floor`, durably, so that later versions are above it (import); returns it. */
+  raiseSequence?(floor: number): Promise<number>;
 }

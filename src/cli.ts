@@ -22,6 +22,7 @@ import {
   cmdVerify,
 } from "./cli-commands.js";
 import { EXIT, openStore, reportError, reportFailure, UsageError } from "./cli-store.js";
+import { addTransferCommands } from "./cli-transfer.js";
 import type { GlobalOptions } from "./cli-store.js";
 import { isValidScope } from "./tools.js";
 import { VERSION } from "./version.js";
@@ -204,6 +205,7 @@ export function buildProgram(): Command {
   addKeyCommands(program);
   addStoreCommands(program);
   addServiceCommands(program);
+  addTransferCommands(program, run, () => scopeOption());
   return program;
 }
 

@@ -140,6 +140,32 @@ export class Engram {
     return this.#store.verify(options?.onProgress);
   }
 
+  /**
+   * An online, consistent copy of the store in `targetDir` (new, or an empty directory) while the
+   * store keeps serving: it holds every write acknowledged before the call, is verified, and opens
+   * as a store. Sealed segments are hard-linked where the file system allows. NotSupportedError
+   * on a backend without it.
+   */
+  backup(targetDir: string): Promise<T.BackupReport> {
+    const backend: T.Backend = this.#store;
+    if (backend.backup === undefined) return Promise.reject(new NotSupportedError("backup() applies to an embedded store; run it where the store's directory is open"));
+    return backend.backup(targetDir);
+  }
+
+  /** Every slot of `scope` and below: live values and retention records (what `engram export` writes). */
+  exportEntries(options?: T.ScopeOption): AsyncIterable<T.ExportEntry> {
+    const backend: T.Backend = this.#store;
+    if (backend.exportEntries === undefined) throw new NotSupportedError("export is not supported by this backend");
+    return backend.exportEntries(options);
+  }
+
+  /** Raises the commit sequence to at least `floor`, durably: later versions are above it (`engram import`). */
+  raiseSequence(floor: number): Promise<number> {
+    const backend: T.Backend = this.#store;
+    if (backend.raiseSequence === undefined) return Promise.reject(new NotSupportedError("raising the sequence is not supported by this backend"));
+    return backend.raiseSequence(floor);
+  }
+
   /** Makes every write so far durable, whatever the durability mode. */
   flush(): Promise<void> {
     return this.#store.flush();
