@@ -6,7 +6,8 @@ import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
 import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
-import type { FaultPoint } from "../rules/types.js";
+import { isPostgresUrl, openPostgres } from "../postgres/index.js";
+import type { Backend, FaultPoint } from "../rules/types.js";
 import type * as T from "./types.js";
 
 /** Test-facing fault controls: pause an operation at a named point, then let it go. */
@@ -19,19 +20,29 @@ export interface Faults {
 
 /** An open engram store. */
 export class Engram {
-  /** The store underneath (for tools that inspect internals, such as the CLI's inspect). */
-  readonly #store: Store;
+  /** The backend underneath: the embedded engine, or the PostgreSQL backend. */
+  readonly #store: Backend;
   /** Fault injection controls (armed with `faults.pauseAt` at open). */
   readonly faults: Faults;
 
-  private constructor(store: Store) {
+  private constructor(store: Backend) {
     this.#store = store;
     this.faults = store.faults;
   }
 
-  /** Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open elsewhere. */
+  /**
+   * Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open
+   * elsewhere. A location starting with postgres:// or postgresql:// is never a directory: it
+   * opens the same API on that PostgreSQL database (API.md "Scale-out").
+   */
   static async open(dir: string, options?: T.OpenOptions): Promise<Engram> {
+    if (isPostgresUrl(dir)) return Engram.fromBackend(await openPostgres(dir, options));
     return new Engram(await Store.open(dir, options));
+  }
+
+  /** Wraps any implementation of the Backend interface in the public class. */
+  static fromBackend(backend: Backend): Engram {
+    return new Engram(backend);
   }
 
   /**
