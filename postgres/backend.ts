@@ -52,6 +52,7 @@ export class PgBackend implements T.Backend {
   private closing: Promise<void> | null = null;
   private cached: T.StoreStats;
   private compactions = 0;
+  private chain: Promise<unknown> = Promise.resolve();
 
   private constructor(dir: string, pool: Pool, tables: Tables, options: PgOptions) {
     this.dir = dir;
@@ -72,6 +73,19 @@ export class PgBackend implements T.Backend {
       throw mapError(err, "open");
     }
     return store;
+  }
+
+  /**
+   * Runs a mutation after every mutation issued before it on this handle has settled: one handle
+   * decides its mutations in issue order, exactly as the engine does for calls queued in one
+   * turn (DESIGN.md I10). Parallel transactions come from several handles or processes.
+   */
+  private serial<R>(run: () => Promise<R>): Promise<R> {
+    return this.track(() => {
+      const p = this.chain.then(run, run);
+      this.chain = p.catch(() => undefined);
+      return p;
+    });
   }
 
   /** Runs a call unless closing, and lets close() wait for it. */
@@ -154,7 +168,7 @@ export class PgBackend implements T.Backend {
     A.boolOf(o, "clearTombstone", false);
     A.ttlOf(o);
     this.checkValue(v);
-    return this.track(() =>
+    return this.serial(() =>
       inTransaction(this.pool, "write", async (c) => {
         const { seq, slot } = await S.loadSlotAndSeq(c, this.t, scope, k);
         this.noteSeq(seq);
@@ -203,7 +217,7 @@ export class PgBackend implements T.Backend {
     const o = A.optsOf(options, "forget");
     const scope = A.scopeOf(o);
     const k = A.keyOf(key);
-    return this.track(() =>
+    return this.serial(() =>
       inTransaction(this.pool, "forget", async (c) => {
         const { seq, slot } = await S.loadSlotAndSeq(c, this.t, scope, k);
         this.noteSeq(seq);
@@ -223,7 +237,7 @@ export class PgBackend implements T.Backend {
     const o = A.optsOf(options, "undelete");
     const scope = A.scopeOf(o);
     const k = A.keyOf(key);
-    return this.track(() =>
+    return this.serial(() =>
       inTransaction(this.pool, "undelete", async (c) => {
         const { seq, slot } = await S.loadSlotAndSeq(c, this.t, scope, k);
         this.noteSeq(seq);
@@ -248,7 +262,7 @@ export class PgBackend implements T.Backend {
     const o = A.optsOf(options, "forgetScope");
     const s = A.scopeOf({ scope });
     const reclaim = A.reclaimOf(o);
-    return this.track(() =>
+    return this.serial(() =>
       inTransaction(this.pool, "forgetScope", async (c) => {
         const now = this.o.clock();
         const meta = await c.query(`SELECT seq FROM ${this.t.meta} WHERE id = 1`);
@@ -346,7 +360,7 @@ export class PgBackend implements T.Backend {
     let bytes = 0;
     for (const p of parsed) bytes += p.value === null ? 0 : typeof p.value === "string" ? Buffer.byteLength(p.value) : p.value.byteLength;
     if (bytes > A.BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${A.BATCH_BYTES_MAX} bytes; split it`);
-    return this.track(() =>
+    return this.serial(() =>
       inTransaction(this.pool, "batch", async (c) => {
         const meta = await c.query(`SELECT seq FROM ${this.t.meta} WHERE id = 1`);
         const base = Number((meta.rows[0] as { seq: string }).seq);
@@ -410,7 +424,7 @@ export class PgBackend implements T.Backend {
     if (segs !== undefined && (!Array.isArray(segs) || !segs.every((x) => Number.isSafeInteger(x) && (x as number) > 0))) {
       throw new InvalidArgumentError("segments must be an array of positive segment ids");
     }
-    return this.track(async () => {
+    return this.serial(async () => {
       const r = await this.pass();
       this.compactions += 1;
       await this.refreshStats();
@@ -421,7 +435,7 @@ export class PgBackend implements T.Backend {
   /** gc(): reclaims value rows by generation now, and retention rows past their window. */
   gc(): Promise<T.GcReport> {
     this.assertOpen();
-    return this.track(async () => {
+    return this.serial(async () => {
       const r = await this.pass();
       this.compactions += 1;
       await this.refreshStats();
