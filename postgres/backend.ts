@@ -205,9 +205,13 @@ export class PgBackend implements T.Backend {
     });
   }
 
-  /** readSync(): a database cannot answer synchronously. */
-  readSync(): T.ReadResult {
+  /** readSync(): a database cannot answer synchronously (bad arguments are still INVALID_ARGUMENT first). */
+  readSync(key: string, options?: T.ReadOptions): T.ReadResult {
     this.assertOpen();
+    const o = A.optsOf(options, "readSync");
+    A.scopeOf(o);
+    A.keyOf(key);
+    A.boolOf(o, "inherit", true);
     throw new NotSupportedError("readSync does not apply to a PostgreSQL store (every answer crosses the network); use read()");
   }
 

@@ -4,11 +4,14 @@
  *
  * How it works: every store is a PostgreSQL schema of its own in the throwaway cluster
  * (`?schema=` in the URL), so stores never share rows; `reopen` opens the same URL again with a
- * new pool. PostgreSQL lacks readSync, the engine's compaction modes, fault points and the
+ * new pool. The fingerprint hashes every row of the store's three tables, read over a pool of the
+ * test's own. PostgreSQL lacks readSync, the engine's compaction modes, fault points and the
  * engine-only options: those tests register as skipped, with the reason. When the server could
  * not start, one test is registered as skipped with the reason — visible, never a silent pass.
  */
-import { describe, it } from "vitest";
+import { createHash } from "node:crypto";
+import pg from "pg";
+import { afterAll, describe, it } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram } from "../src/index.js";
 
@@ -25,12 +28,25 @@ if (url === undefined || url === "") {
     urls.set(store, at);
     return store;
   };
+  const inspect = new pg.Pool({ connectionString: url, max: 2 });
+  afterAll(() => inspect.end());
+  /** Hash of every row of the store's tables, in primary-key order. */
+  const fingerprint = async (store: object): Promise<string> => {
+    const schema = new URL(urls.get(store) as string).searchParams.get("schema") as string;
+    const h = createHash("sha256");
+    for (const [table, order] of [["engram_meta", "id"], ["engram_slots", "tenant, scope, key"], ["engram_values", "tenant, scope, key"]]) {
+      const res = await inspect.query(`SELECT * FROM "${schema}".${table} ORDER BY ${order}`);
+      h.update(JSON.stringify(res.rows, (_k, v: unknown) => (Buffer.isBuffer(v) ? v.toString("base64") : v)));
+    }
+    return h.digest("hex");
+  };
   conformance({
     name: "conformance: PostgreSQL",
     describe,
     it,
     open: (options) => open(`${url}?schema=${run}_${++n}`, options),
     reopen: (previous, options) => open(urls.get(previous) as string, options),
+    fingerprint,
     supports: { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false },
   });
 }

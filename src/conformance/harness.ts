@@ -60,6 +60,11 @@ export interface ConformanceOptions<S extends ConformanceStore = ConformanceStor
   /** Opens again the store that `previous` (already closed) was, with these options. Without it, restart tests are skipped. */
   reopen?: (previous: S, options?: T.OpenOptions) => Promise<S>;
   supports: Supports;
+  /**
+   * A digest of everything the store holds (the engine: its segment files' bytes; a database:
+   * every row), to show that a refused call changed nothing. Without it those checks compare "".
+   */
+  fingerprint?: (store: S) => Promise<string>;
   /** Runs of the model-based random test (default 20; ENGRAM_MODEL_RUNS overrides). */
   modelRuns?: number;
 }
@@ -77,6 +82,7 @@ export interface Harness {
   /** Reopens the (closed) store that `dir` was opened as. */
   reopen: (dir: ConformanceStore, options?: T.OpenOptions) => Promise<ConformanceStore>;
   modelRuns: number;
+  fingerprint: (store: ConformanceStore) => Promise<string>;
 }
 
 /** Builds the harness from the caller's options. */
@@ -113,6 +119,7 @@ export function harnessOf(o: ConformanceOptions): Harness {
       if (o.reopen === undefined) throw new Error("reopen is not supported by this backend (register the test with itWith([\"reopen\"], ...))");
       return o.reopen(dir, options);
     },
+    fingerprint: (store) => (o.fingerprint === undefined ? Promise.resolve("") : o.fingerprint(store)),
     modelRuns: Number(process.env["ENGRAM_MODEL_RUNS"] ?? o.modelRuns ?? 20),
   };
 }

@@ -16,6 +16,7 @@
  */
 import { harnessOf, type ConformanceOptions, type ConformanceStore } from "./harness.js";
 import { apiCases } from "./cases/api.js";
+import { badInputCases } from "./cases/bad-input.js";
 
 export type { ConformanceOptions, ConformanceStore, Runner, Supports, TestFn } from "./harness.js";
 export { assertionCount, expect } from "./expect.js";
@@ -25,5 +26,6 @@ export function conformance<S extends ConformanceStore>(options: ConformanceOpti
   const h = harnessOf(options as unknown as ConformanceOptions);
   h.describe(options.name ?? "engram conformance", () => {
     apiCases(h);
+    badInputCases(h);
   });
 }
