@@ -39,7 +39,7 @@ function isPlain(v: unknown): v is Record<string, unknown> {
 /** vitest's toEqual (subset = false) or toMatchObject (subset = true). */
 function equals(a: unknown, b: unknown, subset: boolean): boolean {
   if (b instanceof AnyOf) return b.matches(a);
-  if (b instanceof RegExp && typeof a === "string") return false;
+  if (b instanceof RegExp && typeof a === "string") return subset && b.test(a);
   if (Object.is(a, b)) return true;
   if (ArrayBuffer.isView(a) && ArrayBuffer.isView(b)) {
     const x = new Uint8Array(a.buffer, a.byteOffset, a.byteLength);

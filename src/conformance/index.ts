@@ -17,6 +17,9 @@
 import { harnessOf, type ConformanceOptions, type ConformanceStore } from "./harness.js";
 import { apiCases } from "./cases/api.js";
 import { badInputCases } from "./cases/bad-input.js";
+import { safeRewriteCases } from "./cases/safe-rewrite.js";
+import { seedPhantomWriteCases } from "./cases/seed-phantom-write.js";
+import { toolCases } from "./cases/tools.js";
 
 export type { ConformanceOptions, ConformanceStore, Runner, Supports, TestFn } from "./harness.js";
 export { assertionCount, expect } from "./expect.js";
@@ -27,5 +30,8 @@ export function conformance<S extends ConformanceStore>(options: ConformanceOpti
   h.describe(options.name ?? "engram conformance", () => {
     apiCases(h);
     badInputCases(h);
+    seedPhantomWriteCases(h);
+    safeRewriteCases(h);
+    toolCases(h);
   });
 }
