@@ -12,6 +12,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import fc from "fast-check";
 import { afterAll, describe, it } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram, type OpenOptions } from "../src/index.js";
@@ -52,5 +53,7 @@ conformance({
   open: (options) => Engram.open(path.join(root, `s${++n}`), engineOptions(options)),
   reopen: (previous, options) => Engram.open(previous.dir, engineOptions(options)),
   fingerprint: async (store) => segmentHash(store.dir),
-  supports: { readSync: true, inPlaceCompaction: true, faults: true, unsafeGc: true, engineOptions: true },
+  supports: { readSync: true, inPlaceCompaction: true, faults: true, unsafeGc: true, engineOptions: true, liveStats: true },
+  fastCheck: fc,
+  modelRuns: 100,
 });

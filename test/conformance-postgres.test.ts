@@ -11,6 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
+import fc from "fast-check";
 import { afterAll, describe, it } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram } from "../src/index.js";
@@ -47,6 +48,8 @@ if (url === undefined || url === "") {
     open: (options) => open(`${url}?schema=${run}_${++n}`, options),
     reopen: (previous, options) => open(urls.get(previous) as string, options),
     fingerprint,
-    supports: { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false },
+    supports: { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false, liveStats: false },
+    fastCheck: fc,
+    modelRuns: 10,
   });
 }

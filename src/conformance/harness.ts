@@ -36,6 +36,8 @@ export interface Supports {
   unsafeGc?: boolean;
   /** The engine-only OpenOptions (segmentBytes, compaction, cacheBytes) are accepted and checked. */
   engineOptions?: boolean;
+  /** stats() counts (slots, liveSlots) are exact after every call, not a snapshot. */
+  liveStats?: boolean;
 }
 
 /** A test body; it may return a promise. */
@@ -67,6 +69,8 @@ export interface ConformanceOptions<S extends ConformanceStore = ConformanceStor
   fingerprint?: (store: S) => Promise<string>;
   /** Runs of the model-based random test (default 20; ENGRAM_MODEL_RUNS overrides). */
   modelRuns?: number;
+  /** The fast-check module, for the model-based random test (skipped without it). */
+  fastCheck?: unknown;
 }
 
 /** What every case file receives. */
@@ -74,8 +78,8 @@ export interface Harness {
   describe: (name: string, fn: () => void) => void;
   it: (name: string, fn: TestFn) => void;
   /** Registers the test only when every named capability is supported; otherwise as skipped with the reason. */
-  itWith: (needs: Array<keyof Supports | "reopen">, name: string, fn: TestFn) => void;
-  supports: Required<Supports> & { reopen: boolean };
+  itWith: (needs: Array<keyof Supports | "reopen" | "fastCheck">, name: string, fn: TestFn) => void;
+  supports: Required<Supports> & { reopen: boolean; fastCheck: boolean };
   /** A fresh store with `options`; `dir` is its handle for `reopen`. */
   fresh: (options?: T.OpenOptions) => Promise<{ store: ConformanceStore; dir: ConformanceStore; options: T.OpenOptions }>;
   open: (options?: T.OpenOptions) => Promise<ConformanceStore>;
@@ -93,7 +97,9 @@ export function harnessOf(o: ConformanceOptions): Harness {
     faults: o.supports.faults === true,
     unsafeGc: o.supports.unsafeGc === true,
     engineOptions: o.supports.engineOptions === true,
+    liveStats: o.supports.liveStats === true,
     reopen: o.reopen !== undefined,
+    fastCheck: o.fastCheck !== undefined,
   };
   const skip = o.skip ?? o.it.skip?.bind(o.it);
   const it = (name: string, fn: TestFn): void => void o.it(name, fn);

@@ -20,6 +20,8 @@ import { badInputCases } from "./cases/bad-input.js";
 import { safeRewriteCases } from "./cases/safe-rewrite.js";
 import { seedPhantomWriteCases } from "./cases/seed-phantom-write.js";
 import { toolCases } from "./cases/tools.js";
+import { modelCases } from "./cases/model.js";
+import type { FastCheck } from "./model/ops.js";
 
 export type { ConformanceOptions, ConformanceStore, Runner, Supports, TestFn } from "./harness.js";
 export { assertionCount, expect } from "./expect.js";
@@ -33,5 +35,6 @@ export function conformance<S extends ConformanceStore>(options: ConformanceOpti
     seedPhantomWriteCases(h);
     safeRewriteCases(h);
     toolCases(h);
+    modelCases(h, options.fastCheck as FastCheck | undefined);
   });
 }
