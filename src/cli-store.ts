@@ -3,6 +3,7 @@
  */
 import { existsSync } from "node:fs";
 import { EngramError } from "../rules/errors.js";
+import { isPostgresUrl } from "../postgres/index.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
 import { hintFor } from "./cli-format.js";
@@ -21,7 +22,7 @@ export interface GlobalOptions {
 /** A usage problem found by the CLI itself (exit 1). */
 export class UsageError extends Error {}
 
-/** The store directory from `--dir` or ENGRAM_DIR, or a UsageError. */
+/** The store directory (or postgres:// URL) from `--dir` or ENGRAM_DIR, or a UsageError. */
 export function requireDir(opts: GlobalOptions): string {
   const dir = opts.dir ?? process.env["ENGRAM_DIR"];
   if (dir === undefined || dir === "") throw new UsageError("--dir DIR is required (or set ENGRAM_DIR)");
@@ -34,7 +35,7 @@ export function requireDir(opts: GlobalOptions): string {
  */
 export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
   const dir = requireDir(opts);
-  if (mustExist && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
+  if (mustExist && !isPostgresUrl(dir) && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
   return Engram.open(dir, extra);
 }
 
