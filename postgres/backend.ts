@@ -7,7 +7,7 @@
  * Reads are single statements (one snapshot). What is not durable is never visible: PostgreSQL
  * makes a commit visible only once it is flushed (synchronous_commit on, durability "sync").
  */
-import type { Pool, PoolClient } from "pg";
+import type { Pool } from "pg";
 import * as A from "../rules/args.js";
 import { InvalidArgumentError, NotSupportedError, StoreClosedError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
 import * as R from "../rules/gc-rule.js";
@@ -151,12 +151,6 @@ export class PgBackend implements T.Backend {
     return { scope, key, facts, value: null, result: { ok: true, tombstoneSeq: seq, generation: f.generation } };
   }
 
-  /** Writes one decided mutation's rows. */
-  private async apply(c: PoolClient, d: Decided): Promise<void> {
-    await S.putSlot(c, this.t, d.scope, d.key, d.facts);
-    if (d.value !== null) await S.putValue(c, this.t, d.scope, d.key, d.facts.version, d.facts.valueGeneration, d.value);
-  }
-
   /** write(): see API.md. */
   write(key: string, value: T.Value, options?: T.WriteOptions): Promise<T.WriteResult> {
     this.assertOpen();
@@ -173,8 +167,7 @@ export class PgBackend implements T.Backend {
         const { seq, slot } = await S.loadSlotAndSeq(c, this.t, scope, k);
         this.noteSeq(seq);
         const d = this.decideWrite(scope, k, slot?.facts ?? EMPTY, o, v, seq + 1, this.o.clock());
-        await this.apply(c, d);
-        await S.setSeq(c, this.t, seq + 1);
+        await S.commitSlot(c, this.t, seq + 1, scope, k, d.facts, v);
         return d.result as T.WriteResult;
       }).then((r) => (this.noteSeq(r.version), r)),
     );
@@ -227,8 +220,7 @@ export class PgBackend implements T.Backend {
         this.noteSeq(seq);
         const d = this.decideForget(scope, k, slot?.facts ?? null, seq + 1, this.o.clock());
         if (!("facts" in d)) return d.result;
-        await this.apply(c, d);
-        await S.setSeq(c, this.t, seq + 1);
+        await S.commitSlot(c, this.t, seq + 1, scope, k, d.facts, null);
         this.noteSeq(seq + 1);
         return d.result as T.ForgetResult;
       }),
@@ -248,8 +240,7 @@ export class PgBackend implements T.Backend {
         const f = slot?.facts ?? EMPTY;
         if (!R.slotTombstoned(f)) return { ok: true as const, generation: f.generation };
         const generation = f.generation + 1;
-        await S.putSlot(c, this.t, scope, k, { ...f, generation, clearSeq: seq + 1 });
-        await S.setSeq(c, this.t, seq + 1);
+        await S.commitSlot(c, this.t, seq + 1, scope, k, { ...f, generation, clearSeq: seq + 1 }, null);
         this.noteSeq(seq + 1);
         return { ok: true as const, generation };
       }),
@@ -370,14 +361,14 @@ export class PgBackend implements T.Backend {
         const base = Number((meta.rows[0] as { seq: string }).seq);
         this.noteSeq(base);
         const now = this.o.clock();
+        const loaded = await S.loadSlots(c, this.t, parsed);
         const overlay = new Map<string, SlotFacts | null>();
         const decided: Decided[] = [];
         const results: T.BatchResult[] = [];
         let seq = base;
         for (const p of parsed) {
           const id = `${p.scope}\u0000${p.key}`;
-          if (!overlay.has(id)) overlay.set(id, (await S.loadSlot(c, this.t, p.scope, p.key))?.facts ?? null);
-          const f = overlay.get(id) ?? null;
+          const f = overlay.has(id) ? (overlay.get(id) ?? null) : (loaded.get(id)?.facts ?? null);
           const d = p.value !== null ? this.decideWrite(p.scope, p.key, f ?? EMPTY, p.o, p.value, seq + 1, now) : this.decideForget(p.scope, p.key, f, seq + 1, now);
           results.push(d.result);
           if (!("facts" in d)) continue;
@@ -385,7 +376,9 @@ export class PgBackend implements T.Backend {
           overlay.set(id, d.facts);
           decided.push(d);
         }
-        for (const d of lastPerSlot(decided)) await this.apply(c, d);
+        const last = lastPerSlot(decided);
+        await S.putSlots(c, this.t, last);
+        await S.putValues(c, this.t, last.flatMap((d) => (d.value === null ? [] : [{ scope: d.scope, key: d.key, version: d.facts.version, generation: d.facts.valueGeneration, value: d.value }])));
         if (seq > base) await S.setSeq(c, this.t, seq);
         return { results, seq };
       }).then((r) => (this.noteSeq(r.seq), r.results)),

@@ -146,3 +146,76 @@ export function valueOf(kind: number, bytes: Uint8Array): string | Uint8Array {
   if (kind === 0) return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
   return new Uint8Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
 }
+
+/** Reads many slots in one statement; the map is keyed by scope NUL key. */
+export async function loadSlots(c: Queryable, t: Tables, ids: Array<{ scope: string; key: string }>): Promise<Map<string, SlotRow>> {
+  const out = new Map<string, SlotRow>();
+  if (ids.length === 0) return out;
+  const res = await c.query(
+    `SELECT ${SLOT_COLUMNS} FROM ${joined(t)} WHERE (s.tenant, s.scope, s.key) IN (SELECT * FROM unnest($1::text[], $2::text[], $3::text[]))`,
+    [ids.map((i) => tenantOf(i.scope)), ids.map((i) => i.scope), ids.map((i) => i.key)],
+  );
+  for (const r of res.rows as Record<string, unknown>[]) {
+    const row = rowOf(r);
+    out.set(`${row.scope}\u0000${row.key}`, row);
+  }
+  return out;
+}
+
+/** Writes many retention records in one statement (each slot at most once). */
+export async function putSlots(c: Queryable, t: Tables, rows: Array<{ scope: string; key: string; facts: SlotFacts }>): Promise<void> {
+  if (rows.length === 0) return;
+  const col = (f: (x: SlotFacts) => number): number[] => rows.map((r) => f(r.facts));
+  await c.query(
+    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
+     ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, value_gen = EXCLUDED.value_gen,
+       generation = EXCLUDED.generation, kill_seq = EXCLUDED.kill_seq, killed_gen = EXCLUDED.killed_gen,
+       clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at`,
+    [
+      rows.map((r) => tenantOf(r.scope)), rows.map((r) => r.scope), rows.map((r) => r.key),
+      col((f) => f.version), col((f) => f.valueGeneration), col((f) => f.generation), col((f) => f.killSeq),
+      col((f) => f.killedGeneration), col((f) => f.clearSeq), col((f) => f.expiresAt), col((f) => f.reclaimedAt),
+    ],
+  );
+}
+
+/** Writes many value rows in one statement (each slot at most once). */
+export async function putValues(c: Queryable, t: Tables, rows: Array<{ scope: string; key: string; version: number; generation: number; value: string | Uint8Array }>): Promise<void> {
+  if (rows.length === 0) return;
+  const bytes = rows.map((r) => (typeof r.value === "string" ? Buffer.from(r.value, "utf8") : Buffer.from(r.value.buffer, r.value.byteOffset, r.value.byteLength)));
+  await c.query(
+    `INSERT INTO ${t.values} (tenant, scope, key, version, generation, kind, bytes)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::smallint[], $7::bytea[])
+     ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, generation = EXCLUDED.generation,
+       kind = EXCLUDED.kind, bytes = EXCLUDED.bytes`,
+    [rows.map((r) => tenantOf(r.scope)), rows.map((r) => r.scope), rows.map((r) => r.key), rows.map((r) => r.version), rows.map((r) => r.generation), rows.map((r) => (typeof r.value === "string" ? 0 : 1)), bytes],
+  );
+}
+
+/**
+ * One mutation's rows in one statement (data-modifying CTEs): the new store-wide sequence, the
+ * slot's retention record and, when given, its value row — one round trip instead of three.
+ */
+export async function commitSlot(c: Queryable, t: Tables, seq: number, scope: string, key: string, f: SlotFacts, value: string | Uint8Array | null): Promise<void> {
+  const params: unknown[] = [seq, tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt];
+  const slot = `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at)
+     VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+     ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, value_gen = EXCLUDED.value_gen,
+       generation = EXCLUDED.generation, kill_seq = EXCLUDED.kill_seq, killed_gen = EXCLUDED.killed_gen,
+       clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at`;
+  const meta = `UPDATE ${t.meta} SET seq = $1 WHERE id = 1`;
+  if (value === null) {
+    await c.query(`WITH m AS (${meta} RETURNING 1) ${slot}`, params);
+    return;
+  }
+  const bytes = typeof value === "string" ? Buffer.from(value, "utf8") : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  params.push(typeof value === "string" ? 0 : 1, bytes);
+  await c.query(
+    `WITH m AS (${meta} RETURNING 1), s AS (${slot} RETURNING 1)
+     INSERT INTO ${t.values} (tenant, scope, key, version, generation, kind, bytes) VALUES ($2, $3, $4, $5, $6, $13, $14)
+     ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, generation = EXCLUDED.generation,
+       kind = EXCLUDED.kind, bytes = EXCLUDED.bytes`,
+    params,
+  );
+}
