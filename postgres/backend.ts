@@ -260,8 +260,7 @@ export class PgBackend implements T.Backend {
     return this.serial(() =>
       inTransaction(this.pool, "forgetScope", async (c) => {
         const now = this.o.clock();
-        const meta = await c.query(`SELECT seq FROM ${this.t.meta} WHERE id = 1`);
-        const seq = Number((meta.rows[0] as { seq: string }).seq) + 1;
+        const seq = (await S.lockSeq(c, this.t)) + 1;
         const where = S.subtreeWhere("s", s, 1);
         const rows = await c.query(`SELECT ${S.SLOT_COLUMNS} FROM ${S.joined(this.t)} WHERE ${where.sql}`, where.params);
         const slots = rows.rows.filter((r) => R.valueReadable(S.rowOf(r).facts, now)).length;
@@ -357,8 +356,7 @@ export class PgBackend implements T.Backend {
     if (bytes > A.BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${A.BATCH_BYTES_MAX} bytes; split it`);
     return this.serial(() =>
       inTransaction(this.pool, "batch", async (c) => {
-        const meta = await c.query(`SELECT seq FROM ${this.t.meta} WHERE id = 1`);
-        const base = Number((meta.rows[0] as { seq: string }).seq);
+        const base = await S.lockSeq(c, this.t);
         this.noteSeq(base);
         const now = this.o.clock();
         const loaded = await S.loadSlots(c, this.t, parsed);

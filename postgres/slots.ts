@@ -81,12 +81,14 @@ export function rowOf(r: Record<string, unknown>): SlotRow {
 
 /**
  * Reads the store-wide sequence and the slot (scope, key) in one statement: the sequence row
- * always exists, the slot columns are NULL when the slot has no retention record.
+ * always exists, the slot columns are NULL when the slot has no retention record. The sequence
+ * row is locked at once (FOR UPDATE): a concurrent mutation then waits or fails at its first
+ * statement instead of after doing all its work (CockroachDB queues such locks without aborts).
  */
 export async function loadSlotAndSeq(c: Queryable, t: Tables, scope: string, key: string): Promise<{ seq: number; slot: SlotRow | null }> {
   const res = await c.query(
     `SELECT m.seq AS meta_seq, x.* FROM ${t.meta} m LEFT JOIN (SELECT ${SLOT_COLUMNS} FROM ${joined(t)}
-       WHERE s.tenant = $1 AND s.scope = $2 AND s.key = $3) x ON TRUE WHERE m.id = 1`,
+       WHERE s.tenant = $1 AND s.scope = $2 AND s.key = $3) x ON TRUE WHERE m.id = 1 FOR UPDATE OF m`,
     [tenantOf(scope), scope, key],
   );
   const r = res.rows[0] as Record<string, unknown> | undefined;
@@ -134,6 +136,12 @@ export async function deleteValue(c: Queryable, t: Tables, scope: string, key: s
 /** Deletes a slot's retention record. */
 export async function deleteSlot(c: Queryable, t: Tables, scope: string, key: string): Promise<void> {
   await c.query(`DELETE FROM ${t.slots} WHERE tenant = $1 AND scope = $2 AND key = $3`, [tenantOf(scope), scope, key]);
+}
+
+/** Reads and locks the store-wide sequence (the first statement of a mutation). */
+export async function lockSeq(c: Queryable, t: Tables): Promise<number> {
+  const res = await c.query(`SELECT seq FROM ${t.meta} WHERE id = 1 FOR UPDATE`);
+  return num((res.rows[0] as { seq: unknown }).seq);
 }
 
 /** Sets the store-wide sequence to `seq` (always above what it was: the caller allocated from it). */

@@ -9,10 +9,14 @@
 import type { Pool, PoolClient } from "pg";
 import { EngramError, InternalError, IoError } from "../rules/errors.js";
 
-/** Most attempts of one transaction before giving up. */
-export const TX_ATTEMPTS_MAX = 40;
-/** Longest backoff between attempts, in ms. */
-const BACKOFF_MS_MAX = 50;
+/**
+ * Most attempts of one transaction before giving up. Every mutation of a store takes the one
+ * sequence row, so k concurrent writers each win a round with odds near 1/k: 200 attempts keep
+ * the chance that a writer among 8 loses them all below 1e-11, and bound its time to ~4 s.
+ */
+export const TX_ATTEMPTS_MAX = 200;
+/** Longest backoff between attempts, in ms (jittered: the wait is uniform below it). */
+const BACKOFF_MS_MAX = 20;
 const RETRYABLE = new Set(["40001", "40P01"]);
 
 /** The SQLSTATE (or Node errno name) of a driver error, or undefined. */
