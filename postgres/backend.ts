@@ -322,11 +322,15 @@ export class PgBackend implements T.Backend {
     const limit = A.limitOf(o);
     const lineage = A.boolOf(o, "inherit", true) ? scopeLineage(scope) : [scope];
     const entries = this.track(async () => {
+      // A well-formed prefix is a prefix in code points exactly when it is one in UTF-16 units,
+      // so the server may filter by it; the exact startsWith below decides either way.
+      const byPrefix = prefix !== "" && prefix.isWellFormed();
       const rows = await query(
         this.pool,
         "list",
-        `SELECT ${S.SLOT_COLUMNS} FROM ${S.joined(this.t)} WHERE v.key IS NOT NULL AND s.tenant = ANY($1) AND s.scope = ANY($2)`,
-        [[...new Set(lineage.map(S.tenantOf))], lineage],
+        `SELECT ${S.SLOT_COLUMNS} FROM ${S.joined(this.t)} WHERE v.key IS NOT NULL AND s.tenant = ANY($1) AND s.scope = ANY($2)` +
+          (byPrefix ? " AND left(s.key, $4::int) = $3::text" : ""),
+        byPrefix ? [[...new Set(lineage.map(S.tenantOf))], lineage, prefix, [...prefix].length] : [[...new Set(lineage.map(S.tenantOf))], lineage],
       );
       const now = this.o.clock();
       const rank = new Map(lineage.map((s, i) => [s, i]));

@@ -77,13 +77,12 @@ export async function openPostgres(location: string, options?: OpenOptions): Pro
     idleTimeoutMillis: 10_000,
     connectionTimeoutMillis: 10_000,
     application_name: "engram",
+    // "batch"/"none": the server acknowledges before its WAL flush (bounded loss, never corruption),
+    // set as a startup parameter of every connection.
+    ...(resolved.durability === "sync" ? {} : { options: "-c synchronous_commit=off" }),
   };
   const pool: Pool = new pg.Pool(config);
   // An idle connection that the server drops must not crash the host process.
   pool.on("error", () => undefined);
-  if (resolved.durability !== "sync") {
-    // "batch"/"none": the server acknowledges before its WAL flush (bounded loss, never corruption).
-    pool.on("connect", (client) => void client.query("SET synchronous_commit TO off").catch(() => undefined));
-  }
   return PgBackend.open(where.shown, pool, tables, resolved);
 }

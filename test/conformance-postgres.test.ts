@@ -15,6 +15,7 @@ import fc from "fast-check";
 import { afterAll, describe, it } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram } from "../src/index.js";
+import { dropSchemas, storeUrl } from "./helpers/pg.js";
 
 const url = process.env["ENGRAM_PG_URL"];
 const urls = new WeakMap<object, string>();
@@ -30,7 +31,10 @@ if (url === undefined || url === "") {
     return store;
   };
   const inspect = new pg.Pool({ connectionString: url, max: 2 });
-  afterAll(() => inspect.end());
+  afterAll(async () => {
+    await inspect.end();
+    await dropSchemas(run);
+  });
   /** Hash of every row of the store's tables, in primary-key order. */
   const fingerprint = async (store: object): Promise<string> => {
     const schema = new URL(urls.get(store) as string).searchParams.get("schema") as string;
@@ -45,7 +49,7 @@ if (url === undefined || url === "") {
     name: "conformance: PostgreSQL",
     describe,
     it,
-    open: (options) => open(`${url}?schema=${run}_${++n}`, options),
+    open: (options) => open(storeUrl(`${run}_${++n}`), options),
     reopen: (previous, options) => open(urls.get(previous) as string, options),
     fingerprint,
     supports: { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false, liveStats: false },

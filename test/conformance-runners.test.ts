@@ -2,7 +2,7 @@
  * The conformance suite needs no particular runner: here it runs under node:test.
  *
  * How it works: a child `node --test --test-reporter=tap` runs test/helpers/conformance-node-test.mjs,
- * which imports the built package (dist/, as an outside user would) and calls `conformance()` with
+ * which imports "engram/conformance" and "engram" (the built package, by its own name, as an outside user would) and calls `conformance()` with
  * node:test's describe/it against the embedded engine. The TAP summary must show hundreds of
  * passing tests and no failure. A second child declares only readSync and no reopen: every test
  * that needs one must then appear as "# SKIP" with its reason — a backend never passes by omission.

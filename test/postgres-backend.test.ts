@@ -22,12 +22,16 @@ import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { TX_ATTEMPTS_MAX, inTransaction } from "../postgres/tx.js";
 import { Engram, type OpenOptions } from "../src/index.js";
+import { dropSchemas, storeUrl } from "./helpers/pg.js";
 
 const url = process.env["ENGRAM_PG_URL"];
 const skip = url === undefined || url === "" ? (process.env["ENGRAM_PG_SKIP"] ?? "no ENGRAM_PG_URL") : null;
 const tag = `b${process.pid}`;
 const inspect = skip === null ? new pg.Pool({ connectionString: url, max: 2 }) : null;
-afterAll(() => inspect?.end());
+afterAll(async () => {
+  await inspect?.end();
+  await dropSchemas(`${tag}_`);
+});
 
 async function schemaExists(schema: string): Promise<boolean> {
   const r = await (inspect as pg.Pool).query("SELECT 1 FROM information_schema.schemata WHERE schema_name = $1", [schema]);
@@ -45,25 +49,27 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
     ];
     for (const [name, options] of rows) {
       const schema = `${tag}_refused_${name.replace(/\W/g, "_").toLowerCase()}`;
-      const err = await Engram.open(`${url}?schema=${schema}`, options).catch((e: unknown) => e);
+      const err = await Engram.open(storeUrl(schema), options).catch((e: unknown) => e);
       expect(err, name).toMatchObject({ code: "INVALID_ARGUMENT" });
       expect((err as Error).message, name).toMatch(/embedded engine/);
       expect(await schemaExists(schema), `${name}: schema created`).toBe(false);
     }
     // Bad URLs of our own parameters too.
-    await expect(Engram.open(`${url}?schema=Bad-Name`)).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
-    await expect(Engram.open(`${url}?poolMax=0`)).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+    await expect(Engram.open(storeUrl("Bad-Name"))).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+    await expect(Engram.open(`${storeUrl(`${tag}_pool`)}&poolMax=0`)).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
   });
 
   it("readSync and the fault controls are NOT_SUPPORTED; dir never shows the password", async () => {
-    const s = await Engram.open(`${url}?schema=${tag}_ns`);
+    const s = await Engram.open(storeUrl(`${tag}_ns`));
     try {
       await s.write("k", "v");
       expect(() => s.readSync("k")).toThrow(expect.objectContaining({ code: "NOT_SUPPORTED" }) as unknown as Error);
       await expect(s.faults.waitFor("read:after-authorize")).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
       expect(() => s.faults.release("read:after-authorize")).toThrow(/embedded engine/);
       expect(s.dir.startsWith("postgresql://")).toBe(true);
-      const withPw = await Engram.open(url!.replace("postgresql://engram@", "postgresql://engram:hunter2@") + `?schema=${tag}_ns`);
+      const pw = new URL(storeUrl(`${tag}_ns`));
+      pw.password = "hunter2";
+      const withPw = await Engram.open(pw.href);
       expect(withPw.dir).not.toContain("hunter2");
       await withPw.close();
     } finally {
@@ -87,7 +93,7 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
 
   it("the tenant leads every primary key; no SERIAL, sequence, trigger or extension", async () => {
     const schema = `${tag}_ddl`;
-    const s = await Engram.open(`${url}?schema=${schema}`);
+    const s = await Engram.open(storeUrl(schema));
     await s.close();
     const db = inspect as pg.Pool;
     const pk = await db.query(
@@ -111,7 +117,7 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
     const secret = `SECRET-${tag}-4f1c9a`;
     for (const reclaim of ["eager", "lazy"] as const) {
       const schema = `${tag}_i8_${reclaim}`;
-      const s = await Engram.open(`${url}?schema=${schema}`);
+      const s = await Engram.open(storeUrl(schema));
       try {
         await s.write("keep", "kept-value");
         await s.write("s", secret, { scope: "user:a/session:1" });
@@ -133,7 +139,7 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
   });
 
   it("eight handles writing one hot key all commit through serializable retries", async () => {
-    const at = `${url}?schema=${tag}_hot`;
+    const at = storeUrl(`${tag}_hot`);
     const handles = await Promise.all(Array.from({ length: 8 }, () => Engram.open(at)));
     try {
       const per = await Promise.all(handles.map(async (s, i) => {

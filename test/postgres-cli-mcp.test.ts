@@ -17,12 +17,17 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { assertBuilt, ROOT } from "./helpers/built.js";
+import { dropSchemas, storeUrl } from "./helpers/pg.js";
 
 const url = process.env["ENGRAM_PG_URL"];
 const skip = url === undefined || url === "" ? (process.env["ENGRAM_PG_SKIP"] ?? "no ENGRAM_PG_URL") : null;
 const CLI = join(ROOT, "dist", "src", "cli.js");
 const cwd = mkdtempSync(join(tmpdir(), "engram-pgcli-"));
-afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+const tag = `m${process.pid}_`;
+afterAll(async () => {
+  rmSync(cwd, { recursive: true, force: true });
+  await dropSchemas(tag);
+});
 
 function cli(at: string, args: string[]): { status: number | null; json: Record<string, unknown>; stderr: string } {
   const r = spawnSync(process.execPath, [CLI, "--dir", at, "--json", ...args], { cwd, encoding: "utf8", env: { ...process.env, NO_COLOR: "1" }, timeout: 60_000 });
@@ -38,7 +43,7 @@ function cli(at: string, args: string[]): { status: number | null; json: Record<
 describe.skipIf(skip !== null)(`CLI and MCP on a PostgreSQL URL${skip === null ? "" : ` [skipped: ${skip}]`}`, () => {
   it("every store command takes the URL as --dir", () => {
     assertBuilt();
-    const at = `${url}?schema=cli_${process.pid}`;
+    const at = storeUrl(`${tag}cli`);
     const got0 = cli(at, ["get", "pref.theme", "--scope", "user:alice"]);
     expect(got0.json, got0.stderr).toEqual({ status: "NOT_FOUND" });
     const put = cli(at, ["put", "pref.theme", "dark", "--scope", "user:alice"]);
@@ -57,7 +62,7 @@ describe.skipIf(skip !== null)(`CLI and MCP on a PostgreSQL URL${skip === null ?
 
   it("engram mcp --dir URL serves the tools on the database", async () => {
     assertBuilt();
-    const at = `${url}?schema=mcp_${process.pid}`;
+    const at = storeUrl(`${tag}mcp`);
     const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, "mcp", "--dir", at, "--scope", "user:me"], stderr: "pipe", cwd });
     const client = new Client({ name: "engram-test", version: "0.0.0" });
     await client.connect(transport);

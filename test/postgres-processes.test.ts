@@ -13,13 +13,16 @@
  * When no server could start, the tests register as skipped with the reason.
  */
 import { spawn } from "node:child_process";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { ROOT } from "./helpers/built.js";
+import { dropSchemas, storeUrl } from "./helpers/pg.js";
 
 const url = process.env["ENGRAM_PG_URL"];
 const skip = url === undefined || url === "" ? (process.env["ENGRAM_PG_SKIP"] ?? "no ENGRAM_PG_URL") : null;
 const TIMES = 150;
+const tag = `p${process.pid}_`;
+afterAll(() => dropSchemas(tag));
 
 interface ChildResult {
   done: number;
@@ -49,7 +52,7 @@ function ascending(xs: number[]): boolean {
 
 describe.skipIf(skip !== null)(`two processes, one PostgreSQL store${skip === null ? "" : ` [skipped: ${skip}]`}`, () => {
   it("CAS increments from two processes are never lost", async () => {
-    const at = `${url}?schema=cas_${process.pid}`;
+    const at = storeUrl(`${tag}cas`);
     const [a, b] = await Promise.all([child([at, String(TIMES)]), child([at, String(TIMES)])]);
     const store = await Engram.open(at);
     try {
@@ -67,7 +70,7 @@ describe.skipIf(skip !== null)(`two processes, one PostgreSQL store${skip === nu
   });
 
   it("the twin without compare-and-set loses increments (the check can tell)", async () => {
-    const at = `${url}?schema=blind_${process.pid}`;
+    const at = storeUrl(`${tag}blind`);
     await Promise.all([child([at, String(TIMES), "blind"], "test/helpers/pg-blind-child.ts"), child([at, String(TIMES), "blind"], "test/helpers/pg-blind-child.ts")]);
     const store = await Engram.open(at);
     try {

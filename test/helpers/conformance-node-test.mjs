@@ -1,4 +1,4 @@
-// The conformance suite under node:test, from the built package (dist/), to prove that it needs
+// The conformance suite under node:test, imported as "engram/conformance" (the built package), to prove that it needs
 // no particular runner: test/conformance-runners.test.ts spawns `node --test` on this file.
 // ENGRAM_CONF_BARE=1 declares only readSync (which the engine must honour) and no reopen, so that every test needing one must
 // be registered as skipped (visible in the TAP output as "# SKIP").
@@ -7,8 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, describe, it } from "node:test";
 import fc from "fast-check";
-import { conformance } from "../../dist/src/conformance/index.js";
-import { Engram } from "../../dist/src/index.js";
+import { conformance } from "engram/conformance"; // the package subpath export (self-reference)
+import { Engram } from "engram";
 
 const bare = process.env.ENGRAM_CONF_BARE === "1";
 const root = mkdtempSync(join(tmpdir(), "engram-node-test-"));
