@@ -8,7 +8,8 @@
  * every test file through ENGRAM_PG_URL (the forks inherit the environment). Teardown stops the
  * cluster with `pg_ctl -m fast stop` and deletes the directory. When the server cannot start,
  * ENGRAM_PG_SKIP carries the reason instead, and every PostgreSQL test registers as skipped with
- * that reason in its name — visible in the report, never a silent pass.
+ * that reason in its name — visible in the report, never a silent pass (ENGRAM_PG_DISABLE=reason
+ * takes that path on purpose; test/postgres-skip.test.ts uses it).
  */
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -52,6 +53,12 @@ function asPostgres(bin: string, args: string[]): void {
 
 export async function setup(): Promise<void> {
   if (process.env["ENGRAM_PG_URL"] !== undefined && process.env["ENGRAM_PG_URL"] !== "") return;
+  // ENGRAM_PG_DISABLE=reason: start nothing, and let every PostgreSQL test skip with that reason.
+  const disabled = process.env["ENGRAM_PG_DISABLE"];
+  if (disabled !== undefined && disabled !== "") {
+    process.env["ENGRAM_PG_SKIP"] = disabled;
+    return;
+  }
   const bin = binDir();
   if (bin === null) {
     process.env["ENGRAM_PG_SKIP"] = "PostgreSQL server binaries not found (pg_config/initdb); .ci/run installs the Debian package postgresql";
