@@ -152,7 +152,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** write(): see API.md. */
-  write(key: string, value: T.Value, options?: T.WriteOptions): Promise<T.WriteResult> {
+  async write(key: string, value: T.Value, options?: T.WriteOptions): Promise<T.WriteResult> {
     this.assertOpen();
     const o = A.optsOf(options, "write");
     const scope = A.scopeOf(o);
@@ -174,7 +174,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** read(): the nearest readable value on the lineage, in one statement. */
-  read(key: string, options?: T.ReadOptions): Promise<T.ReadResult> {
+  async read(key: string, options?: T.ReadOptions): Promise<T.ReadResult> {
     this.assertOpen();
     const o = A.optsOf(options, "read");
     const scope = A.scopeOf(o);
@@ -209,7 +209,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** forget(): tombstones the live value of (scope, key); the value row stays until gc(). */
-  forget(key: string, options?: T.ScopeOption): Promise<T.ForgetResult> {
+  async forget(key: string, options?: T.ScopeOption): Promise<T.ForgetResult> {
     this.assertOpen();
     const o = A.optsOf(options, "forget");
     const scope = A.scopeOf(o);
@@ -228,7 +228,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** undelete(): clears a tombstone by moving the slot to a higher generation; no-op otherwise. */
-  undelete(key: string, options?: T.ScopeOption): Promise<T.UndeleteResult> {
+  async undelete(key: string, options?: T.ScopeOption): Promise<T.UndeleteResult> {
     this.assertOpen();
     const o = A.optsOf(options, "undelete");
     const scope = A.scopeOf(o);
@@ -252,7 +252,7 @@ export class PgBackend implements T.Backend {
    * slot's retention record takes the erasure's sequence as its kill); "eager" deletes their
    * value rows in the same transaction, so they are gone when the call resolves.
    */
-  forgetScope(scope: string, options?: T.ForgetScopeOptions): Promise<T.ForgetScopeResult> {
+  async forgetScope(scope: string, options?: T.ForgetScopeOptions): Promise<T.ForgetScopeResult> {
     this.assertOpen();
     const o = A.optsOf(options, "forgetScope");
     const s = A.scopeOf({ scope });
@@ -283,7 +283,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** probe(): the retention record and the value row of (scope, key), separately. */
-  probe(key: string, options?: T.ScopeOption): Promise<T.ProbeResult> {
+  async probe(key: string, options?: T.ScopeOption): Promise<T.ProbeResult> {
     this.assertOpen();
     const o = A.optsOf(options, "probe");
     const scope = A.scopeOf(o);
@@ -350,7 +350,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** batch(): every op decided in order against the state the earlier ones leave, in one transaction. */
-  batch(ops: T.BatchOp[]): Promise<T.BatchResult[]> {
+  async batch(ops: T.BatchOp[]): Promise<T.BatchResult[]> {
     this.assertOpen();
     if (!Array.isArray(ops)) throw new InvalidArgumentError("batch takes an array of operations");
     if (ops.length > A.BATCH_OPS_MAX) throw new InvalidArgumentError(`batch has ${ops.length} operations; at most ${A.BATCH_OPS_MAX}`);
@@ -414,7 +414,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** compact(): there are no segments to rewrite; it runs the reclamation pass that compaction implies. */
-  compact(options?: T.CompactOptions): Promise<T.CompactionReport> {
+  async compact(options?: T.CompactOptions): Promise<T.CompactionReport> {
     this.assertOpen();
     const o = A.optsOf(options, "compact");
     const mode = o["mode"] ?? "copy-on-write";
@@ -432,7 +432,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** gc(): reclaims value rows by generation now, and retention rows past their window. */
-  gc(): Promise<T.GcReport> {
+  async gc(): Promise<T.GcReport> {
     this.assertOpen();
     return this.serial(async () => {
       const r = await this.pass();
@@ -478,7 +478,7 @@ export class PgBackend implements T.Backend {
   }
 
   /** verify(): checks every row against the rules (value rows agree with their retention records, I5). */
-  verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
+  async verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
     this.assertOpen();
     return this.track(async () => {
       const rows = await query(
@@ -513,9 +513,9 @@ export class PgBackend implements T.Backend {
   }
 
   /** flush(): every acknowledged call is already committed; waits for the calls in flight. */
-  flush(): Promise<void> {
+  async flush(): Promise<void> {
     this.assertOpen();
-    return Promise.allSettled([...this.inflight]).then(() => undefined);
+    await Promise.allSettled([...this.inflight]);
   }
 
   /** close(): waits for calls in flight, then drains the pool; idempotent. */

@@ -282,6 +282,34 @@ export function badInputCases(h: Harness): void {
   });
 
 
+  h.it("bad input to a data call is a rejected promise, never a synchronous throw", async () => {
+    const s = await h.open({ durability: "none" });
+    try {
+      const calls: Array<[string, () => Promise<unknown>]> = [
+        ["write", () => s.write("", "v")],
+        ["read", () => s.read("")],
+        ["forget", () => s.forget("")],
+        ["undelete", () => s.undelete("")],
+        ["probe", () => s.probe("")],
+        ["forgetScope", () => s.forgetScope("")],
+        ["batch", () => s.batch(bad(null))],
+      ];
+      for (const [name, call] of calls) {
+        let p: Promise<unknown> | null = null;
+        let thrown: unknown = null;
+        try {
+          p = call();
+        } catch (err) {
+          thrown = err;
+        }
+        expect(thrown, `${name} threw synchronously`).toBeNull();
+        await expect(p, name).rejects.toBeInstanceOf(InvalidArgumentError);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+
   h.describe("bad OpenOptions: InvalidArgumentError", () => {
     for (const [row, options] of BAD_OPEN) h.it(`${row}: refused`, async () => {
       const err = await failure(() => h.open(bad(options)));
