@@ -541,6 +541,8 @@ function lastPerSlot(decided: Decided[]): Decided[] {
   return [...last.values()];
 }
 
+const DDL_RACES = new Set(["23505", "42P07", "42710", "42P06", "40001"]);
+
 /** Creates the tables; concurrent openers may race on CREATE ... IF NOT EXISTS, so it retries. */
 async function createSchema(pool: Pool, t: Tables): Promise<void> {
   for (let attempt = 1; ; attempt += 1) {
@@ -549,7 +551,9 @@ async function createSchema(pool: Pool, t: Tables): Promise<void> {
       return;
     } catch (err) {
       const code = (err as { code?: string }).code;
-      if (attempt >= 5 || (code !== "23505" && code !== "42P07" && code !== "40001")) throw err;
+      // The races of concurrent CREATE ... IF NOT EXISTS: unique_violation on the catalog,
+      // duplicate_table / _object / _schema, serialization failure. The loser's retry is a no-op.
+      if (attempt >= 10 || !DDL_RACES.has(code ?? "")) throw err;
     }
   }
 }

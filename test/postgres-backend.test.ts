@@ -12,7 +12,8 @@
  * erased bytes when it resolves while the lazy twin still has them (I8 on PostgreSQL), (6) many
  * concurrent writers on one hot row all commit through SERIALIZABLE retries with distinct,
  * growing versions, and (7) a transaction that keeps failing with 40001 gives up after the
- * bounded number of attempts with a clear IoError, having committed nothing.
+ * bounded number of attempts with a clear IoError, having committed nothing; and (8) eight
+ * concurrent first opens of one new store all succeed.
  * Skipped, visibly, when no server could start.
  */
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -135,6 +136,16 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
       } finally {
         await s.close();
       }
+    }
+  });
+
+  it("eight concurrent first opens of one new store all succeed (the CREATE IF NOT EXISTS race)", async () => {
+    // Found by the hot-key test: concurrent CREATE TABLE IF NOT EXISTS fails with 42710 in the loser.
+    for (let round = 0; round < 10; round++) {
+      const results = await Promise.allSettled(Array.from({ length: 8 }, () => Engram.open(storeUrl(`${tag}_race${round}`))));
+      const failed = results.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason));
+      for (const r of results) if (r.status === "fulfilled") await r.value.close();
+      expect(failed, `round ${round}`).toEqual([]);
     }
   });
 
