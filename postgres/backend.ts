@@ -455,26 +455,29 @@ export class PgBackend implements T.Backend {
     return { ...this.cached, compactions: this.compactions };
   }
 
+  /**
+   * Recounts the snapshot stats() answers from, on the server (one aggregate statement, no rows
+   * transferred). The two predicates are rules/gc-rule.ts valueReadable and slotTombstoned in SQL.
+   */
   private async refreshStats(): Promise<void> {
-    const now = this.o.clock();
-    const rows = await query(this.pool, "stats", `SELECT ${S.SLOT_COLUMNS} FROM ${S.joined(this.t)}`, []);
-    const meta = await query(this.pool, "stats", `SELECT seq FROM ${this.t.meta} WHERE id = 1`, []);
-    let liveSlots = 0;
-    let tombstones = 0;
-    let liveBytes = 0;
-    let deadBytes = 0;
-    const scopes = new Set<string>();
-    for (const r of rows) {
-      const row = S.rowOf(r);
-      scopes.add(row.scope);
-      const live = R.valueReadable(row.facts, now);
-      if (live) liveSlots += 1;
-      if (R.slotTombstoned(row.facts)) tombstones += 1;
-      if (live) liveBytes += row.valueBytes;
-      else deadBytes += row.valueBytes;
-    }
-    const sequence = Math.max(this.cached.sequence, Number((meta[0] as { seq: string }).seq));
-    this.cached = { segments: [], liveBytes, deadBytes, totalBytes: liveBytes + deadBytes, slots: rows.length, liveSlots, tombstones, scopes: scopes.size, sequence, pendingGcSegments: 0, compactions: this.compactions };
+    const rows = await query(
+      this.pool,
+      "stats",
+      `SELECT (SELECT seq FROM ${this.t.meta} WHERE id = 1) AS seq, count(*) AS slots, count(DISTINCT s.scope) AS scopes,
+         count(*) FILTER (WHERE ${LIVE}) AS live, count(*) FILTER (WHERE ${TOMBSTONED}) AS tombstones,
+         COALESCE(sum(octet_length(v.bytes)) FILTER (WHERE ${LIVE}), 0) AS live_bytes,
+         COALESCE(sum(octet_length(v.bytes)) FILTER (WHERE NOT (${LIVE})), 0) AS dead_bytes
+       FROM ${S.joined(this.t)}`,
+      [this.o.clock()],
+    );
+    const r = rows[0] as Record<string, unknown>;
+    const n = (k: string): number => Number(r[k] ?? 0);
+    const liveBytes = n("live_bytes");
+    const deadBytes = n("dead_bytes");
+    this.cached = {
+      segments: [], liveBytes, deadBytes, totalBytes: liveBytes + deadBytes, slots: n("slots"), liveSlots: n("live"), tombstones: n("tombstones"),
+      scopes: n("scopes"), sequence: Math.max(this.cached.sequence, n("seq")), pendingGcSegments: 0, compactions: this.compactions,
+    };
   }
 
   /** verify(): checks every row against the rules (value rows agree with their retention records, I5). */
@@ -540,6 +543,11 @@ function lastPerSlot(decided: Decided[]): Decided[] {
   }
   return [...last.values()];
 }
+
+/** rules/gc-rule.ts valueReadable over `s` LEFT JOIN `v`, with $1 = now. */
+const LIVE = "v.key IS NOT NULL AND s.version > s.kill_seq AND (s.expires_at = 0 OR s.expires_at > $1)";
+/** rules/gc-rule.ts slotTombstoned over `s`. */
+const TOMBSTONED = "s.kill_seq > 0 AND s.kill_seq >= s.version AND s.kill_seq > s.clear_seq";
 
 const DDL_RACES = new Set(["23505", "42P07", "42710", "42P06", "40001"]);
 

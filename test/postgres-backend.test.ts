@@ -78,6 +78,32 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
     }
   });
 
+  it("stats() counts on the server at open and after gc, compact and verify; sequence after every mutation", async () => {
+    let now = 1_000_000;
+    const at = storeUrl(`${tag}_stats`);
+    const s = await Engram.open(at, { clock: () => now });
+    await s.write("a", "12345");
+    await s.write("b", "x", { scope: "user:u" });
+    const t = await s.write("t", "ttl", { ttlMs: 10 });
+    await s.forget("a");
+    expect(s.stats().sequence).toBe(t.version + 1);
+    now += 100;
+    await s.verify();
+    expect(s.stats()).toMatchObject({ slots: 3, liveSlots: 1, tombstones: 1, scopes: 2, liveBytes: 1, deadBytes: 8, totalBytes: 9, sequence: t.version + 1, segments: [] });
+    await s.gc();
+    // a's value is reclaimed (its retention record stays); t expired but stays its own retention
+    // record for the window (tombstoneRetentionMs, 24 h); b is live.
+    expect(s.stats()).toMatchObject({ slots: 3, liveSlots: 1, tombstones: 1, liveBytes: 1, deadBytes: 3 });
+    await s.close();
+    const again = await Engram.open(at, { clock: () => now });
+    expect(again.stats()).toMatchObject({ slots: 3, liveSlots: 1, tombstones: 1, sequence: t.version + 1 });
+    now += 25 * 3600 * 1000;
+    await again.compact();
+    // Past the window both go whole: t's value and record, a's retention record.
+    expect(again.stats()).toMatchObject({ slots: 1, liveSlots: 1, tombstones: 0, liveBytes: 1, deadBytes: 0, compactions: 1 });
+    await again.close();
+  });
+
   it("an unreachable server is an IoError, and no directory named postgresql: appears", async () => {
     const cwd = mkdtempSync(join(tmpdir(), "engram-pgdown-"));
     const before = process.cwd();
