@@ -261,9 +261,9 @@ export class PgBackend implements T.Backend {
       inTransaction(this.pool, "forgetScope", async (c) => {
         const now = this.o.clock();
         const seq = (await S.lockSeq(c, this.t)) + 1;
-        const where = S.subtreeWhere("s", s, 1);
-        const rows = await c.query(`SELECT ${S.SLOT_COLUMNS} FROM ${S.joined(this.t)} WHERE ${where.sql}`, where.params);
-        const slots = rows.rows.filter((r) => R.valueReadable(S.rowOf(r).facts, now)).length;
+        const where = S.subtreeWhere("s", s, 2);
+        const counted = await c.query(`SELECT count(*) FILTER (WHERE ${LIVE}) AS n FROM ${S.joined(this.t)} WHERE ${where.sql}`, [now, ...where.params]);
+        const slots = Number((counted.rows[0] as { n: unknown }).n);
         const w1 = S.subtreeWhere("s", s, 2);
         await c.query(`UPDATE ${this.t.slots} s SET kill_seq = $1, killed_gen = s.generation WHERE ${w1.sql}`, [seq, ...w1.params]);
         await S.setSeq(c, this.t, seq);
