@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import * as path from "node:path";
 import { EngramError } from "../rules/errors.js";
+import { isPostgresUrl } from "../postgres/index.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
 import { hintFor } from "./cli-format.js";
@@ -22,7 +23,7 @@ export interface GlobalOptions {
 /** A usage problem found by the CLI itself (exit 1). */
 export class UsageError extends Error {}
 
-/** The store directory from `--dir` or ENGRAM_DIR, or a UsageError. */
+/** The store directory (or postgres:// URL) from `--dir` or ENGRAM_DIR, or a UsageError. */
 export function requireDir(opts: GlobalOptions): string {
   const dir = opts.dir ?? process.env["ENGRAM_DIR"];
   if (dir === undefined || dir === "") throw new UsageError("--dir DIR is required (or set ENGRAM_DIR)");
@@ -35,9 +36,9 @@ export function requireDir(opts: GlobalOptions): string {
  */
 export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
   const dir = requireDir(opts);
-  if (mustExist && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
+  if (mustExist && !isPostgresUrl(dir) && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
   // An existing directory that is not a store is left untouched: opening would create LOCK and segments/ in it.
-  if (mustExist && !existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
+  if (mustExist && !isPostgresUrl(dir) && !existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
   return Engram.open(dir, extra);
 }
 

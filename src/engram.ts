@@ -1,6 +1,8 @@
 /**
- * Engram: the public face of the store (API.md). A thin class over engine/store.ts so that the
- * package's surface stays small and documented while the engine evolves underneath.
+ * Engram: the public face of the store (API.md). A thin class over one `Backend` (rules/types.ts):
+ * the embedded engine (engine/store.ts) or the PostgreSQL backend (postgres/), so that every
+ * backend has the same TypeScript type and the same errors, and the package's surface stays small
+ * and documented while the backends evolve underneath.
  */
 import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
@@ -8,36 +10,44 @@ import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
 import * as A from "../rules/args.js";
 import { NotSupportedError } from "../rules/errors.js";
-import type { FaultPoint } from "../rules/types.js";
+import { isPostgresUrl, openPostgres } from "../postgres/index.js";
+import type { Backend, Faults, Role } from "../rules/types.js";
 import type * as T from "./types.js";
 
-/** Test-facing fault controls: pause an operation at a named point, then let it go. */
-export interface Faults {
-  /** Resolves when some operation is paused at `point`. */
-  waitFor(point: FaultPoint): Promise<void>;
-  /** Lets the operations paused at `point` go on; the point stays armed. */
-  release(point: FaultPoint): void;
-  /** Embedded store only: the next `times` system calls at an `io:*` point fail with `errno` (0 disarms). */
-  failAt?(point: FaultPoint, errno: "EIO" | "ENOSPC", times?: number): void;
-  /** Embedded store only: injected failures armed and not yet fired. */
-  failuresLeft?(): number;
-}
+export type { Faults } from "../rules/types.js";
 
 /** An open engram store. */
 export class Engram {
-  /** The store underneath (for tools that inspect internals, such as the CLI's inspect). */
-  readonly #store: Store;
-  /** Fault injection controls (armed with `faults.pauseAt` at open). */
-  readonly faults: Faults;
+  /** The backend underneath: the embedded engine, or the PostgreSQL backend. */
+  readonly #store: Backend;
 
-  private constructor(store: Store) {
+  private constructor(store: Backend) {
     this.#store = store;
-    this.faults = store.faults;
   }
 
-  /** Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open elsewhere. */
+  /** Fault injection controls (armed with `faults.pauseAt` / `failAt` at open; embedded store only). */
+  get faults(): Faults {
+    return this.#store.faults;
+  }
+
+  /** "owner" when this handle holds the store, "client" when attached to a shared owner. */
+  get role(): Role {
+    return this.#store.role;
+  }
+
+  /**
+   * Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open
+   * elsewhere. A location starting with postgres:// or postgresql:// is never a directory: it
+   * opens the same API on that PostgreSQL database (API.md "Scale-out").
+   */
   static async open(dir: string, options?: T.OpenOptions): Promise<Engram> {
+    if (isPostgresUrl(dir)) return Engram.fromBackend(await openPostgres(dir, options));
     return new Engram(await Store.open(dir, options));
+  }
+
+  /** Wraps any implementation of the Backend interface in the public class. */
+  static fromBackend(backend: Backend): Engram {
+    return new Engram(backend);
   }
 
   /**
