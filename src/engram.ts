@@ -6,7 +6,8 @@ import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
 import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
-import type { FaultPoint } from "../rules/types.js";
+import { SharedStore } from "../share/handle.js";
+import type { Backend, FaultPoint, Role } from "../rules/types.js";
 import type * as T from "./types.js";
 
 /** Test-facing fault controls: pause an operation at a named point, then let it go. */
@@ -19,19 +20,36 @@ export interface Faults {
 
 /** An open engram store. */
 export class Engram {
-  /** The store underneath (for tools that inspect internals, such as the CLI's inspect). */
-  readonly #store: Store;
-  /** Fault injection controls (armed with `faults.pauseAt` at open). */
-  readonly faults: Faults;
+  /** The backend every call goes to: the embedded engine, a shared store's handle, ... */
+  readonly #store: Backend;
 
-  private constructor(store: Store) {
+  private constructor(store: Backend) {
     this.#store = store;
-    this.faults = store.faults;
   }
 
-  /** Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open elsewhere. */
+  /**
+   * Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open
+   * elsewhere — unless `share: true`, when the first opener owns the store and serves it, and
+   * later openers attach to the owner (API.md "Sharing one store between processes").
+   */
   static async open(dir: string, options?: T.OpenOptions): Promise<Engram> {
+    if (options?.share === true) return new Engram(await SharedStore.open(dir, options));
     return new Engram(await Store.open(dir, options));
+  }
+
+  /** Wraps any Backend (rules/types.ts) in the public API, with the same type and errors. */
+  static fromBackend(backend: Backend): Engram {
+    return new Engram(backend);
+  }
+
+  /** "owner" when this process holds the store, "client" when attached to a sharing owner; may change at failover. */
+  get role(): Role {
+    return this.#store.role;
+  }
+
+  /** Fault injection controls (armed with `faults.pauseAt` at open; the owner's alone). */
+  get faults(): Faults {
+    return this.#store.faults;
   }
 
   /**
