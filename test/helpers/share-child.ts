@@ -1,6 +1,6 @@
 /**
  * A process of a shared-store test (test/share-*.test.ts, bench/share.ts). Usage:
- *   node --import tsx test/helpers/share-child.ts DIR [shareTimeoutMs]
+ *   node --import tsx test/helpers/share-child.ts DIR [shareTimeoutMs] [exclusive]
  * It opens DIR with `share: true` (durability sync), prints {"ev":"open","role":...} and then
  * runs one command per stdin line, answering each with one JSON line on stdout:
  *   write SCOPE FROM COUNT INFLIGHT  keys k<FROM>..k<FROM+COUNT-1> = "SCOPE:i", INFLIGHT at a time:
@@ -10,12 +10,13 @@
  *   check SCOPE COUNT                reads k0..k<COUNT-1> of SCOPE: {"found":n,"wrong":n}
  *   role                             {"role":...}
  *   close                            closes the store, answers {"closed":true} and exits
- * Role changes are printed as {"ev":"event","text":...} lines as they happen.
+ * Role changes are printed as {"ev":"event","text":...} lines as they happen. With `exclusive`
+ * it opens without `share` (the protection-off twin): a refused open prints
+ * {"ev":"open","error":CODE,"message":...} and exits.
  */
 import * as readline from "node:readline";
 import { Engram, EngramError } from "../../src/index.js";
 import { SharedStore } from "../../share/handle.js";
-import { Store } from "../../engine/store.js";
 
 const [dir, timeoutRaw] = process.argv.slice(2);
 if (dir === undefined) {
@@ -27,11 +28,21 @@ function out(v: unknown): void {
   process.stdout.write(`${JSON.stringify(v)}\n`);
 }
 
-const handle = await SharedStore.open(dir, { share: true, durability: "sync", compaction: { workers: 0 }, shareTimeoutMs: Number(timeoutRaw ?? 10000) });
-handle.onEvent = (text) => out({ ev: "event", text, role: handle.role });
-const store = Engram.fromBackend(handle);
+const exclusive = process.argv[4] === "exclusive";
+let store: Engram;
+try {
+  if (exclusive) {
+    store = await Engram.open(dir, { durability: "sync", compaction: { workers: 0 } });
+  } else {
+    const handle = await SharedStore.open(dir, { share: true, durability: "sync", compaction: { workers: 0 }, shareTimeoutMs: Number(timeoutRaw ?? 10000) });
+    handle.onEvent = (text) => out({ ev: "event", text, role: handle.role });
+    store = Engram.fromBackend(handle);
+  }
+} catch (err) {
+  out({ ev: "open", error: err instanceof EngramError ? err.code : String(err), message: err instanceof Error ? err.message : "" });
+  process.exit(0);
+}
 out({ ev: "open", role: store.role, pid: process.pid });
-void Store; // the engine is loaded through the handle; named here so the import order stays obvious
 
 interface Tally {
   acked: Array<[number, number]>;
