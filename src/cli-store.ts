@@ -29,13 +29,15 @@ export function requireDir(opts: GlobalOptions): string {
 }
 
 /**
- * Opens the store of `--dir`. With `mustExist`, a missing directory is a usage error rather than
- * a new empty store (so a typo in a read command does not create one).
+ * Opens the store of `--dir`, shared (`share: true`): when an MCP server or another command holds
+ * the directory, this one attaches to it instead of failing with STORE_LOCKED. With `mustExist`,
+ * a missing directory is a usage error rather than a new empty store (so a typo in a read command
+ * does not create one).
  */
 export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
   const dir = requireDir(opts);
   if (mustExist && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
-  return Engram.open(dir, extra);
+  return Engram.open(dir, { share: true, ...extra });
 }
 
 /** Opens the store, runs `fn`, and always closes the store afterwards. */
