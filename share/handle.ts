@@ -37,8 +37,13 @@ export const STATS_REFRESH_MS = 1000;
 /** Backoff bounds of the attach-or-own loop. */
 const RETRY_MS_MIN = 2;
 const RETRY_MS_MAX = 50;
-/** A half-sent frame or a missing hello is cut off after this long. */
-export const STALL_MS = 10_000;
+/** A half-sent frame or a missing hello is cut off after this long (ENGRAM_SHARE_STALL_MS: tests shorten it). */
+export const STALL_MS = stallMsFromEnv(process.env["ENGRAM_SHARE_STALL_MS"]);
+
+function stallMsFromEnv(raw: string | undefined): number {
+  const n = Number(raw);
+  return raw !== undefined && Number.isInteger(n) && n >= 10 && n <= 600_000 ? n : 10_000;
+}
 
 type State = "owner" | "client" | "handover" | "closed";
 
