@@ -107,6 +107,8 @@ export class SharedStore implements T.Backend {
   static async open(dir: string, options: T.OpenOptions = {}): Promise<SharedStore> {
     if (typeof dir !== "string" || dir.length === 0) throw new InvalidArgumentError("dir must be a non-empty path string");
     resolveOptions(options); // every option is checked even when this opener ends up a client
+    const ack = options.unsafe?.shareAckBeforeCommit;
+    if (ack !== undefined && typeof ack !== "boolean") throw new InvalidArgumentError(`unsafe.shareAckBeforeCommit must be a boolean, got ${String(ack)}`);
     const h = new SharedStore(dir, options);
     await h.acquire(Date.now() + h.timeoutMs, true);
     if (h.state === "client" && (options.faults !== undefined || options.unsafe !== undefined)) {
@@ -205,7 +207,8 @@ export class SharedStore implements T.Backend {
     }
     try {
       const frameBytesMax = frameBytesMaxFor(store.options.maxValueBytes);
-      const limits = { frameBytesMax, maxValueBytes: store.options.maxValueBytes, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS };
+      const unsafeAckBeforeCommit = this.options.unsafe?.shareAckBeforeCommit === true;
+      const limits = { frameBytesMax, maxValueBytes: store.options.maxValueBytes, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit };
       this.server = await ShareServer.listen(store, socket, limits);
       this.server.onReject = (why) => this.onEvent?.(`cut off a client: ${why}`);
     } catch (err) {

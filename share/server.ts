@@ -33,10 +33,15 @@ export interface ServerLimits {
   writeBufferBytesMax: number;
   /** How long a half-sent frame or a missing hello may linger. */
   stallMs: number;
+  /** unsafe.shareAckBeforeCommit: answer writes when queued (the failure the ack rule prevents). */
+  unsafeAckBeforeCommit: boolean;
 }
 
+/** A backend that can say which sequence its last queued write took (the engine's Store). */
+export type ServedStore = Backend & { readonly sequence?: number };
+
 /** The operations a client may call, each as the owner's own call. */
-type Op = (store: Backend, args: unknown[], conn: Connection) => unknown;
+type Op = (store: ServedStore, args: unknown[], conn: Connection) => unknown;
 const OPS: Record<string, Op> = {
   write: (s, a) => s.write(a[0] as string, a[1] as string, a[2] as never),
   read: (s, a) => s.read(a[0] as string, a[1] as never),
@@ -135,6 +140,10 @@ class Connection {
     } catch (err) {
       outcome = Promise.reject(err);
     }
+    if (this.server.limits.unsafeAckBeforeCommit && call.op === "write") {
+      outcome.catch(() => undefined); // unsafe: the caller already heard "ok"
+      return this.answer({ t: "reply", id: call.id, ok: true, result: { ok: true, version: this.server.store.sequence ?? 0, generation: 0 } });
+    }
     outcome.then(
       (result) => this.answer({ t: "reply", id: call.id, ok: true, result }),
       (err: unknown) => this.answer({ t: "reply", id: call.id, ok: false, error: errorToWire(err) }),
@@ -165,7 +174,7 @@ class Connection {
     if (this.socket.writableLength > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
   }
 
-  listOpen(store: Backend, options: unknown): Promise<unknown> {
+  listOpen(store: ServedStore, options: unknown): Promise<unknown> {
     if (this.cursors.size >= CURSORS_MAX) return Promise.reject(new ProtocolError("too many open list cursors"));
     const it = store.list(options as never)[Symbol.asyncIterator]();
     const id = this.nextCursor++;
@@ -223,7 +232,7 @@ class Connection {
 
 /** The socket server of a sharing owner. */
 export class ShareServer {
-  readonly store: Backend;
+  readonly store: ServedStore;
   readonly socketPath: string;
   readonly limits: ServerLimits;
   /** Called with the reason whenever a connection is cut off (tests, logs). */
@@ -233,7 +242,7 @@ export class ShareServer {
   private readonly connections = new Set<Connection>();
   private drained: (() => void) | null = null;
 
-  private constructor(store: Backend, socketPath: string, limits: ServerLimits) {
+  private constructor(store: ServedStore, socketPath: string, limits: ServerLimits) {
     this.store = store;
     this.socketPath = socketPath;
     this.limits = limits;
@@ -247,7 +256,7 @@ export class ShareServer {
    * Listens on `socketPath` (0600). The caller holds the directory lock, so a socket file left
    * there by a dead owner is stale and is removed first.
    */
-  static async listen(store: Backend, socketPath: string, limits: ServerLimits): Promise<ShareServer> {
+  static async listen(store: ServedStore, socketPath: string, limits: ServerLimits): Promise<ShareServer> {
     fs.rmSync(socketPath, { force: true });
     const s = new ShareServer(store, socketPath, limits);
     await new Promise<void>((resolve, reject) => {

@@ -10,7 +10,11 @@
  * OWNER_LOST (at most 8 per client), no other error; after both close, an exclusive open finds
  * every acknowledged write with the version its writer was told. The clean case closes A
  * instead: the owner answers what it accepted, says bye, and calls not yet run are resent to the
- * new owner — so not a single call may fail.
+ * new owner — so not a single call may fail. The acknowledgement rule has a deterministic case and
+ * its twin: the owner pauses after its first group's sync (faults.pauseAt "write:after-sync") so
+ * the client's next writes queue behind it, then dies; none of them was acknowledged, so none is
+ * missing. With unsafe.shareAckBeforeCommit the owner acknowledges them when queued, and the
+ * same kill loses acknowledged writes — the check must find them missing.
  *
  * Property stressed: no acknowledged write is ever lost across a handover, and no call hangs: a
  * call's outcome is known (acknowledged or refused) or it is OWNER_LOST, by its deadline.
@@ -90,6 +94,49 @@ async function finish(clients: ShareProc[]): Promise<Tally[][]> {
   return tallies;
 }
 
+/** The acknowledged writes of `tallies` that an exclusive open of `dir` does not find as acknowledged. */
+async function missingAcks(dir: string, tallies: Tally[][]): Promise<string[]> {
+  const store = await Engram.open(dir, { compaction: { workers: 0 } });
+  const missing: string[] = [];
+  try {
+    for (const [n, ts] of tallies.entries()) {
+      for (const t of ts) {
+        for (const [i, version] of t.acked) {
+          const r = await store.read(`k${i}`, { scope: `c${n}`, inherit: false });
+          if (r.status !== "OK" || r.value !== `c${n}:${i}` || (version > 0 && r.version !== version)) missing.push(`c${n}/k${i}@${version}`);
+        }
+      }
+    }
+  } finally {
+    await store.close();
+  }
+  return missing;
+}
+
+/**
+ * The owner pauses after the sync of its first commit group (faults.pauseAt), so the client's
+ * later writes queue behind it; then the owner is SIGKILLed and the client takes over.
+ */
+async function pausedOwnerKilled(unsafe: boolean): Promise<{ tally: Tally; missing: string[] }> {
+  const dir = tempDir();
+  const opts = { faults: { pauseAt: ["write:after-sync"] }, ...(unsafe ? { unsafe: { shareAckBeforeCommit: true } } : {}) };
+  const owner = new ShareProc(dir, 10_000, opts);
+  procs.push(owner);
+  expect(await owner.opened()).toBe("owner");
+  const client = new ShareProc(dir);
+  procs.push(client);
+  expect(await client.opened()).toBe("client");
+  client.send("write c0 0 20 4");
+  await owner.ask("waitfor write:after-sync", "paused");
+  // Unsafe: the owner "acknowledged" all 20 at once, so the tally is complete before the kill.
+  const early = unsafe ? ((await client.next((l) => "acked" in l, 30_000, "the early acks")) as unknown as Tally) : null;
+  await owner.kill();
+  expect(await handedOver([client])).toEqual(["owner"]);
+  const tally = early ?? ((await client.next((l) => "acked" in l, 30_000, "its tally")) as unknown as Tally);
+  await client.ask("close", "closed");
+  return { tally, missing: await missingAcks(dir, [[tally]]) };
+}
+
 /** Opens the directory exclusively and checks every acknowledged write of every client. */
 async function checkAcked(dir: string, tallies: Tally[][]): Promise<number> {
   const store = await Engram.open(dir, { compaction: { workers: 0 } });
@@ -131,6 +178,20 @@ describe("failover of a shared store", () => {
       const checked = await checkAcked(dir, tallies);
       expect(checked).toBeGreaterThan(40);
     }
+  });
+
+  it("writes queued behind a stalled owner that is killed: never acknowledged, so nothing acknowledged is lost", async () => {
+    const { tally, missing } = await pausedOwnerKilled(false);
+    expect(missing).toEqual([]);
+    expect(tally.failed).toEqual([]);
+    expect(tally.lost.length).toBeGreaterThan(0); // the calls at the dead owner: OWNER_LOST
+    expect(tally.lost.length + tally.acked.length).toBe(20);
+  });
+
+  it("twin with unsafe.shareAckBeforeCommit: the same kill loses acknowledged writes, and the check sees it", async () => {
+    const { tally, missing } = await pausedOwnerKilled(true);
+    expect(tally.acked).toHaveLength(20);
+    expect(missing.length).toBeGreaterThan(0);
   });
 
   it("owner closes mid-stream: the clients take over and not one call fails", async () => {

@@ -36,7 +36,7 @@ function tempDir(): string {
 }
 
 function spawnThree(dir: string, exclusive: boolean): ShareProc[] {
-  const three = [0, 1, 2].map(() => new ShareProc(dir, 10_000, exclusive));
+  const three = [0, 1, 2].map(() => new ShareProc(dir, 10_000, exclusive ? "exclusive" : "shared"));
   procs.push(...three);
   return three;
 }

@@ -1,6 +1,6 @@
 /**
  * A process of a shared-store test (test/share-*.test.ts, bench/share.ts). Usage:
- *   node --import tsx test/helpers/share-child.ts DIR [shareTimeoutMs] [exclusive]
+ *   node --import tsx test/helpers/share-child.ts DIR [shareTimeoutMs] [exclusive | OPTIONS-JSON]
  * It opens DIR with `share: true` (durability sync), prints {"ev":"open","role":...} and then
  * runs one command per stdin line, answering each with one JSON line on stdout:
  *   write SCOPE FROM COUNT INFLIGHT  keys k<FROM>..k<FROM+COUNT-1> = "SCOPE:i", INFLIGHT at a time:
@@ -8,15 +8,17 @@
  *   stream SCOPE INFLIGHT            writes k0, k1, ... until the next `stop` line, then answers
  *                                    like write (OWNER_LOST calls are "lost", other errors "failed")
  *   check SCOPE COUNT                reads k0..k<COUNT-1> of SCOPE: {"found":n,"wrong":n}
+ *   waitfor POINT                    {"paused":POINT} once an operation is paused there (owner's faults)
  *   role                             {"role":...}
  *   close                            closes the store, answers {"closed":true} and exits
  * Role changes are printed as {"ev":"event","text":...} lines as they happen. With `exclusive`
- * it opens without `share` (the protection-off twin): a refused open prints
- * {"ev":"open","error":CODE,"message":...} and exits.
+ * it opens without `share` (the protection-off twin); OPTIONS-JSON adds open options (faults,
+ * unsafe). A refused open prints {"ev":"open","error":CODE,"message":...} and exits.
  */
 import * as readline from "node:readline";
 import { Engram, EngramError } from "../../src/index.js";
 import { SharedStore } from "../../share/handle.js";
+import type { FaultPoint, OpenOptions } from "../../src/types.js";
 
 const [dir, timeoutRaw] = process.argv.slice(2);
 if (dir === undefined) {
@@ -29,12 +31,13 @@ function out(v: unknown): void {
 }
 
 const exclusive = process.argv[4] === "exclusive";
+const extra = (process.argv[4] ?? "").startsWith("{") ? (JSON.parse(process.argv[4] as string) as OpenOptions) : {};
 let store: Engram;
 try {
   if (exclusive) {
     store = await Engram.open(dir, { durability: "sync", compaction: { workers: 0 } });
   } else {
-    const handle = await SharedStore.open(dir, { share: true, durability: "sync", compaction: { workers: 0 }, shareTimeoutMs: Number(timeoutRaw ?? 10000) });
+    const handle = await SharedStore.open(dir, { share: true, durability: "sync", compaction: { workers: 0 }, shareTimeoutMs: Number(timeoutRaw ?? 10000), ...extra });
     handle.onEvent = (text) => out({ ev: "event", text, role: handle.role });
     store = Engram.fromBackend(handle);
   }
@@ -99,6 +102,9 @@ for await (const line of lines) {
       }
     }
     out({ found, wrong });
+  } else if (cmd === "waitfor") {
+    await store.faults.waitFor(a[0] as FaultPoint);
+    out({ paused: a[0] });
   } else if (cmd === "role") {
     out({ role: store.role });
   } else if (cmd === "close") {

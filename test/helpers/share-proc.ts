@@ -20,8 +20,10 @@ export class ShareProc {
   private stderr = "";
   private partial = "";
 
-  constructor(dir: string, shareTimeoutMs = 10_000, exclusive = false) {
-    const args = ["--import", "tsx", "test/helpers/share-child.ts", dir, String(shareTimeoutMs), ...(exclusive ? ["exclusive"] : [])];
+  /** `mode`: "exclusive" opens without share (the twin); an object adds open options (faults, unsafe). */
+  constructor(dir: string, shareTimeoutMs = 10_000, mode: "shared" | "exclusive" | object = "shared") {
+    const extra = mode === "shared" ? [] : mode === "exclusive" ? ["exclusive"] : [JSON.stringify(mode)];
+    const args = ["--import", "tsx", "test/helpers/share-child.ts", dir, String(shareTimeoutMs), ...extra];
     this.child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["pipe", "pipe", "pipe"] });
     this.child.stderr?.on("data", (d: Buffer) => (this.stderr += d.toString()));
     this.child.stdout?.on("data", (d: Buffer) => this.onData(d.toString()));
