@@ -288,6 +288,17 @@ export class ShareServer {
   }
 
   /**
+   * Drops every connection without a bye and stops listening, leaving the store open (and the
+   * lock held): what clients see when an owner hangs up abruptly. For tests of the handover deadline.
+   */
+  abort(): void {
+    this.closing = true;
+    this.server.close();
+    for (const c of this.connections) c.socket.destroy();
+    fs.rmSync(this.socketPath, { force: true });
+  }
+
+  /**
    * Stops serving: new calls are answered "retry" (not run), calls in flight are answered, then
    * every client gets "bye" and the socket file is removed. The store stays open (the caller closes it).
    */
