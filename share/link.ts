@@ -29,6 +29,7 @@ export class Link {
   private nextId = 1;
   private bye = false;
   private ended = false;
+  private corked = false;
   private onEnd: ((end: LinkEnd) => void) | null = null;
 
   private constructor(socket: net.Socket, decoder: FrameDecoder, welcome: Welcome) {
@@ -97,6 +98,15 @@ export class Link {
     const id = this.nextId++;
     const frame = encodeFrame({ t: "call", id, op: s.op, args: s.args }, this.welcome.frameBytesMax);
     this.sent.set(id, s);
+    if (!this.corked) {
+      // calls made in one turn leave in one writev
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
     this.socket.write(frame);
   }
 

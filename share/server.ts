@@ -68,6 +68,7 @@ class Connection {
   private greeted = false;
   private inFlight = 0;
   private paused = false;
+  private corked = false;
   private stallTimer: NodeJS.Timeout | null = null;
   private readonly cursors = new Map<number, AsyncIterator<ListEntry>>();
   private nextCursor = 1;
@@ -167,9 +168,21 @@ class Connection {
     this.server.settled();
   }
 
-  /** Queues a frame; a client that lets too much pile up unread is cut off. */
+  /**
+   * Queues a frame; a client that lets too much pile up unread is cut off. Frames queued in one
+   * turn (the replies of one commit group) leave in one writev: the socket is corked until the
+   * next tick.
+   */
   send(message: Message): void {
     if (this.socket.destroyed) return;
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
     this.socket.write(encodeFrame(message, this.server.limits.frameBytesMax));
     if (this.socket.writableLength > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
   }
