@@ -229,20 +229,38 @@ export class SharedStore implements T.Backend {
 
   /** The owner went: unanswered calls are resent (after bye) or lost (vanished); then re-acquire. */
   private onLinkEnd(link: Link, end: LinkEnd): void {
-    if (this.link !== link) return;
-    this.link = null;
-    this.stopStatsTimer();
-    if (this.state === "closed") {
-      for (const s of end.unanswered) s.reject(new StoreClosedError());
+    const current = this.link === link;
+    if (current) this.link = null;
+    if (!current || this.closing !== null) {
+      // This handle is closing: nothing is resent; what the owner held unrun is simply refused.
+      for (const s of end.unanswered) s.reject(end.bye ? new StoreClosedError() : new OwnerLostError(s.op));
       return;
     }
+    this.stopStatsTimer();
     this.state = "handover";
     this.onEvent?.(end.bye ? "owner closed: handover" : "owner lost: handover");
     for (const s of end.unanswered) {
       if (end.bye) this.enqueue(s);
       else s.reject(new OwnerLostError(s.op));
     }
-    if (this.closing === null) void this.acquire(null, false).catch(() => undefined);
+    this.keepAcquiring();
+  }
+
+  /**
+   * Runs the attach-or-own loop in the background while in handover. If taking over fails for a
+   * reason other than the lock (the recovery found corruption, the disk refused), the queued
+   * calls reject with that error, and the next call starts the loop again.
+   */
+  private keepAcquiring(): void {
+    if (this.acquiring !== null || this.closing !== null || this.state !== "handover") return;
+    void this.acquire(null, false).catch((err: unknown) => {
+      if (this.closing !== null) return;
+      this.onEvent?.(`takeover failed: ${err instanceof Error ? err.message : String(err)}`);
+      for (const q of this.queue.splice(0)) {
+        clearTimeout(q.timer);
+        q.reject(err);
+      }
+    });
   }
 
   /** Queues a call until an owner is reachable; it rejects with OwnerLostError at its deadline. */
@@ -259,6 +277,7 @@ export class SharedStore implements T.Backend {
       }, this.timeoutMs),
     };
     this.queue.push(q);
+    this.keepAcquiring();
   }
 
   private drainQueue(): void {
