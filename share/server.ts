@@ -18,6 +18,8 @@ import { decodeBody, encodeFrame, errorToWire, FrameDecoder, ProtocolError, PROT
 
 /** Calls one connection may have in flight before the owner stops reading it. */
 export const CALLS_IN_FLIGHT_MAX = 256;
+/** Connections served at once (each may buffer up to one frame): more are refused at accept. */
+export const CONNECTIONS_MAX = 256;
 /** Open list cursors per connection. */
 export const CURSORS_MAX = 16;
 /** Entries per list page (keys are at most 1 KiB: a page stays far below the frame limit). */
@@ -260,7 +262,7 @@ export class ShareServer {
     this.socketPath = socketPath;
     this.limits = limits;
     this.server = net.createServer({ allowHalfOpen: false, pauseOnConnect: false }, (socket) => {
-      if (this.closing) return void socket.destroy();
+      if (this.closing || this.connections.size >= CONNECTIONS_MAX) return void socket.destroy();
       this.connections.add(new Connection(socket, this));
     });
   }
