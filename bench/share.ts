@@ -134,6 +134,15 @@ async function closeAll(ws: Worker[]): Promise<void> {
   })));
 }
 
+/** Runs `fn`, and measures the CPU this (the owner's) process used meanwhile, as a fraction of the wall time. */
+async function ownerCpu<T>(fn: () => Promise<T>): Promise<{ value: T; cpu: number }> {
+  const c0 = process.cpuUsage();
+  const t0 = nowUs();
+  const value = await fn();
+  const c = process.cpuUsage(c0);
+  return { value, cpu: (c.user + c.system) / (nowUs() - t0) };
+}
+
 /** The protocol's encode/decode cost for a write call and its reply, per round trip (µs). */
 function roundTripUs(): number {
   const n = QUICK ? 20_000 : 200_000;
@@ -162,7 +171,8 @@ async function main(): Promise<void> {
     await owner.batch(Array.from({ length: KEYS }, (_, i) => ({ op: "write" as const, key: `k${i}`, value: VALUE })));
     const ownRead = await latencies(READS, (i) => owner.read(`k${i % KEYS}`));
     const ownWrite = await latencies(WRITES, (i) => owner.write(`own-${i}`, VALUE));
-    const solo64 = await throughput(64, WINDOW_MS, (i) => owner.write(`solo-${i}`, VALUE));
+    const solo = await ownerCpu(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${i}`, VALUE)));
+    const solo64 = solo.value;
     log(`owner: read p50 ${f(ownRead.p50, 1)} µs, write p50 ${f(ownWrite.p50)} µs, 1 process × 64: ${f(solo64)} puts/s`);
 
     const [one] = await workers(dir, 1, "l");
@@ -170,14 +180,14 @@ async function main(): Promise<void> {
     await closeAll([one as Worker]);
     log(`client: read p50 ${f(lat.read.p50, 1)} µs, write p50 ${f(lat.write.p50)} µs`);
 
-    const scale: Array<{ n: number; reads: number; writes: number }> = [];
+    const scale: Array<{ n: number; reads: number; writes: number; readCpu: number; writeCpu: number }> = [];
     for (const n of [1, 2, 4]) {
       const ws = await workers(dir, n, `s${n}-`);
-      const reads = (await Promise.all(ws.map((w) => w.ask("reads 16")))).reduce((a, r) => a + Number(r["opsPerSec"]), 0);
-      const writes = (await Promise.all(ws.map((w) => w.ask("writes 16")))).reduce((a, r) => a + Number(r["opsPerSec"]), 0);
+      const r = await ownerCpu(async () => (await Promise.all(ws.map((w) => w.ask("reads 16")))).reduce((a, x) => a + Number(x["opsPerSec"]), 0));
+      const w = await ownerCpu(async () => (await Promise.all(ws.map((x) => x.ask("writes 16")))).reduce((a, x) => a + Number(x["opsPerSec"]), 0));
       await closeAll(ws);
-      scale.push({ n, reads, writes });
-      log(`${n} client process(es) × 16 in flight: ${f(reads)} reads/s, ${f(writes)} durable puts/s`);
+      scale.push({ n, reads: r.value, writes: w.value, readCpu: r.cpu, writeCpu: w.cpu });
+      log(`${n} client process(es) × 16 in flight: ${f(r.value)} reads/s (owner CPU ${f(r.cpu * 100)}%), ${f(w.value)} durable puts/s (owner CPU ${f(w.cpu * 100)}%)`);
     }
     await owner.close();
     const four = scale.find((s) => s.n === 4)?.writes ?? NaN;
@@ -193,13 +203,13 @@ async function main(): Promise<void> {
       `| async read (hot key) | ${f(ownRead.p50, 1)} | ${f(ownRead.p99, 1)} | ${f(lat.read.p50, 1)} | ${f(lat.read.p99, 1)} |`,
       `| durable write | ${f(ownWrite.p50)} | ${f(ownWrite.p99)} | ${f(lat.write.p50)} | ${f(lat.write.p99)} |`,
       ``,
-      `| client processes × 16 in flight | reads/s | durable puts/s |`,
-      `|---|---:|---:|`,
-      ...scale.map((s) => `| ${s.n} | ${f(s.reads)} | ${f(s.writes)} |`),
+      `| client processes × 16 in flight | reads/s | owner CPU | durable puts/s | owner CPU |`,
+      `|---|---:|---:|---:|---:|`,
+      ...scale.map((s) => `| ${s.n} | ${f(s.reads)} | ${f(s.readCpu * 100)}% | ${f(s.writes)} | ${f(s.writeCpu * 100)}% |`),
       ``,
       `| durable puts, 64 in flight in all | puts/s |`,
       `|---|---:|`,
-      `| one process × 64 (the owner alone) | ${f(solo64)} |`,
+      `| one process × 64 (the owner alone) | ${f(solo64)} (owner CPU ${f(solo.cpu * 100)}%) |`,
       `| 4 client processes × 16 | ${f(four)} (${f(four / solo64, 2)}×) |`,
       ``,
       `msgpackr round trip of the protocol (encode call, frame, decode; encode reply, decode), in process: ${f(rt, 2)} µs.`,
