@@ -151,7 +151,7 @@ export class SharedStore implements T.Backend {
       if (await this.tryOwn()) return;
       const held = readLockNote(this.dir);
       if (held?.mode === "exclusive" && alive(held.pid)) {
-        exclusiveSeen += 1; // seen twice apart: not a sharing owner that has not written its note yet
+        exclusiveSeen += 1; // seen three times, ms apart: not a sharing owner that has not yet written its note
         if (first && exclusiveSeen >= 3) throw new StoreLockedError(this.dir, `opened exclusively by pid ${held.pid}: close that handle first, or have every opener use share: true`);
       }
       if (deadline !== null && Date.now() >= deadline) {

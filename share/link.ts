@@ -7,7 +7,8 @@
 import * as net from "node:net";
 import { InternalError } from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
-import { decodeBody, encodeFrame, errorFromWire, FRAME_BYTES_MIN, FrameDecoder, PROTOCOL_VERSION, type Reply, type Welcome } from "./protocol.js";
+import { VALUE_BYTES_MAX } from "../rules/limits.js";
+import { decodeBody, encodeFrame, errorFromWire, FRAME_BYTES_MIN, frameBytesMaxFor, FrameDecoder, PROTOCOL_VERSION, type Reply, type Welcome } from "./protocol.js";
 
 /** A call sent and not yet answered. */
 export interface Sent {
@@ -31,6 +32,7 @@ export class Link {
   private ended = false;
   private corked = false;
   private onEnd: ((end: LinkEnd) => void) | null = null;
+  private endedWith: LinkEnd | null = null;
 
   private constructor(socket: net.Socket, decoder: FrameDecoder, welcome: Welcome) {
     this.socket = socket;
@@ -42,7 +44,7 @@ export class Link {
   static connect(socketPath: string, timeoutMs: number): Promise<Link> {
     return new Promise((resolve, reject) => {
       const socket = net.createConnection(socketPath);
-      const decoder = new FrameDecoder(FRAME_BYTES_MIN * 64);
+      const decoder = new FrameDecoder(frameBytesMaxFor(VALUE_BYTES_MAX)); // the owner's own limit is not known before its welcome
       let done = false;
       const fail = (err: unknown): void => {
         if (done) return;
@@ -84,6 +86,7 @@ export class Link {
 
   /** Calls `fn` once when the link ends (at once if it already did). */
   whenEnded(fn: (end: LinkEnd) => void): void {
+    if (this.endedWith !== null) return fn(this.endedWith);
     this.onEnd = fn;
   }
 
@@ -143,7 +146,8 @@ export class Link {
     this.ended = true;
     const unanswered = [...this.sent.values()];
     this.sent.clear();
-    this.onEnd?.({ bye: this.bye, unanswered });
+    this.endedWith = { bye: this.bye, unanswered };
+    this.onEnd?.(this.endedWith);
   }
 
   /** Closes the connection; unanswered calls are reported through whenEnded. */

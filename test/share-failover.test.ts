@@ -176,7 +176,7 @@ describe("failover of a shared store", () => {
         expect(ts[0]?.acked.length ?? 0).toBeGreaterThan(0);
       }
       const checked = await checkAcked(dir, tallies);
-      expect(checked).toBeGreaterThan(40);
+      expect(checked).toBeGreaterThanOrEqual(40); // at least the 20 + 20 written after the handover
     }
   });
 
