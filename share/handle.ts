@@ -92,6 +92,8 @@ export class SharedStore implements T.Backend {
   private snapshot: T.StoreStats | null = null;
   private statsTimer: NodeJS.Timeout | null = null;
   private acquiring: Promise<void> | null = null;
+  /** Why this process could not take the store itself (no write access), if it tried. */
+  private cannotOwn: unknown = null;
   private closing: Promise<void> | null = null;
 
   private constructor(dir: string, options: T.OpenOptions) {
@@ -155,6 +157,7 @@ export class SharedStore implements T.Backend {
         if (first && exclusiveSeen >= 3) throw new StoreLockedError(this.dir, `opened exclusively by pid ${held.pid}: close that handle first, or have every opener use share: true`);
       }
       if (deadline !== null && Date.now() >= deadline) {
+        if (this.cannotOwn !== null) throw this.cannotOwn; // no owner to attach to, and no right to become one
         throw new StoreLockedError(this.dir, `its lock is held but no sharing owner answered within ${this.timeoutMs} ms`);
       }
       await sleep(wait + Math.random() * wait);
@@ -192,17 +195,27 @@ export class SharedStore implements T.Backend {
     return true;
   }
 
-  /** Takes the lock, recovers and serves; false when someone else holds the lock. */
+  /**
+   * Takes the lock, recovers and serves; false when someone else holds the lock, or when this
+   * process may not write the directory (then it can only be a client: a read-only opener such
+   * as `engram mcp --read-only` without write access keeps waiting for an owner).
+   */
   private async tryOwn(): Promise<boolean> {
-    fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
-    checkOwnDir(this.dir);
-    const socket = socketPathFor(this.dir);
-    const { share: _s, shareTimeoutMs: _t, ...own } = this.options;
+    fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 }); // a directory that cannot be made has no owner to wait for
     let store: Store;
+    let socket: string;
     try {
+      checkOwnDir(this.dir);
+      socket = socketPathFor(this.dir);
+      const { share: _s, shareTimeoutMs: _t, ...own } = this.options;
       store = await Store.open(this.dir, own, { mode: "shared", pid: process.pid, socket });
     } catch (err) {
       if (err instanceof StoreLockedError) return false;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
+        this.cannotOwn = err;
+        return false;
+      }
       throw err;
     }
     try {
