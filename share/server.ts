@@ -24,6 +24,8 @@ export const CONNECTIONS_MAX = 256;
 export const CURSORS_MAX = 16;
 /** Entries per list page (keys are at most 1 KiB: a page stays far below the frame limit). */
 export const LIST_PAGE_ENTRIES = 512;
+/** How long a closing owner lets its bye and last replies drain to a client before cutting it off. */
+export const CLOSE_LINGER_MS = 1000;
 /** Most arguments of a call (write has three). */
 const ARGS_MAX = 4;
 
@@ -330,7 +332,11 @@ export class ShareServer {
       c.socket.end();
     }
     fs.rmSync(this.socketPath, { force: true });
-    for (const c of [...this.connections]) c.socket.destroySoon();
+    // A client that does not read would hold its connection (and this close) open forever.
+    const linger = setTimeout(() => {
+      for (const c of this.connections) c.socket.destroy();
+    }, CLOSE_LINGER_MS);
     await listening;
+    clearTimeout(linger);
   }
 }

@@ -20,8 +20,10 @@
  * says so (role, readSync, faults, stats freshness), and no call outlives its deadline.
  */
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
+import { pack } from "msgpackr";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram, InvalidArgumentError, NotSupportedError, OwnerLostError, StoreLockedError, TombstonedSlotError, VersionConflictError } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
@@ -170,6 +172,36 @@ describe("a shared store's client", () => {
     await client.close();
     await owner.close();
     expect(fs.existsSync(socket)).toBe(false);
+  });
+
+  it("an owner closes on time even while a client that never reads holds unread replies", async () => {
+    const dir = tempDir();
+    const owner = await Engram.open(dir, { ...OPTS, share: true });
+    open.push(owner);
+    await owner.write("big", new Uint8Array(1024 * 1024));
+    const socket = readLockNote(dir)?.socket as string;
+    const s = net.createConnection(socket);
+    s.on("error", () => undefined);
+    const closed = new Promise<void>((resolve) => s.on("close", () => resolve()));
+    await new Promise<void>((resolve) => s.once("connect", () => resolve()));
+    s.pause(); // never reads
+    const frame = (m: unknown): Buffer => {
+      const body = pack(m);
+      return Buffer.concat([Buffer.from([body.length >>> 24, (body.length >>> 16) & 255, (body.length >>> 8) & 255, body.length & 255]), body]);
+    };
+    s.write(frame({ t: "hello", version: 1, pid: 1 }));
+    for (let id = 1; id <= 6; id++) s.write(frame({ t: "call", id, op: "read", args: ["big", undefined] }));
+    // Replies have begun to arrive (more than the welcome is buffered unread): the owner took the calls.
+    const deadline = Date.now() + 10_000;
+    while (s.readableLength < 16 * 1024) {
+      expect(Date.now()).toBeLessThan(deadline);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    const t0 = Date.now();
+    await owner.close();
+    expect(Date.now() - t0).toBeLessThan(5000);
+    s.destroy();
+    await closed;
   });
 
   it("owner hangs up holding the lock: in-flight call OWNER_LOST, a queued call rejects by its deadline unrun, then takeover", async () => {
