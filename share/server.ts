@@ -11,7 +11,7 @@
  */
 import * as fs from "node:fs";
 import * as net from "node:net";
-import { StoreClosedError } from "../rules/errors.js";
+import { InvalidArgumentError } from "../rules/errors.js";
 import type { Backend, ListEntry } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
 import { decodeBody, encodeFrame, errorToWire, FrameDecoder, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
@@ -201,7 +201,7 @@ class Connection {
 
   listNext(cursor: unknown): Promise<unknown> {
     const it = typeof cursor === "number" ? this.cursors.get(cursor) : undefined;
-    if (it === undefined) return Promise.reject(new StoreClosedError());
+    if (it === undefined) return Promise.reject(new InvalidArgumentError("no such list cursor: it ended, was closed, or belonged to an owner that went away"));
     return this.page(cursor as number, it);
   }
 
@@ -284,6 +284,8 @@ export class ShareServer {
       });
     });
     fs.chmodSync(socketPath, 0o600);
+    // After listen, a failed accept (EMFILE, ...) must not become an uncaught 'error' that kills the owner.
+    s.server.on("error", (err: Error) => s.onReject?.(`accept failed: ${err.message}`));
     return s;
   }
 
