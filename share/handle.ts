@@ -32,8 +32,11 @@ export const SHARE_TIMEOUT_MS_DEFAULT = 10_000;
 export const SHARE_TIMEOUT_MS_MAX = 3_600_000;
 /** Calls queued during a handover, at most (each also has a deadline). */
 export const QUEUED_CALLS_MAX = 65_536;
-/** How often a client refreshes its stats() snapshot from the owner. */
-export const STATS_REFRESH_MS = 1000;
+/**
+ * A client's stats() asks the owner for a fresh snapshot at most this often (and only when
+ * called: stats() walks the owner's whole keydir, so idle clients must not poll it).
+ */
+export const STATS_REFRESH_MS = 250;
 /** Backoff bounds of the attach-or-own loop. */
 const RETRY_MS_MIN = 2;
 const RETRY_MS_MAX = 50;
@@ -90,7 +93,8 @@ export class SharedStore implements T.Backend {
   private link: Link | null = null;
   private readonly queue: Queued[] = [];
   private snapshot: T.StoreStats | null = null;
-  private statsTimer: NodeJS.Timeout | null = null;
+  private statsAskedAt = 0;
+  private statsAsking = false;
   private acquiring: Promise<void> | null = null;
   /** Why this process could not take the store itself (no write access), if it tried. */
   private cannotOwn: unknown = null;
@@ -189,7 +193,7 @@ export class SharedStore implements T.Backend {
     this.snapshot = link.welcome.stats as T.StoreStats;
     this.state = "client";
     link.whenEnded((end) => this.onLinkEnd(link, end));
-    this.startStatsTimer();
+    this.statsAskedAt = Date.now();
     this.onEvent?.(`client of pid ${link.welcome.pid}`);
     this.drainQueue();
     return true;
@@ -249,7 +253,6 @@ export class SharedStore implements T.Backend {
       for (const s of end.unanswered) s.reject(end.bye ? new StoreClosedError() : new OwnerLostError(s.op));
       return;
     }
-    this.stopStatsTimer();
     this.state = "handover";
     this.onEvent?.(end.bye ? "owner closed: handover" : "owner lost: handover");
     for (const s of end.unanswered) {
@@ -402,12 +405,15 @@ export class SharedStore implements T.Backend {
   }
 
   /**
-   * The owner's stats. A client cannot ask synchronously: it returns the owner's latest snapshot,
-   * taken at attach, every STATS_REFRESH_MS, and after compact(), gc() and flush().
+   * The owner's stats. A client cannot ask synchronously: it returns the latest snapshot it has
+   * (taken at attach, and after compact(), gc() and flush()), and asks for a fresh one in the
+   * background — at most every STATS_REFRESH_MS — so a caller polling stats() sees figures at
+   * most one poll behind.
    */
   stats(): T.StoreStats {
     if (this.state === "owner" && this.store !== null) return this.store.stats();
     if (this.snapshot === null) throw new StoreClosedError();
+    if (this.state === "client" && !this.statsAsking && Date.now() - this.statsAskedAt >= STATS_REFRESH_MS) void this.refreshStats(false);
     return this.snapshot;
   }
 
@@ -424,24 +430,18 @@ export class SharedStore implements T.Backend {
     await this.refreshStats();
   }
 
-  private async refreshStats(): Promise<void> {
-    if (this.state !== "client") return;
+  /** Asks the owner for its stats (`fresh`: not its shared cache; after compact, gc, flush). */
+  private async refreshStats(fresh = true): Promise<void> {
+    if (this.state !== "client" || this.closing !== null) return;
+    this.statsAsking = true;
+    this.statsAskedAt = Date.now();
     try {
-      this.snapshot = await this.call<T.StoreStats>("stats", []);
+      this.snapshot = await this.call<T.StoreStats>("stats", [fresh]);
     } catch {
       // keep the last snapshot: stats() is advice, and the call that asked already succeeded
+    } finally {
+      this.statsAsking = false;
     }
-  }
-
-  private startStatsTimer(): void {
-    this.stopStatsTimer();
-    this.statsTimer = setInterval(() => void this.refreshStats(), STATS_REFRESH_MS);
-    this.statsTimer.unref();
-  }
-
-  private stopStatsTimer(): void {
-    if (this.statsTimer !== null) clearInterval(this.statsTimer);
-    this.statsTimer = null;
   }
 
   /**
@@ -460,7 +460,6 @@ export class SharedStore implements T.Backend {
       clearTimeout(q.timer);
       q.reject(new StoreClosedError());
     }
-    this.stopStatsTimer();
     if (this.server !== null) await this.server.close();
     if (this.store !== null) await this.store.close();
     if (this.link !== null) await this.drainLink(this.link);

@@ -12,12 +12,17 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import { InvalidArgumentError } from "../rules/errors.js";
-import type { Backend, ListEntry } from "../rules/types.js";
+import type { Backend, ListEntry, StoreStats } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
 import { decodeBody, encodeFrame, errorToWire, FrameDecoder, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
 
 /** Calls one connection may have in flight before the owner stops reading it. */
 export const CALLS_IN_FLIGHT_MAX = 256;
+/**
+ * How long one stats() snapshot answers every client: stats() walks the whole keydir, so N
+ * clients asking must not cost the owner N walks.
+ */
+export const STATS_CACHE_MS = 250;
 /** Connections served at once (each may buffer up to one frame): more are refused at accept. */
 export const CONNECTIONS_MAX = 256;
 /** Open list cursors per connection. */
@@ -56,7 +61,7 @@ const OPS: Record<string, Op> = {
   batch: (s, a) => s.batch(a[0] as never),
   compact: (s, a) => s.compact(a[0] as never),
   gc: (s) => s.gc(),
-  stats: (s) => s.stats(),
+  stats: (_s, a, c) => c.stats(a[0] === true),
   verify: (s) => s.verify(),
   flush: (s) => s.flush(),
   listOpen: (s, a, c) => c.listOpen(s, a[0]),
@@ -128,7 +133,7 @@ class Connection {
     if (msg["t"] !== "hello" || msg["version"] !== PROTOCOL_VERSION) throw new ProtocolError(`expected hello of protocol version ${PROTOCOL_VERSION}`);
     this.greeted = true;
     const L = this.server.limits;
-    this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: L.frameBytesMax, maxValueBytes: L.maxValueBytes, stats: this.server.store.stats() });
+    this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: L.frameBytesMax, maxValueBytes: L.maxValueBytes, stats: this.stats() });
   }
 
   private onCall(call: Call): void {
@@ -189,6 +194,11 @@ class Connection {
     }
     this.socket.write(encodeFrame(message, this.server.limits.frameBytesMax));
     if (this.socket.writableLength > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
+  }
+
+  /** The owner's stats, shared by every client for STATS_CACHE_MS unless `fresh`. */
+  stats(fresh = false): StoreStats {
+    return this.server.cachedStats(fresh);
   }
 
   listOpen(store: ServedStore, options: unknown): Promise<unknown> {
@@ -258,6 +268,8 @@ export class ShareServer {
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
   private drained: (() => void) | null = null;
+  private statsAt = 0;
+  private statsValue: StoreStats | null = null;
 
   private constructor(store: ServedStore, socketPath: string, limits: ServerLimits) {
     this.store = store;
@@ -287,6 +299,16 @@ export class ShareServer {
     // After listen, a failed accept (EMFILE, ...) must not become an uncaught 'error' that kills the owner.
     s.server.on("error", (err: Error) => s.onReject?.(`accept failed: ${err.message}`));
     return s;
+  }
+
+  /** The owner's stats, computed at most once per STATS_CACHE_MS for all clients. */
+  cachedStats(fresh: boolean): StoreStats {
+    const now = Date.now();
+    if (fresh || this.statsValue === null || now - this.statsAt >= STATS_CACHE_MS) {
+      this.statsValue = this.store.stats();
+      this.statsAt = now;
+    }
+    return this.statsValue;
   }
 
   /** Clients connected now. */
