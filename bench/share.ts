@@ -69,7 +69,7 @@ async function throughput(inflight: number, ms: number, fn: (i: number) => Promi
 
 /** The worker side: a client process that runs one measurement on command. */
 async function worker(dir: string, tag: string): Promise<void> {
-  const store = await Engram.open(dir, { share: true, compaction: { workers: 0 } });
+  const store = await Engram.open(dir, { share: true });
   const out = (v: unknown): void => void process.stdout.write(`${JSON.stringify(v)}\n`);
   out({ ready: store.role });
   for await (const line of readline.createInterface({ input: process.stdin })) {
@@ -167,18 +167,19 @@ async function main(): Promise<void> {
   try {
     const rt = roundTripUs();
     log(`msgpackr round trip ${f(rt, 2)} µs`);
-    const owner = await Engram.open(dir, { share: true, compaction: { workers: 0 } });
+    const owner = await Engram.open(dir, { share: true }); // default options: compaction in a worker thread
     await owner.batch(Array.from({ length: KEYS }, (_, i) => ({ op: "write" as const, key: `k${i}`, value: VALUE })));
     const ownRead = await latencies(READS, (i) => owner.read(`k${i % KEYS}`));
     const ownWrite = await latencies(WRITES, (i) => owner.write(`own-${i}`, VALUE));
-    const solo = await ownerCpu(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${i}`, VALUE)));
-    const solo64 = solo.value;
-    log(`owner: read p50 ${f(ownRead.p50, 1)} µs, write p50 ${f(ownWrite.p50)} µs, 1 process × 64: ${f(solo64)} puts/s`);
-
+    log(`owner: read p50 ${f(ownRead.p50, 1)} µs, write p50 ${f(ownWrite.p50)} µs`);
+    // The client's latencies right after the owner's, on the same small store.
     const [one] = await workers(dir, 1, "l");
     const lat = (await (one as Worker).ask("latency")) as { read: { p50: number; p99: number }; write: { p50: number; p99: number } };
     await closeAll([one as Worker]);
     log(`client: read p50 ${f(lat.read.p50, 1)} µs, write p50 ${f(lat.write.p50)} µs`);
+    const solo = await ownerCpu(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${i}`, VALUE)));
+    const solo64 = solo.value;
+    log(`1 process × 64: ${f(solo64)} puts/s`);
 
     const scale: Array<{ n: number; reads: number; writes: number; readCpu: number; writeCpu: number }> = [];
     for (const n of [1, 2, 4]) {
