@@ -22,7 +22,7 @@ import { createFaultBuffer, FaultController } from "./faults.js";
 import { GenerationTable } from "./generations.js";
 import { Intents, type Logical } from "./intents.js";
 import { applyClear, applyErase, applyPut, applyTombstone, isExpired, isReadable, isTombstoned, putSurvives, type Keydir, type Location, type Slot } from "./keydir.js";
-import { lockDirectory, type DirLock } from "./lock.js";
+import { lockDirectory, type DirLock, type LockNote } from "./lock.js";
 import { matchScopeRule, resolveOptions, type ResolvedOptions } from "./options.js";
 import { materialize, type ReadFound } from "./reads.js";
 import { recover } from "./recovery.js";
@@ -115,13 +115,16 @@ export class Store implements T.Backend {
     }
   }
 
-  /** Opens (creating if missing) the store in `dir`; throws StoreLockedError when it is open elsewhere. */
-  static async open(dir: unknown, options?: T.OpenOptions): Promise<Store> {
+  /**
+   * Opens (creating if missing) the store in `dir`; throws StoreLockedError when it is open
+   * elsewhere. `lockNote` is what DIR/LOCK tells other openers (a sharing owner passes its socket).
+   */
+  static async open(dir: unknown, options?: T.OpenOptions, lockNote?: LockNote): Promise<Store> {
     if (typeof dir !== "string" || dir.length === 0) throw new InvalidArgumentError("dir must be a non-empty path string");
     const resolved = resolveOptions(options);
     await initChecksum();
     fs.mkdirSync(dir, { recursive: true, mode: DIR_MODE });
-    const lock = lockDirectory(dir);
+    const lock = lockDirectory(dir, lockNote);
     try {
       const store = new Store(dir, resolved, lock, new GenerationTable());
       store.compactor.nudge();

@@ -31,15 +31,18 @@ export function requireDir(opts: GlobalOptions): string {
 }
 
 /**
- * Opens the store of `--dir`. With `mustExist`, a missing directory is a usage error rather than
- * a new empty store (so a typo in a read command does not create one).
+ * Opens the store of `--dir`, shared (`share: true`): when an MCP server or another command holds
+ * the directory, this one attaches to it instead of failing with STORE_LOCKED. With `mustExist`,
+ * a missing directory is a usage error rather than a new empty store (so a typo in a read command
+ * does not create one).
  */
 export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
   const dir = requireDir(opts);
   if (mustExist && !isPostgresUrl(dir) && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
   // An existing directory that is not a store is left untouched: opening would create LOCK and segments/ in it.
   if (mustExist && !isPostgresUrl(dir) && !existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
-  return Engram.open(dir, extra);
+  // Every command shares the directory (API.md "Sharing"): it attaches when an MCP server or another command holds it.
+  return Engram.open(dir, isPostgresUrl(dir) ? extra : { share: true, ...extra });
 }
 
 /** Opens the store, runs `fn`, and always closes the store afterwards. */

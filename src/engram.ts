@@ -11,6 +11,7 @@ import { verifySegments } from "../engine/verify.js";
 import * as A from "../rules/args.js";
 import { NotSupportedError } from "../rules/errors.js";
 import { isPostgresUrl, openPostgres } from "../postgres/index.js";
+import { SharedStore } from "../share/handle.js";
 import type { Backend, Faults, Role } from "../rules/types.js";
 import type * as T from "./types.js";
 
@@ -18,34 +19,37 @@ export type { Faults } from "../rules/types.js";
 
 /** An open engram store. */
 export class Engram {
-  /** The backend underneath: the embedded engine, or the PostgreSQL backend. */
+  /** The backend every call goes to: the embedded engine, a shared store's handle, or PostgreSQL. */
   readonly #store: Backend;
 
   private constructor(store: Backend) {
     this.#store = store;
   }
 
-  /** Fault injection controls (armed with `faults.pauseAt` / `failAt` at open; embedded store only). */
+  /** Fault injection controls (armed with `faults.pauseAt` / `failAt` at open; the embedded owner's alone). */
   get faults(): Faults {
     return this.#store.faults;
   }
 
-  /** "owner" when this handle holds the store, "client" when attached to a shared owner. */
+  /** "owner" when this process holds the store, "client" when attached to a sharing owner; may change at failover. */
   get role(): Role {
     return this.#store.role;
   }
 
   /**
    * Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open
-   * elsewhere. A location starting with postgres:// or postgresql:// is never a directory: it
-   * opens the same API on that PostgreSQL database (API.md "Scale-out").
+   * elsewhere — unless `share: true`, when the first opener owns the store and serves it, and
+   * later openers attach to the owner (API.md "Sharing one store between processes"). A location
+   * starting with postgres:// or postgresql:// is never a directory: it opens the same API on that
+   * PostgreSQL database (API.md "Scale-out"), where the database arbitrates between processes.
    */
   static async open(dir: string, options?: T.OpenOptions): Promise<Engram> {
     if (isPostgresUrl(dir)) return Engram.fromBackend(await openPostgres(dir, options));
+    if (options?.share === true) return new Engram(await SharedStore.open(dir, options));
     return new Engram(await Store.open(dir, options));
   }
 
-  /** Wraps any implementation of the Backend interface in the public class. */
+  /** Wraps any Backend (rules/types.ts) in the public API, with the same type and errors. */
   static fromBackend(backend: Backend): Engram {
     return new Engram(backend);
   }
