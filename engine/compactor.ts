@@ -165,7 +165,7 @@ export class Compactor {
       const retention = rules ? this.store.retentionMsFor(slot.scope) : fixedRetention;
       if (wanted(slot.seg) && P.valueRecordLive(kd, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len }, true);
       if (wanted(slot.tombSeg)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen }, P.tombstoneRecordLive(slot, now, retention));
-      if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention));
+      if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention, kd));
     }
     for (const [scope, e] of kd.erases) {
       if (wanted(e.seg)) add(e.seg, { kind: "erase", scope, off: e.off, len: e.len }, P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope)));

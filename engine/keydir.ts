@@ -38,6 +38,12 @@ export class Slot {
   physical = 0;
   /** When `physical` last reached zero (ms, engine clock); 0 while records remain. */
   reclaimedAt = 0;
+  /**
+   * Highest sequence of a SCOPE_ERASE whose erase list names this slot (committed or replayed);
+   * 0 when none does. Only such a slot must outlive its own records while a covering erasure is
+   * retained: a restart would rebuild it from that list (issue 9 defect 6).
+   */
+  listedSeq = 0;
 
   constructor(scope: string, key: string) {
     this.scope = scope;
@@ -171,6 +177,7 @@ export function applyClear(slot: Slot, seq: number, gen: number, at: Location): 
 export function applyErase(keydir: Keydir, scope: string, seq: number, committedAt: number, at: Location, killed: readonly ErasedSlot[]): void {
   for (const k of killed) {
     const slot = keydir.ensure(k.scope, k.key);
+    if (seq > slot.listedSeq) slot.listedSeq = seq;
     if (k.version > slot.putSeq) {
       slot.putSeq = k.version;
       slot.putGen = k.generation;
