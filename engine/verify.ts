@@ -8,9 +8,22 @@ import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { CorruptionError } from "../rules/errors.js";
 import { parseSegmentFileName, readWholeFile, segmentFileName } from "../segments/file.js";
-import { chooseHeader } from "../segments/header.js";
+import { chooseHeader, decodeHeader, isFramed } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import type { ProgressFn, VerifyReport } from "../rules/types.js";
+
+/**
+ * Both header copies must be valid: open silently falls back to the other copy, so a damaged
+ * current copy (say B) would otherwise pass verify while the segment reads as its older state
+ * (issue 9 defect 12). Recovery rewrites the damaged copy at the next header write.
+ */
+function checkBothCopies(bytes: Uint8Array, id: number, report: VerifyReport): void {
+  for (const [name, at] of [["A", C.HEADER_A_OFFSET], ["B", C.HEADER_B_OFFSET]] as const) {
+    const copy = decodeHeader(bytes, at);
+    if (copy === null) report.problems.push({ segment: id, offset: at, detail: `header copy ${name} is invalid (open falls back to the other copy)` });
+    else if (copy.segmentId !== id) report.problems.push({ segment: id, offset: at, detail: `header copy ${name} names segment ${copy.segmentId}` });
+  }
+}
 
 function checkOne(file: string, id: number, report: VerifyReport): number {
   let fd: number;
@@ -22,8 +35,9 @@ function checkOne(file: string, id: number, report: VerifyReport): number {
   try {
     const bytes = readWholeFile(fd);
     const { header } = chooseHeader(bytes, id);
+    checkBothCopies(bytes, id, report);
     const sealed = (header.flags & C.FLAG_SEALED) !== 0;
-    const end = scanRecords(bytes, id, sealed, () => undefined, false);
+    const end = scanRecords(bytes, id, sealed, () => undefined, false, isFramed(chooseHeader(bytes, id)));
     if (sealed) assertSealedEnd(id, header.sealedBytes, end, bytes.length);
     report.records += end.records;
     report.bytes += end.end;
