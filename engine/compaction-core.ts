@@ -22,7 +22,8 @@ import { FILE_MODE, fsyncDir, journalFileName, readWholeFile, segmentFileName, t
 import { chooseHeader, encodeHeader } from "../segments/header.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
-import { bumpShared, loadShared } from "./generations.js";
+import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
+import { assert } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
 
 /** What the main thread asks a worker to do. */
@@ -149,9 +150,11 @@ async function rewriteInPlace(fd: number, task: CompactionTask, generation: numb
   const shared = loadShared(task.gens, task.cell);
   if (shared !== generation || generation % 2 !== 0) throw new Error(`segment ${task.segmentId}: header generation ${generation}, shared ${shared}`);
   const next = generation + 2;
+  assert(next <= GENERATION_MAX, `segment ${task.segmentId}: generation ${next} fits the 31-bit shared cell`);
   writeJournal(task, next, out);
   await hit(task.faults, "compaction:after-journal");
-  bumpShared(task.gens, task.cell); // odd: bytes are about to move
+  const odd = bumpShared(task.gens, task.cell); // odd: bytes are about to move
+  assert(odd === generation + 1 && odd % 2 === 1, `segment ${task.segmentId}: the worker bumps even ${generation} to odd, got ${odd}`);
   const firstLength = out.readUInt32LE(0);
   writeFully(fd, out.subarray(0, firstLength), C.DATA_START);
   await hit(task.faults, "compaction:mid-rewrite");

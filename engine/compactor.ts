@@ -13,6 +13,7 @@ import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
+import { assert } from "../rules/assert.js";
 import { readHeader, segmentFileName } from "../segments/file.js";
 import { scopeWithin } from "../rules/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
@@ -249,6 +250,7 @@ export class Compactor {
       seg.scopes.clear();
       for (const s of result.keptScopes) seg.scopes.add(s);
       const published = this.store.gens.bump(seg.cell);
+      assert(published % 2 === 0, `segment ${seg.id}: the main thread bumps odd to even, got ${published}`);
       if (published !== result.generation || published !== seg.header.header.generation) {
         throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
       }
@@ -281,8 +283,8 @@ export class Compactor {
     for (let i = 0; i < result.droppedKeys.length; i++) {
       const slot = kd.get(result.droppedScopes[i] as string, result.droppedKeys[i] as string);
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
+      assert(slot.physical > 0, `physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;
-      if (slot.physical < 0) throw new Error(`physical record count of ${slot.scope}/${slot.key} below zero`);
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === result.droppedOffsets[i]) slot.seg = 0;
       touched.add(slot);

@@ -6,6 +6,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
+import { assert } from "../rules/assert.js";
 import { initChecksum } from "../segments/checksum.js";
 import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
@@ -46,6 +47,8 @@ export class Store implements T.Backend {
   private readonly lock: DirLock;
   private readonly intents = new Intents();
   private seq: number;
+  /** The highest sequence ever taken by advanceSeq (the paired check of nextSeq). */
+  private seqTaken = 0;
   private nextId: number;
   private closing: Promise<void> | null = null;
   private syncTimer: NodeJS.Timeout | null = null;
@@ -97,6 +100,26 @@ export class Store implements T.Backend {
       lock.release();
       throw err;
     }
+  }
+
+  /**
+   * The sequence the next mutation will carry (I7: versions are the store-wide sequence, so they
+   * only grow and are never reused). It is taken with advanceSeq once the record is encoded; a
+   * mutation refused before that leaves the number unused and the next one gets it.
+   */
+  private nextSeq(): number {
+    const next = this.seq + 1;
+    assert(next <= C.SEQ_MAX, `I7: the sequence stays below 2^53 (at ${this.seq})`);
+    assert(next > this.seqTaken, `I7: the sequence never goes back (next ${next}, taken ${this.seqTaken})`);
+    return next;
+  }
+
+  /** Takes every sequence up to `to` (`count` of them, one per record): the only place the sequence moves. */
+  private advanceSeq(to: number, count = 1): void {
+    assert(to === this.seq + count, `I7: the sequence grows by exactly the ${count} record(s) queued (from ${this.seq} to ${to})`);
+    assert(to > this.seqTaken && to <= C.SEQ_MAX, `I7: the sequence only grows (to ${to}, taken ${this.seqTaken})`);
+    this.seq = to;
+    this.seqTaken = to;
   }
 
   /** The highest sequence number committed or queued. */
@@ -166,10 +189,10 @@ export class Store implements T.Backend {
     const now = this.options.clock();
     const L = this.intents.logical(this.keydir, scope, k, now);
     const generation = this.decideWrite(k, L, expected, clear);
-    const seq = this.seq + 1;
+    const seq = this.nextSeq();
     const expiresAt = this.expiryFor(scope, ttl, now);
     const record = this.encode({ type: C.RecordType.PUT, seq, generation, expiresAt, scope, key: k, value: v });
-    this.seq = seq;
+    this.advanceSeq(seq);
     this.intents.set(scope, k, { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
     await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyPut(scope, k, seq, generation, expiresAt, at[0] as Location) });
     return { ok: true, version: seq, generation };
@@ -205,10 +228,10 @@ export class Store implements T.Backend {
       await this.log.barrier();
       return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
     }
-    const seq = this.seq + 1;
+    const seq = this.nextSeq();
     const killed = L.version as number;
     const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: killed, scope, key: k });
-    this.seq = seq;
+    this.advanceSeq(seq);
     this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
     await this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, killed, at[0] as Location) });
     return { ok: true, tombstoneSeq: seq, generation: L.generation };
@@ -232,10 +255,10 @@ export class Store implements T.Backend {
       await this.log.barrier(); // the answer may rest on a queued mutation: answer once it is durable
       return { ok: true, generation: L.generation };
     }
-    const seq = this.seq + 1;
+    const seq = this.nextSeq();
     const generation = L.generation + 1;
     const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
-    this.seq = seq;
+    this.advanceSeq(seq);
     this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
     await this.log.append({
       records: [record],
@@ -275,9 +298,9 @@ export class Store implements T.Backend {
     const reclaim = A.reclaimOf(o);
     const now = this.options.clock();
     const { live: slots, killed } = this.slotsIn(s, now);
-    const seq = this.seq + 1;
+    const seq = this.nextSeq();
     const record = this.encode({ type: C.RecordType.SCOPE_ERASE, seq, generation: 0, expiresAt: now, scope: s, key: "", value: encodeEraseList(killed) });
-    this.seq = seq;
+    this.advanceSeq(seq);
     this.intents.setErase(s, seq);
     await this.log.append({
       records: [record],
@@ -305,7 +328,7 @@ export class Store implements T.Backend {
       return plan.results;
     }
     plan.seal();
-    this.seq = plan.seq;
+    this.advanceSeq(plan.seq, plan.seqs.length);
     for (const state of plan.overlay.values()) this.intents.set(state.scope, state.key, state.logical);
     await this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at) });
     return plan.results;
