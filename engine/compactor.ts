@@ -235,6 +235,7 @@ export class Compactor {
     if (target !== seg) {
       await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
       this.store.segments.delete(seg.id);
+      this.store.recordSegments(); // listed no more before the unlink: a crash between deletes it at open
       seg.retire(this.store.segmentsDir, this.store.gens);
       for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
       if (!seg.isClosed) this.held.add(seg);

@@ -7,6 +7,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { assert } from "../rules/assert.js";
+import { writeManifest } from "./manifest.js";
 import { initChecksum } from "../segments/checksum.js";
 import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
@@ -68,6 +69,7 @@ export class Store implements T.Backend {
     this.seq = rec.seq;
     this.nextId = rec.maxId + 1;
     const active = rec.active ?? this.createSegment();
+    this.recordSegments(); // the manifest names exactly the segments recovery kept
     this.log = new CommitLog(
       {
         durability: options.durability,
@@ -137,7 +139,16 @@ export class Store implements T.Backend {
     if (cell === null) throw new LimitExceededError("too many open segments; run compact() to merge them");
     const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
     this.segments.set(id, seg);
+    this.recordSegments();
     return seg;
+  }
+
+  /**
+   * Makes segments/MANIFEST name exactly the segments open now (engine/manifest.ts): after a new
+   * segment's file is durable, and before a retired segment's file is unlinked.
+   */
+  recordSegments(): void {
+    writeManifest(this.segmentsDir, { ids: [...this.segments.keys()], nextId: this.nextId });
   }
 
   /** A fresh segment id. */
