@@ -225,7 +225,7 @@ export class CommitLog {
   markDurable(): void {
     const seg = this.active;
     const writer = seg.writer;
-    if (writer === null || this.groups.length > 0 || this.inFlight !== null) return;
+    if (writer === null || this.failure !== null || this.groups.length > 0 || this.inFlight !== null) return;
     if (seg.dataEnd <= seg.coveredEnd || seg.syncedEnd !== seg.dataEnd) return;
     assert(seg.maxSeq > 0 && writer.end === seg.dataEnd, "a segment with data to mark has records and no reserved tail");
     const at = writer.reserve(C.GROUP_FRAME_BYTES);
