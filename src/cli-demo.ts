@@ -2,6 +2,7 @@
  * `engram demo`: replays the two failures of the seed notes on fresh stores in a temp directory,
  * first under the `unsafe` options (which reproduce them), then with the safe defaults.
  */
+import { GROUP_FRAME_BYTES } from "../segments/constants.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -99,11 +100,16 @@ const ERASED = "user:alice/session:1";
 const READER = "user:alice/session:2";
 const OTHER = "user:bob";
 
-/** Values padded so that every record has the same size (scope + key + value lengths agree). */
+/**
+ * Values padded so that the global and user:bob records have the same size and the erased one is
+ * two group frames shorter (each write is framed on disk, and compaction drops the frames): the
+ * rewrite then moves user:bob's record exactly onto the global record's old offset.
+ */
 function equalSizeValues(): Record<string, string> {
   const base: Record<string, string> = { [ERASED]: "alice session-1 draft", global: "theme=solarized", [OTHER]: "bob private note" };
   const total = Math.max(...Object.entries(base).map(([scope, v]) => scope.length + v.length));
-  return Object.fromEntries(Object.entries(base).map(([scope, v]) => [scope, v.padEnd(total - scope.length, ".")]));
+  const size = (scope: string): number => total + (scope === ERASED ? 0 : 2 * GROUP_FRAME_BYTES);
+  return Object.fromEntries(Object.entries(base).map(([scope, v]) => [scope, v.padEnd(size(scope) - scope.length, ".")]));
 }
 
 function timeout<T>(ms: number, what: string): Promise<T> {
@@ -147,7 +153,7 @@ async function tornRead(dir: string, unsafe: boolean): Promise<Outcome> {
     ...(unsafe ? { unsafe: { skipReadValidation: true } } : {}),
   };
   process.stdout.write(`== ${label}: read straddling an in-place compaction ${unsafe ? "(unsafe: { skipReadValidation: true })" : "(validated reads)"}\n`);
-  process.stdout.write(`   (three records of equal size, so the compaction moves whole records over the erased one)\n`);
+  process.stdout.write(`   (records sized so that the compaction moves user:bob's record exactly onto the global one's old offset)\n`);
   const store = await Engram.open(dir, opts);
   try {
     const s = new Steps();
