@@ -169,7 +169,10 @@ export class Compactor {
       if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention, kd));
     }
     for (const [scope, e] of kd.erases) {
-      if (wanted(e.seg)) add(e.seg, { kind: "erase", scope, off: e.off, len: e.len }, P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope)));
+      const parts = [e, ...(e.more ?? [])].filter((x) => wanted(x.seg));
+      if (parts.length === 0) continue;
+      const live = P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope));
+      for (const x of parts) add(x.seg, { kind: "erase", scope, off: x.off, len: x.len }, live); // every chunk lives or goes together
     }
     for (const p of out.values()) p.keeps.sort((a, b) => a.off - b.off);
     return out;
@@ -299,7 +302,10 @@ export class Compactor {
     for (const d of dooms) {
       if (d.kind === "erase") {
         const e = kd.erases.get(d.scope);
-        if (e === undefined || e.seg !== seg.id || e.off !== d.off) continue;
+        if (e === undefined) continue;
+        const chunk = e.more?.findIndex((x) => x.seg === seg.id && x.off === d.off) ?? -1;
+        if (chunk >= 0) e.more?.splice(chunk, 1);
+        if (e.seg !== seg.id || e.off !== d.off) continue;
         kd.erases.delete(d.scope);
         for (const slot of kd.subtree(d.scope)) touched.add(slot); // their retention may have ended with it
         continue;
@@ -436,9 +442,11 @@ export class Compactor {
 function relocate(store: Store, k: Keep, source: number, target: number, off: number): void {
   if (k.kind === "erase") {
     const e = store.keydir.erases.get(k.scope);
-    if (e === undefined || e.seg !== source || e.off !== k.off) return;
-    e.seg = target;
-    e.off = off;
+    if (e === undefined) return;
+    const at = e.seg === source && e.off === k.off ? e : e.more?.find((x) => x.seg === source && x.off === k.off);
+    if (at === undefined) return;
+    at.seg = target;
+    at.off = off;
     return;
   }
   const s = k.slot;

@@ -58,6 +58,8 @@ export interface EraseRecord {
   seg: number;
   off: number;
   len: number;
+  /** The other records of a chunked erasure (same sequence, same batch), if any. */
+  more?: Location[];
 }
 
 /** Where a record lies. */
@@ -186,7 +188,12 @@ export function applyErase(keydir: Keydir, scope: string, seq: number, committed
     if (k.generation > slot.generation) slot.generation = k.generation;
   }
   const old = keydir.erases.get(scope);
-  if (old !== undefined && old.seq >= seq) return;
+  if (old !== undefined && old.seq === seq) {
+    // Another chunk of the same erasure (segments/erase-list.ts): keep its location too.
+    if (old.seg !== at.seg || old.off !== at.off) (old.more ??= []).push({ seg: at.seg, off: at.off, len: at.len });
+    return;
+  }
+  if (old !== undefined && old.seq > seq) return;
   keydir.erases.set(scope, { seq, at: committedAt, seg: at.seg, off: at.off, len: at.len });
 }
 

@@ -11,7 +11,7 @@ import { writeManifest } from "./manifest.js";
 import { initChecksum } from "../segments/checksum.js";
 import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
-import { encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
+import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { scopeLineage, scopeWithin } from "../rules/names.js";
 import { encodeRecord, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
@@ -301,7 +301,26 @@ export class Store implements T.Backend {
     return { live, killed };
   }
 
-  /** forgetScope(): erases a scope and its descendants with one SCOPE_ERASE record. */
+  /**
+   * The records of an erasure of `scope` at `seq`: one SCOPE_ERASE when its erase list fits one
+   * chunk (ERASE_LIST_CHUNK_BYTES); otherwise one SCOPE_ERASE per chunk, all of sequence `seq` and
+   * flagged RF_IN_BATCH, then a BATCH_COMMIT at seq + 1 — one commit group, all or nothing across
+   * a crash — so an erasure of a million slots never nears the 256 MiB record limit.
+   */
+  private eraseRecords(scope: string, seq: number, now: number, killed: ErasedSlot[]): { records: Buffer[]; seqs: number[]; chunks: ErasedSlot[][] } {
+    const chunks = chunkEraseList(killed);
+    const flags = chunks.length > 1 ? C.RF_IN_BATCH : 0;
+    const records = chunks.map((c) => this.encode({ type: C.RecordType.SCOPE_ERASE, flags, seq, generation: 0, expiresAt: now, scope, key: "", value: encodeEraseList(c) }));
+    const seqs = chunks.map(() => seq);
+    if (chunks.length > 1) {
+      records.push(this.encode({ type: C.RecordType.BATCH_COMMIT, seq: seq + 1, generation: chunks.length, scope: C.ROOT_SCOPE, key: "" }));
+      seqs.push(seq + 1);
+    }
+    assert(records.length === (chunks.length > 1 ? chunks.length + 1 : 1), "an erasure is one record, or its chunks and a commit");
+    return { records, seqs, chunks };
+  }
+
+  /** forgetScope(): erases a scope and its descendants with one SCOPE_ERASE record (or a batch of chunks). */
   async forgetScope(scope: unknown, options?: unknown): Promise<T.ForgetScopeResult> {
     this.assertOpen();
     const o = A.optsOf(options, "forgetScope");
@@ -310,14 +329,14 @@ export class Store implements T.Backend {
     const now = this.options.clock();
     const { live: slots, killed } = this.slotsIn(s, now);
     const seq = this.nextSeq();
-    const record = this.encode({ type: C.RecordType.SCOPE_ERASE, seq, generation: 0, expiresAt: now, scope: s, key: "", value: encodeEraseList(killed) });
-    this.advanceSeq(seq);
+    const { records, seqs, chunks } = this.eraseRecords(s, seq, now, killed);
+    this.advanceSeq(seqs[seqs.length - 1] as number, seqs[seqs.length - 1] === seq ? 1 : 2);
     this.intents.setErase(s, seq);
     await this.log.append({
-      records: [record],
-      seqs: [seq],
+      records,
+      seqs,
       apply: (at) => {
-        applyErase(this.keydir, s, seq, now, at[0] as Location, killed);
+        chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, at[i] as Location, chunk));
         this.intents.settleErase(s, seq);
         this.compactor.recount();
       },
