@@ -34,6 +34,8 @@ interface SlotModel {
   value: string | null;
   killed: boolean | null;
   written: string[];
+  /** The slot's recent history, for a violation's message (replay with the printed seed). */
+  log: string[];
 }
 
 interface Msg {
@@ -56,7 +58,7 @@ class Campaign {
   acked = 0;
 
   constructor() {
-    for (const s of SCOPES) for (let k = 0; k < KEYS; k++) this.slots.set(id(s, `k${k}`), { value: null, killed: false, written: [] });
+    for (const s of SCOPES) for (let k = 0; k < KEYS; k++) this.slots.set(id(s, `k${k}`), { value: null, killed: false, written: [], log: [] });
   }
 
   private slot(scope: string, key: string): SlotModel {
@@ -67,9 +69,19 @@ class Campaign {
     return [...this.slots.entries()].filter(([k]) => within(k.split("\u0000")[0] as string, root)).map(([, v]) => v);
   }
 
+  /** Appends `what` to the history of every slot `o` touches. */
+  note(o: CampaignOp, what: string): void {
+    const touched = o.op === "forgetScope" ? this.subtree(o.scope) : o.op === "gc" ? [] : [this.slot(o.scope, o.key)];
+    for (const s of touched) {
+      s.log.push(what);
+      if (s.log.length > 12) s.log.shift();
+    }
+  }
+
   /** Applies an acknowledged operation; records a violation when its outcome is impossible. */
   ack(o: CampaignOp, m: Msg, requireClear: boolean): void {
     this.acked += 1;
+    this.note(o, `${o.op}${o.op === "forgetScope" ? `(${o.scope},${o.eager ? "eager" : "lazy"})` : ""} ${m.ok ? "ok" : m.code}`);
     if (o.op === "read") return this.checkRead(o, m);
     if (!m.ok) {
       const s = o.op === "write" ? this.slot(o.scope, o.key) : null;
@@ -115,6 +127,7 @@ class Campaign {
 
   /** The operation in flight at the kill: settle the model by what the reopened store shows. */
   settleInFlight(o: CampaignOp | null, store: Engram): void {
+    if (o !== null) this.note(o, `${o.op} IN FLIGHT AT KILL`);
     if (o === null || o.op === "gc" || o.op === "read") return;
     if (o.op === "forgetScope") {
       for (const s of this.subtree(o.scope)) s.killed = null;
@@ -149,7 +162,7 @@ class Campaign {
       if (value !== s.value) this.violations.push(`${label}: ${scope}/${key} reads ${String(value).slice(0, 40)}, model ${String(s.value).slice(0, 40)}`);
       if (requireClear && s.killed === false && s.value === null && s.written.length > 0) {
         const p = await store.probe(key, { scope });
-        if (p.state !== "absent") this.violations.push(`${label}: ${scope}/${key} was undeleted but probes ${p.state}`);
+        if (p.state !== "absent") this.violations.push(`${label}: ${scope}/${key} was undeleted but probes ${p.state}; history: ${s.log.join(" | ")}`);
       }
       checked += 1;
     }
