@@ -13,6 +13,7 @@
  */
 import { isExpired, putSurvives, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
 import { parentScope } from "../rules/names.js";
+import { retentionWindowOpen } from "../rules/gc-rule.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
 export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retentionMs: number): boolean {
@@ -32,7 +33,7 @@ export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retenti
 
 /** True while the slot's retention record must survive: records remain, or the window is open. */
 export function retentionLive(slot: Slot, now: number, retentionMs: number): boolean {
-  return slot.physical > 0 || slot.reclaimedAt === 0 || now < slot.reclaimedAt + retentionMs;
+  return retentionWindowOpen(slot.physical, slot.reclaimedAt, now, retentionMs);
 }
 
 /** True when the slot's latest TOMBSTONE record must survive compaction. */

@@ -8,6 +8,7 @@
  * and replay is idempotent except for the physical-record count, which counts every PUT seen.
  */
 import type { ErasedSlot } from "../segments/erase-list.js";
+import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { scopeLineage, scopeWithin } from "../rules/names.js";
 
 /** One slot: its latest PUT (possibly dead) and its retention record. Fields are flat to stay small. */
@@ -205,18 +206,17 @@ export function killSeq(keydir: Keydir, slot: Slot): number {
 
 /** True when the slot's latest PUT is not killed: it has a value unless it expired. */
 export function putSurvives(keydir: Keydir, slot: Slot): boolean {
-  return slot.putSeq > 0 && slot.putSeq > killSeq(keydir, slot);
+  return versionSurvivesKill(slot.putSeq, killSeq(keydir, slot));
 }
 
 /** True when the slot is killed and not undeleted since: a write must clear the tombstone. */
 export function isTombstoned(keydir: Keydir, slot: Slot): boolean {
-  const kill = killSeq(keydir, slot);
-  return kill > 0 && kill >= slot.putSeq && kill > slot.clearSeq;
+  return killStands(killSeq(keydir, slot), slot.putSeq, slot.clearSeq);
 }
 
 /** True when the value expired at `now`. */
 export function isExpired(slot: Slot, now: number): boolean {
-  return slot.expiresAt !== 0 && now >= slot.expiresAt;
+  return expiredAt(slot.expiresAt, now);
 }
 
 /** True when a read at `now` returns the slot's value. */

@@ -37,19 +37,42 @@ export interface SlotFacts {
   reclaimedAt: number;
 }
 
+// The rule in plain numbers: the engine's keydir (engine/keydir.ts, engine/gc-policy.ts) and the
+// PostgreSQL backend (through SlotFacts below) both decide with these same functions.
+
+/** True when a value of `version` outlives the slot's latest kill at `killSeq` (0: none). */
+export function versionSurvivesKill(version: number, killSeq: number): boolean {
+  return version > 0 && version > killSeq;
+}
+
+/** True when a kill at `killSeq` stands: no later value (`version`) and no later undelete (`clearSeq`). */
+export function killStands(killSeq: number, version: number, clearSeq: number): boolean {
+  return killSeq > 0 && killSeq >= version && killSeq > clearSeq;
+}
+
+/** True when a value expiring at `expiresAt` (0: never) has expired at `now`. */
+export function expiredAt(expiresAt: number, now: number): boolean {
+  return expiresAt !== 0 && now >= expiresAt;
+}
+
+/** True while a slot's retention record must survive: value records remain, or its window is open. */
+export function retentionWindowOpen(physicalRecords: number, reclaimedAt: number, now: number, retentionMs: number): boolean {
+  return physicalRecords > 0 || reclaimedAt === 0 || now < reclaimedAt + retentionMs;
+}
+
 /** True when the slot's latest value is not killed: it is readable unless expired or reclaimed. */
 export function valueSurvives(s: SlotFacts): boolean {
-  return s.version > 0 && s.version > s.killSeq;
+  return versionSurvivesKill(s.version, s.killSeq);
 }
 
 /** True when the slot is killed and not undeleted since: a write must clear the tombstone. */
 export function slotTombstoned(s: SlotFacts): boolean {
-  return s.killSeq > 0 && s.killSeq >= s.version && s.killSeq > s.clearSeq;
+  return killStands(s.killSeq, s.version, s.clearSeq);
 }
 
 /** True when the value expired at `now`. */
 export function valueExpired(s: SlotFacts, now: number): boolean {
-  return s.expiresAt !== 0 && now >= s.expiresAt;
+  return expiredAt(s.expiresAt, now);
 }
 
 /** True when a read at `now` returns the slot's value. */
@@ -83,7 +106,7 @@ export function unsafeValueReclaimable(s: SlotFacts, watermark: number): boolean
 
 /** True while the slot's retention record must survive: values remain, or the window is open. */
 export function retentionLive(s: SlotFacts, now: number, retentionMs: number): boolean {
-  return s.physicalRecords > 0 || s.reclaimedAt === 0 || now < s.reclaimedAt + retentionMs;
+  return retentionWindowOpen(s.physicalRecords, s.reclaimedAt, now, retentionMs);
 }
 
 /**
