@@ -11,7 +11,7 @@ import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionCon
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
 import { registerFaultTable } from "../segments/io.js";
 import { encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
-import { scopeLineage, scopeWithin } from "../rules/names.js";
+import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeRecord, isRecord, type RecordInput } from "../segments/record.js";
 import { assert } from "../rules/assert.js";
 import { SegmentWriter } from "../segments/writer.js";
@@ -412,7 +412,8 @@ export class Store implements T.Backend {
     const k = A.keyOf(key);
     const inherit = A.boolOf(o, "inherit", true);
     const now = this.options.clock();
-    for (const s of inherit ? scopeLineage(scope) : [scope]) {
+    // The lineage is walked in place (no array per call): the scope, then each parent up to "global".
+    for (let s: string | null = scope; s !== null; s = inherit ? parentScope(s) : null) {
       const slot = this.keydir.get(s, k);
       if (slot !== undefined && isReadable(this.keydir, slot, now)) {
         const seg = this.segments.get(slot.seg);
