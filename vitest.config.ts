@@ -8,6 +8,8 @@ const json = process.env["ENGRAM_TEST_JSON"];
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    // A throwaway PostgreSQL cluster for the PostgreSQL backend's tests (ENGRAM_PG_URL).
+    globalSetup: ["test/setup/postgres.ts"],
     pool: "forks",
     testTimeout: 120_000,
     hookTimeout: 60_000,

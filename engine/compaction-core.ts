@@ -23,7 +23,7 @@ import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader } from "../segments/header.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
-import { bumpShared, loadShared } from "./generations.js";
+import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
 import { assert } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
 
@@ -222,6 +222,7 @@ async function rewriteInPlace(fd: number, task: CompactionTask, before: Before, 
   const shared = loadShared(task.gens, task.cell);
   if (shared !== generation || generation % 2 !== 0) throw new Error(`segment ${task.segmentId}: header generation ${generation}, shared ${shared}`);
   const next = generation + 2;
+  assert(next <= GENERATION_MAX, `segment ${task.segmentId}: generation ${next} fits the 31-bit shared cell`);
   const journal = path.join(task.segmentsDir, journalFileName(task.segmentId));
   try {
     writeJournal(task, next, out);
@@ -231,7 +232,8 @@ async function rewriteInPlace(fd: number, task: CompactionTask, before: Before, 
     throw err;
   }
   await hit(task.faults, "compaction:after-journal");
-  bumpShared(task.gens, task.cell); // odd: bytes are about to move
+  const odd = bumpShared(task.gens, task.cell); // odd: bytes are about to move
+  assert(odd === generation + 1 && odd % 2 === 1, `segment ${task.segmentId}: the worker bumps even ${generation} to odd, got ${odd}`);
   try {
     const firstLength = out.readUInt32LE(0);
     io.writeAllSync("io:rewrite", fd, [out.subarray(0, firstLength)], C.DATA_START);

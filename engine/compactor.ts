@@ -13,6 +13,7 @@ import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
+import { assert } from "../rules/assert.js";
 import { readHeader, segmentFileName, unlinkQuietly } from "../segments/file.js";
 import { scopeWithin } from "../rules/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
@@ -174,10 +175,13 @@ export class Compactor {
       const retention = rules ? this.store.retentionMsFor(slot.scope) : fixedRetention;
       if (wanted(slot.seg) && P.valueRecordLive(kd, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len }, true);
       if (wanted(slot.tombSeg)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen }, P.tombstoneRecordLive(slot, now, retention));
-      if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention));
+      if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention, kd));
     }
     for (const [scope, e] of kd.erases) {
-      if (wanted(e.seg)) add(e.seg, { kind: "erase", scope, off: e.off, len: e.len }, P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope)));
+      const parts = [e, ...(e.more ?? [])].filter((x) => wanted(x.seg));
+      if (parts.length === 0) continue;
+      const live = P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope));
+      for (const x of parts) add(x.seg, { kind: "erase", scope, off: x.off, len: x.len }, live); // every chunk lives or goes together
     }
     for (const p of out.values()) p.keeps.sort((a, b) => a.off - b.off);
     return out;
@@ -244,15 +248,7 @@ export class Compactor {
     const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
     if (target !== seg) {
       await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
-      try {
-        seg.retire(this.store.segmentsDir, this.store.gens);
-      } catch (err) {
-        // The old file may still be named: it stays published and nothing is counted gone. A
-        // copy-on-write output is withdrawn (its file holds only what the old one does).
-        if (target !== null) this.withdrawOutput(target);
-        throw err;
-      }
-      this.store.segments.delete(seg.id);
+      this.unpublish(seg, target);
       for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
       if (!seg.isClosed) this.held.add(seg);
     }
@@ -267,16 +263,44 @@ export class Compactor {
       seg.scopes.clear();
       for (const s of result.keptScopes) seg.scopes.add(s);
       const published = this.store.gens.bump(seg.cell);
+      assert(published % 2 === 0, `segment ${seg.id}: the main thread bumps odd to even, got ${published}`);
       if (published !== result.generation || published !== seg.header.header.generation) {
         throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
       }
     }
   }
 
-  /** Takes back an unpublished copy-on-write output: closed, unregistered, its file removed if it can be. */
+  /**
+   * Retires `seg`, replaced by `target` (or emptied: null). The manifest stops listing it before
+   * its file is unlinked, so a crash in between deletes the file at open instead of reading it
+   * (I6). When the manifest write or the unlink fails, the old segment stays published and a
+   * copy-on-write output is withdrawn — the manifest is rewritten without the output before the
+   * output's file goes, so it never names a missing file — and the IoError propagates.
+   */
+  private unpublish(seg: Segment, target: Segment | null): void {
+    this.store.segments.delete(seg.id);
+    try {
+      this.store.recordSegments(); // listed no more before the unlink: a crash between deletes it at open
+      seg.retire(this.store.segmentsDir, this.store.gens);
+    } catch (err) {
+      this.store.segments.set(seg.id, seg);
+      if (target !== null) this.withdrawOutput(target);
+      throw err;
+    }
+  }
+
+  /**
+   * Takes back an unpublished copy-on-write output: unregistered, then the manifest rewritten
+   * without it, and only then closed and its file removed (if the manifest cannot be written, the
+   * file stays: the manifest on disk may still name it, and it holds only what the old one does).
+   */
   private withdrawOutput(out: Segment): void {
     this.store.segments.delete(out.id);
-    out.close(this.store.gens);
+    try {
+      this.store.recordSegments();
+    } finally {
+      out.close(this.store.gens);
+    }
     unlinkQuietly(path.join(this.store.segmentsDir, segmentFileName(out.id)));
   }
 
@@ -306,8 +330,8 @@ export class Compactor {
     for (let i = 0; i < result.droppedKeys.length; i++) {
       const slot = kd.get(result.droppedScopes[i] as string, result.droppedKeys[i] as string);
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
+      assert(slot.physical > 0, `physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;
-      if (slot.physical < 0) throw new Error(`physical record count of ${slot.scope}/${slot.key} below zero`);
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === result.droppedOffsets[i]) slot.seg = 0;
       touched.add(slot);
@@ -321,7 +345,10 @@ export class Compactor {
     for (const d of dooms) {
       if (d.kind === "erase") {
         const e = kd.erases.get(d.scope);
-        if (e === undefined || e.seg !== seg.id || e.off !== d.off) continue;
+        if (e === undefined) continue;
+        const chunk = e.more?.findIndex((x) => x.seg === seg.id && x.off === d.off) ?? -1;
+        if (chunk >= 0) e.more?.splice(chunk, 1);
+        if (e.seg !== seg.id || e.off !== d.off) continue;
         kd.erases.delete(d.scope);
         for (const slot of kd.subtree(d.scope)) touched.add(slot); // their retention may have ended with it
         continue;
@@ -458,9 +485,11 @@ export class Compactor {
 function relocate(store: Store, k: Keep, source: number, target: number, off: number): void {
   if (k.kind === "erase") {
     const e = store.keydir.erases.get(k.scope);
-    if (e === undefined || e.seg !== source || e.off !== k.off) return;
-    e.seg = target;
-    e.off = off;
+    if (e === undefined) return;
+    const at = e.seg === source && e.off === k.off ? e : e.more?.find((x) => x.seg === source && x.off === k.off);
+    if (at === undefined) return;
+    at.seg = target;
+    at.off = off;
     return;
   }
   const s = k.slot;

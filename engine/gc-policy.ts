@@ -40,9 +40,28 @@ export function tombstoneRecordLive(slot: Slot, now: number, retentionMs: number
   return slot.tombSeg !== 0 && retentionLive(slot, now, retentionMs);
 }
 
-/** True when the slot's latest CLEAR record must survive: it is newer than its tombstone. */
-export function clearRecordLive(slot: Slot, now: number, retentionMs: number): boolean {
-  return slot.clearSeg !== 0 && slot.clearSeq > slot.tombSeq && retentionLive(slot, now, retentionMs);
+/**
+ * True when the slot's latest CLEAR record must survive. A CLEAR lives as long as any older kill
+ * of its slot whose record is still on disk — its tombstone, or a retained erasure of its scope or
+ * an ancestor — whatever the retention window says: dropping the CLEAR first would make the
+ * restarted store see the kill un-cancelled (an undelete lost after GC, issue 9 defect 5). With
+ * no such kill left, it follows the slot's retention window like a tombstone.
+ */
+export function clearRecordLive(slot: Slot, now: number, retentionMs: number, keydir?: Keydir): boolean {
+  if (slot.clearSeg === 0) return false;
+  if (slot.tombSeg !== 0 && slot.tombSeq < slot.clearSeq) return true;
+  if (keydir !== undefined && olderErasurePresent(keydir, slot.scope, slot.clearSeq)) return true;
+  return slot.clearSeq > slot.tombSeq && retentionLive(slot, now, retentionMs);
+}
+
+/** True when a retained erasure of `scope` or an ancestor is older than sequence `seq`. */
+function olderErasurePresent(keydir: Keydir, scope: string, seq: number): boolean {
+  if (keydir.erases.size === 0) return false;
+  for (let s: string | null = scope; s !== null; s = parentScope(s)) {
+    const e = keydir.erases.get(s);
+    if (e !== undefined && e.seq < seq) return true;
+  }
+  return false;
 }
 
 /**
@@ -54,8 +73,18 @@ export function eraseRecordLive(keydir: Keydir, scope: string, erase: EraseRecor
     if ((keydir.erases.get(s)?.seq ?? 0) > erase.seq) return false;
   }
   if (now < erase.at + retentionMs) return true;
-  for (const slot of keydir.subtree(scope)) if (slot.physical > 0) return true;
+  for (const slot of keydir.subtree(scope)) if (mayHoldRecordBefore(slot, erase.seq)) return true;
   return false;
+}
+
+/**
+ * True when a PUT record of `slot` older than sequence `seq` may remain in some segment. A slot
+ * whose only physical record is its current value, written after `seq`, holds none: so a reused
+ * scope does not keep its old erasure (and every slot under it) alive forever (defect 6).
+ */
+function mayHoldRecordBefore(slot: Slot, seq: number): boolean {
+  if (slot.physical === 0) return false;
+  return !(slot.physical === 1 && slot.seg !== 0 && slot.putSeq > seq);
 }
 
 /**
@@ -74,9 +103,12 @@ export function unsafeSweep(keydir: Keydir, watermark: number): number {
 }
 
 /**
- * True when a slot holds nothing any more — no record of it remains and no retained erasure covers
- * it — so its retention record goes.
+ * True when a slot holds nothing any more — no record of it remains and no retained erasure whose
+ * list names it covers it — so its retention record goes.
  */
 export function slotEmpty(keydir: Keydir, slot: Slot): boolean {
-  return slot.physical === 0 && slot.seg === 0 && slot.tombSeg === 0 && slot.clearSeg === 0 && keydir.eraseSeq(slot.scope) === 0;
+  if (slot.physical !== 0 || slot.seg !== 0 || slot.tombSeg !== 0 || slot.clearSeg !== 0) return false;
+  // A covering erasure holds the slot only if its erase list names it (a restart would rebuild the
+  // slot from that list); a slot created after the erasure goes like any other (defect 6).
+  return slot.listedSeq === 0 || keydir.eraseSeq(slot.scope) === 0;
 }

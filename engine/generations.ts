@@ -8,9 +8,13 @@
  * Readers load the generation when they authorize (the token) and again after their bytes
  * arrive; any difference means the bytes may belong to another record, so the read fails closed.
  */
+import { assert } from "../rules/assert.js";
 
 /** Segments that can be open at once (each holds one cell and one file descriptor). */
 export const SEGMENTS_OPEN_MAX = 4096;
+
+/** Highest generation a shared Int32 cell holds: the 31-bit bound every bump is checked against. */
+export const GENERATION_MAX = 0x7ffffffe;
 
 /** The shared table of segment generations, addressed by cell (not by segment id). */
 export class GenerationTable {
@@ -46,6 +50,7 @@ export class GenerationTable {
   /** Bumps the generation by one and wakes waiters; returns the new value. */
   bump(cell: number): number {
     const next = Atomics.add(this.cells, cell, 1) + 1;
+    assert(next > 0 && next <= GENERATION_MAX + 1, `generation cell ${cell} stays within 31 bits (now ${next})`);
     Atomics.notify(this.cells, cell);
     return next;
   }
@@ -61,6 +66,7 @@ export class GenerationTable {
 export function bumpShared(buffer: SharedArrayBuffer, cell: number): number {
   const cells = new Int32Array(buffer);
   const next = Atomics.add(cells, cell, 1) + 1;
+  assert(next > 0 && next <= GENERATION_MAX + 1, `generation cell ${cell} stays within 31 bits (now ${next})`);
   Atomics.notify(cells, cell);
   return next;
 }

@@ -38,6 +38,12 @@ export class Slot {
   physical = 0;
   /** When `physical` last reached zero (ms, engine clock); 0 while records remain. */
   reclaimedAt = 0;
+  /**
+   * Highest sequence of a SCOPE_ERASE whose erase list names this slot (committed or replayed);
+   * 0 when none does. Only such a slot must outlive its own records while a covering erasure is
+   * retained: a restart would rebuild it from that list (issue 9 defect 6).
+   */
+  listedSeq = 0;
 
   constructor(scope: string, key: string) {
     this.scope = scope;
@@ -52,6 +58,8 @@ export interface EraseRecord {
   seg: number;
   off: number;
   len: number;
+  /** The other records of a chunked erasure (same sequence, same batch), if any. */
+  more?: Location[];
 }
 
 /** Where a record lies. */
@@ -171,6 +179,7 @@ export function applyClear(slot: Slot, seq: number, gen: number, at: Location): 
 export function applyErase(keydir: Keydir, scope: string, seq: number, committedAt: number, at: Location, killed: readonly ErasedSlot[]): void {
   for (const k of killed) {
     const slot = keydir.ensure(k.scope, k.key);
+    if (seq > slot.listedSeq) slot.listedSeq = seq;
     if (k.version > slot.putSeq) {
       slot.putSeq = k.version;
       slot.putGen = k.generation;
@@ -179,7 +188,12 @@ export function applyErase(keydir: Keydir, scope: string, seq: number, committed
     if (k.generation > slot.generation) slot.generation = k.generation;
   }
   const old = keydir.erases.get(scope);
-  if (old !== undefined && old.seq >= seq) return;
+  if (old !== undefined && old.seq === seq) {
+    // Another chunk of the same erasure (segments/erase-list.ts): keep its location too.
+    if (old.seg !== at.seg || old.off !== at.off) (old.more ??= []).push({ seg: at.seg, off: at.off, len: at.len });
+    return;
+  }
+  if (old !== undefined && old.seq > seq) return;
   keydir.erases.set(scope, { seq, at: committedAt, seg: at.seg, off: at.off, len: at.len });
 }
 

@@ -19,6 +19,7 @@ import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as io from "../segments/io.js";
 import { replayJournal } from "./compaction-core.js";
+import { assertListedPresent, readManifest, reconcile } from "./manifest.js";
 import type { GenerationTable } from "./generations.js";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
 import { Segment } from "./segment.js";
@@ -31,7 +32,7 @@ export interface Recovered {
   active: Segment | null;
   /** Highest sequence number ever committed (records or headers). */
   seq: number;
-  /** Highest segment id seen. */
+  /** Highest segment id seen or handed out (the manifest's next id minus one). */
   maxId: number;
   tornTails: number;
   journalsReplayed: number;
@@ -116,10 +117,13 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const names = fs.readdirSync(dir).sort();
   const journalsReplayed = settleCompactions(dir, names);
-  const ids = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
+  const present = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
+  const manifest = readManifest(dir);
+  const ids = reconcile(dir, manifest, present, segmentFileName); // a listed file that is missing is corruption
   const opened = openAll(dir, ids);
   try {
-    return rebuild(dir, gens, now, ids, opened, journalsReplayed);
+    assertListedPresent(manifest, new Set(ids), new Set(opened.map((o) => o.header.header.replacesId)));
+    return rebuild(dir, gens, now, ids, opened, journalsReplayed, manifest?.nextId ?? 1);
   } catch (err) {
     // A store that refuses to open keeps no descriptor open (issue 9, defect 9).
     for (const o of opened) io.closeQuietly(o.fd);
@@ -127,8 +131,8 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
   }
 }
 
-/** Scans the opened segments into a keydir (recover's second half). */
-function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number): Recovered {
+/** Scans the opened segments into a keydir (recover's second half); `nextId` is the manifest's. */
+function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Recovered {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
   // A format-1 unsealed segment is read record by record and then sealed: appends go only to
@@ -165,5 +169,5 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
     segments.set(o.id, seg);
   }
   for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: ids.length > 0 ? Math.max(...ids) : 0, tornTails, journalsReplayed };
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed };
 }

@@ -6,14 +6,15 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
+import { assert } from "../rules/assert.js";
+import { writeManifest } from "./manifest.js";
 import { initChecksum } from "../segments/checksum.js";
 import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
 import { registerFaultTable } from "../segments/io.js";
-import { encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
+import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeRecord, isRecord, type RecordInput } from "../segments/record.js";
-import { assert } from "../rules/assert.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as A from "../rules/args.js";
 import { CommitLog } from "./commit.js";
@@ -22,7 +23,7 @@ import { createFaultBuffer, FaultController } from "./faults.js";
 import { GenerationTable } from "./generations.js";
 import { Intents, type Logical } from "./intents.js";
 import { applyClear, applyErase, applyPut, applyTombstone, isExpired, isReadable, isTombstoned, putSurvives, type Keydir, type Location, type Slot } from "./keydir.js";
-import { lockDirectory, type DirLock } from "./lock.js";
+import { lockDirectory, type DirLock, type LockNote } from "./lock.js";
 import { matchScopeRule, resolveOptions, type ResolvedOptions } from "./options.js";
 import { materialize, type ReadFound } from "./reads.js";
 import { recover } from "./recovery.js";
@@ -60,6 +61,8 @@ export class Store implements T.Backend {
   private readonly lock: DirLock;
   private readonly intents = new Intents();
   private seq: number;
+  /** The highest sequence ever taken by advanceSeq (the paired check of nextSeq). */
+  private seqTaken = 0;
   private nextId: number;
   private closing: Promise<void> | null = null;
   /** close() finished: everything is released. */
@@ -97,6 +100,7 @@ export class Store implements T.Backend {
       registerFaultTable(this.segmentsDir, null);
       throw err;
     }
+    this.recordSegments(); // the manifest names exactly the segments recovery kept
     this.log = new CommitLog(
       {
         durability: options.durability,
@@ -115,13 +119,16 @@ export class Store implements T.Backend {
     }
   }
 
-  /** Opens (creating if missing) the store in `dir`; throws StoreLockedError when it is open elsewhere. */
-  static async open(dir: unknown, options?: T.OpenOptions): Promise<Store> {
+  /**
+   * Opens (creating if missing) the store in `dir`; throws StoreLockedError when it is open
+   * elsewhere. `lockNote` is what DIR/LOCK tells other openers (a sharing owner passes its socket).
+   */
+  static async open(dir: unknown, options?: T.OpenOptions, lockNote?: LockNote): Promise<Store> {
     if (typeof dir !== "string" || dir.length === 0) throw new InvalidArgumentError("dir must be a non-empty path string");
     const resolved = resolveOptions(options);
     await initChecksum();
     fs.mkdirSync(dir, { recursive: true, mode: DIR_MODE });
-    const lock = lockDirectory(dir);
+    const lock = lockDirectory(dir, lockNote);
     try {
       const store = new Store(dir, resolved, lock, new GenerationTable());
       store.compactor.nudge();
@@ -130,6 +137,26 @@ export class Store implements T.Backend {
       lock.release();
       throw err;
     }
+  }
+
+  /**
+   * The sequence the next mutation will carry (I7: versions are the store-wide sequence, so they
+   * only grow and are never reused). It is taken with advanceSeq once the record is encoded; a
+   * mutation refused before that leaves the number unused and the next one gets it.
+   */
+  private nextSeq(): number {
+    const next = this.seq + 1;
+    assert(next <= C.SEQ_MAX, `I7: the sequence stays below 2^53 (at ${this.seq})`);
+    assert(next > this.seqTaken, `I7: the sequence never goes back (next ${next}, taken ${this.seqTaken})`);
+    return next;
+  }
+
+  /** Takes every sequence up to `to` (`count` of them, one per record): the only place the sequence moves. */
+  private advanceSeq(to: number, count = 1): void {
+    assert(to === this.seq + count, `I7: the sequence grows by exactly the ${count} record(s) queued (from ${this.seq} to ${to})`);
+    assert(to > this.seqTaken && to <= C.SEQ_MAX, `I7: the sequence only grows (to ${to}, taken ${this.seqTaken})`);
+    this.seq = to;
+    this.seqTaken = to;
   }
 
   /** The highest sequence number committed or queued. */
@@ -156,7 +183,16 @@ export class Store implements T.Backend {
     }
     const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
     this.segments.set(id, seg);
+    this.recordSegments();
     return seg;
+  }
+
+  /**
+   * Makes segments/MANIFEST name exactly the segments open now (engine/manifest.ts): after a new
+   * segment's file is durable, and before a retired segment's file is unlinked.
+   */
+  recordSegments(): void {
+    writeManifest(this.segmentsDir, { ids: [...this.segments.keys()], nextId: this.nextId });
   }
 
   /** A fresh segment id. */
@@ -212,12 +248,12 @@ export class Store implements T.Backend {
     const now = this.options.clock();
     const L = this.intents.logical(this.keydir, scope, k, now);
     const generation = this.decideWrite(k, L, expected, clear);
-    const seq = this.seq + 1;
+    const seq = this.nextSeq();
     const expiresAt = this.expiryFor(scope, ttl, now);
     const record = this.encode({ type: C.RecordType.PUT, seq, generation, expiresAt, scope, key: k, value: v });
     // State is set only once the log took the op (append throws, queuing nothing, when it cannot).
     const done = this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyPut(scope, k, seq, generation, expiresAt, at[0] as Location) });
-    this.seq = seq;
+    this.advanceSeq(seq);
     this.intents.set(scope, k, { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
     await done;
     return { ok: true, version: seq, generation };
@@ -262,11 +298,11 @@ export class Store implements T.Backend {
       await this.log.barrier();
       return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
     }
-    const seq = this.seq + 1;
+    const seq = this.nextSeq();
     const killed = L.version as number;
     const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: killed, scope, key: k });
     const done = this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, killed, at[0] as Location) });
-    this.seq = seq;
+    this.advanceSeq(seq);
     this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
     await done;
     return { ok: true, tombstoneSeq: seq, generation: L.generation };
@@ -292,7 +328,7 @@ export class Store implements T.Backend {
       await this.log.barrier(); // the answer may rest on a queued mutation: answer once it is durable
       return { ok: true, generation: L.generation };
     }
-    const seq = this.seq + 1;
+    const seq = this.nextSeq();
     const generation = L.generation + 1;
     const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
     const done = this.log.append({
@@ -303,7 +339,7 @@ export class Store implements T.Backend {
         this.intents.settle(scope, k, seq);
       },
     });
-    this.seq = seq;
+    this.advanceSeq(seq);
     this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
     await done;
     return { ok: true, generation };
@@ -328,7 +364,26 @@ export class Store implements T.Backend {
     return { live, killed };
   }
 
-  /** forgetScope(): erases a scope and its descendants with one SCOPE_ERASE record. */
+  /**
+   * The records of an erasure of `scope` at `seq`: one SCOPE_ERASE when its erase list fits one
+   * chunk (ERASE_LIST_CHUNK_BYTES); otherwise one SCOPE_ERASE per chunk, all of sequence `seq` and
+   * flagged RF_IN_BATCH, then a BATCH_COMMIT at seq + 1 — one commit group, all or nothing across
+   * a crash — so an erasure of a million slots never nears the 256 MiB record limit.
+   */
+  private eraseRecords(scope: string, seq: number, now: number, killed: ErasedSlot[]): { records: Buffer[]; seqs: number[]; chunks: ErasedSlot[][] } {
+    const chunks = chunkEraseList(killed);
+    const flags = chunks.length > 1 ? C.RF_IN_BATCH : 0;
+    const records = chunks.map((c) => this.encode({ type: C.RecordType.SCOPE_ERASE, flags, seq, generation: 0, expiresAt: now, scope, key: "", value: encodeEraseList(c) }));
+    const seqs = chunks.map(() => seq);
+    if (chunks.length > 1) {
+      records.push(this.encode({ type: C.RecordType.BATCH_COMMIT, seq: seq + 1, generation: chunks.length, scope: C.ROOT_SCOPE, key: "" }));
+      seqs.push(seq + 1);
+    }
+    assert(records.length === (chunks.length > 1 ? chunks.length + 1 : 1), "an erasure is one record, or its chunks and a commit");
+    return { records, seqs, chunks };
+  }
+
+  /** forgetScope(): erases a scope and its descendants with one SCOPE_ERASE record (or a batch of chunks). */
   async forgetScope(scope: unknown, options?: unknown): Promise<T.ForgetScopeResult> {
     this.assertOpen();
     const o = A.optsOf(options, "forgetScope");
@@ -338,18 +393,18 @@ export class Store implements T.Backend {
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
     const now = this.options.clock();
     const { live: slots, killed } = this.slotsIn(s, now);
-    const seq = this.seq + 1;
-    const record = this.encode({ type: C.RecordType.SCOPE_ERASE, seq, generation: 0, expiresAt: now, scope: s, key: "", value: encodeEraseList(killed) });
+    const seq = this.nextSeq();
+    const { records, seqs, chunks } = this.eraseRecords(s, seq, now, killed);
     const done = this.log.append({
-      records: [record],
-      seqs: [seq],
+      records,
+      seqs,
       apply: (at) => {
-        applyErase(this.keydir, s, seq, now, at[0] as Location, killed);
+        chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, at[i] as Location, chunk));
         this.intents.settleErase(s, seq);
         this.compactor.recount();
       },
     });
-    this.seq = seq;
+    this.advanceSeq(seqs[seqs.length - 1] as number, seqs[seqs.length - 1] === seq ? 1 : 2);
     this.intents.setErase(s, seq);
     await done;
     if (reclaim === "lazy") return { ok: true, tombstoneSeq: seq, slots };
@@ -372,7 +427,7 @@ export class Store implements T.Backend {
     }
     plan.seal();
     const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at) });
-    this.seq = plan.seq;
+    this.advanceSeq(plan.seq, plan.seqs.length);
     for (const keys of plan.overlay.values()) for (const state of keys.values()) this.intents.set(state.scope, state.key, state.logical);
     await done;
     return plan.results;
@@ -573,7 +628,7 @@ export class Store implements T.Backend {
     this.assertOpen();
     if (typeof floor !== "number" || !Number.isSafeInteger(floor) || floor < 0) throw new InvalidArgumentError(`sequence floor must be a safe integer >= 0, got ${String(floor)}`);
     if (floor <= this.seq) return this.seq;
-    this.seq = floor;
+    this.advanceSeq(floor, floor - this.seq); // one jump: the sequence only grows (I7)
     this.log.rotate();
     await this.flush();
     return this.seq;

@@ -108,8 +108,9 @@ export class ScopeErasedDuringRead extends EngramError {
 
 /** The directory is open in this or another process. */
 export class StoreLockedError extends EngramError {
-  constructor(dir: string) {
-    super(ErrorCode.STORE_LOCKED, `store ${dir} is open elsewhere (lock held); close the other handle first`);
+  /** `holder`, when known, says who holds it and what to do (e.g. "shared by pid 42: open with share: true"). */
+  constructor(dir: string, holder?: string) {
+    super(ErrorCode.STORE_LOCKED, `store ${dir} is open elsewhere (${holder ?? "lock held; close the other handle first"})`);
   }
 }
 

@@ -59,6 +59,11 @@ export interface UnsafeOptions {
   gcKeyedBy?: "tombstone-seq";
   /** Materialize without the generation, scope and key re-checks: reproduces torn reads. */
   skipReadValidation?: boolean;
+  /**
+   * A sharing owner answers a client's write as soon as it is queued, before it commits:
+   * reproduces the lost-acknowledged-write failure of two processes on one file (owner only).
+   */
+  shareAckBeforeCommit?: boolean;
 }
 
 export interface OpenOptions {

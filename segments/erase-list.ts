@@ -16,6 +16,34 @@ export interface ErasedSlot {
   generation: number;
 }
 
+/**
+ * Bytes of erase list one SCOPE_ERASE record carries at most. A larger erasure is written as
+ * several SCOPE_ERASE records of the same sequence in one batch (RF_IN_BATCH + BATCH_COMMIT, one
+ * commit group), so it stays atomic across crashes and no record nears the 256 MiB value limit.
+ */
+export const ERASE_LIST_CHUNK_BYTES = 4 * 1024 * 1024;
+
+/** Bytes one slot takes in an erase list. */
+function entryBytes(s: ErasedSlot): number {
+  return 4 + Buffer.byteLength(s.scope, "utf8") + Buffer.byteLength(s.key, "utf8") + 16;
+}
+
+/** Splits `slots` into runs whose encoded lists hold at most `bytesMax` each (always one run at least). */
+export function chunkEraseList(slots: readonly ErasedSlot[], bytesMax: number = ERASE_LIST_CHUNK_BYTES): ErasedSlot[][] {
+  const chunks: ErasedSlot[][] = [[]];
+  let bytes = 0;
+  for (const s of slots) {
+    const n = entryBytes(s);
+    if (bytes + n > bytesMax && bytes > 0) {
+      chunks.push([]);
+      bytes = 0;
+    }
+    (chunks[chunks.length - 1] as ErasedSlot[]).push(s);
+    bytes += n;
+  }
+  return chunks;
+}
+
 /** Encodes the list; the codec checks the scopes and keys of the record, the engine these. */
 export function encodeEraseList(slots: readonly ErasedSlot[]): Uint8Array {
   const parts = slots.map((s) => ({ scope: Buffer.from(s.scope, "utf8"), key: Buffer.from(s.key, "utf8"), s }));

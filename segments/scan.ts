@@ -226,7 +226,7 @@ function finishGroupFault(bytes: Uint8Array, segmentId: number, at: number, faul
   if (fault === "empty" && firstNonZero(bytes, at, end) === end) return { end: at, torn: null, records };
   const witness = durableGroupAfter(bytes, at, end);
   if (witness >= 0) {
-    throw new CorruptionError(segmentId, at, `group ${fault} although the group at ${witness} was written after it was durable`);
+    throw new CorruptionError(segmentId, damageIn(bytes, at, end), `group at ${at}: ${fault}, although the group at ${witness} was written after it was durable`);
   }
   return { end: at, torn: { offset: at, reason: fault }, records };
 }
@@ -238,4 +238,21 @@ export function durableGroupAfter(bytes: Uint8Array, at: number, end: number): n
     if (typeof frame !== "string" && frame.syncedEnd > at) return p;
   }
   return -1;
+}
+
+/**
+ * Where the damage of the failing group at `at` is: the first record of its body that fails its
+ * own checks when the frame itself is intact (a body checksum failure), else the frame.
+ */
+function damageIn(bytes: Uint8Array, at: number, end: number): number {
+  const frame = decodeRecord(bytes, at, end, false);
+  if (!isRecord(frame) || frame.type !== C.RecordType.GROUP) return at;
+  const bodyBytes = Number(Buffer.from((frame.value as Uint8Array).buffer, (frame.value as Uint8Array).byteOffset, C.GROUP_VALUE_BYTES).readBigUInt64LE(0));
+  const bodyEnd = Math.min(end, at + frame.length + bodyBytes);
+  for (let p = at + frame.length; p < bodyEnd; ) {
+    const got = decodeRecord(bytes, p, bodyEnd, false);
+    if (!isRecord(got)) return p;
+    p += got.length;
+  }
+  return at;
 }

@@ -6,6 +6,7 @@ import { existsSync } from "node:fs";
 import { Engram } from "./engram.js";
 import { formatBytes, formatPairs, formatPercent, formatTable, ProgressBar } from "./cli-format.js";
 import type { Cell } from "./cli-format.js";
+import { isPostgresUrl } from "../postgres/index.js";
 import { EXIT, printJson, reportWireError, requireDir, UsageError, withStore } from "./cli-store.js";
 import type { GlobalOptions } from "./cli-store.js";
 import { handleToolCall, isWireError } from "./tools.js";
@@ -255,11 +256,13 @@ function printVerify(report: VerifyReport): void {
 /** `engram verify`: checks every header and record checksum without opening the store; exit 2 on corruption. */
 export async function cmdVerify(opts: VerifyOptions): Promise<number> {
   const dir = requireDir(opts);
-  if (!existsSync(dir)) throw new UsageError(`no store at ${dir}`);
+  const url = isPostgresUrl(dir);
+  if (!url && !existsSync(dir)) throw new UsageError(`no store at ${dir}`);
   const progress = verifyProgress(opts.progress);
   let report: VerifyReport;
   try {
-    report = await Engram.verify(dir, { onProgress: progress.onProgress });
+    // A database is checked through an open handle (its rows against the rules); a directory's files without opening it.
+    report = url ? await withStore(opts, true, (s) => s.verify({ onProgress: progress.onProgress })) : await Engram.verify(dir, { onProgress: progress.onProgress });
   } finally {
     progress.finish();
   }

@@ -101,15 +101,15 @@ const READER = "user:alice/session:2";
 const OTHER = "user:bob";
 
 /**
- * Values padded so that the compaction moves OTHER's record exactly onto the global one's old
- * offset, as in the seed: each write is its own group behind a group frame (GROUP_FRAME_BYTES)
- * that compaction drops, so the global and OTHER records are two frames longer than ERASED's.
+ * Values padded so that the global and user:bob records have the same size and the erased one is
+ * two group frames shorter (each write is framed on disk, and compaction drops the frames): the
+ * rewrite then moves user:bob's record exactly onto the global record's old offset.
  */
 function equalSizeValues(): Record<string, string> {
   const base: Record<string, string> = { [ERASED]: "alice session-1 draft", global: "theme=solarized", [OTHER]: "bob private note" };
   const total = Math.max(...Object.entries(base).map(([scope, v]) => scope.length + v.length));
-  const extra = (scope: string): number => (scope === ERASED ? 0 : 2 * GROUP_FRAME_BYTES);
-  return Object.fromEntries(Object.entries(base).map(([scope, v]) => [scope, v.padEnd(total - scope.length + extra(scope), ".")]));
+  const size = (scope: string): number => total + (scope === ERASED ? 0 : 2 * GROUP_FRAME_BYTES);
+  return Object.fromEntries(Object.entries(base).map(([scope, v]) => [scope, v.padEnd(size(scope) - scope.length, ".")]));
 }
 
 function timeout<T>(ms: number, what: string): Promise<T> {
@@ -153,7 +153,7 @@ async function tornRead(dir: string, unsafe: boolean): Promise<Outcome> {
     ...(unsafe ? { unsafe: { skipReadValidation: true } } : {}),
   };
   process.stdout.write(`== ${label}: read straddling an in-place compaction ${unsafe ? "(unsafe: { skipReadValidation: true })" : "(validated reads)"}\n`);
-  process.stdout.write(`   (three records of equal size, so the compaction moves whole records over the erased one)\n`);
+  process.stdout.write(`   (records sized so that the compaction moves user:bob's record exactly onto the global one's old offset)\n`);
   const store = await Engram.open(dir, opts);
   try {
     const s = new Steps();

@@ -97,7 +97,7 @@ const HINTS: Record<string, string> = {
   TOMBSTONED: "the key was forgotten: pass --clear-tombstone, or run `engram undelete` first",
   HALF_RECLAIMED: "the value is gone but its retention record survives: re-write with --clear-tombstone",
   SCOPE_ERASED_DURING_READ: "the read overlapped a scope erasure and returned nothing: run it again",
-  STORE_LOCKED: "another process (an `engram mcp` server?) has the directory open: stop it or use a copy",
+  STORE_LOCKED: "another process opened the directory exclusively (without share: true): stop it, or have it open with share: true",
   CLOSED: "the store was closed while the command ran",
   CORRUPTION: "run `engram verify --dir DIR` to list every damaged record, and restore from a copy",
   LIMIT_EXCEEDED: "a configured limit was hit: split the work or raise the limit",

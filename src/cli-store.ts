@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import * as path from "node:path";
 import { EngramError } from "../rules/errors.js";
+import { isPostgresUrl } from "../postgres/index.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
 import { hintFor } from "./cli-format.js";
@@ -22,7 +23,7 @@ export interface GlobalOptions {
 /** A usage problem found by the CLI itself (exit 1). */
 export class UsageError extends Error {}
 
-/** The store directory from `--dir` or ENGRAM_DIR, or a UsageError. */
+/** The store directory (or postgres:// URL) from `--dir` or ENGRAM_DIR, or a UsageError. */
 export function requireDir(opts: GlobalOptions): string {
   const dir = opts.dir ?? process.env["ENGRAM_DIR"];
   if (dir === undefined || dir === "") throw new UsageError("--dir DIR is required (or set ENGRAM_DIR)");
@@ -30,15 +31,18 @@ export function requireDir(opts: GlobalOptions): string {
 }
 
 /**
- * Opens the store of `--dir`. With `mustExist`, a missing directory is a usage error rather than
- * a new empty store (so a typo in a read command does not create one).
+ * Opens the store of `--dir`, shared (`share: true`): when an MCP server or another command holds
+ * the directory, this one attaches to it instead of failing with STORE_LOCKED. With `mustExist`,
+ * a missing directory is a usage error rather than a new empty store (so a typo in a read command
+ * does not create one).
  */
 export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
   const dir = requireDir(opts);
-  if (mustExist && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
+  if (mustExist && !isPostgresUrl(dir) && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
   // An existing directory that is not a store is left untouched: opening would create LOCK and segments/ in it.
-  if (mustExist && !existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
-  return Engram.open(dir, extra);
+  if (mustExist && !isPostgresUrl(dir) && !existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
+  // Every command shares the directory (API.md "Sharing"): it attaches when an MCP server or another command holds it.
+  return Engram.open(dir, isPostgresUrl(dir) ? extra : { share: true, ...extra });
 }
 
 /** Opens the store, runs `fn`, and always closes the store afterwards. */

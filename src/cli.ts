@@ -198,7 +198,7 @@ export function buildProgram(): Command {
   const program = new Command("engram")
     .description("engram: durable scoped memory for agents")
     .version(VERSION)
-    .option("--dir <dir>", "store directory (or ENGRAM_DIR)")
+    .option("--dir <dir>", "store directory or postgresql:// URL (or ENGRAM_DIR)")
     .option("--json", "machine-readable output on stdout")
     .exitOverride()
     .configureOutput({ outputError: (text) => void (parseErrorText += text) });

@@ -1,6 +1,8 @@
 /**
- * Engram: the public face of the store (API.md). A thin class over engine/store.ts so that the
- * package's surface stays small and documented while the engine evolves underneath.
+ * Engram: the public face of the store (API.md). A thin class over one `Backend` (rules/types.ts):
+ * the embedded engine (engine/store.ts) or the PostgreSQL backend (postgres/), so that every
+ * backend has the same TypeScript type and the same errors, and the package's surface stays small
+ * and documented while the backends evolve underneath.
  */
 import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
@@ -8,36 +10,48 @@ import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
 import * as A from "../rules/args.js";
 import { NotSupportedError } from "../rules/errors.js";
-import type { FaultPoint } from "../rules/types.js";
+import { isPostgresUrl, openPostgres } from "../postgres/index.js";
+import { SharedStore } from "../share/handle.js";
+import type { Backend, Faults, Role } from "../rules/types.js";
 import type * as T from "./types.js";
 
-/** Test-facing fault controls: pause an operation at a named point, then let it go. */
-export interface Faults {
-  /** Resolves when some operation is paused at `point`. */
-  waitFor(point: FaultPoint): Promise<void>;
-  /** Lets the operations paused at `point` go on; the point stays armed. */
-  release(point: FaultPoint): void;
-  /** Embedded store only: the next `times` system calls at an `io:*` point fail with `errno` (0 disarms). */
-  failAt?(point: FaultPoint, errno: "EIO" | "ENOSPC", times?: number): void;
-  /** Embedded store only: injected failures armed and not yet fired. */
-  failuresLeft?(): number;
-}
+export type { Faults } from "../rules/types.js";
 
 /** An open engram store. */
 export class Engram {
-  /** The store underneath (for tools that inspect internals, such as the CLI's inspect). */
-  readonly #store: Store;
-  /** Fault injection controls (armed with `faults.pauseAt` at open). */
-  readonly faults: Faults;
+  /** The backend every call goes to: the embedded engine, a shared store's handle, or PostgreSQL. */
+  readonly #store: Backend;
 
-  private constructor(store: Store) {
+  private constructor(store: Backend) {
     this.#store = store;
-    this.faults = store.faults;
   }
 
-  /** Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open elsewhere. */
+  /** Fault injection controls (armed with `faults.pauseAt` / `failAt` at open; the embedded owner's alone). */
+  get faults(): Faults {
+    return this.#store.faults;
+  }
+
+  /** "owner" when this process holds the store, "client" when attached to a sharing owner; may change at failover. */
+  get role(): Role {
+    return this.#store.role;
+  }
+
+  /**
+   * Opens (creating if missing) the store in `dir`. Throws StoreLockedError when it is open
+   * elsewhere — unless `share: true`, when the first opener owns the store and serves it, and
+   * later openers attach to the owner (API.md "Sharing one store between processes"). A location
+   * starting with postgres:// or postgresql:// is never a directory: it opens the same API on that
+   * PostgreSQL database (API.md "Scale-out"), where the database arbitrates between processes.
+   */
   static async open(dir: string, options?: T.OpenOptions): Promise<Engram> {
+    if (isPostgresUrl(dir)) return Engram.fromBackend(await openPostgres(dir, options));
+    if (options?.share === true) return new Engram(await SharedStore.open(dir, options));
     return new Engram(await Store.open(dir, options));
+  }
+
+  /** Wraps any Backend (rules/types.ts) in the public API, with the same type and errors. */
+  static fromBackend(backend: Backend): Engram {
+    return new Engram(backend);
   }
 
   /**

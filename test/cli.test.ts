@@ -6,7 +6,7 @@
  * (argument, stdin, scopes, inheritance, --json, not found), forget, probe, undelete, ls,
  * forget-scope --eager, inspect, gc, compact (both modes), verify (clean, with --progress, and
  * after a bit flip in the middle of a record inside a .seg file), demo, usage errors, a missing
- * directory, and STORE_LOCKED against a running `engram mcp` holding the directory.
+ * directory, and attaching (share: true) to a running `engram mcp` holding the directory.
  *
  * (The store-commands test seeds its twenty records through the library in-process, to keep
  * the number of spawned processes down; everything it checks runs through the CLI.)
@@ -153,7 +153,7 @@ describe("key commands", () => {
     expect(engram(["get", "--dir", dir, "k"]).stdout).toBe("v\n");
   });
 
-  it("STORE_LOCKED while an mcp server holds the directory", async () => {
+  it("while an mcp server holds the directory, CLI commands attach to it (share: true)", async () => {
     const dir = freshDir();
     engram(["put", "--dir", dir, "k", "v"]);
     const server = spawn(process.execPath, [CLI, "mcp", "--dir", dir], { stdio: ["pipe", "pipe", "pipe"] });
@@ -164,10 +164,11 @@ describe("key commands", () => {
         if (log.includes("ready")) resolve();
       }),
     );
-    const locked = engram(["get", "--dir", dir, "k"]);
-    expect(locked.status).toBe(2);
-    expect(locked.stderr).toMatch(/STORE_LOCKED/);
-    expect(locked.stderr).toMatch(/hint: .*mcp/);
+    // Issue 10: this used to be STORE_LOCKED; every command now opens with share: true.
+    const attached = engram(["get", "--dir", dir, "k"]);
+    expect(attached.stderr).toBe("");
+    expect(attached.status).toBe(0);
+    expect(attached.stdout).toBe("v\n");
     const exited = new Promise((resolve) => server.on("exit", resolve));
     server.stdin.end();
     expect(await exited).toBe(0);

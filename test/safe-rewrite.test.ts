@@ -6,19 +6,15 @@
  * each branch of the seed's logic is pinned: absent -> CAS on null; live -> CAS on the probed
  * version; retention without value -> HalfReclaimedSlotError and no write at all; with
  * clearTombstone -> a clearing write CAS'd on "no live value" (API.md's null); the scope reaches
- * both calls; a writer racing between probe and write surfaces as VERSION_CONFLICT. Then the same
- * guard over a real Engram: a forgotten key, a key reclaimed by gc(), and the seed's
- * half-reclaimed slot as reproduced by `unsafe: { gcKeyedBy: "tombstone-seq" }`.
+ * both calls; a writer racing between probe and write surfaces as VERSION_CONFLICT. The same
+ * guard over a real store (a forgotten key, a key reclaimed by gc(), the seed's half-reclaimed
+ * slot under the unsafe GC) moved into the conformance suite (src/conformance/cases/safe-rewrite.ts).
  *
  * Properties stressed: no plain write ever lands on a slot whose retention record survives its
  * value; every write safeRewrite makes is a compare-and-set on what the probe saw.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { HalfReclaimedSlotError, VersionConflictError } from "../rules/errors.js";
-import { Engram } from "../src/index.js";
 import { safeRewrite } from "../src/safe-rewrite.js";
 import type { SafeRewriteMemory } from "../src/safe-rewrite.js";
 import type { ProbeResult, ReadResult, ScopeOption, Value, WriteOptions, WriteResult } from "../src/types.js";
@@ -157,73 +153,5 @@ describe("safeRewrite over a fake memory (the seed's logic, branch by branch)", 
     };
     await expect(safeRewrite(m, "k", "c")).rejects.toBeInstanceOf(VersionConflictError);
     expect(await m.read("k")).toMatchObject({ value: "b" });
-  });
-});
-
-describe("safeRewrite over a real Engram", () => {
-  let root: string;
-  beforeAll(() => {
-    root = mkdtempSync(join(tmpdir(), "engram-safe-"));
-  });
-  afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-  async function withStore(name: string, fn: (s: Engram) => Promise<void>, opts = {}): Promise<void> {
-    const s = await Engram.open(join(root, name), opts);
-    try {
-      await fn(s);
-    } finally {
-      await s.close();
-    }
-  }
-
-  it("fresh and live keys are written", async () => {
-    await withStore("plain", async (s) => {
-      const w1 = await safeRewrite(s, "k", "v1");
-      const w2 = await safeRewrite(s, "k", "v2");
-      expect(w2.version).toBeGreaterThan(w1.version);
-      expect(await s.read("k")).toMatchObject({ status: "OK", value: "v2", version: w2.version });
-    });
-  });
-
-  it("a forgotten key needs clearTombstone, which bumps the generation", async () => {
-    await withStore("forgotten", async (s) => {
-      const w1 = await s.write("k", "v1", { scope: "user:a" });
-      await s.forget("k", { scope: "user:a" });
-      await expect(safeRewrite(s, "k", "v2", { scope: "user:a" })).rejects.toBeInstanceOf(HalfReclaimedSlotError);
-      expect(await s.read("k", { scope: "user:a" })).toEqual({ status: "NOT_FOUND" });
-      const w2 = await safeRewrite(s, "k", "v2", { scope: "user:a", clearTombstone: true });
-      expect(w2.generation).toBeGreaterThan(w1.generation);
-      expect(await s.read("k", { scope: "user:a" })).toMatchObject({ value: "v2" });
-    });
-  });
-
-  it("a key reclaimed by gc needs clearTombstone, and the re-write survives the next gc", async () => {
-    await withStore("reclaimed", async (s) => {
-      await s.write("k", "v1");
-      await s.forget("k");
-      await s.gc();
-      const p = await s.probe("k");
-      expect(p).toMatchObject({ valuePresent: false, retentionPresent: true });
-      await expect(safeRewrite(s, "k", "v2")).rejects.toMatchObject({ code: "HALF_RECLAIMED" });
-      await safeRewrite(s, "k", "v2", { clearTombstone: true });
-      await s.gc();
-      expect(await s.read("k")).toMatchObject({ value: "v2" });
-    });
-  });
-
-  it("the seed's half-reclaimed slot (unsafe tombstone-seq GC) is refused", async () => {
-    await withStore(
-      "unsafe",
-      async (s) => {
-        await s.write("pref.theme", "light");
-        await s.forget("pref.theme");
-        await s.write("pref.theme", "dark");
-        await s.gc();
-        const p = await s.probe("pref.theme");
-        expect(p).toMatchObject({ state: "reclaimed", valuePresent: false, retentionPresent: true });
-        await expect(safeRewrite(s, "pref.theme", "dark")).rejects.toBeInstanceOf(HalfReclaimedSlotError);
-      },
-      { unsafe: { gcKeyedBy: "tombstone-seq" } },
-    );
   });
 });

@@ -9,9 +9,9 @@ import { fileURLToPath } from "node:url";
 /** The project root. */
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
-/** Throws unless every source file under src/, engine/ and segments/ has a newer compiled twin in dist/. */
+/** Throws unless every source file under src/, engine/, segments/, rules/, share/ and postgres/ has a newer compiled twin in dist/. */
 export function assertBuilt(): void {
-  const stale = ["src", "engine", "segments"]
+  const stale = ["src", "engine", "segments", "rules", "share", "postgres"]
     .flatMap((d) => readdirSync(join(ROOT, d), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts")).map((f) => join(ROOT, d, f)))
     .filter((s) => {
       const out = join(ROOT, "dist", relative(ROOT, s)).replace(/\.ts$/, ".js");

@@ -1,5 +1,5 @@
 /**
- * Model-based property test of the whole engine (fast-check).
+ * Model-based property test of the whole API (fast-check), moved here from test/model.test.ts.
  *
  * How it works: fast-check generates a store configuration (tombstoneWrites auto-clear or
  * require-clear, a default TTL or none, a TTL pattern for "user:*\/session:*" scopes or none,
@@ -33,22 +33,24 @@
  * that survive reclamation (seed 000's probe), and that no GC, compaction or restart ever
  * changes what a read returns.
  *
- * ENGRAM_MODEL_RUNS raises the number of runs (default 100); ENGRAM_MODEL_SEED replays a seed;
+ * On a backend without the engine's options (PostgreSQL) the configuration keeps only the
+ * logical part (tombstoneWrites, TTLs, durability): segment size, compaction mode and background
+ * compaction do not exist there; readSync must then throw NotSupportedError; stats() counts are
+ * checked only where the backend declares them live (`supports.liveStats`); reopen steps run only
+ * where the factory can reopen. fast-check comes from the caller (`conformance({ fastCheck })`);
+ * without it the test is registered as skipped, with the reason.
+ *
+ * ENGRAM_MODEL_RUNS sets the number of runs (default: the caller's modelRuns, 100 for the engine); ENGRAM_MODEL_SEED replays a seed;
  * ENGRAM_MODEL_LENIENT=1 tolerates the deviations already reported to the lead (see LENIENT
  * below and in model-spec.ts / model-ops.ts), and ENGRAM_MODEL_MODES=copy-on-write (or
  * in-place) restricts the compaction modes tried, to hunt past known bugs for further ones.
  */
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
-import fc from "fast-check";
-import { afterAll, describe, it } from "vitest";
-import { Engram, ScopeErasedDuringRead, TombstonedSlotError, VersionConflictError } from "../src/index.js";
-import type { OpenOptions, ProbeResult, ReadResult, Value } from "../src/types.js";
-import { configArb, opArb, showOp, type Expect, type Op, type RunConfig, type WriteSpec } from "./helpers/model-ops.js";
-import { KEYS, Model, SCOPES, type WriteOutcome } from "./helpers/model-spec.js";
+import { NotSupportedError, ScopeErasedDuringRead, TombstonedSlotError, VersionConflictError } from "../../../rules/errors.js";
+import type { OpenOptions, ProbeResult, ReadResult, Value } from "../../../rules/types.js";
+import type { ConformanceStore, Harness as Suite } from "../harness.js";
+import { arbitraries, showOp, type Expect, type FastCheck, type Op, type RunConfig, type WriteSpec } from "../model/ops.js";
+import { KEYS, Model, SCOPES, type WriteOutcome } from "../model/spec.js";
 
-const RUNS = Number(process.env["ENGRAM_MODEL_RUNS"] ?? 100);
 const SEED = process.env["ENGRAM_MODEL_SEED"] === undefined ? undefined : Number(process.env["ENGRAM_MODEL_SEED"]);
 /**
  * Lenient mode tolerates the engine deviations already reported and still open (so that runs
@@ -59,11 +61,6 @@ const SEED = process.env["ENGRAM_MODEL_SEED"] === undefined ? undefined : Number
 const LENIENT = process.env["ENGRAM_MODEL_LENIENT"] === "1";
 const MAX_OPS = 40;
 const START = 1_700_000_000_000;
-
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-});
 
 class Mismatch extends Error {}
 
@@ -94,42 +91,43 @@ function seqMatches(got: number | null, want: number, seqBefore: number): boolea
 class Harness {
   readonly cfg: RunConfig;
   readonly model: Model;
-  readonly dir: string;
-  store!: Engram;
+  readonly suite: Suite;
+  /** The store as first opened: the handle `reopen` takes. */
+  dir: ConformanceStore | null = null;
+  store!: ConformanceStore;
   /** Human-readable trace of the run so far (shown on failure). */
   readonly trace: string[] = [];
 
-  constructor(cfg: RunConfig) {
+  constructor(cfg: RunConfig, suite: Suite) {
     this.cfg = cfg;
+    this.suite = suite;
     this.model = new Model(cfg, START);
-    this.dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-model-"));
-    dirs.push(this.dir);
   }
 
   options(): OpenOptions {
     const retention: NonNullable<OpenOptions["retention"]> = {};
     if (this.cfg.defaultTtlMs !== undefined) retention.ttlMs = this.cfg.defaultTtlMs;
     if (this.cfg.sessionTtlMs !== undefined) retention.scopes = { "user:*/session:*": { ttlMs: this.cfg.sessionTtlMs } };
-    return {
-      durability: this.cfg.durability,
-      compaction: { workers: 0, auto: this.cfg.autoCompaction, mode: this.cfg.compactionMode },
-      tombstoneWrites: this.cfg.tombstoneWrites,
-      retention,
-      clock: () => this.model.now,
-      ...(this.cfg.segmentBytes === undefined ? {} : { segmentBytes: this.cfg.segmentBytes }),
-    };
+    const engine: OpenOptions = !this.suite.supports.engineOptions
+      ? {}
+      : {
+          compaction: { workers: 0, auto: this.cfg.autoCompaction, mode: this.cfg.compactionMode },
+          ...(this.cfg.segmentBytes === undefined ? {} : { segmentBytes: this.cfg.segmentBytes }),
+        };
+    return { durability: this.cfg.durability, tombstoneWrites: this.cfg.tombstoneWrites, retention, clock: () => this.model.now, ...engine };
   }
 
   async open(): Promise<void> {
-    this.store = await Engram.open(this.dir, this.options());
+    if (this.dir === null) {
+      this.store = await this.suite.open(this.options());
+      this.dir = this.store;
+    } else {
+      this.store = await this.suite.reopen(this.dir, this.options());
+    }
   }
 
   async dispose(): Promise<void> {
-    try {
-      await this.store?.close();
-    } finally {
-      fs.rmSync(this.dir, { recursive: true, force: true });
-    }
+    await this.store?.close();
   }
 
   fail(what: string): never {
@@ -545,8 +543,10 @@ class Harness {
         try {
           sync = this.store.readSync(key, { scope });
         } catch (err) {
-          // readSync fails closed while a background in-place compaction rewrites the segment.
-          if (!(err instanceof ScopeErasedDuringRead && this.cfg.autoCompaction)) throw err;
+          // readSync fails closed while a background in-place compaction rewrites the segment;
+          // a backend without readSync must say so with NotSupportedError.
+          const allowed = this.suite.supports.readSync ? err instanceof ScopeErasedDuringRead && this.cfg.autoCompaction : err instanceof NotSupportedError;
+          if (!allowed) throw err;
         }
         if (sync !== null) this.checkRead(sync, m.read(scope, key, true), `readSync ${where}`);
       }
@@ -563,6 +563,7 @@ class Harness {
         this.check(show(seen) === show(want), `list ${show(opts)}: got ${show(got)}, want ${show(want)}`);
       }
     }
+    if (!this.suite.supports.liveStats) return;
     const st = this.store.stats();
     let live = 0;
     for (const sc of SCOPES) for (const k of KEYS) if (m.isLive(m.get(sc, k))) live += 1;
@@ -572,28 +573,36 @@ class Harness {
   }
 }
 
-describe("engram against an in-memory model", () => {
-  it(
-    `agrees with the model over ${RUNS} random runs of up to ${MAX_OPS} operations`,
-    async () => {
+/** Registers the model-based run; `fc` is the caller's fast-check (skipped, visibly, without it). */
+export function modelCases(h: Suite, fc: FastCheck | undefined): void {
+  const RUNS = h.modelRuns;
+  const name = `agrees with the model over ${RUNS} random runs of up to ${MAX_OPS} operations`;
+  if (fc === undefined) {
+    h.itWith(["fastCheck"], name, () => undefined);
+    return;
+  }
+  const { configArb, opArb } = arbitraries(fc);
+  const logical = (cfg: RunConfig): RunConfig => (h.supports.engineOptions ? cfg : { ...cfg, autoCompaction: false, segmentBytes: undefined });
+  const ops = h.supports.reopen ? opArb : opArb.filter((op) => op.t !== "reopen");
+  h.describe("the API against an in-memory model", () => {
+    h.it(name, async () => {
       await fc.assert(
-        fc.asyncProperty(configArb, fc.array(opArb, { minLength: 1, maxLength: MAX_OPS, size: "max" }), async (cfg, ops) => {
-          const h = new Harness(cfg);
-          await h.open();
+        fc.asyncProperty(configArb.map(logical), fc.array(ops, { minLength: 1, maxLength: MAX_OPS, size: "max" }), async (cfg, list) => {
+          const run = new Harness(cfg, h);
+          await run.open();
           try {
-            await h.checkAll();
-            for (const op of ops) {
-              await h.step(op);
-              await h.checkAll();
+            await run.checkAll();
+            for (const op of list) {
+              await run.step(op);
+              await run.checkAll();
             }
           } finally {
-            await h.dispose();
+            await run.dispose();
           }
         }),
         // The time limit also caps shrinking; a failure found before it is still reported.
         { numRuns: RUNS, ...(SEED === undefined ? {} : { seed: SEED }), interruptAfterTimeLimit: Math.max(90_000, RUNS * 1_500) },
       );
-    },
-    Math.max(120_000, RUNS * 1_500 + 30_000),
-  );
-});
+    });
+  });
+}

@@ -1,5 +1,5 @@
 /**
- * The reference model of engram's logical semantics, for test/model.test.ts. It is written from
+ * The reference model of engram's logical semantics, for src/conformance/cases/model.ts. It is written from
  * API.md (and the semantics the engine issue pins down), not from the engine: it imports no
  * engine code, only the public result types.
  *
@@ -15,7 +15,7 @@
  * says a gc()/compact() (or background compaction) ran since the slot's value died, so probe
  * may report "reclaimed" instead of "tombstoned".
  */
-import type { ProbeResult, SlotState, Value } from "../../src/types.js";
+import type { ProbeResult, SlotState, Value } from "../../../rules/types.js";
 
 export const SCOPES = ["global", "user:a", "user:a/session:1", "user:b", "user:b/session:2"] as const;
 export type Scope = (typeof SCOPES)[number];

@@ -1,0 +1,245 @@
+/**
+ * Sharing one store between processes (issue 10): what a client pays over the owner's own calls.
+ *
+ *   npm run bench:share [-- --quick]      (node --import tsx bench/share.ts [--quick])
+ *
+ * Measures, on one directory in `sync` durability:
+ * - the msgpackr round trip of the wire protocol: encode a call frame, split and decode it, encode
+ *   the reply, decode it (in-process, no socket);
+ * - latency p50 / p99 of sequential async reads (hot keys) and durable writes, by the owner itself
+ *   and by a client in another process;
+ * - throughput of reads and of durable writes with 1, 2 and 4 client processes, 16 in flight each;
+ * - durable puts/s: 4 client processes × 16 in flight against one process × 64 in flight (the
+ *   owner alone, no clients): the issue's target is that the former is at least as fast.
+ * Prints a markdown report on stdout and writes it to bench/results/share-latest.md.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as readline from "node:readline";
+import { fileURLToPath } from "node:url";
+import { Engram } from "../src/index.js";
+import { decodeBody, encodeFrame, FrameDecoder, FRAME_BYTES_MIN } from "../share/protocol.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const QUICK = process.argv.includes("--quick");
+const KEYS = 2000;
+const VALUE = "v".repeat(100);
+const READS = QUICK ? 2000 : 20_000;
+const WRITES = QUICK ? 200 : 1000;
+const WINDOW_MS = QUICK ? 1000 : 3000;
+
+function nowUs(): number {
+  return Number(process.hrtime.bigint()) / 1000;
+}
+
+function pct(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+}
+
+/** Sequential latencies (µs) of `n` calls of `fn(i)`. */
+async function latencies(n: number, fn: (i: number) => Promise<unknown>): Promise<{ p50: number; p99: number }> {
+  const xs: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = nowUs();
+    await fn(i);
+    xs.push(nowUs() - t);
+  }
+  return { p50: pct(xs, 50), p99: pct(xs, 99) };
+}
+
+/** Ops per second of `inflight` loops calling `fn` for `ms`. */
+async function throughput(inflight: number, ms: number, fn: (i: number) => Promise<unknown>): Promise<number> {
+  let ops = 0;
+  let i = 0;
+  const end = Date.now() + ms;
+  const t0 = nowUs();
+  await Promise.all(
+    Array.from({ length: inflight }, async () => {
+      while (Date.now() < end) {
+        await fn(i++);
+        ops++;
+      }
+    }),
+  );
+  return ops / ((nowUs() - t0) / 1e6);
+}
+
+/** The worker side: a client process that runs one measurement on command. */
+async function worker(dir: string, tag: string): Promise<void> {
+  const store = await Engram.open(dir, { share: true });
+  const out = (v: unknown): void => void process.stdout.write(`${JSON.stringify(v)}\n`);
+  out({ ready: store.role });
+  for await (const line of readline.createInterface({ input: process.stdin })) {
+    const [cmd, arg] = line.split(" ");
+    if (cmd === "latency") {
+      const read = await latencies(READS, (i) => store.read(`k${i % KEYS}`));
+      const write = await latencies(WRITES, (i) => store.write(`w-${tag}-${i}`, VALUE));
+      out({ read, write });
+    } else if (cmd === "reads") {
+      out({ opsPerSec: await throughput(Number(arg), WINDOW_MS, (i) => store.read(`k${i % KEYS}`)) });
+    } else if (cmd === "writes") {
+      out({ opsPerSec: await throughput(Number(arg), WINDOW_MS, (i) => store.write(`t-${tag}-${i}`, VALUE)) });
+    } else if (cmd === "close") {
+      await store.close();
+      process.exit(0);
+    }
+  }
+}
+
+/** A worker process and its answers. */
+class Worker {
+  readonly child: ChildProcess;
+  private readonly lines: string[] = [];
+  private wake: (() => void) | null = null;
+  constructor(dir: string, tag: string) {
+    this.child = spawn(process.execPath, ["--import", "tsx", path.join(here, "share.ts"), "worker", dir, tag], { stdio: ["pipe", "pipe", "inherit"] });
+    readline.createInterface({ input: this.child.stdout as NodeJS.ReadableStream }).on("line", (l) => {
+      this.lines.push(l);
+      this.wake?.();
+    });
+  }
+  async next(): Promise<Record<string, unknown>> {
+    const deadline = Date.now() + 120_000;
+    while (this.lines.length === 0) {
+      if (Date.now() > deadline) throw new Error("bench worker did not answer in 120 s");
+      await new Promise<void>((r) => {
+        this.wake = r;
+        setTimeout(r, 1000);
+      });
+    }
+    return JSON.parse(this.lines.shift() as string) as Record<string, unknown>;
+  }
+  async ask(cmd: string): Promise<Record<string, unknown>> {
+    this.child.stdin?.write(`${cmd}\n`);
+    return this.next();
+  }
+}
+
+async function workers(dir: string, n: number, tag: string): Promise<Worker[]> {
+  const ws = Array.from({ length: n }, (_, i) => new Worker(dir, `${tag}${i}`));
+  for (const w of ws) {
+    const r = await w.next();
+    if (r["ready"] !== "client") throw new Error(`a bench worker became ${String(r["ready"])}, not a client`);
+  }
+  return ws;
+}
+
+async function closeAll(ws: Worker[]): Promise<void> {
+  await Promise.all(ws.map((w) => new Promise<void>((r) => {
+    w.child.once("exit", () => r());
+    w.child.stdin?.write("close\n");
+  })));
+}
+
+/** Runs `fn`, and measures the CPU this (the owner's) process used meanwhile, as a fraction of the wall time. */
+async function ownerCpu<T>(fn: () => Promise<T>): Promise<{ value: T; cpu: number }> {
+  const c0 = process.cpuUsage();
+  const t0 = nowUs();
+  const value = await fn();
+  const c = process.cpuUsage(c0);
+  return { value, cpu: (c.user + c.system) / (nowUs() - t0) };
+}
+
+/** The protocol's encode/decode cost for a write call and its reply, per round trip (µs). */
+function roundTripUs(): number {
+  const n = QUICK ? 20_000 : 200_000;
+  const dec = new FrameDecoder(FRAME_BYTES_MIN);
+  const t0 = nowUs();
+  for (let i = 0; i < n; i++) {
+    const call = encodeFrame({ t: "call", id: i, op: "write", args: [`key-${i}`, VALUE, { scope: "user:alice" }] }, FRAME_BYTES_MIN);
+    for (const b of dec.push(call)) decodeBody(b);
+    const reply = encodeFrame({ t: "reply", id: i, ok: true, result: { ok: true, version: i, generation: 1 } }, FRAME_BYTES_MIN);
+    for (const b of dec.push(reply)) decodeBody(b);
+  }
+  return (nowUs() - t0) / n;
+}
+
+const f = (x: number, d = 0): string => x.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
+
+async function main(): Promise<void> {
+  const root = fs.mkdtempSync(path.join(process.env["BENCH_TMPDIR"] ?? os.tmpdir(), "engram-bench-share-"));
+  const dir = path.join(root, "store");
+  const lines: string[] = [];
+  const log = (s: string): void => void process.stderr.write(`bench:share: ${s}\n`);
+  try {
+    const rt = roundTripUs();
+    log(`msgpackr round trip ${f(rt, 2)} µs`);
+    const owner = await Engram.open(dir, { share: true }); // default options: compaction in a worker thread
+    await owner.batch(Array.from({ length: KEYS }, (_, i) => ({ op: "write" as const, key: `k${i}`, value: VALUE })));
+    const ownRead = await latencies(READS, (i) => owner.read(`k${i % KEYS}`));
+    const ownWrite = await latencies(WRITES, (i) => owner.write(`own-${i}`, VALUE));
+    log(`owner: read p50 ${f(ownRead.p50, 1)} µs, write p50 ${f(ownWrite.p50)} µs`);
+    // The client's latencies right after the owner's, on the same small store.
+    const [one] = await workers(dir, 1, "l");
+    const lat = (await (one as Worker).ask("latency")) as { read: { p50: number; p99: number }; write: { p50: number; p99: number } };
+    await closeAll([one as Worker]);
+    log(`client: read p50 ${f(lat.read.p50, 1)} µs, write p50 ${f(lat.write.p50)} µs`);
+    const solo = await ownerCpu(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${i}`, VALUE)));
+    const solo64 = solo.value;
+    log(`1 process × 64: ${f(solo64)} puts/s`);
+
+    const scale: Array<{ n: number; reads: number; writes: number; readCpu: number; writeCpu: number }> = [];
+    for (const n of [1, 2, 4]) {
+      const ws = await workers(dir, n, `s${n}-`);
+      const r = await ownerCpu(async () => (await Promise.all(ws.map((w) => w.ask("reads 16")))).reduce((a, x) => a + Number(x["opsPerSec"]), 0));
+      const w = await ownerCpu(async () => (await Promise.all(ws.map((x) => x.ask("writes 16")))).reduce((a, x) => a + Number(x["opsPerSec"]), 0));
+      await closeAll(ws);
+      scale.push({ n, reads: r.value, writes: w.value, readCpu: r.cpu, writeCpu: w.cpu });
+      log(`${n} client process(es) × 16 in flight: ${f(r.value)} reads/s (owner CPU ${f(r.cpu * 100)}%), ${f(w.value)} durable puts/s (owner CPU ${f(w.cpu * 100)}%)`);
+    }
+    // The comparison of issue 10, in alternating windows so that the machine's load drifts over both alike.
+    const ws4 = await workers(dir, 4, "c-");
+    const rounds: Array<{ solo: number; four: number }> = [];
+    for (let r = 0; r < (QUICK ? 1 : 3); r++) {
+      const s = await throughput(64, WINDOW_MS, (i) => owner.write(`solo-${r}-${i}`, VALUE));
+      const four4 = (await Promise.all(ws4.map((w) => w.ask("writes 16")))).reduce((a, x) => a + Number(x["opsPerSec"]), 0);
+      rounds.push({ solo: s, four: four4 });
+      log(`round ${r}: 1 × 64 ${f(s)} puts/s, 4 × 16 ${f(four4)} puts/s`);
+    }
+    await closeAll(ws4);
+    await owner.close();
+    const med = (xs: number[]): number => pct(xs, 50);
+    const four = med(rounds.map((r) => r.four));
+    const soloMed = med(rounds.map((r) => r.solo));
+
+    lines.push(
+      `## Sharing one store between processes`,
+      ``,
+      `Run ${new Date().toISOString()} · ${QUICK ? "quick" : "full"} · ${os.cpus().length} cores, load ${os.loadavg().map((x) => x.toFixed(2)).join(" ")} · \`npm run bench:share\` (bench/share.ts).`,
+      `One store, \`sync\` durability, 100-byte values, ${KEYS} hot keys; the owner is the bench process, clients are separate processes over the Unix socket.`,
+      ``,
+      `| latency (µs) | owner's own p50 | owner's own p99 | client p50 | client p99 |`,
+      `|---|---:|---:|---:|---:|`,
+      `| async read (hot key) | ${f(ownRead.p50, 1)} | ${f(ownRead.p99, 1)} | ${f(lat.read.p50, 1)} | ${f(lat.read.p99, 1)} |`,
+      `| durable write | ${f(ownWrite.p50)} | ${f(ownWrite.p99)} | ${f(lat.write.p50)} | ${f(lat.write.p99)} |`,
+      ``,
+      `| client processes × 16 in flight | reads/s | owner CPU | durable puts/s | owner CPU |`,
+      `|---|---:|---:|---:|---:|`,
+      ...scale.map((s) => `| ${s.n} | ${f(s.reads)} | ${f(s.readCpu * 100)}% | ${f(s.writes)} | ${f(s.writeCpu * 100)}% |`),
+      ``,
+      `Durable puts with 64 in flight in all, in alternating ${WINDOW_MS / 1000} s windows (the first row also alone, before any client: ${f(solo64)} puts/s, owner CPU ${f(solo.cpu * 100)}%):`,
+      ``,
+      `| round | one process × 64 (the owner) | 4 client processes × 16 | ratio |`,
+      `|---|---:|---:|---:|`,
+      ...rounds.map((r, i) => `| ${i + 1} | ${f(r.solo)} | ${f(r.four)} | ${f(r.four / r.solo, 2)}× |`),
+      `| median | ${f(soloMed)} | ${f(four)} | ${f(four / soloMed, 2)}× |`,
+      ``,
+      `msgpackr round trip of the protocol (encode call, frame, decode; encode reply, decode), in process: ${f(rt, 2)} µs.`,
+      `Targets (issue 10): client async read p50 ≤ 60 µs — ${lat.read.p50 <= 60 ? "met" : "not met"} (${f(lat.read.p50, 1)} µs); ` +
+        `4 processes × 16 at least as fast as 1 × 64 — ${four >= soloMed ? "met" : "not met"} (median ${f(four / soloMed, 2)}×).`,
+      ``,
+    );
+    const report = lines.join("\n");
+    fs.mkdirSync(path.join(here, "results"), { recursive: true });
+    fs.writeFileSync(path.join(here, "results", `share-latest${QUICK ? "-quick" : ""}.md`), report);
+    process.stdout.write(report);
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[2] === "worker") await worker(process.argv[3] as string, process.argv[4] as string);
+else await main();

@@ -1,0 +1,88 @@
+/**
+ * Opening a store on PostgreSQL: `Engram.open("postgresql://...")` lands here. The `pg` driver is
+ * an optional dependency, loaded with a dynamic import only when a URL is opened, so that the
+ * embedded default never needs it. Two query parameters are engram's own and are removed before
+ * the URL reaches the driver: `schema` (the PostgreSQL schema holding this store's tables,
+ * default "public") and `poolMax` (connections in the pool, default 10).
+ */
+import type { Pool, PoolConfig } from "pg";
+import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
+import type { OpenOptions } from "../rules/types.js";
+import { PgBackend } from "./backend.js";
+import { resolvePgOptions } from "./options.js";
+import { tablesOf } from "./schema.js";
+
+export { PgBackend } from "./backend.js";
+
+/** Default connections per pool: enough for group parallelism, few enough for many app servers. */
+export const POOL_MAX_DEFAULT = 10;
+const POOL_MAX_LIMIT = 1000;
+
+/** True when `location` names a PostgreSQL database rather than a directory. */
+export function isPostgresUrl(location: unknown): location is string {
+  return typeof location === "string" && /^postgres(ql)?:\/\//i.test(location);
+}
+
+/** The URL without its password, for messages and `store.dir`. */
+export function redactUrl(url: URL): string {
+  const u = new URL(url.href);
+  if (u.password !== "") u.password = "***";
+  return u.href;
+}
+
+interface Located {
+  connectionString: string;
+  shown: string;
+  schema: string;
+  poolMax: number;
+}
+
+function locate(location: string): Located {
+  let url: URL;
+  try {
+    url = new URL(location);
+  } catch {
+    throw new InvalidArgumentError(`${location.replace(/:[^:@/]*@/, ":***@")} is not a valid PostgreSQL URL (postgresql://user@host:5432/db)`);
+  }
+  const schema = url.searchParams.get("schema") ?? "public";
+  const poolRaw = url.searchParams.get("poolMax");
+  const poolMax = poolRaw === null ? POOL_MAX_DEFAULT : Number(poolRaw);
+  if (!Number.isSafeInteger(poolMax) || poolMax < 1 || poolMax > POOL_MAX_LIMIT) {
+    throw new InvalidArgumentError(`poolMax must be an integer in [1, ${POOL_MAX_LIMIT}], got ${String(poolRaw)}`);
+  }
+  const shown = redactUrl(url);
+  url.searchParams.delete("schema");
+  url.searchParams.delete("poolMax");
+  return { connectionString: url.href, shown, schema, poolMax };
+}
+
+async function loadPg(): Promise<typeof import("pg")> {
+  try {
+    const mod = (await import("pg")) as typeof import("pg") & { default?: typeof import("pg") };
+    return mod.default ?? mod;
+  } catch {
+    throw new NotSupportedError("opening a PostgreSQL URL needs the optional dependency pg: run `npm install pg@8` beside engram");
+  }
+}
+
+/** Opens the store at a postgres:// or postgresql:// URL (tables created if missing). */
+export async function openPostgres(location: string, options?: OpenOptions): Promise<PgBackend> {
+  const resolved = resolvePgOptions(options);
+  const where = locate(location);
+  const tables = tablesOf(where.schema);
+  const pg = await loadPg();
+  const config: PoolConfig = {
+    connectionString: where.connectionString,
+    max: where.poolMax,
+    idleTimeoutMillis: 10_000,
+    connectionTimeoutMillis: 10_000,
+    application_name: "engram",
+    // "batch"/"none": the server acknowledges before its WAL flush (bounded loss, never corruption),
+    // set as a startup parameter of every connection.
+    ...(resolved.durability === "sync" ? {} : { options: "-c synchronous_commit=off" }),
+  };
+  const pool: Pool = new pg.Pool(config);
+  // An idle connection that the server drops must not crash the host process.
+  pool.on("error", () => undefined);
+  return PgBackend.open(where.shown, pool, tables, resolved);
+}

@@ -1,0 +1,54 @@
+/**
+ * The SQL schema of the PostgreSQL backend (docs/SCALE-OUT.md). Written for what the distributed
+ * engines that speak PostgreSQL accept (CockroachDB, YugabyteDB): plain tables, no triggers, no
+ * extensions, no SERIAL or sequence objects (the store-wide sequence is a row updated inside the
+ * transaction that uses it), no server-side timestamps (the application's clock sets every one),
+ * and the tenant — the first scope component — as the leading primary-key column of every table
+ * keyed by scope, so that a distributed engine can shard by tenant.
+ */
+import { InvalidArgumentError } from "../rules/errors.js";
+
+/** Qualified table names of one store (one PostgreSQL schema holds one store). */
+export interface Tables {
+  schema: string;
+  meta: string;
+  slots: string;
+  values: string;
+}
+
+/** PostgreSQL identifiers we create: lower case, so that they never need case-sensitive quoting. */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** The table names inside `schema` ("public" by default); refuses a name that is not a plain identifier. */
+export function tablesOf(schema: string): Tables {
+  if (!SCHEMA_NAME.test(schema)) {
+    throw new InvalidArgumentError(`schema ${JSON.stringify(schema)} must match [a-z_][a-z0-9_]{0,62}`);
+  }
+  const q = `"${schema}"`;
+  return { schema, meta: `${q}.engram_meta`, slots: `${q}.engram_slots`, values: `${q}.engram_values` };
+}
+
+/**
+ * The DDL, idempotent. engram_meta holds the store-wide commit sequence in one row (id 1): every
+ * mutation increments it in its own transaction, so versions strictly grow and are never reused,
+ * even after every row of a slot is gone. engram_slots holds the retention records (version,
+ * generations, kill and clear sequences, expiry, when the value went); engram_values the value
+ * rows, at most one per slot (PostgreSQL's MVCC replaces a superseded value in place).
+ */
+export function ddl(t: Tables): string[] {
+  return [
+    `CREATE SCHEMA IF NOT EXISTS "${t.schema}"`,
+    `CREATE TABLE IF NOT EXISTS ${t.meta} (id INT PRIMARY KEY, seq BIGINT NOT NULL, format INT NOT NULL)`,
+    `CREATE TABLE IF NOT EXISTS ${t.slots} (
+      tenant TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
+      version BIGINT NOT NULL, value_gen BIGINT NOT NULL, generation BIGINT NOT NULL,
+      kill_seq BIGINT NOT NULL, killed_gen BIGINT NOT NULL, clear_seq BIGINT NOT NULL,
+      expires_at BIGINT NOT NULL, reclaimed_at BIGINT NOT NULL,
+      PRIMARY KEY (tenant, scope, key))`,
+    `CREATE TABLE IF NOT EXISTS ${t.values} (
+      tenant TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
+      version BIGINT NOT NULL, generation BIGINT NOT NULL, kind SMALLINT NOT NULL, bytes BYTEA NOT NULL,
+      PRIMARY KEY (tenant, scope, key))`,
+    `INSERT INTO ${t.meta} (id, seq, format) VALUES (1, 0, 1) ON CONFLICT (id) DO NOTHING`,
+  ];
+}

@@ -1,0 +1,105 @@
+/**
+ * The GC rule and probe's state function as pure functions over plain numbers, shared by every
+ * backend (the PostgreSQL backend uses them today; the lead wires engine/gc-policy.ts to them).
+ *
+ * The rule, exactly as engine/gc-policy.ts and DESIGN.md state it: a value record is garbage when
+ * its slot points elsewhere, when its generation is at or below the generation its slot's
+ * tombstone killed, when it expired (and nothing older of its slot could resurrect), or when its
+ * scope was erased after it was written. It is never garbage because the slot's tombstone
+ * sequence is below some watermark (I5) — that is the phantom-write-loss GC of the seed note,
+ * available only as `unsafe.gcKeyedBy: "tombstone-seq"` (unsafeValueReclaimable below).
+ * A TOMBSTONE, CLEAR or SCOPE_ERASE record is kept while any value record of its slot / scope
+ * remains, and for `tombstoneRetentionMs` after the last one went (I6): dropping it earlier could
+ * resurrect an older value, and would forget the slot's version (I7's retention record).
+ */
+import { InternalError } from "./errors.js";
+import type { SlotState } from "./types.js";
+
+/** A slot's retention record and its value's presence, as plain numbers (0 = none). */
+export interface SlotFacts {
+  /** Version (commit sequence) of the slot's latest value, live or killed; 0 for none. */
+  version: number;
+  /** Generation of that value. */
+  valueGeneration: number;
+  /** The slot's current generation (highest of its value, tombstone and clear generations). */
+  generation: number;
+  /** Sequence of the latest kill (tombstone or an erasure of its scope or an ancestor); 0 for none. */
+  killSeq: number;
+  /** The generation that kill killed. */
+  killedGeneration: number;
+  /** Sequence of the latest undelete (clear); 0 for none. */
+  clearSeq: number;
+  /** Expiry of the latest value in ms since epoch; 0 for never. */
+  expiresAt: number;
+  /** Value records of the slot still physically present. */
+  physicalRecords: number;
+  /** When physicalRecords last reached zero (ms); 0 while records remain. */
+  reclaimedAt: number;
+}
+
+/** True when the slot's latest value is not killed: it is readable unless expired or reclaimed. */
+export function valueSurvives(s: SlotFacts): boolean {
+  return s.version > 0 && s.version > s.killSeq;
+}
+
+/** True when the slot is killed and not undeleted since: a write must clear the tombstone. */
+export function slotTombstoned(s: SlotFacts): boolean {
+  return s.killSeq > 0 && s.killSeq >= s.version && s.killSeq > s.clearSeq;
+}
+
+/** True when the value expired at `now`. */
+export function valueExpired(s: SlotFacts, now: number): boolean {
+  return s.expiresAt !== 0 && now >= s.expiresAt;
+}
+
+/** True when a read at `now` returns the slot's value. */
+export function valueReadable(s: SlotFacts, now: number): boolean {
+  return s.physicalRecords > 0 && valueSurvives(s) && !valueExpired(s, now);
+}
+
+/**
+ * True when the slot's value record may be reclaimed at `now` (the safe, generation-keyed rule):
+ * it was killed at a generation at or above its own, or it expired and the retention window after
+ * its expiry has passed. Checked as a pair: a value that survives its kill by sequence must be of
+ * a generation above the killed one (I5), else the state itself is corrupt.
+ */
+export function valueReclaimable(s: SlotFacts, now: number, retentionMs: number): boolean {
+  if (s.physicalRecords === 0) return false;
+  const killed = s.killSeq > 0 && s.valueGeneration <= s.killedGeneration;
+  if (killed !== !valueSurvives(s) && s.killSeq > 0) {
+    throw new InternalError(`I5: value v${s.version} gen ${s.valueGeneration} against kill ${s.killSeq} of gen ${s.killedGeneration}`);
+  }
+  if (killed) return true;
+  return valueExpired(s, now) && now >= s.expiresAt + retentionMs;
+}
+
+/**
+ * The phantom-write-loss rule (unsafe, reproduction only): a slot whose tombstone sequence is at
+ * or below `watermark` loses its value, whatever that value's generation.
+ */
+export function unsafeValueReclaimable(s: SlotFacts, watermark: number): boolean {
+  return s.physicalRecords > 0 && s.killSeq > 0 && s.killSeq <= watermark;
+}
+
+/** True while the slot's retention record must survive: values remain, or the window is open. */
+export function retentionLive(s: SlotFacts, now: number, retentionMs: number): boolean {
+  return s.physicalRecords > 0 || s.reclaimedAt === 0 || now < s.reclaimedAt + retentionMs;
+}
+
+/**
+ * True when the slot's retention record may be dropped at `now`: no value remains, and either
+ * nothing but the (gone) value held it — no kill, no clear — or its window has passed.
+ */
+export function retentionDroppable(s: SlotFacts, now: number, retentionMs: number): boolean {
+  if (s.physicalRecords > 0) return false;
+  if (s.killSeq === 0 && s.clearSeq === 0) return true;
+  return !retentionLive(s, now, retentionMs);
+}
+
+/** probe()'s state of a slot that has a retention record (API.md's five states; "absent" otherwise). */
+export function slotState(s: SlotFacts, now: number): SlotState {
+  if (valueReadable(s, now)) return "live";
+  if (valueSurvives(s)) return s.physicalRecords > 0 && valueExpired(s, now) ? "expired" : "reclaimed";
+  if (slotTombstoned(s)) return s.physicalRecords > 0 ? "tombstoned" : "reclaimed";
+  return "absent";
+}

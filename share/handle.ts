@@ -1,0 +1,509 @@
+/**
+ * A handle on a shared store (`Engram.open(dir, { share: true })`): the same Backend whether this
+ * process owns the store or is attached to the owner, and able to switch from one to the other.
+ *
+ * States: "owner" (holds the flock; calls go to its own Store; a ShareServer serves the others),
+ * "client" (calls go over a Link), "handover" (no owner reachable: calls wait in a queue, each
+ * with its own deadline of shareTimeoutMs, while a loop tries to attach or to take the lock),
+ * "closed". Rules kept at each step (docs/SHARING.md):
+ * - a call is answered only by an owner that ran it to completion (the owner's own ack rule);
+ * - a call unanswered when the owner vanished is rejected with OwnerLostError, never resent
+ *   (it may have committed); a call the owner answered "retry" or held when it said bye did not
+ *   run and is resent to the next owner;
+ * - whoever holds the flock owns; taking over is the ordinary open (recovery);
+ * - every queued call settles by its deadline.
+ */
+import * as fs from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
+import { InvalidArgumentError, NotSupportedError, OwnerLostError, StoreClosedError, StoreLockedError } from "../rules/errors.js";
+import type * as T from "../rules/types.js";
+import { assert } from "../rules/assert.js";
+import { Store } from "../engine/store.js";
+import { readLockNote, type LockNote } from "../engine/lock.js";
+import { resolveOptions } from "../engine/options.js";
+import { Link, type LinkEnd, type Sent } from "./link.js";
+import { ShareServer } from "./server.js";
+import { frameBytesMaxFor } from "./protocol.js";
+import { checkOwnDir, checkSocketOwner, socketPathFor } from "./paths.js";
+
+/** Default wait of a call for a new owner (API.md). */
+export const SHARE_TIMEOUT_MS_DEFAULT = 10_000;
+/** Longest shareTimeoutMs accepted (one hour). */
+export const SHARE_TIMEOUT_MS_MAX = 3_600_000;
+/** Calls queued during a handover, at most (each also has a deadline). */
+export const QUEUED_CALLS_MAX = 65_536;
+/**
+ * A client's stats() asks the owner for a fresh snapshot at most this often (and only when
+ * called: stats() walks the owner's whole keydir, so idle clients must not poll it).
+ */
+export const STATS_REFRESH_MS = 250;
+/** Backoff bounds of the attach-or-own loop. */
+const RETRY_MS_MIN = 2;
+const RETRY_MS_MAX = 50;
+/** A half-sent frame or a missing hello is cut off after this long (ENGRAM_SHARE_STALL_MS: tests shorten it). */
+export const STALL_MS = stallMsFromEnv(process.env["ENGRAM_SHARE_STALL_MS"]);
+
+function stallMsFromEnv(raw: string | undefined): number {
+  const n = Number(raw);
+  return raw !== undefined && Number.isInteger(n) && n >= 10 && n <= 600_000 ? n : 10_000;
+}
+
+type State = "owner" | "client" | "handover" | "closed";
+
+interface Queued extends Sent {
+  timer: NodeJS.Timeout;
+}
+
+const NO_FAULTS: T.Faults = {
+  waitFor: () => Promise.reject(new NotSupportedError("fault injection belongs to the shared store's owner; this handle is a client")),
+  release: () => {
+    throw new NotSupportedError("fault injection belongs to the shared store's owner; this handle is a client");
+  },
+};
+
+/** Whether process `pid` exists (EPERM: it does, under another user). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The checked shareTimeoutMs of `options`. */
+function timeoutOf(options: T.OpenOptions): number {
+  const t = options.shareTimeoutMs ?? SHARE_TIMEOUT_MS_DEFAULT;
+  if (typeof t !== "number" || !Number.isInteger(t) || t < 1 || t > SHARE_TIMEOUT_MS_MAX) {
+    throw new InvalidArgumentError(`shareTimeoutMs must be an integer from 1 to ${SHARE_TIMEOUT_MS_MAX} (ms), got ${String(t)}`);
+  }
+  return t;
+}
+
+/** A shared store handle: owner or client, switching at failover. */
+export class SharedStore implements T.Backend {
+  readonly dir: string;
+  readonly timeoutMs: number;
+  /** Called on every role change and cut-off connection (logs, tests). */
+  onEvent: ((event: string) => void) | null = null;
+  private readonly options: T.OpenOptions;
+  private state: State = "handover";
+  private store: Store | null = null;
+  private server: ShareServer | null = null;
+  private link: Link | null = null;
+  private readonly queue: Queued[] = [];
+  private snapshot: T.StoreStats | null = null;
+  private statsAskedAt = 0;
+  private statsAsking = false;
+  private acquiring: Promise<void> | null = null;
+  /** Why this process could not take the store itself (no write access), if it tried. */
+  private cannotOwn: unknown = null;
+  private closing: Promise<void> | null = null;
+
+  private constructor(dir: string, options: T.OpenOptions) {
+    this.dir = dir;
+    this.options = options;
+    this.timeoutMs = timeoutOf(options);
+  }
+
+  /**
+   * Attaches to the owner of `dir`, or becomes it. Throws StoreLockedError when an exclusive
+   * opener holds the directory, or when no owner appears within shareTimeoutMs.
+   */
+  static async open(dir: string, options: T.OpenOptions = {}): Promise<SharedStore> {
+    if (typeof dir !== "string" || dir.length === 0) throw new InvalidArgumentError("dir must be a non-empty path string");
+    resolveOptions(options); // every option is checked even when this opener ends up a client
+    const ack = options.unsafe?.shareAckBeforeCommit;
+    if (ack !== undefined && typeof ack !== "boolean") throw new InvalidArgumentError(`unsafe.shareAckBeforeCommit must be a boolean, got ${String(ack)}`);
+    const h = new SharedStore(dir, options);
+    await h.acquire(Date.now() + h.timeoutMs, true);
+    if (h.state === "client" && (options.faults !== undefined || options.unsafe !== undefined)) {
+      await h.close();
+      throw new NotSupportedError(`faults and unsafe options belong to the owner of ${dir}, and another process owns it: open without them`);
+    }
+    return h;
+  }
+
+  /** "owner" while this process holds the store, "client" otherwise (also during a handover). */
+  get role(): T.Role {
+    return this.state === "owner" ? "owner" : "client";
+  }
+
+  /** The owner's fault controls; a client has none (its methods throw NotSupportedError). */
+  get faults(): T.Faults {
+    return this.store?.faults ?? NO_FAULTS;
+  }
+
+  /** The socket server while owner (tests observe it). */
+  get shareServer(): ShareServer | null {
+    return this.server;
+  }
+
+  /**
+   * Attach-or-own loop: until `deadline` (null: until attached, owner or closed). `first`: the
+   * initial open, which fails at once when the directory is held exclusively.
+   */
+  private acquire(deadline: number | null, first: boolean): Promise<void> {
+    this.acquiring ??= this.acquireLoop(deadline, first).finally(() => (this.acquiring = null));
+    return this.acquiring;
+  }
+
+  private async acquireLoop(deadline: number | null, first: boolean): Promise<void> {
+    let wait = RETRY_MS_MIN;
+    let exclusiveSeen = 0;
+    while (this.closing === null) {
+      const note = readLockNote(this.dir);
+      if (await this.tryAttach(note)) return;
+      if (await this.tryOwn()) return;
+      const held = readLockNote(this.dir);
+      if (held?.mode === "exclusive" && alive(held.pid)) {
+        exclusiveSeen += 1; // seen three times, ms apart: not a sharing owner that has not yet written its note
+        if (first && exclusiveSeen >= 3) throw new StoreLockedError(this.dir, `opened exclusively by pid ${held.pid}: close that handle first, or have every opener use share: true`);
+      }
+      if (deadline !== null && Date.now() >= deadline) {
+        if (this.cannotOwn !== null) throw this.cannotOwn; // no owner to attach to, and no right to become one
+        throw new StoreLockedError(this.dir, `its lock is held but no sharing owner answered within ${this.timeoutMs} ms`);
+      }
+      await sleep(wait + Math.random() * wait);
+      wait = Math.min(wait * 2, RETRY_MS_MAX);
+    }
+    throw new StoreClosedError();
+  }
+
+  /** Connects to the owner named by the lock note (or at the usual path); false when none answers. */
+  private async tryAttach(note: LockNote | null): Promise<boolean> {
+    let socket: string;
+    try {
+      socket = note?.mode === "shared" && note.socket !== undefined ? note.socket : socketPathFor(this.dir);
+      checkSocketOwner(socket);
+    } catch {
+      return false;
+    }
+    let link: Link;
+    try {
+      link = await Link.connect(socket, Math.min(this.timeoutMs, 2000));
+    } catch {
+      return false;
+    }
+    if (this.closing !== null) {
+      link.close();
+      return false;
+    }
+    this.link = link;
+    this.snapshot = link.welcome.stats as T.StoreStats;
+    this.state = "client";
+    link.whenEnded((end) => this.onLinkEnd(link, end));
+    this.statsAskedAt = Date.now();
+    this.onEvent?.(`client of pid ${link.welcome.pid}`);
+    this.drainQueue();
+    return true;
+  }
+
+  /**
+   * Takes the lock, recovers and serves; false when someone else holds the lock, or when this
+   * process may not write the directory (then it can only be a client: a read-only opener such
+   * as `engram mcp --read-only` without write access keeps waiting for an owner).
+   */
+  private async tryOwn(): Promise<boolean> {
+    fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 }); // a directory that cannot be made has no owner to wait for
+    let store: Store;
+    let socket: string;
+    try {
+      checkOwnDir(this.dir);
+      socket = socketPathFor(this.dir);
+      const { share: _s, shareTimeoutMs: _t, ...own } = this.options;
+      store = await Store.open(this.dir, own, { mode: "shared", pid: process.pid, socket });
+    } catch (err) {
+      if (err instanceof StoreLockedError) return false;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
+        this.cannotOwn = err;
+        return false;
+      }
+      throw err;
+    }
+    try {
+      const frameBytesMax = frameBytesMaxFor(store.options.maxValueBytes);
+      const unsafeAckBeforeCommit = this.options.unsafe?.shareAckBeforeCommit === true;
+      const limits = { frameBytesMax, maxValueBytes: store.options.maxValueBytes, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit };
+      this.server = await ShareServer.listen(store, socket, limits);
+      this.server.onReject = (why) => this.onEvent?.(`cut off a client: ${why}`);
+    } catch (err) {
+      await store.close();
+      throw err;
+    }
+    if (this.closing !== null) {
+      await this.server.close();
+      await store.close();
+      return false;
+    }
+    this.store = store;
+    this.state = "owner";
+    this.onEvent?.("owner");
+    this.drainQueue();
+    return true;
+  }
+
+  /** The owner went: unanswered calls are resent (after bye) or lost (vanished); then re-acquire. */
+  private onLinkEnd(link: Link, end: LinkEnd): void {
+    const current = this.link === link;
+    if (current) this.link = null;
+    if (!current || this.closing !== null) {
+      // This handle is closing: nothing is resent; what the owner held unrun is simply refused.
+      for (const s of end.unanswered) s.reject(end.bye ? new StoreClosedError() : new OwnerLostError(s.op));
+      return;
+    }
+    this.state = "handover";
+    this.onEvent?.(end.bye ? "owner closed: handover" : "owner lost: handover");
+    for (const s of end.unanswered) {
+      if (end.bye) this.enqueue(s);
+      else s.reject(new OwnerLostError(s.op));
+    }
+    this.keepAcquiring();
+  }
+
+  /**
+   * Runs the attach-or-own loop in the background while in handover. If taking over fails for a
+   * reason other than the lock (the recovery found corruption, the disk refused), the queued
+   * calls reject with that error, and the next call starts the loop again.
+   */
+  private keepAcquiring(): void {
+    if (this.acquiring !== null || this.closing !== null || this.state !== "handover") return;
+    void this.acquire(null, false).catch((err: unknown) => {
+      if (this.closing !== null) return;
+      this.onEvent?.(`takeover failed: ${err instanceof Error ? err.message : String(err)}`);
+      for (const q of this.queue.splice(0)) {
+        clearTimeout(q.timer);
+        q.reject(err);
+      }
+    });
+  }
+
+  /** Queues a call until an owner is reachable; it rejects with OwnerLostError at its deadline. */
+  private enqueue(s: Sent): void {
+    if (this.queue.length >= QUEUED_CALLS_MAX) return s.reject(new OwnerLostError(s.op));
+    const q: Queued = {
+      ...s,
+      timer: setTimeout(() => {
+        const i = this.queue.indexOf(q);
+        if (i >= 0) this.queue.splice(i, 1);
+        const err = new OwnerLostError(s.op);
+        err.message = `no owner of the shared store answered within ${this.timeoutMs} ms; ${s.op} was not run: retry later`;
+        s.reject(err);
+      }, this.timeoutMs),
+    };
+    this.queue.push(q);
+    this.keepAcquiring();
+  }
+
+  private drainQueue(): void {
+    const waiting = this.queue.splice(0);
+    for (const q of waiting) {
+      clearTimeout(q.timer);
+      this.dispatch(q);
+    }
+  }
+
+  /** Routes one call by state. */
+  private dispatch(s: Sent): void {
+    if (this.state === "closed") return s.reject(new StoreClosedError());
+    if (this.state === "owner") {
+      const store = this.store as Store;
+      try {
+        const fn = (store as unknown as Record<string, unknown>)[s.op];
+        // a list cursor of the old owner does not survive a takeover by this process
+        if (typeof fn !== "function") return s.reject(new OwnerLostError(s.op));
+        Promise.resolve(fn.apply(store, s.args)).then(s.resolve, s.reject);
+      } catch (err) {
+        s.reject(err);
+      }
+      return;
+    }
+    if (this.state === "client" && this.link !== null && this.link.open) {
+      try {
+        this.link.call(s);
+      } catch (err) {
+        s.reject(err);
+      }
+      return;
+    }
+    this.enqueue(s);
+  }
+
+  /** One API call, wherever the owner is. */
+  private call<R>(op: string, args: unknown[]): Promise<R> {
+    if (this.closing !== null) return Promise.reject(new StoreClosedError());
+    return new Promise<R>((resolve, reject) => this.dispatch({ op, args, resolve: resolve as (v: unknown) => void, reject }));
+  }
+
+  write(key: string, value: T.Value, options?: T.WriteOptions): Promise<T.WriteResult> {
+    return this.call("write", [key, value, options]);
+  }
+
+  async read(key: string, options?: T.ReadOptions): Promise<T.ReadResult> {
+    const r = await this.call<T.ReadResult>("read", [key, options]);
+    // msgpackr decodes bytes as Buffer: hand back a plain Uint8Array, as the owner's read does.
+    if (r.status === "OK" && typeof r.value !== "string" && Buffer.isBuffer(r.value)) r.value = new Uint8Array(r.value);
+    return r;
+  }
+
+  /** Synchronous reads need the keydir in this process: only the owner has it. */
+  readSync(key: string, options?: T.ReadOptions): T.ReadResult {
+    if (this.state === "owner" && this.store !== null) return this.store.readSync(key, options);
+    if (this.state === "closed") throw new StoreClosedError();
+    throw new NotSupportedError("readSync needs the store in this process, and another process owns it: use await read()");
+  }
+
+  forget(key: string, options?: T.ScopeOption): Promise<T.ForgetResult> {
+    return this.call("forget", [key, options]);
+  }
+
+  forgetScope(scope: string, options?: T.ForgetScopeOptions): Promise<T.ForgetScopeResult> {
+    return this.call("forgetScope", [scope, options]);
+  }
+
+  undelete(key: string, options?: T.ScopeOption): Promise<T.UndeleteResult> {
+    return this.call("undelete", [key, options]);
+  }
+
+  probe(key: string, options?: T.ScopeOption): Promise<T.ProbeResult> {
+    return this.call("probe", [key, options]);
+  }
+
+  /** Live keys in key order: the owner's iterator when owner, else pages of a cursor at the owner. */
+  list(options?: T.ListOptions): AsyncIterable<T.ListEntry> {
+    return this.cursor<T.ListEntry>("listOpen", options, (store) => store.list(options));
+  }
+
+  /** Every slot of a subtree (export): the owner's iterator when owner, else pages of a cursor at the owner. */
+  exportEntries(options?: T.ScopeOption): AsyncIterable<T.ExportEntry> {
+    return this.cursor<T.ExportEntry>("exportOpen", options, (store) => store.exportEntries(options));
+  }
+
+  /** Inspectors: scopes holding a slot (the owner's). */
+  listScopes(): Promise<string[]> {
+    return this.call("listScopes", []);
+  }
+
+  /** Inspectors: keys of every slot of exactly `scope` (the owner's). */
+  listSlots(scope: string, limit: number): Promise<string[]> {
+    return this.call("listSlots", [scope, limit]);
+  }
+
+  /** backup() runs at the owner, into `targetDir` (same user, same machine). */
+  backup(targetDir: string): Promise<T.BackupReport> {
+    return this.call("backup", [targetDir]);
+  }
+
+  /** raiseSequence() at the owner (import). */
+  raiseSequence(floor: number): Promise<number> {
+    return this.call("raiseSequence", [floor]);
+  }
+
+  /** An iterable over a cursor op at the owner: local when this process owns, else paged over the socket. */
+  private cursor<E>(openOp: string, options: unknown, local: (store: Store) => AsyncIterable<E>): AsyncIterable<E> {
+    const self = this;
+    return (async function* () {
+      if (self.state === "owner" && self.store !== null) return yield* local(self.store);
+      let page = await self.call<{ cursor: number; entries: E[]; done: boolean }>(openOp, [options]);
+      try {
+        for (;;) {
+          yield* page.entries;
+          if (page.done) return;
+          page = await self.call("listNext", [page.cursor]);
+        }
+      } finally {
+        if (!page.done && self.closing === null) await self.call("listClose", [page.cursor]).catch(() => undefined);
+      }
+    })();
+  }
+
+  batch(ops: T.BatchOp[]): Promise<T.BatchResult[]> {
+    return this.call("batch", [ops]);
+  }
+
+  async compact(options?: T.CompactOptions): Promise<T.CompactionReport> {
+    const r = await this.call<T.CompactionReport>("compact", [options]);
+    await this.refreshStats();
+    return r;
+  }
+
+  async gc(): Promise<T.GcReport> {
+    const r = await this.call<T.GcReport>("gc", []);
+    await this.refreshStats();
+    return r;
+  }
+
+  /**
+   * The owner's stats. A client cannot ask synchronously: it returns the latest snapshot it has
+   * (taken at attach, and after compact(), gc() and flush()), and asks for a fresh one in the
+   * background — at most every STATS_REFRESH_MS — so a caller polling stats() sees figures at
+   * most one poll behind.
+   */
+  stats(): T.StoreStats {
+    if (this.state === "owner" && this.store !== null) return this.store.stats();
+    if (this.snapshot === null) throw new StoreClosedError();
+    if (this.state === "client" && !this.statsAsking && Date.now() - this.statsAskedAt >= STATS_REFRESH_MS) void this.refreshStats(false);
+    return this.snapshot;
+  }
+
+  /** verify() at the owner; a client's onProgress is called once, at the end. */
+  async verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
+    if (this.state === "owner" && this.store !== null) return this.store.verify(onProgress);
+    const r = await this.call<T.VerifyReport>("verify", []);
+    onProgress?.(r.bytes, r.bytes);
+    return r;
+  }
+
+  async flush(): Promise<void> {
+    await this.call("flush", []);
+    await this.refreshStats();
+  }
+
+  /** Asks the owner for its stats (`fresh`: not its shared cache; after compact, gc, flush). */
+  private async refreshStats(fresh = true): Promise<void> {
+    if (this.state !== "client" || this.closing !== null) return;
+    this.statsAsking = true;
+    this.statsAskedAt = Date.now();
+    try {
+      this.snapshot = await this.call<T.StoreStats>("stats", [fresh]);
+    } catch {
+      // keep the last snapshot: stats() is advice, and the call that asked already succeeded
+    } finally {
+      this.statsAsking = false;
+    }
+  }
+
+  /**
+   * Closes this handle; idempotent. An owner first answers every call it accepted, tells its
+   * clients bye (one of them takes over), then closes its store. A client waits for its calls in
+   * flight, then disconnects; calls still queued reject with StoreClosedError.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    await this.acquiring?.catch(() => undefined);
+    for (const q of this.queue.splice(0)) {
+      clearTimeout(q.timer);
+      q.reject(new StoreClosedError());
+    }
+    if (this.server !== null) await this.server.close();
+    if (this.store !== null) await this.store.close();
+    if (this.link !== null) await this.drainLink(this.link);
+    this.state = "closed";
+    this.link?.close();
+    this.link = null;
+    this.server = null;
+    this.store = null;
+    assert(this.queue.length === 0, "no call stays queued after close");
+  }
+
+  /** Waits (bounded by shareTimeoutMs) until the link has no call in flight. */
+  private async drainLink(link: Link): Promise<void> {
+    const deadline = Date.now() + this.timeoutMs;
+    while (link.inFlight > 0 && link.open && Date.now() < deadline) await sleep(2);
+  }
+}

@@ -1,0 +1,202 @@
+/**
+ * The wire protocol between a shared store's owner and its clients: frames of a 4-byte big-endian
+ * length followed by one msgpackr-encoded message. msgpackr carries strings as strings and bytes
+ * as bytes (bin), so values cross exactly as written. Every frame is bounded by a size limit that
+ * the receiver checks on the length prefix alone, before buffering a single byte of the body, so
+ * a 4 GiB length claim costs nothing but a closed connection.
+ *
+ * Messages (client → owner): hello, call. (owner → client): welcome, reply, retry, bye.
+ */
+import { Packr } from "msgpackr";
+import * as E from "../rules/errors.js";
+import { assert } from "../rules/assert.js";
+
+/** Protocol version; an owner refuses a client speaking another one. */
+export const PROTOCOL_VERSION = 1;
+/** Bytes of the length prefix. */
+export const PREFIX_BYTES = 4;
+/** Room in a frame beyond the largest value (key, scope, options, message fields). */
+export const FRAME_OVERHEAD_BYTES = 1024 * 1024;
+/** Smallest frame limit: a frame must always fit a default-sized (16 MiB) value. */
+export const FRAME_BYTES_MIN = 16 * 1024 * 1024 + FRAME_OVERHEAD_BYTES;
+
+/** The frame limit for an owner that accepts values up to `maxValueBytes`. */
+export function frameBytesMaxFor(maxValueBytes: number): number {
+  return Math.max(FRAME_BYTES_MIN, maxValueBytes + FRAME_OVERHEAD_BYTES);
+}
+
+/** A client's first message. */
+export interface Hello {
+  t: "hello";
+  version: number;
+  pid: number;
+}
+
+/** The owner's answer to hello: who it is, its limits, and a first stats snapshot. */
+export interface Welcome {
+  t: "welcome";
+  version: number;
+  pid: number;
+  frameBytesMax: number;
+  maxValueBytes: number;
+  stats: unknown;
+}
+
+/** One API call. `args` are the call's arguments exactly as the caller gave them. */
+export interface Call {
+  t: "call";
+  id: number;
+  op: string;
+  args: unknown[];
+}
+
+/** The outcome of a call: `ok` with a result, or an error that crosses as class, code and fields. */
+export interface Reply {
+  t: "reply";
+  id: number;
+  ok: boolean;
+  result?: unknown;
+  error?: WireError;
+}
+
+/** The owner is closing and did not run this call: send it to the next owner. */
+export interface Retry {
+  t: "retry";
+  id: number;
+}
+
+/** The owner is closing: every call it accepted has been answered. */
+export interface Bye {
+  t: "bye";
+}
+
+export type Message = Hello | Welcome | Call | Reply | Retry | Bye;
+
+/** An error as it crosses the socket. */
+export interface WireError {
+  name: string;
+  code: string;
+  message: string;
+  fields: Record<string, unknown>;
+}
+
+/** A peer broke the protocol (bad frame, bad message): its connection is closed. */
+export class ProtocolError extends Error {}
+
+const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false, bundleStrings: false });
+
+/** Encodes one message as a frame (length prefix + body); throws LimitExceededError past `frameBytesMax`. */
+export function encodeFrame(message: Message, frameBytesMax: number): Buffer {
+  const body = packr.pack(message);
+  if (body.length > frameBytesMax) {
+    throw new E.LimitExceededError(`a message of ${body.length} bytes exceeds the shared store's frame limit of ${frameBytesMax}; split the batch or write smaller values`);
+  }
+  const frame = Buffer.allocUnsafe(PREFIX_BYTES + body.length);
+  frame.writeUInt32BE(body.length, 0);
+  body.copy(frame, PREFIX_BYTES);
+  return frame;
+}
+
+/** Decodes one frame body; throws ProtocolError on bytes that are not one msgpack value. */
+export function decodeBody(body: Buffer): unknown {
+  try {
+    return packr.unpack(body);
+  } catch (err) {
+    throw new ProtocolError(`undecodable message: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/**
+ * Splits a byte stream into frame bodies. push() returns the complete bodies so far; it throws
+ * ProtocolError as soon as a length prefix claims more than the limit (nothing of it is buffered).
+ */
+export class FrameDecoder {
+  private readonly frameBytesMax: number;
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+
+  constructor(frameBytesMax: number) {
+    assert(frameBytesMax > 0, "frame limit must be positive");
+    this.frameBytesMax = frameBytesMax;
+  }
+
+  /** Bytes of an incomplete frame held now (0 between frames). */
+  get pendingBytes(): number {
+    return this.buffered;
+  }
+
+  /** Adds `chunk`; returns every body it completed, in order. */
+  push(chunk: Buffer): Buffer[] {
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    const bodies: Buffer[] = [];
+    while (this.buffered >= PREFIX_BYTES) {
+      const head = this.peek(PREFIX_BYTES);
+      const bodyBytes = head.readUInt32BE(0);
+      if (bodyBytes > this.frameBytesMax) throw new ProtocolError(`frame of ${bodyBytes} bytes exceeds the limit of ${this.frameBytesMax}`);
+      if (this.buffered < PREFIX_BYTES + bodyBytes) break;
+      const frame = this.take(PREFIX_BYTES + bodyBytes);
+      bodies.push(frame.subarray(PREFIX_BYTES));
+    }
+    return bodies;
+  }
+
+  private peek(n: number): Buffer {
+    const first = this.chunks[0] as Buffer;
+    if (first.length >= n) return first.subarray(0, n);
+    const all = Buffer.concat(this.chunks);
+    this.chunks = [all];
+    return all.subarray(0, n);
+  }
+
+  private take(n: number): Buffer {
+    const all = this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks);
+    const frame = all.subarray(0, n);
+    const rest = all.subarray(n);
+    this.chunks = rest.length > 0 ? [rest] : [];
+    this.buffered = rest.length;
+    assert(frame.length === n, "a taken frame has the size its prefix claims");
+    return frame;
+  }
+}
+
+/** The error classes that cross the socket by name; anything else arrives as InternalError. */
+const ERROR_CLASSES: Record<string, new (...args: never[]) => E.EngramError> = {
+  EngramError: E.EngramError,
+  InvalidArgumentError: E.InvalidArgumentError,
+  VersionConflictError: E.VersionConflictError,
+  TombstonedSlotError: E.TombstonedSlotError,
+  HalfReclaimedSlotError: E.HalfReclaimedSlotError,
+  ScopeErasedDuringRead: E.ScopeErasedDuringRead,
+  StoreLockedError: E.StoreLockedError,
+  StoreClosedError: E.StoreClosedError,
+  CorruptionError: E.CorruptionError,
+  LimitExceededError: E.LimitExceededError,
+  IoError: E.IoError,
+  OwnerLostError: E.OwnerLostError,
+  NotSupportedError: E.NotSupportedError,
+  InternalError: E.InternalError,
+};
+
+/** An error as it crosses: its class name, code, message and own fields (expected, actual, ...). */
+export function errorToWire(err: unknown): WireError {
+  if (err instanceof E.EngramError) {
+    const fields: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(err)) if (k !== "code" && k !== "name" && k !== "message") fields[k] = v;
+    return { name: err.constructor.name, code: err.code, message: err.message, fields };
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return { name: "InternalError", code: E.ErrorCode.INTERNAL, message: `internal error: ${message}; please report it`, fields: {} };
+}
+
+/** Rebuilds an error of the same class on this side, so `instanceof VersionConflictError` holds. */
+export function errorFromWire(w: WireError): E.EngramError {
+  const cls = ERROR_CLASSES[w.name] ?? E.InternalError;
+  const err = Object.create(cls.prototype) as Record<string, unknown>;
+  Object.defineProperty(err, "message", { value: String(w.message), writable: true, configurable: true });
+  Object.defineProperty(err, "stack", { value: `${w.name}: ${w.message}\n    at the shared store's owner`, writable: true, configurable: true });
+  err["code"] = w.code;
+  err["name"] = w.name in ERROR_CLASSES ? w.name : "InternalError";
+  for (const [k, v] of Object.entries(w.fields)) err[k] = v;
+  return err as unknown as E.EngramError;
+}

@@ -1,0 +1,398 @@
+/**
+ * The owner's side of a shared store: a Unix socket server that turns each client call into the
+ * same call on the owner's own Store and answers only after that call resolved — so an
+ * acknowledged client call is an acknowledged owner call (same durability, same group commits).
+ *
+ * Every connection is bounded: frames by the frame limit (checked on the length prefix), calls in
+ * flight (past the limit the socket stops being read: TCP-style backpressure), list cursors, the
+ * bytes waiting to be written to a client that does not read, and the time a half-sent frame or a
+ * missing hello may linger. A peer that breaks any rule loses its connection; nobody else notices.
+ * Only the operations of the API can be called, with arguments the Store checks as its own.
+ */
+import * as fs from "node:fs";
+import * as net from "node:net";
+import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
+import type { Backend, StoreStats } from "../rules/types.js";
+import { assert } from "../rules/assert.js";
+import { decodeBody, encodeFrame, errorToWire, FrameDecoder, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
+
+/** Calls one connection may have in flight before the owner stops reading it. */
+export const CALLS_IN_FLIGHT_MAX = 256;
+/**
+ * How long one stats() snapshot answers every client: stats() walks the whole keydir, so N
+ * clients asking must not cost the owner N walks.
+ */
+export const STATS_CACHE_MS = 250;
+/** Connections served at once (each may buffer up to one frame): more are refused at accept. */
+export const CONNECTIONS_MAX = 256;
+/** Open list cursors per connection. */
+export const CURSORS_MAX = 16;
+/** Entries per list page (keys are at most 1 KiB: a page stays far below the frame limit). */
+export const LIST_PAGE_ENTRIES = 512;
+/** A cursor page stops growing past this many bytes (export pages carry values; one value may exceed it). */
+export const PAGE_BYTES_MAX = 4 * 1024 * 1024;
+/** Bytes counted per page entry besides its value (names, numbers, framing). */
+const PAGE_ENTRY_OVERHEAD_BYTES = 128;
+/** How long a closing owner lets its bye and last replies drain to a client before cutting it off. */
+export const CLOSE_LINGER_MS = 1000;
+/** Most arguments of a call (write has three). */
+const ARGS_MAX = 4;
+
+/** Tunables of a server (tests shorten the timeouts). */
+export interface ServerLimits {
+  frameBytesMax: number;
+  maxValueBytes: number;
+  /** Bytes queued for a client that does not read before it is cut off. */
+  writeBufferBytesMax: number;
+  /** How long a half-sent frame or a missing hello may linger. */
+  stallMs: number;
+  /** unsafe.shareAckBeforeCommit: answer writes when queued (the failure the ack rule prevents). */
+  unsafeAckBeforeCommit: boolean;
+}
+
+/** A backend that can say which sequence its last queued write took (the engine's Store). */
+export type ServedStore = Backend & { readonly sequence?: number };
+
+/** The operations a client may call, each as the owner's own call. */
+type Op = (store: ServedStore, args: unknown[], conn: Connection) => unknown;
+const OPS: Record<string, Op> = {
+  write: (s, a) => s.write(a[0] as string, a[1] as string, a[2] as never),
+  read: (s, a) => s.read(a[0] as string, a[1] as never),
+  forget: (s, a) => s.forget(a[0] as string, a[1] as never),
+  forgetScope: (s, a) => s.forgetScope(a[0] as string, a[1] as never),
+  undelete: (s, a) => s.undelete(a[0] as string, a[1] as never),
+  probe: (s, a) => s.probe(a[0] as string, a[1] as never),
+  batch: (s, a) => s.batch(a[0] as never),
+  compact: (s, a) => s.compact(a[0] as never),
+  gc: (s) => s.gc(),
+  stats: (_s, a, c) => c.stats(a[0] === true),
+  verify: (s) => s.verify(),
+  flush: (s) => s.flush(),
+  listOpen: (s, a, c) => c.cursorOpen(s.list(a[0] as never)),
+  exportOpen: (s, a, c) => c.cursorOpen(exportOf(s)(a[0] as never)),
+  listScopes: (s) => callOptional(s.listScopes, s, []),
+  listSlots: (s, a) => callOptional(s.listSlots, s, [a[0], a[1]]),
+  backup: (s, a) => callOptional(s.backup, s, [a[0]]),
+  raiseSequence: (s, a) => callOptional(s.raiseSequence, s, [a[0]]),
+  listNext: (_s, a, c) => c.listNext(a[0]),
+  listClose: (_s, a, c) => c.listClose(a[0]),
+};
+
+/** Calls an optional Backend method the owner's store may lack (NOT_SUPPORTED then, like Engram's own check). */
+function callOptional(fn: ((...args: never[]) => unknown) | undefined, store: ServedStore, args: unknown[]): unknown {
+  if (fn === undefined) throw new NotSupportedError("the owner's store does not support this call");
+  return (fn as (...a: unknown[]) => unknown).apply(store, args);
+}
+
+/** The owner's exportEntries, or a refusal when its store has none. */
+function exportOf(store: ServedStore): (options: unknown) => AsyncIterable<unknown> {
+  const fn = store.exportEntries;
+  if (fn === undefined) throw new NotSupportedError("the owner's store does not support export");
+  return (options) => fn.call(store, options as never);
+}
+
+/** Rough bytes an entry adds to a page: its value's, if any, plus a fixed overhead. */
+function entryBytes(entry: unknown): number {
+  const value = (entry as { value?: unknown }).value;
+  const valueBytes = typeof value === "string" ? value.length * 3 : value instanceof Uint8Array ? value.length : 0;
+  return valueBytes + PAGE_ENTRY_OVERHEAD_BYTES;
+}
+
+/** One client connection. */
+class Connection {
+  readonly socket: net.Socket;
+  private readonly server: ShareServer;
+  private readonly decoder: FrameDecoder;
+  private greeted = false;
+  private inFlight = 0;
+  private paused = false;
+  private corked = false;
+  private stallTimer: NodeJS.Timeout | null = null;
+  private readonly cursors = new Map<number, AsyncIterator<unknown>>();
+  private nextCursor = 1;
+
+  constructor(socket: net.Socket, server: ShareServer) {
+    this.socket = socket;
+    this.server = server;
+    this.decoder = new FrameDecoder(server.limits.frameBytesMax);
+    socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    socket.on("error", () => undefined); // a reset peer: 'close' follows
+    socket.on("close", () => this.onClose());
+    this.armStall();
+  }
+
+  /** Calls accepted and not yet answered. */
+  get pending(): number {
+    return this.inFlight;
+  }
+
+  private onData(chunk: Buffer): void {
+    try {
+      for (const body of this.decoder.push(chunk)) this.onMessage(decodeBody(body));
+      this.armStall();
+    } catch (err) {
+      this.kill(err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  /** A half frame (or no hello) may linger only `stallMs`: then the peer is cut off. */
+  private armStall(): void {
+    if (this.stallTimer !== null) clearTimeout(this.stallTimer);
+    this.stallTimer = null;
+    if (this.greeted && this.decoder.pendingBytes === 0) return;
+    this.stallTimer = setTimeout(() => this.kill("stalled mid-frame or never said hello"), this.server.limits.stallMs);
+    this.stallTimer.unref();
+  }
+
+  private onMessage(m: unknown): void {
+    if (typeof m !== "object" || m === null) throw new ProtocolError("a message must be a map");
+    const msg = m as Record<string, unknown>;
+    if (!this.greeted) return this.onHello(msg);
+    if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
+    const id = msg["id"];
+    const op = msg["op"];
+    const args = msg["args"];
+    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) throw new ProtocolError("call id must be a non-negative integer");
+    if (typeof op !== "string" || !Object.hasOwn(OPS, op)) throw new ProtocolError(`no such operation ${JSON.stringify(op)}`);
+    if (!Array.isArray(args) || args.length > ARGS_MAX) throw new ProtocolError("call args must be an array of at most 4");
+    this.onCall({ t: "call", id, op, args });
+  }
+
+  private onHello(msg: Record<string, unknown>): void {
+    if (msg["t"] !== "hello" || msg["version"] !== PROTOCOL_VERSION) throw new ProtocolError(`expected hello of protocol version ${PROTOCOL_VERSION}`);
+    this.greeted = true;
+    const L = this.server.limits;
+    this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: L.frameBytesMax, maxValueBytes: L.maxValueBytes, stats: this.stats() });
+  }
+
+  private onCall(call: Call): void {
+    if (this.server.closing) return this.send({ t: "retry", id: call.id });
+    this.inFlight += 1;
+    if (this.inFlight >= CALLS_IN_FLIGHT_MAX && !this.paused) {
+      this.paused = true;
+      this.socket.pause();
+    }
+    const op = OPS[call.op] as Op;
+    let outcome: Promise<unknown>;
+    try {
+      outcome = Promise.resolve(op(this.server.store, call.args, this));
+    } catch (err) {
+      outcome = Promise.reject(err);
+    }
+    if (this.server.limits.unsafeAckBeforeCommit && call.op === "write") {
+      outcome.catch(() => undefined); // unsafe: the caller already heard "ok"
+      return this.answer({ t: "reply", id: call.id, ok: true, result: { ok: true, version: this.server.store.sequence ?? 0, generation: 0 } });
+    }
+    outcome.then(
+      (result) => this.answer({ t: "reply", id: call.id, ok: true, result }),
+      (err: unknown) => this.answer({ t: "reply", id: call.id, ok: false, error: errorToWire(err) }),
+    );
+  }
+
+  private answer(reply: Message): void {
+    this.inFlight -= 1;
+    assert(this.inFlight >= 0, "calls in flight never go below zero");
+    try {
+      this.send(reply);
+    } catch (err) {
+      // A result too large for a frame: the caller learns why instead of waiting.
+      const id = (reply as { id: number }).id;
+      this.send({ t: "reply", id, ok: false, error: errorToWire(err) });
+    }
+    if (this.paused && this.inFlight < CALLS_IN_FLIGHT_MAX / 2) {
+      this.paused = false;
+      this.socket.resume();
+    }
+    this.server.settled();
+  }
+
+  /**
+   * Queues a frame; a client that lets too much pile up unread is cut off. Frames queued in one
+   * turn (the replies of one commit group) leave in one writev: the socket is corked until the
+   * next tick.
+   */
+  send(message: Message): void {
+    if (this.socket.destroyed) return;
+    if (!this.corked) {
+      this.corked = true;
+      this.socket.cork();
+      process.nextTick(() => {
+        this.corked = false;
+        this.socket.uncork();
+      });
+    }
+    this.socket.write(encodeFrame(message, this.server.limits.frameBytesMax));
+    if (this.socket.writableLength > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
+  }
+
+  /** The owner's stats, shared by every client for STATS_CACHE_MS unless `fresh`. */
+  stats(fresh = false): StoreStats {
+    return this.server.cachedStats(fresh);
+  }
+
+  /** Registers a cursor over `iterable` (list or export) and returns its first page. */
+  cursorOpen(iterable: AsyncIterable<unknown>): Promise<unknown> {
+    if (this.cursors.size >= CURSORS_MAX) return Promise.reject(new ProtocolError("too many open list cursors"));
+    const it = iterable[Symbol.asyncIterator]();
+    const id = this.nextCursor++;
+    this.cursors.set(id, it);
+    return this.page(id, it);
+  }
+
+  listNext(cursor: unknown): Promise<unknown> {
+    const it = typeof cursor === "number" ? this.cursors.get(cursor) : undefined;
+    if (it === undefined) return Promise.reject(new InvalidArgumentError("no such list cursor: it ended, was closed, or belonged to an owner that went away"));
+    return this.page(cursor as number, it);
+  }
+
+  async listClose(cursor: unknown): Promise<null> {
+    const it = typeof cursor === "number" ? this.cursors.get(cursor) : undefined;
+    if (it === undefined) return null;
+    this.cursors.delete(cursor as number);
+    await it.return?.();
+    return null;
+  }
+
+  /** Up to LIST_PAGE_ENTRIES entries (and about PAGE_BYTES_MAX bytes) of cursor `id`; done closes it. */
+  private async page(id: number, it: AsyncIterator<unknown>): Promise<{ cursor: number; entries: unknown[]; done: boolean }> {
+    const entries: unknown[] = [];
+    let bytes = 0;
+    try {
+      while (entries.length < LIST_PAGE_ENTRIES && bytes < PAGE_BYTES_MAX) {
+        const next = await it.next();
+        if (next.done === true) {
+          this.cursors.delete(id);
+          return { cursor: id, entries, done: true };
+        }
+        entries.push(next.value);
+        bytes += entryBytes(next.value);
+      }
+    } catch (err) {
+      this.cursors.delete(id);
+      throw err;
+    }
+    return { cursor: id, entries, done: false };
+  }
+
+  /** Cuts this connection off (a broken rule); the owner and every other client carry on. */
+  kill(why: string): void {
+    if (this.socket.destroyed) return;
+    this.server.onReject?.(why);
+    this.socket.destroy();
+  }
+
+  private onClose(): void {
+    if (this.stallTimer !== null) clearTimeout(this.stallTimer);
+    for (const it of this.cursors.values()) void it.return?.()?.catch?.(() => undefined);
+    this.cursors.clear();
+    this.server.forget(this);
+  }
+}
+
+/** The socket server of a sharing owner. */
+export class ShareServer {
+  readonly store: ServedStore;
+  readonly socketPath: string;
+  readonly limits: ServerLimits;
+  /** Called with the reason whenever a connection is cut off (tests, logs). */
+  onReject: ((why: string) => void) | null = null;
+  closing = false;
+  private readonly server: net.Server;
+  private readonly connections = new Set<Connection>();
+  private drained: (() => void) | null = null;
+  private statsAt = 0;
+  private statsValue: StoreStats | null = null;
+
+  private constructor(store: ServedStore, socketPath: string, limits: ServerLimits) {
+    this.store = store;
+    this.socketPath = socketPath;
+    this.limits = limits;
+    this.server = net.createServer({ allowHalfOpen: false, pauseOnConnect: false }, (socket) => {
+      if (this.closing || this.connections.size >= CONNECTIONS_MAX) return void socket.destroy();
+      this.connections.add(new Connection(socket, this));
+    });
+  }
+
+  /**
+   * Listens on `socketPath` (0600). The caller holds the directory lock, so a socket file left
+   * there by a dead owner is stale and is removed first.
+   */
+  static async listen(store: ServedStore, socketPath: string, limits: ServerLimits): Promise<ShareServer> {
+    fs.rmSync(socketPath, { force: true });
+    const s = new ShareServer(store, socketPath, limits);
+    await new Promise<void>((resolve, reject) => {
+      s.server.once("error", reject);
+      s.server.listen(socketPath, () => {
+        s.server.off("error", reject);
+        resolve();
+      });
+    });
+    fs.chmodSync(socketPath, 0o600);
+    // After listen, a failed accept (EMFILE, ...) must not become an uncaught 'error' that kills the owner.
+    s.server.on("error", (err: Error) => s.onReject?.(`accept failed: ${err.message}`));
+    return s;
+  }
+
+  /** The owner's stats, computed at most once per STATS_CACHE_MS for all clients. */
+  cachedStats(fresh: boolean): StoreStats {
+    const now = Date.now();
+    if (fresh || this.statsValue === null || now - this.statsAt >= STATS_CACHE_MS) {
+      this.statsValue = this.store.stats();
+      this.statsAt = now;
+    }
+    return this.statsValue;
+  }
+
+  /** Clients connected now. */
+  get clientCount(): number {
+    return this.connections.size;
+  }
+
+  forget(conn: Connection): void {
+    this.connections.delete(conn);
+    this.settled();
+  }
+
+  /** Called when a call settles or a connection goes: wakes close() once nothing is in flight. */
+  settled(): void {
+    if (this.drained === null) return;
+    for (const c of this.connections) if (c.pending > 0) return;
+    this.drained();
+  }
+
+  /**
+   * Drops every connection without a bye and stops listening, leaving the store open (and the
+   * lock held): what clients see when an owner hangs up abruptly. For tests of the handover deadline.
+   */
+  abort(): void {
+    this.closing = true;
+    this.server.close();
+    for (const c of this.connections) c.socket.destroy();
+    fs.rmSync(this.socketPath, { force: true });
+  }
+
+  /**
+   * Stops serving: new calls are answered "retry" (not run), calls in flight are answered, then
+   * every client gets "bye" and the socket file is removed. The store stays open (the caller closes it).
+   */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    const listening = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    await new Promise<void>((resolve) => {
+      this.drained = resolve;
+      this.settled();
+    });
+    for (const c of this.connections) {
+      c.send({ t: "bye" });
+      c.socket.end();
+    }
+    fs.rmSync(this.socketPath, { force: true });
+    // A client that does not read would hold its connection (and this close) open forever.
+    const linger = setTimeout(() => {
+      for (const c of this.connections) c.socket.destroy();
+    }, CLOSE_LINGER_MS);
+    await listening;
+    clearTimeout(linger);
+  }
+}

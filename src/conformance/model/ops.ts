@@ -1,0 +1,130 @@
+/**
+ * Operations of the model-based test (src/conformance/cases/model.ts) and their fast-check
+ * generators. fast-check is handed in by the caller (`conformance({ fastCheck })`): the package
+ * does not depend on it at run time.
+ * Operations are plain data, generated up front; anything that depends on the state (such as
+ * "the current version" for a compare-and-set) is named symbolically and resolved when the
+ * operation runs, so a shrunk sequence stays meaningful.
+ */
+import type * as FC from "fast-check";
+import { KEYS, SCOPES, type ModelConfig } from "./spec.js";
+
+/** The fast-check module (its default export or the namespace). */
+export type FastCheck = typeof FC;
+
+/** How a write's expectedVersion is chosen when it runs. */
+export type Expect = "current" | "null" | "stale" | "bogus";
+
+export interface WriteSpec {
+  scope: string;
+  key: string;
+  value: string | Uint8Array;
+  expect?: Expect;
+  clearTombstone?: boolean;
+  /** undefined: not given; null: never expires. */
+  ttlMs?: number | null;
+}
+
+export type Op =
+  | ({ t: "write" } & WriteSpec)
+  | { t: "forget"; scope: string; key: string }
+  | { t: "forgetScope"; scope: string }
+  | { t: "undelete"; scope: string; key: string }
+  | { t: "batch"; ops: Array<({ op: "write" } & WriteSpec) | { op: "forget"; scope: string; key: string }> }
+  /** Issued back to back without awaiting (queued together: group commit), then awaited. */
+  | { t: "concurrent"; ops: ConcurrentRow[] }
+  | { t: "advance"; ms: number }
+  /** gc() `times` times in a row (a value can need a second pass once older records are gone). */
+  | { t: "gc"; times: 1 | 2 }
+  | { t: "compact"; mode?: "copy-on-write" | "in-place" }
+  | { t: "reopen" };
+
+export type ConcurrentRow =
+  | ({ op: "write" } & WriteSpec)
+  | { op: "forget"; scope: string; key: string }
+  | { op: "undelete"; scope: string; key: string }
+  | { op: "forgetScope"; scope: string };
+
+/** Per-run store configuration (the logical part is the model's config). */
+export interface RunConfig extends ModelConfig {
+  segmentBytes: number | undefined;
+  compactionMode: "copy-on-write" | "in-place";
+  durability: "none" | "sync";
+}
+
+/** The generators of configurations and operations, built over the caller's fast-check. */
+export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb: FC.Arbitrary<RunConfig> } {
+  /** ENGRAM_MODEL_MODES=copy-on-write (or in-place) restricts the compaction modes tried. */
+  const MODES = (process.env["ENGRAM_MODEL_MODES"] ?? "copy-on-write,in-place")
+    .split(",")
+    .filter((m): m is "copy-on-write" | "in-place" => m === "copy-on-write" || m === "in-place");
+  const modeArb = fc.constantFrom(...(MODES.length > 0 ? MODES : (["copy-on-write", "in-place"] as const)));
+
+  const scopeArb = fc.constantFrom(...SCOPES);
+  const keyArb = fc.constantFrom(...KEYS);
+
+  /** Mostly short values; sometimes ~1.5 KB so that 4 KiB segments seal and rotate. */
+  const valueArb: FC.Arbitrary<string | Uint8Array> = fc.oneof(
+    { weight: 6, arbitrary: fc.string({ maxLength: 12 }) },
+    { weight: 3, arbitrary: fc.uint8Array({ maxLength: 16 }) },
+    { weight: 1, arbitrary: fc.nat({ max: 25 }).map((n) => String.fromCharCode(97 + n).repeat(1500)) },
+    { weight: 1, arbitrary: fc.constantFrom("", "é€😀", "\u0000nul-in-value") },
+  );
+
+  const writeSpecArb: FC.Arbitrary<WriteSpec> = fc.record(
+    {
+      scope: scopeArb,
+      key: keyArb,
+      value: valueArb,
+      expect: fc.constantFrom<Expect>("current", "null", "stale", "bogus"),
+      clearTombstone: fc.boolean(),
+      ttlMs: fc.oneof(fc.constant(null), fc.integer({ min: 1, max: 9000 })),
+    },
+    { requiredKeys: ["scope", "key", "value"] },
+  );
+
+  const batchRowArb = fc.oneof(
+    { weight: 3, arbitrary: writeSpecArb.map((w) => ({ op: "write" as const, ...w })) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("forget" as const), scope: scopeArb, key: keyArb }) },
+  );
+
+  const concurrentRowArb: FC.Arbitrary<ConcurrentRow> = fc.oneof(
+    { weight: 5, arbitrary: writeSpecArb.map((w) => ({ op: "write" as const, ...w })) },
+    { weight: 2, arbitrary: fc.record({ op: fc.constant("forget" as const), scope: scopeArb, key: keyArb }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("undelete" as const), scope: scopeArb, key: keyArb }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("forgetScope" as const), scope: fc.constantFrom("user:a", "user:b", "user:a/session:1") }) },
+  );
+
+  const opArb: FC.Arbitrary<Op> = fc.oneof(
+    { weight: 30, arbitrary: writeSpecArb.map((w) => ({ t: "write" as const, ...w })) },
+    { weight: 10, arbitrary: fc.record({ t: fc.constant("forget" as const), scope: scopeArb, key: keyArb }) },
+    { weight: 4, arbitrary: fc.record({ t: fc.constant("forgetScope" as const), scope: fc.constantFrom("user:a", "user:a", "user:b", "user:a/session:1", "user:b/session:2", "global") }) },
+    { weight: 6, arbitrary: fc.record({ t: fc.constant("undelete" as const), scope: scopeArb, key: keyArb }) },
+    { weight: 6, arbitrary: fc.record({ t: fc.constant("batch" as const), ops: fc.array(batchRowArb, { minLength: 1, maxLength: 4 }) }) },
+    { weight: 5, arbitrary: fc.record({ t: fc.constant("concurrent" as const), ops: fc.array(concurrentRowArb, { minLength: 2, maxLength: 6 }) }) },
+    { weight: 8, arbitrary: fc.record({ t: fc.constant("advance" as const), ms: fc.oneof(fc.integer({ min: 0, max: 2000 }), fc.integer({ min: 2000, max: 10_000 })) }) },
+    { weight: 6, arbitrary: fc.record({ t: fc.constant("gc" as const), times: fc.constantFrom(1 as const, 2 as const) }) },
+    { weight: 3, arbitrary: fc.record({ t: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["t"] }) },
+    { weight: 4, arbitrary: fc.constant({ t: "reopen" as const }) },
+  );
+
+  const configArb: FC.Arbitrary<RunConfig> = fc.record({
+    tombstoneWrites: fc.constantFrom("auto-clear" as const, "auto-clear" as const, "require-clear" as const),
+    defaultTtlMs: fc.constantFrom<number | null | undefined>(undefined, undefined, null, 7000),
+    sessionTtlMs: fc.constantFrom<number | null | undefined>(undefined, 3000, null),
+    autoCompaction: fc.boolean(),
+    segmentBytes: fc.constantFrom<number | undefined>(4096, 4096, undefined),
+    compactionMode: modeArb,
+    durability: fc.constantFrom("none" as const, "none" as const, "none" as const, "sync" as const),
+  });
+  return { opArb, configArb };
+}
+
+/** Shows an op briefly in failure reports (long values abbreviated). */
+export function showOp(op: Op): string {
+  return JSON.stringify(op, (_k, v: unknown) => {
+    if (v instanceof Uint8Array) return `bytes[${[...v].join(",")}]`;
+    if (typeof v === "string" && v.length > 20) return `${v.slice(0, 3)}…(${v.length})`;
+    return v;
+  });
+}

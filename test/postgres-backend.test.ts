@@ -1,0 +1,227 @@
+/**
+ * What only the PostgreSQL backend has: its SQL schema, its transaction rules, and the options
+ * and calls that do not apply to it.
+ *
+ * How it works: against the real server of test/setup/postgres.ts, with a separate inspection
+ * pool that reads the catalog and the tables directly. It checks that (1) every engine-only
+ * option and `unsafe.skipReadValidation` is INVALID_ARGUMENT before anything is created (the
+ * schema does not appear), (2) readSync and the fault controls are NOT_SUPPORTED, (3) an
+ * unreachable server is an IoError and never a directory named "postgresql:", (4) the tenant is
+ * the leading primary-key column of the slot and value tables and the schema uses no SERIAL,
+ * sequence object, trigger or extension, (5) eager forgetScope leaves no value row holding the
+ * erased bytes when it resolves while the lazy twin still has them (I8 on PostgreSQL), (6) many
+ * concurrent writers on one hot row all commit through SERIALIZABLE retries with distinct,
+ * growing versions, and (7) a transaction that keeps failing with 40001 gives up after the
+ * bounded number of attempts with a clear IoError, having committed nothing; and (8) eight
+ * concurrent first opens of one new store all succeed.
+ * Skipped, visibly, when no server could start.
+ */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { afterAll, describe, expect, it } from "vitest";
+import { TX_ATTEMPTS_MAX, inTransaction } from "../postgres/tx.js";
+import { Engram, type OpenOptions } from "../src/index.js";
+import { dropSchemas, storeUrl } from "./helpers/pg.js";
+
+const url = process.env["ENGRAM_PG_URL"];
+const skip = url === undefined || url === "" ? (process.env["ENGRAM_PG_SKIP"] ?? "no ENGRAM_PG_URL") : null;
+const tag = `b${process.pid}`;
+const inspect = skip === null ? new pg.Pool({ connectionString: url, max: 2 }) : null;
+afterAll(async () => {
+  await inspect?.end();
+  await dropSchemas(`${tag}_`);
+});
+
+async function schemaExists(schema: string): Promise<boolean> {
+  const r = await (inspect as pg.Pool).query("SELECT 1 FROM information_schema.schemata WHERE schema_name = $1", [schema]);
+  return r.rowCount === 1;
+}
+
+describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [skipped: ${skip}]`}`, () => {
+  it("refuses engine-only options with INVALID_ARGUMENT before creating anything", async () => {
+    const rows: Array<[string, OpenOptions]> = [
+      ["segmentBytes", { segmentBytes: 65536 }],
+      ["compaction", { compaction: { workers: 0 } }],
+      ["cacheBytes", { cacheBytes: 0 }],
+      ["faults", { faults: { pauseAt: ["read:after-authorize"] } }],
+      ["unsafe.skipReadValidation", { unsafe: { skipReadValidation: true } }],
+    ];
+    for (const [name, options] of rows) {
+      const schema = `${tag}_refused_${name.replace(/\W/g, "_").toLowerCase()}`;
+      const err = await Engram.open(storeUrl(schema), options).catch((e: unknown) => e);
+      expect(err, name).toMatchObject({ code: "INVALID_ARGUMENT" });
+      expect((err as Error).message, name).toMatch(/embedded engine/);
+      expect(await schemaExists(schema), `${name}: schema created`).toBe(false);
+    }
+    // Bad URLs of our own parameters too.
+    await expect(Engram.open(storeUrl("Bad-Name"))).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+    await expect(Engram.open(`${storeUrl(`${tag}_pool`)}&poolMax=0`)).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+  });
+
+  it("readSync and the fault controls are NOT_SUPPORTED; dir never shows the password", async () => {
+    const s = await Engram.open(storeUrl(`${tag}_ns`));
+    try {
+      await s.write("k", "v");
+      expect(() => s.readSync("k")).toThrow(expect.objectContaining({ code: "NOT_SUPPORTED" }) as unknown as Error);
+      await expect(s.faults.waitFor("read:after-authorize")).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
+      expect(() => s.faults.release("read:after-authorize")).toThrow(/embedded engine/);
+      expect(s.dir.startsWith("postgresql://")).toBe(true);
+      const pw = new URL(storeUrl(`${tag}_ns`));
+      pw.password = "hunter2";
+      const withPw = await Engram.open(pw.href);
+      expect(withPw.dir).not.toContain("hunter2");
+      await withPw.close();
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("stats() counts on the server at open and after gc, compact and verify; sequence after every mutation", async () => {
+    let now = 1_000_000;
+    const at = storeUrl(`${tag}_stats`);
+    const s = await Engram.open(at, { clock: () => now });
+    await s.write("a", "12345");
+    await s.write("b", "x", { scope: "user:u" });
+    const t = await s.write("t", "ttl", { ttlMs: 10 });
+    await s.forget("a");
+    expect(s.stats().sequence).toBe(t.version + 1);
+    now += 100;
+    await s.verify();
+    expect(s.stats()).toMatchObject({ slots: 3, liveSlots: 1, tombstones: 1, scopes: 2, liveBytes: 1, deadBytes: 8, totalBytes: 9, sequence: t.version + 1, segments: [] });
+    await s.gc();
+    // a's value is reclaimed (its retention record stays); t expired but stays its own retention
+    // record for the window (tombstoneRetentionMs, 24 h); b is live.
+    expect(s.stats()).toMatchObject({ slots: 3, liveSlots: 1, tombstones: 1, liveBytes: 1, deadBytes: 3 });
+    await s.close();
+    const again = await Engram.open(at, { clock: () => now });
+    expect(again.stats()).toMatchObject({ slots: 3, liveSlots: 1, tombstones: 1, sequence: t.version + 1 });
+    now += 25 * 3600 * 1000;
+    await again.compact();
+    // Past the window both go whole: t's value and record, a's retention record.
+    expect(again.stats()).toMatchObject({ slots: 1, liveSlots: 1, tombstones: 0, liveBytes: 1, deadBytes: 0, compactions: 1 });
+    await again.close();
+  });
+
+  it("an unreachable server is an IoError, and no directory named postgresql: appears", async () => {
+    const cwd = mkdtempSync(join(tmpdir(), "engram-pgdown-"));
+    const before = process.cwd();
+    process.chdir(cwd);
+    try {
+      const err = await Engram.open("postgresql://engram@127.0.0.1:1/none").catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: "IO_ERROR", errno: "ECONNREFUSED" });
+      expect(existsSync(join(cwd, "postgresql:"))).toBe(false);
+    } finally {
+      process.chdir(before);
+      rmSync(cwd, { recursive: true, force: true });
+    }
+  });
+
+  it("the tenant leads every primary key; no SERIAL, sequence, trigger or extension", async () => {
+    const schema = `${tag}_ddl`;
+    const s = await Engram.open(storeUrl(schema));
+    await s.close();
+    const db = inspect as pg.Pool;
+    const pk = await db.query(
+      `SELECT t.relname AS table, a.attname AS col, k.ord FROM pg_index i
+         JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace
+         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+         JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
+       WHERE i.indisprimary AND n.nspname = $1 ORDER BY t.relname, k.ord`,
+      [schema],
+    );
+    const cols = (table: string): string[] => pk.rows.filter((r: { table: string }) => r.table === table).map((r: { col: string }) => r.col);
+    expect(cols("engram_slots")).toEqual(["tenant", "scope", "key"]);
+    expect(cols("engram_values")).toEqual(["tenant", "scope", "key"]);
+    expect((await db.query("SELECT 1 FROM information_schema.sequences WHERE sequence_schema = $1", [schema])).rowCount).toBe(0);
+    expect((await db.query("SELECT 1 FROM information_schema.triggers WHERE trigger_schema = $1", [schema])).rowCount).toBe(0);
+    expect((await db.query("SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND column_default IS NOT NULL", [schema])).rowCount).toBe(0);
+    expect((await db.query("SELECT extname FROM pg_extension WHERE extname <> 'plpgsql'")).rowCount).toBe(0);
+  });
+
+  it("eager forgetScope leaves no value row with the erased bytes; the lazy twin still has them", async () => {
+    const secret = `SECRET-${tag}-4f1c9a`;
+    for (const reclaim of ["eager", "lazy"] as const) {
+      const schema = `${tag}_i8_${reclaim}`;
+      const s = await Engram.open(storeUrl(schema));
+      try {
+        await s.write("keep", "kept-value");
+        await s.write("s", secret, { scope: "user:a/session:1" });
+        await s.write("t", secret, { scope: "user:a" });
+        const r = await s.forgetScope("user:a", { reclaim });
+        const rows = await (inspect as pg.Pool).query(`SELECT count(*)::int AS n FROM "${schema}".engram_values WHERE position($1::bytea IN bytes) > 0`, [Buffer.from(secret)]);
+        if (reclaim === "eager") {
+          expect(r.reclaimedBytes).toBe(2 * secret.length);
+          expect(rows.rows[0].n).toBe(0);
+        } else {
+          expect(rows.rows[0].n).toBe(2);
+        }
+        expect(await s.read("keep")).toMatchObject({ value: "kept-value" });
+        expect(await s.probe("s", { scope: "user:a/session:1" })).toMatchObject({ state: reclaim === "eager" ? "reclaimed" : "tombstoned", retentionPresent: true });
+      } finally {
+        await s.close();
+      }
+    }
+  });
+
+  it("eight concurrent first opens of one new store all succeed (the CREATE IF NOT EXISTS race)", async () => {
+    // Found by the hot-key test: concurrent CREATE TABLE IF NOT EXISTS fails with 42710 in the loser.
+    for (let round = 0; round < 10; round++) {
+      const results = await Promise.allSettled(Array.from({ length: 8 }, () => Engram.open(storeUrl(`${tag}_race${round}`))));
+      const failed = results.filter((r) => r.status === "rejected").map((r) => String((r as PromiseRejectedResult).reason));
+      for (const r of results) if (r.status === "fulfilled") await r.value.close();
+      expect(failed, `round ${round}`).toEqual([]);
+    }
+  });
+
+  it("eight handles writing one hot key all commit through serializable retries", async () => {
+    const at = storeUrl(`${tag}_hot`);
+    const handles = await Promise.all(Array.from({ length: 8 }, () => Engram.open(at)));
+    try {
+      const per = await Promise.all(handles.map(async (s, i) => {
+        const vs: number[] = [];
+        for (let j = 0; j < 15; j++) vs.push((await s.write("hot", `h${i}-${j}`)).version);
+        return vs;
+      }));
+      const all = per.flat();
+      expect(new Set(all).size).toBe(8 * 15);
+      for (const vs of per) expect(vs.every((v, i) => i === 0 || v > (vs[i - 1] as number))).toBe(true);
+      const r = await handles[0]!.read("hot");
+      expect(r).toMatchObject({ status: "OK", version: Math.max(...all) });
+    } finally {
+      await Promise.all(handles.map((s) => s.close()));
+    }
+  });
+
+  it("a transaction that keeps failing with 40001 gives up after the bound, committing nothing", async () => {
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const schema = `${tag}_retry`;
+    await pool.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    await pool.query(`CREATE TABLE IF NOT EXISTS "${schema}".t (n INT)`);
+    let attempts = 0;
+    try {
+      const err = await inTransaction(pool, "test", async (c) => {
+        attempts += 1;
+        await c.query(`INSERT INTO "${schema}".t VALUES (1)`);
+        throw Object.assign(new Error("could not serialize access"), { code: "40001" });
+      }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: "IO_ERROR", errno: "40001" });
+      expect((err as Error).message).toContain(`after ${TX_ATTEMPTS_MAX} serializable attempts`);
+      expect(attempts).toBe(TX_ATTEMPTS_MAX);
+      expect((await pool.query(`SELECT count(*)::int AS n FROM "${schema}".t`)).rows[0].n).toBe(0);
+      // A body that fails once and then succeeds commits exactly once.
+      let tries = 0;
+      await inTransaction(pool, "test", async (c) => {
+        tries += 1;
+        await c.query(`INSERT INTO "${schema}".t VALUES (2)`);
+        if (tries === 1) throw Object.assign(new Error("serialization failure"), { code: "40001" });
+      });
+      expect((await pool.query(`SELECT n FROM "${schema}".t`)).rows).toEqual([{ n: 2 }]);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+if (skip !== null) it.skip(`PostgreSQL backend tests [skipped: ${skip}]`, () => undefined);
