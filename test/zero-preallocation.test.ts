@@ -30,7 +30,7 @@ const value = (i: number): string => `v${i}:${"x".repeat(250)}`;
 
 /** The newest segment file of a store directory. */
 function activeSegment(dir: string): string {
-  const files = segmentFiles(dir).sort();
+  const files = segmentFiles(dir).filter((f) => f.endsWith(".seg")).sort();
   const last = files[files.length - 1];
   if (last === undefined) throw new Error(`no segment in ${dir}`);
   return path.join(dir, "segments", last);
