@@ -169,6 +169,9 @@ export class CommitLog {
     const writer = this.active.writer;
     assert(writer !== null, `active segment ${this.active.id} has a writer`);
     if (writer.end + bytes + C.GROUP_FRAME_BYTES > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
+    // Durable appends overwrite real zeroed blocks instead of filling holes (segments/writer.ts);
+    // a failed zero write throws here, before anything is reserved or queued.
+    if (this.host.durability === "sync") this.active.writer?.zeroAhead(bytes + C.GROUP_FRAME_BYTES, this.host.segmentBytes);
     return this.enqueue(op, bytes);
   }
 

@@ -39,6 +39,7 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "io:rename",
   "io:dir-sync",
   "io:unlink",
+  "io:preallocate",
 ];
 
 

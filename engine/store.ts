@@ -13,7 +13,7 @@ import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionCon
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
 import { registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
-import { scopeLineage, scopeWithin } from "../rules/names.js";
+import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeRecord, isRecord, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as A from "../rules/args.js";
@@ -420,7 +420,7 @@ export class Store implements T.Backend {
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
     const plan = new BatchPlan(this, this.seq, this.options.clock());
-    for (const [i, op] of ops.entries()) plan.add(op, i);
+    for (let i = 0; i < ops.length; i++) plan.add(ops[i], i);
     if (plan.records.length === 0) {
       await this.log.barrier(); // all no-ops: answer once the state they rest on is durable
       return plan.results;
@@ -428,7 +428,7 @@ export class Store implements T.Backend {
     plan.seal();
     const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at) });
     this.advanceSeq(plan.seq, plan.seqs.length);
-    for (const state of plan.overlay.values()) this.intents.set(state.scope, state.key, state.logical);
+    for (const keys of plan.overlay.values()) for (const state of keys.values()) this.intents.set(state.scope, state.key, state.logical);
     await done;
     return plan.results;
   }
@@ -467,7 +467,8 @@ export class Store implements T.Backend {
     const k = A.keyOf(key);
     const inherit = A.boolOf(o, "inherit", true);
     const now = this.options.clock();
-    for (const s of inherit ? scopeLineage(scope) : [scope]) {
+    // The lineage is walked in place (no array per call): the scope, then each parent up to "global".
+    for (let s: string | null = scope; s !== null; s = inherit ? parentScope(s) : null) {
       const slot = this.keydir.get(s, k);
       if (slot !== undefined && isReadable(this.keydir, slot, now)) {
         const seg = this.segments.get(slot.seg);
@@ -683,7 +684,11 @@ class BatchPlan {
   readonly records: Buffer[] = [];
   readonly seqs: number[] = [];
   readonly results: T.BatchResult[] = [];
-  readonly overlay = new Map<string, { scope: string; key: string; logical: Logical }>();
+  /**
+   * The state each (scope, key) the batch touched is left in, by scope then key: two lookups of
+   * strings whose hashes are cached, instead of a "scope\0key" string built and hashed per op.
+   */
+  readonly overlay = new Map<string, Map<string, { scope: string; key: string; logical: Logical }>>();
   private readonly applies: Array<{ kind: "put" | "forget"; scope: string; key: string; seq: number; generation: number; expiresAt: number }> = [];
   private bytes = 0;
   seq: number;
@@ -693,7 +698,7 @@ class BatchPlan {
   }
 
   private state(scope: string, key: string): Logical {
-    return this.overlay.get(`${scope}\u0000${key}`)?.logical ?? this.store.logical(scope, key, this.now);
+    return this.overlay.get(scope)?.get(key)?.logical ?? this.store.logical(scope, key, this.now);
   }
 
   private push(record: Buffer, scope: string, key: string, logical: Logical): void {
@@ -701,7 +706,12 @@ class BatchPlan {
     if (this.bytes > A.BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${A.BATCH_BYTES_MAX} bytes; split it`);
     this.records.push(record);
     this.seqs.push(this.seq);
-    this.overlay.set(`${scope}\u0000${key}`, { scope, key, logical });
+    let keys = this.overlay.get(scope);
+    if (keys === undefined) {
+      keys = new Map();
+      this.overlay.set(scope, keys);
+    }
+    keys.set(key, { scope, key, logical });
   }
 
   /** Decides and encodes op `i`; throws (and nothing is written) when it is invalid or conflicts. */
@@ -748,7 +758,9 @@ class BatchPlan {
 
   /** Applies every committed record in order. */
   applyAll(at: Location[]): void {
-    for (const [i, a] of this.applies.entries()) {
+    assert(at.length === this.applies.length + 1, "a batch commits one location per op plus its BATCH_COMMIT");
+    for (let i = 0; i < this.applies.length; i++) {
+      const a = this.applies[i] as (typeof this.applies)[number];
       this.store.applyBatchRecord(a.kind, a.scope, a.key, a.seq, a.generation, a.expiresAt, at[i] as Location);
     }
   }

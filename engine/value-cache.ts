@@ -7,6 +7,32 @@
  */
 import type { Slot } from "./keydir.js";
 
+/**
+ * A hit on a binary value returns a copy (a caller's mutation must never reach the cache or
+ * another reader). Copies of values up to this size are views into a shared pool ArrayBuffer, as
+ * Node's Buffer.allocUnsafe does: one small object instead of a fresh ArrayBuffer per hit (about a
+ * quarter of the cost here). Each hit gets its own bytes; only `.buffer` is shared, as with Buffer.
+ */
+export const POOLED_COPY_BYTES_MAX = 4096;
+/** Size of one copy pool; a new one starts when the current one is full. */
+const COPY_POOL_BYTES = 64 * 1024;
+let copyPool = new ArrayBuffer(COPY_POOL_BYTES);
+let copyPoolUsed = 0;
+
+/** A fresh copy of `src` that shares no bytes with it or with any earlier copy. */
+export function copyOf(src: Uint8Array): Uint8Array {
+  const n = src.byteLength;
+  if (n > POOLED_COPY_BYTES_MAX) return new Uint8Array(src);
+  if (copyPoolUsed + n > COPY_POOL_BYTES) {
+    copyPool = new ArrayBuffer(COPY_POOL_BYTES);
+    copyPoolUsed = 0;
+  }
+  const out = new Uint8Array(copyPool, copyPoolUsed, n);
+  copyPoolUsed += (n + 7) & ~7; // 8-byte aligned, so no two copies share a byte
+  out.set(src);
+  return out;
+}
+
 interface Entry {
   value: string | Uint8Array;
   seg: number;
@@ -29,7 +55,7 @@ export class ValueCache {
   get(slot: Slot, generation: number): string | Uint8Array | undefined {
     const e = this.entries.get(slot);
     if (e === undefined || e.seg !== slot.seg || e.off !== slot.off || e.generation !== generation) return undefined;
-    return typeof e.value === "string" ? e.value : new Uint8Array(e.value);
+    return typeof e.value === "string" ? e.value : copyOf(e.value);
   }
 
   /**

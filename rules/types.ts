@@ -29,7 +29,8 @@ export type FaultPoint =
   | "io:copy"
   | "io:rename"
   | "io:dir-sync"
-  | "io:unlink";
+  | "io:unlink"
+  | "io:preallocate";
 
 export interface FaultOptions {
   /** Operations reaching these points pause until `store.faults.release(point)`. */

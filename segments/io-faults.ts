@@ -19,6 +19,7 @@ export const IO_FAULT_POINTS: readonly FaultPoint[] = [
   "io:rename",
   "io:dir-sync",
   "io:unlink",
+  "io:preallocate",
 ];
 
 /** The errnos `failAt` can inject. */

@@ -3,12 +3,28 @@
  * record's offset when it queues it), written with one writev per group, and made durable with
  * one fdatasync per group. The file is preallocated ahead of the cursor with ftruncate so that a
  * durable append rarely also pays a file-size metadata update.
+ *
+ * ftruncate only makes a hole: the file system still allocates blocks (and journals that) on the
+ * first write into each one, so a durable append into a hole costs what an append past the end
+ * costs. `zeroAhead` therefore writes real zeros ahead of the cursor, ZERO_STEP_BYTES at a time,
+ * before the space is reserved: one fdatasync per step then commits the allocation, and every
+ * other durable append is an overwrite of allocated blocks (bench/limits.ts measures both).
+ * Zeros read as unwritten space to recovery (record type 0 is never a type), exactly as a hole.
  */
 import * as C from "./constants.js";
 import * as io from "./io.js";
+import { assert } from "../rules/assert.js";
 
 /** Bytes added to the file's size when the cursor reaches the preallocated end. */
 export const PREALLOCATE_STEP_BYTES = 8 * 1024 * 1024;
+/**
+ * Zeros written ahead of the cursor at a time. Small enough that the one fdatasync that carries a
+ * step (allocating its blocks) stays a few milliseconds, large enough that it is one put in ~900.
+ */
+export const ZERO_STEP_BYTES = 256 * 1024;
+
+/** The zeros zeroAhead writes (never written to: shared, read-only by use). */
+const ZEROS = Buffer.alloc(ZERO_STEP_BYTES);
 
 /** Sums the byte lengths of buffers. */
 export function totalBytes(buffers: readonly Uint8Array[]): number {
@@ -25,6 +41,11 @@ export class SegmentWriter {
   private cursor: number;
   /** The file's size: preallocated, zeroed space ends here. */
   private allocated: number;
+  /**
+   * Blocks before this offset are written (records or real zeros), not holes. Never below the
+   * data end a writer starts at; what lies past it may be a hole (ftruncate) or unknown (recovery).
+   */
+  private zeroed: number;
 
   constructor(id: number, fd: number, end: number, allocated: number) {
     if (end < C.DATA_START || allocated < end) throw new Error(`segment ${id}: bad writer bounds ${end}/${allocated}`);
@@ -32,6 +53,34 @@ export class SegmentWriter {
     this.fd = fd;
     this.cursor = end;
     this.allocated = allocated;
+    this.zeroed = end;
+  }
+
+  /** Offset up to which the file's blocks are written (records or zeros), for tests and the bench. */
+  get zeroedEnd(): number {
+    return this.zeroed;
+  }
+
+  /**
+   * Makes sure the next `bytes` after the cursor are real zeroed blocks, not a hole: when they
+   * reach past the zeroed end, writes zeros from there (never below the cursor: everything from
+   * the cursor on is unreserved, so no record can be there) up to at least ZERO_STEP_BYTES
+   * further, but not past `limitBytes` (the segment's size) unless the bytes need it. Call it
+   * before reserving; a failed write throws an IoError with nothing reserved and the zeroed end
+   * unchanged (zeros already written past it are unwritten space, as before).
+   */
+  zeroAhead(bytes: number, limitBytes: number): void {
+    const need = this.cursor + bytes;
+    if (need <= this.zeroed) return;
+    const from = Math.max(this.zeroed, this.cursor);
+    const target = Math.max(need, Math.min(from + ZERO_STEP_BYTES, limitBytes));
+    for (let at = from; at < target; at += ZERO_STEP_BYTES) {
+      const n = Math.min(ZERO_STEP_BYTES, target - at);
+      io.writeAllSync("io:preallocate", this.fd, [n === ZERO_STEP_BYTES ? ZEROS : ZEROS.subarray(0, n)], at);
+    }
+    this.zeroed = target;
+    if (target > this.allocated) this.allocated = target;
+    assert(this.zeroed >= need && this.allocated >= this.zeroed, `segment ${this.id}: zeroed ${this.zeroed} covers ${need} and lies inside ${this.allocated}`);
   }
 
   /** Offset just past the last reserved byte: the segment's data end once writes land. */
@@ -88,6 +137,7 @@ export class SegmentWriter {
   truncateToEnd(): void {
     io.truncate("io:seal", this.fd, this.cursor);
     this.allocated = this.cursor;
+    this.zeroed = this.cursor;
   }
 
   /**
@@ -97,6 +147,7 @@ export class SegmentWriter {
   cutTail(): void {
     io.truncate("io:append", this.fd, this.cursor);
     this.allocated = this.cursor;
+    this.zeroed = this.cursor;
     io.datasyncSync("io:sync", this.fd);
   }
 }
