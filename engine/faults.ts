@@ -11,7 +11,7 @@
  * store in a child process and reopen the directory afterwards.
  * This file imports nothing from fs-ext: workers load it.
  */
-import { armFailure, FAIL_CELLS, failuresLeft, type FailErrno, type FailSpec } from "../segments/io-faults.js";
+import { armFailure, FAIL_CELLS, failuresLeft, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 
 export { IO_FAULT_POINTS, FAIL_ERRNOS, type FailErrno } from "../segments/io-faults.js";
 import type { FaultPoint } from "../rules/types.js";
@@ -28,18 +28,9 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "compaction:before-swap",
   "compaction:after-rename",
   "compaction:before-unlink",
-  // I/O points (segments/io.ts): `failAt` makes the system call there fail; they can also pause or crash.
-  "io:create",
-  "io:append",
-  "io:sync",
-  "io:seal",
-  "io:journal",
-  "io:rewrite",
-  "io:copy",
-  "io:rename",
-  "io:dir-sync",
-  "io:unlink",
-  "io:preallocate",
+  // I/O points (segments/io.ts, listed once in segments/io-faults.ts): `failAt` makes the system call
+  // there fail; they can also pause or crash.
+  ...IO_FAULT_POINTS,
 ];
 
 

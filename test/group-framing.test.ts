@@ -28,6 +28,7 @@ import { readGroupFrame } from "../segments/group.js";
 import { scanRecords } from "../segments/scan.js";
 import { segmentFileName } from "../segments/file.js";
 import { tempDir } from "./helpers/tmp.js";
+import { rng } from "./helpers/rng.js";
 
 const PAGE = 4096;
 const OPTS = { durability: "sync" as const, segmentBytes: 1 << 20, compaction: { workers: 0, auto: false } };
@@ -62,17 +63,6 @@ function zeroRange(file: string, from: number, to: number): void {
   fs.closeSync(fd);
 }
 
-/** A deterministic PRNG (mulberry32) so a failing subset can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A store with 20 acknowledged single-write groups, then one acknowledged group of 100 writes; copied open. */
 async function crashImage(): Promise<{ image: string; file: string; last: { at: number; end: number }; before: number }> {

@@ -33,23 +33,13 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Engram } from "../src/index.js";
 import { EngramStore, itemKey } from "../src/integrations/langgraph.js";
 import { tempDir } from "./helpers/tmp.js";
+import { rng } from "./helpers/rng.js";
 
 const OPS = Number(process.env["ENGRAM_LANGGRAPH_OPS"] ?? 300);
 const SEED = Number(process.env["ENGRAM_LANGGRAPH_SEED"] ?? 20261201);
 const REOPEN_EVERY = 30;
 const DIMS = 6;
 
-/** mulberry32: a small seeded PRNG, so a failing run can be replayed with its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A deterministic embedding: character counts folded into DIMS buckets (no network, no model). */
 function embed(text: string): number[] {

@@ -30,22 +30,12 @@ import { describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { EngramMemoryTool } from "../src/integrations/memory-tool.js";
 import { tempDir } from "./helpers/tmp.js";
+import { rng } from "./helpers/rng.js";
 
 const OPS = Number(process.env["ENGRAM_MEMTOOL_OPS"] ?? 400);
 const SEED = Number(process.env["ENGRAM_MEMTOOL_SEED"] ?? 20261201);
 const REOPEN_EVERY = 25;
 
-/** mulberry32: a small seeded PRNG, so a failing run can be replayed with its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const PATHS = [
   "/memories",

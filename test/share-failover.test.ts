@@ -26,6 +26,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { ShareProc, type Tally } from "./helpers/share-proc.js";
+import { rng } from "./helpers/rng.js";
 
 const KILLS = Number(process.env["ENGRAM_SHARE_KILLS"] ?? 2);
 const SEED = Number(process.env["ENGRAM_SHARE_SEED"] ?? Date.now() % 1_000_000);
@@ -38,17 +39,6 @@ afterAll(async () => {
   for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
 });
 
-/** A small seeded generator (mulberry32): a failing round can be replayed with its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function tempDir(): string {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), "engram-share-f-"));

@@ -95,17 +95,7 @@ export class CrashChild {
   }
 }
 
-/** A seeded PRNG (mulberry32): reproducible op streams and kill schedules from one seed. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng } from "./rng.js";
 
 /** An integer in [lo, hi]. */
 export function between(r: () => number, lo: number, hi: number): number {

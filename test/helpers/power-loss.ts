@@ -19,17 +19,7 @@ import type { IoEvent } from "../../segments/io.js";
 /** 4 KiB: the unit in which the kernel writes dirty pages back, in no promised order. */
 export const PAGE_BYTES = 4096;
 
-/** A seeded PRNG (mulberry32). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { rng as prng } from "./rng.js";
 
 /** A recorded call: an io.ts event with its bytes copied. */
 type Recorded = IoEvent & { copy?: Buffer };
