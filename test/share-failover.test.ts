@@ -19,32 +19,18 @@
  * Property stressed: no acknowledged write is ever lost across a handover, and no call hangs: a
  * call's outcome is known (acknowledged or refused) or it is OWNER_LOST, by its deadline.
  */
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { ShareProc, type Tally } from "./helpers/share-proc.js";
+import { ShareProc, spawnedProcs, storeDir, type Tally } from "./helpers/share-proc.js";
 import { rng } from "./helpers/rng.js";
 
 const KILLS = Number(process.env["ENGRAM_SHARE_KILLS"] ?? 2);
 const SEED = Number(process.env["ENGRAM_SHARE_SEED"] ?? Date.now() % 1_000_000);
 const INFLIGHT = 8;
 
-const procs: ShareProc[] = [];
-const dirs: string[] = [];
-afterAll(async () => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) await p.kill();
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-});
-
-
-function tempDir(): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), "engram-share-f-"));
-  dirs.push(d);
-  return path.join(d, "store");
-}
+const procs = spawnedProcs();
+const tempDir = (): string => storeDir("share-f");
 
 /** Starts the owner and two streaming clients. */
 async function start(dir: string): Promise<{ owner: ShareProc; clients: ShareProc[] }> {

@@ -15,25 +15,13 @@
  * client was told is lost, and every process sees every other's writes.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { ShareProc, type Tally } from "./helpers/share-proc.js";
+import { ShareProc, spawnedProcs, storeDir, type Tally } from "./helpers/share-proc.js";
 
 const WRITES = 300;
-const procs: ShareProc[] = [];
-const dirs: string[] = [];
-afterAll(async () => {
-  for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) await p.kill();
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-});
-
-function tempDir(): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), "engram-share-p-"));
-  dirs.push(d);
-  return path.join(d, "store");
-}
+const procs = spawnedProcs();
+const tempDir = (): string => storeDir("share-p");
 
 function spawnThree(dir: string, exclusive: boolean): ShareProc[] {
   const three = [0, 1, 2].map(() => new ShareProc(dir, 10_000, exclusive ? "exclusive" : "shared"));

@@ -5,6 +5,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
+import { afterAll } from "vitest";
+import { tempDir } from "./tmp.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -110,4 +112,18 @@ export interface Tally {
   acked: Array<[number, number]>;
   lost: number[];
   failed: Array<[number, string]>;
+}
+
+/** The children a test file spawns: any still running is killed when the file ends. */
+export function spawnedProcs(): ShareProc[] {
+  const procs: ShareProc[] = [];
+  afterAll(async () => {
+    for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) await p.kill();
+  });
+  return procs;
+}
+
+/** A store path inside a fresh temporary directory (removed when the test file ends). */
+export function storeDir(label: string): string {
+  return path.join(tempDir(label), "store");
 }
