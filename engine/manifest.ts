@@ -18,6 +18,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { checksum64 } from "../segments/checksum.js";
 import { FILE_MODE, fsyncDir } from "../segments/file.js";
+import * as io from "../segments/io.js";
 import { CorruptionError } from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 
@@ -57,6 +58,11 @@ export function readManifest(dir: string): Manifest | null {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
     throw err;
   }
+  return decode(buf);
+}
+
+/** Decodes manifest bytes; CorruptionError unless magic, version, length and xxh64 all match. */
+function decode(buf: Buffer): Manifest {
   const count = buf.length >= HEAD ? buf.readUInt32LE(12) : -1;
   const whole = count >= 0 && count <= MANIFEST_IDS_MAX && buf.length === HEAD + 4 * count + 8;
   if (!whole || buf.readUInt32LE(0) !== MAGIC || buf.readUInt32LE(4) !== VERSION || checksum64(buf, 0, buf.length - 8) !== buf.readBigUInt64LE(buf.length - 8)) {
@@ -67,20 +73,26 @@ export function readManifest(dir: string): Manifest | null {
   return { ids, nextId: buf.readUInt32LE(8) };
 }
 
-/** Replaces the manifest of `dir` durably: write tmp, fdatasync, rename, fsync the directory. */
+/**
+ * Replaces the manifest of `dir` durably: write tmp, fdatasync, rename, fsync the directory —
+ * every call through segments/io.ts at fault point `io:manifest` (so `failAt` and the power-loss
+ * harness see them). Throws IoError when any step fails; the caller then treats the set of
+ * segments on disk as unknown between the old and the new list (both are safe: see the callers).
+ */
 export function writeManifest(dir: string, m: Manifest): void {
   const bytes = encode({ ids: [...m.ids].sort((a, b) => a - b), nextId: m.nextId });
+  const back = decode(bytes); // paired check: the bytes about to be written say what we mean
+  assert(back.nextId === m.nextId && back.ids.length === m.ids.length, "a manifest decodes to what was encoded");
   const tmp = path.join(dir, `${MANIFEST_FILE}.tmp`);
-  const fd = fs.openSync(tmp, "w", FILE_MODE);
+  const fd = io.openFile("io:manifest", tmp, "w", FILE_MODE);
   try {
-    let done = 0;
-    while (done < bytes.length) done += fs.writeSync(fd, bytes, done, bytes.length - done, done);
-    fs.fdatasyncSync(fd);
+    io.writeAllSync("io:manifest", fd, [bytes], 0);
+    io.datasyncSync("io:manifest", fd);
   } finally {
-    fs.closeSync(fd);
+    io.closeQuietly(fd);
   }
-  fs.renameSync(tmp, path.join(dir, MANIFEST_FILE));
-  fsyncDir(dir);
+  io.rename("io:manifest", tmp, path.join(dir, MANIFEST_FILE));
+  io.syncDir("io:manifest", dir);
 }
 
 /**
@@ -95,7 +107,7 @@ export function reconcile(dir: string, manifest: Manifest | null, present: numbe
   for (const id of present) {
     if (listed.has(id) || id >= manifest.nextId) keep.push(id);
     else {
-      fs.rmSync(path.join(dir, fileName(id)), { force: true });
+      io.unlink("io:unlink", path.join(dir, fileName(id)));
       removed = true;
     }
   }

@@ -10,7 +10,7 @@ import { assert } from "../rules/assert.js";
 import { writeManifest } from "./manifest.js";
 import { initChecksum } from "../segments/checksum.js";
 import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
-import { createSegmentFile, DIR_MODE } from "../segments/file.js";
+import { createSegmentFile, DIR_MODE, segmentFileName, unlinkQuietly } from "../segments/file.js";
 import { registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
@@ -183,8 +183,31 @@ export class Store implements T.Backend {
     }
     const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
     this.segments.set(id, seg);
-    this.recordSegments();
+    try {
+      this.recordSegments();
+    } catch (err) {
+      this.withdrawSegment(seg);
+      throw err;
+    }
     return seg;
+  }
+
+  /**
+   * Takes back a segment whose listing failed: unregistered and closed at once; its file (headers
+   * only) is unlinked only after a manifest without it is durable, because the failed write may
+   * already have named it — a listed file that is missing is corruption at open. If that manifest
+   * cannot be written either, the file stays: open adopts it (listed, or id ≥ nextId) as an empty
+   * segment, or deletes it once a later manifest's nextId passes it.
+   */
+  private withdrawSegment(seg: Segment): void {
+    this.segments.delete(seg.id);
+    seg.close(this.gens);
+    try {
+      this.recordSegments();
+    } catch {
+      return; // the first failure is the one the caller reports
+    }
+    unlinkQuietly(path.join(this.segmentsDir, segmentFileName(seg.id)));
   }
 
   /**

@@ -20,6 +20,7 @@ export const IO_FAULT_POINTS: readonly FaultPoint[] = [
   "io:dir-sync",
   "io:unlink",
   "io:preallocate",
+  "io:manifest", // last: codes are indexes, appended points keep the old ones
 ];
 
 /** The errnos `failAt` can inject. */

@@ -28,8 +28,8 @@ import { tempDir } from "./helpers/tmp.js";
 
 const KILLS = Number(process.env["ENGRAM_CAMPAIGN_KILLS"] ?? 3);
 // A fixed default seed: CI replays one op stream (kill moments still vary). A random CI run with seed
-// 52746571 once flagged the open issue 9 finding: an undeleted (empty) slot that a later forgetScope
-// erases probes "reclaimed" where this checker expects it untouched (no kill involved: see docs/TESTING.md).
+// 52746571 once flagged an undeleted (empty) slot that a later forgetScope erased probing
+// "reclaimed": the store was right (an erasure kills every slot with a history) and the model now says so.
 const SEED = Number(process.env["ENGRAM_CAMPAIGN_SEED"] ?? 20261201);
 
 /** What the model knows of one slot. `killed` null: unknown (an operation in flight at a kill). */
@@ -110,7 +110,9 @@ class Campaign {
       if (s.killed !== false) s.killed = false;
     } else if (o.op === "forgetScope") {
       for (const s of this.subtree(o.scope)) {
-        if (s.value !== null) s.killed = true;
+        // An erasure kills every slot with a history, an undeleted empty one included (the
+        // conformance case "forgetScope after undelete kills the slot again" pins that contract).
+        if (s.value !== null || s.written.length > 0) s.killed = true;
         s.value = null;
         if (o.eager) for (const v of s.written) this.erased.add(v);
       }

@@ -270,6 +270,30 @@ export function apiCases(h: Harness): void {
       }
     });
   
+    // An undeleted slot is empty and writable, but it still has a history (a retention record and,
+    // until reclaimed, the killed version's bytes). A later erasure of its scope is a new forget
+    // that covers it like every other slot the scope holds: eager reclaims the old bytes, probe says
+    // "reclaimed" with the erasure's sequence, and under require-clear a plain write is refused.
+    // (Issue 9's kill campaign first flagged this as a violation; the model was wrong, not the store.)
+    h.it("forgetScope after undelete kills the slot again: probe reclaimed with the erasure's seq, require-clear refuses", async () => {
+      const { store } = await h.fresh({ ...FAST, tombstoneWrites: "require-clear" });
+      try {
+        await store.write("k", "v1", { scope: "user:a" });
+        await store.forgetScope("user:a", { reclaim: "lazy" });
+        await store.undelete("k", { scope: "user:a" });
+        const undeleted = await store.probe("k", { scope: "user:a" });
+        expect(undeleted).toMatchObject({ state: "absent", valuePresent: false });
+        const e = await store.forgetScope("user:a", { reclaim: "eager" });
+        const p = await store.probe("k", { scope: "user:a" });
+        expect(p).toMatchObject({ state: "reclaimed", valuePresent: false, retentionPresent: true, physicalRecords: 0, tombstoneSeq: e.tombstoneSeq });
+        await expect(store.write("k", "v2", { scope: "user:a" })).rejects.toMatchObject({ code: "TOMBSTONED", tombstoneSeq: e.tombstoneSeq });
+        const w = await store.write("k", "v2", { scope: "user:a", clearTombstone: true });
+        expect(await store.read("k", { scope: "user:a" })).toMatchObject({ value: "v2", version: w.version });
+      } finally {
+        await store.close();
+      }
+    });
+
     h.it("expectedVersion mismatches are VersionConflictError {expected, actual}; matches write", async () => {
       const { store } = await h.fresh();
       try {
