@@ -31,6 +31,8 @@ import { ValueCache } from "./value-cache.js";
 import { backupStore } from "./backup.js";
 import { exportEntries } from "./export.js";
 import { Segment } from "./segment.js";
+import { storeStats } from "./stats.js";
+import { verifySegments } from "./verify.js";
 import type * as T from "../rules/types.js";
 
 /** Paired checks that cost time on every call: on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1. */
@@ -596,16 +598,16 @@ export class Store implements T.Backend {
     return this.compactor.gc();
   }
 
-  /** stats(): see compactor.ts. */
+  /** stats(): see stats.ts. */
   stats(): T.StoreStats {
     this.assertOpen();
-    return this.compactor.stats(this.seq);
+    return storeStats(this, this.seq, { pendingGcSegments: this.compactor.pendingSegments(), compactions: this.compactor.completed });
   }
 
   /** verify(): reads every header and record checksum. */
   async verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
     this.assertOpen();
-    return this.compactor.verify(onProgress);
+    return verifySegments(this.segmentsDir, onProgress);
   }
 
   /** backup(): an online, consistent copy of the store in a new directory (backup.ts). */
