@@ -1,7 +1,8 @@
 /**
  * The store: one directory, one main thread that owns the keydir and every write, compaction in
  * workers. This file holds the operations of API.md; the commit path is commit.ts, recovery is
- * recovery.ts, the read protocol is reads.ts, and compaction is compactor.ts.
+ * recovery.ts, deciding mutations is batch-plan.ts, the read protocol is reads.ts, compaction
+ * is compactor.ts and stats() is stats.ts.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -9,7 +10,7 @@ import * as C from "../segments/constants.js";
 import { assert } from "../rules/assert.js";
 import { writeManifest } from "./manifest.js";
 import { initChecksum } from "../segments/checksum.js";
-import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
+import { InvalidArgumentError, StoreClosedError, LimitExceededError } from "../rules/errors.js";
 import { createSegmentFile, DIR_MODE } from "../segments/file.js";
 import { registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
@@ -31,6 +32,7 @@ import { ValueCache } from "./value-cache.js";
 import { backupStore } from "./backup.js";
 import { exportEntries } from "./export.js";
 import { Segment } from "./segment.js";
+import { BatchPlan, type PlannedOp } from "./batch-plan.js";
 import { storeStats } from "./stats.js";
 import { verifySegments } from "./verify.js";
 import type * as T from "../rules/types.js";
@@ -207,32 +209,16 @@ export class Store implements T.Backend {
     if (this.closing !== null) throw new StoreClosedError();
   }
 
-  private expiryFor(scope: string, ttlMs: number | null | undefined, now: number): number {
-    let ttl = ttlMs;
-    if (ttl === undefined) {
-      const rule = matchScopeRule(this.options.scopeRules, scope);
-      ttl = rule?.ttlMs !== undefined ? rule.ttlMs : this.options.ttlMs;
-    }
-    return ttl === null ? 0 : now + ttl;
-  }
-
   /** Retention window of tombstones in `scope`. */
   retentionMsFor(scope: string): number {
     return matchScopeRule(this.options.scopeRules, scope)?.tombstoneRetentionMs ?? this.options.tombstoneRetentionMs;
   }
 
-  private encode(r: RecordInput): Buffer {
+  /** Encodes one record with the store's value limit (checked by decoding it back under tests). */
+  encode(r: RecordInput): Buffer {
     const bytes = encodeRecord(r, this.options.maxValueBytes);
     if (DEBUG_CHECKS) checkEncoded(bytes, r);
     return bytes;
-  }
-
-  /** Decides a write against the logical state; returns the generation it will carry. */
-  private decideWrite(key: string, L: Logical, expected: number | null | undefined, clear: boolean): number {
-    if (expected !== undefined && expected !== L.version) throw new VersionConflictError(expected, L.version, key);
-    if (!L.tombstoned) return Math.max(L.generation, 1);
-    if (this.options.tombstoneWrites === "require-clear" && !clear) throw new TombstonedSlotError(key, L.killSeq);
-    return L.generation + 1;
   }
 
   /** write(): see API.md. */
@@ -247,19 +233,29 @@ export class Store implements T.Backend {
     const ttl = A.ttlOf(o);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
-    const now = this.options.clock();
-    const L = this.intents.logical(this.keydir, scope, k, now);
-    const generation = this.decideWrite(k, L, expected, clear);
-    const seq = this.nextSeq();
-    const expiresAt = this.expiryFor(scope, ttl, now);
-    const record = this.encode({ type: C.RecordType.PUT, seq, generation, expiresAt, scope, key: k, value: v });
-    // State is set only once the log took the op (append throws, queuing nothing, when it cannot).
-    const done = this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyPut(scope, k, seq, generation, expiresAt, at[0] as Location) });
-    this.advanceSeq(seq);
-    this.intents.set(scope, k, { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
-    await done;
-    return { ok: true, version: seq, generation };
+    const plan = new BatchPlan(this, this.nextSeq(), this.options.clock(), false);
+    const result = plan.write({ scope, key: k, value: v, expected, clearTombstone: clear, ttlMs: ttl });
+    await this.commitPlan(plan);
+    return result;
   }
+
+  /**
+   * Commits a decided plan as one group. State is set only once the log took it (append throws,
+   * queuing nothing, when it cannot); the sequence moves by exactly the plan's records (I7); each
+   * op's state becomes the intent later mutations are decided against. Resolves once durable.
+   */
+  private async commitPlan(plan: BatchPlan): Promise<void> {
+    const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at, this.applyOp) });
+    this.advanceSeq(plan.seq, plan.seqs.length);
+    for (const op of plan.ops) this.intents.set(op.scope, op.key, op.logical);
+    await done;
+  }
+
+  /** Applies one committed PUT or TOMBSTONE of a plan at its location. */
+  private readonly applyOp = (op: PlannedOp, at: Location): void => {
+    if (op.kind === "put") this.applyPut(op.scope, op.key, op.seq, op.generation, op.expiresAt, at);
+    else this.applyTombstone(op.scope, op.key, op.seq, op.generation, op.expiresAt, at);
+  };
 
   /** null when the commit queue has room; otherwise resolves once it has (backpressure), rejecting after close(). */
   private admitted(): Promise<void> | null {
@@ -293,21 +289,12 @@ export class Store implements T.Backend {
     const k = A.keyOf(key);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
-    const now = this.options.clock();
-    const L = this.intents.logical(this.keydir, scope, k, now);
-    if (!L.live) {
-      // "Nothing to forget" may rest on a queued, not yet durable mutation: answer once it is.
-      await this.log.barrier();
-      return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
-    }
-    const seq = this.nextSeq();
-    const killed = L.version as number;
-    const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: killed, scope, key: k });
-    const done = this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, killed, at[0] as Location) });
-    this.advanceSeq(seq);
-    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
-    await done;
-    return { ok: true, tombstoneSeq: seq, generation: L.generation };
+    const plan = new BatchPlan(this, this.nextSeq(), this.options.clock(), false);
+    const result = plan.forget(scope, k);
+    // "Nothing to forget" may rest on a queued, not yet durable mutation: answer once it is.
+    if (plan.ops.length === 0) await this.log.barrier();
+    else await this.commitPlan(plan);
+    return result;
   }
 
   private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, at: Location): void {
@@ -421,44 +408,20 @@ export class Store implements T.Backend {
     if (ops.length > A.BATCH_OPS_MAX) throw new InvalidArgumentError(`batch has ${ops.length} operations; at most ${A.BATCH_OPS_MAX}`);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
-    const plan = new BatchPlan(this, this.seq, this.options.clock());
-    for (let i = 0; i < ops.length; i++) plan.add(ops[i], i);
-    if (plan.records.length === 0) {
+    const plan = new BatchPlan(this, this.nextSeq(), this.options.clock(), true);
+    const results = ops.map((op, i) => addOp(plan, op, i));
+    if (plan.ops.length === 0) {
       await this.log.barrier(); // all no-ops: answer once the state they rest on is durable
-      return plan.results;
+      return results;
     }
     plan.seal();
-    const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at) });
-    this.advanceSeq(plan.seq, plan.seqs.length);
-    for (const keys of plan.overlay.values()) for (const state of keys.values()) this.intents.set(state.scope, state.key, state.logical);
-    await done;
-    return plan.results;
-  }
-
-  /** Applies one committed batch record (called by BatchPlan in record order). */
-  applyBatchRecord(kind: "put" | "forget", scope: string, key: string, seq: number, generation: number, expiresAt: number, at: Location): void {
-    if (kind === "put") this.applyPut(scope, key, seq, generation, expiresAt, at);
-    else this.applyTombstone(scope, key, seq, generation, expiresAt, at);
+    await this.commitPlan(plan);
+    return results;
   }
 
   /** The state a mutation of (scope, key) is decided against. */
   logical(scope: string, key: string, now: number): Logical {
     return this.intents.logical(this.keydir, scope, key, now);
-  }
-
-  /** Exposed to BatchPlan. */
-  decide(key: string, L: Logical, expected: number | null | undefined, clear: boolean): number {
-    return this.decideWrite(key, L, expected, clear);
-  }
-
-  /** Exposed to BatchPlan. */
-  encodeFor(r: RecordInput): Buffer {
-    return this.encode(r);
-  }
-
-  /** Exposed to BatchPlan. */
-  expiry(scope: string, ttl: number | null | undefined, now: number): number {
-    return this.expiryFor(scope, ttl, now);
   }
 
   /** Finds the nearest readable slot for a read. */
@@ -681,89 +644,15 @@ export class Store implements T.Backend {
   }
 }
 
-/** Plans a batch: decides each op against the state the earlier ops leave, encodes, then commits. */
-class BatchPlan {
-  readonly records: Buffer[] = [];
-  readonly seqs: number[] = [];
-  readonly results: T.BatchResult[] = [];
-  /**
-   * The state each (scope, key) the batch touched is left in, by scope then key: two lookups of
-   * strings whose hashes are cached, instead of a "scope\0key" string built and hashed per op.
-   */
-  readonly overlay = new Map<string, Map<string, { scope: string; key: string; logical: Logical }>>();
-  private readonly applies: Array<{ kind: "put" | "forget"; scope: string; key: string; seq: number; generation: number; expiresAt: number }> = [];
-  private bytes = 0;
-  seq: number;
-
-  constructor(private readonly store: Store, seq: number, private readonly now: number) {
-    this.seq = seq;
+/** Checks batch op `i` and adds it to `plan`; throws (and nothing is written) when it is invalid or conflicts. */
+function addOp(plan: BatchPlan, raw: unknown, i: number): T.BatchResult {
+  const o = A.optsOf(raw, `batch[${i}]`);
+  const scope = A.scopeOf(o);
+  const key = A.keyOf(o["key"]);
+  if (o["op"] === "write") {
+    const value = A.valueOf(o["value"]);
+    return plan.write({ scope, key, value, expected: A.expectedVersionOf(o), clearTombstone: A.boolOf(o, "clearTombstone", false), ttlMs: A.ttlOf(o) });
   }
-
-  private state(scope: string, key: string): Logical {
-    return this.overlay.get(scope)?.get(key)?.logical ?? this.store.logical(scope, key, this.now);
-  }
-
-  private push(record: Buffer, scope: string, key: string, logical: Logical): void {
-    this.bytes += record.length;
-    if (this.bytes > A.BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${A.BATCH_BYTES_MAX} bytes; split it`);
-    this.records.push(record);
-    this.seqs.push(this.seq);
-    let keys = this.overlay.get(scope);
-    if (keys === undefined) {
-      keys = new Map();
-      this.overlay.set(scope, keys);
-    }
-    keys.set(key, { scope, key, logical });
-  }
-
-  /** Decides and encodes op `i`; throws (and nothing is written) when it is invalid or conflicts. */
-  add(raw: unknown, i: number): void {
-    const o = A.optsOf(raw, `batch[${i}]`);
-    const scope = A.scopeOf(o);
-    const key = A.keyOf(o["key"]);
-    const L = this.state(scope, key);
-    if (o["op"] === "write") {
-      const value = A.valueOf(o["value"]);
-      const generation = this.store.decide(key, L, A.expectedVersionOf(o), A.boolOf(o, "clearTombstone", false));
-      const expiresAt = this.store.expiry(scope, A.ttlOf(o), this.now);
-      this.seq += 1;
-      const seq = this.seq;
-      this.push(this.store.encodeFor({ type: C.RecordType.PUT, flags: C.RF_IN_BATCH, seq, generation, expiresAt, scope, key, value }), scope, key, {
-        seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true,
-      });
-      this.applies.push({ kind: "put", scope, key, seq, generation, expiresAt });
-      this.results.push({ ok: true, version: seq, generation });
-    } else if (o["op"] === "forget") {
-      if (!L.live) {
-        this.results.push({ ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null });
-        return;
-      }
-      this.seq += 1;
-      const seq = this.seq;
-      const killed = L.version as number;
-      this.push(this.store.encodeFor({ type: C.RecordType.TOMBSTONE, flags: C.RF_IN_BATCH, seq, generation: L.generation, expiresAt: killed, scope, key }), scope, key, {
-        seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true,
-      });
-      this.applies.push({ kind: "forget", scope, key, seq, generation: L.generation, expiresAt: killed });
-      this.results.push({ ok: true, tombstoneSeq: seq, generation: L.generation });
-    } else {
-      throw new InvalidArgumentError(`batch[${i}].op must be "write" or "forget", got ${String(o["op"])}`);
-    }
-  }
-
-  /** Appends the BATCH_COMMIT record that makes the batch count at recovery. */
-  seal(): void {
-    this.seq += 1;
-    this.records.push(this.store.encodeFor({ type: C.RecordType.BATCH_COMMIT, seq: this.seq, generation: this.applies.length, scope: C.ROOT_SCOPE, key: "" }));
-    this.seqs.push(this.seq);
-  }
-
-  /** Applies every committed record in order. */
-  applyAll(at: Location[]): void {
-    assert(at.length === this.applies.length + 1, "a batch commits one location per op plus its BATCH_COMMIT");
-    for (let i = 0; i < this.applies.length; i++) {
-      const a = this.applies[i] as (typeof this.applies)[number];
-      this.store.applyBatchRecord(a.kind, a.scope, a.key, a.seq, a.generation, a.expiresAt, at[i] as Location);
-    }
-  }
+  if (o["op"] === "forget") return plan.forget(scope, key);
+  throw new InvalidArgumentError(`batch[${i}].op must be "write" or "forget", got ${String(o["op"])}`);
 }
