@@ -8,6 +8,7 @@ import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
 import { assertKey, assertScope } from "../rules/names.js";
+import { readU64, writeU64 } from "./u64.js";
 
 /** What a caller gives the encoder. */
 export interface RecordInput {
@@ -142,19 +143,6 @@ export function probeRecord(bytes: Uint8Array, at: number, end: number): number 
   if (C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen !== length) return "structure";
   if (end - at < length) return "short";
   return length;
-}
-
-/** Reads a little-endian u64 that must be a safe integer; -1 when it is not. */
-function readU64(buf: Buffer, at: number): number {
-  const hi = buf.readUInt32LE(at + 4);
-  if (hi > 0x1fffff) return -1;
-  return hi * 0x1_0000_0000 + buf.readUInt32LE(at);
-}
-
-/** Writes a safe integer as a little-endian u64 (no BigInt on the hot path). */
-export function writeU64(buf: Buffer, value: number, at: number): void {
-  buf.writeUInt32LE(value % 0x1_0000_0000, at);
-  buf.writeUInt32LE(Math.floor(value / 0x1_0000_0000), at + 4);
 }
 
 /** Decodes UTF-8 strictly: Buffer's fast decoder, confirmed by the fatal one only when it replaced bytes. */
