@@ -20,7 +20,7 @@
  * arrival order for room (`admission`) before deciding anything — backpressure, not memory.
  */
 import * as C from "../segments/constants.js";
-import { writeHeader } from "../segments/file.js";
+import { writeHeader } from "../segments/header-io.js";
 import { encodeGroupFrame } from "../segments/group.js";
 import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";

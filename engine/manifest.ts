@@ -17,7 +17,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { checksum64 } from "../segments/checksum.js";
-import { FILE_MODE, fsyncDir } from "../segments/file.js";
+import { FILE_MODE } from "../segments/file-names.js";
+import { fsyncDir } from "../segments/io.js";
 import { CorruptionError } from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 

@@ -11,7 +11,7 @@
  */
 import * as C from "../segments/constants.js";
 import { CorruptionError, ScopeErasedDuringRead, StoreClosedError } from "../rules/errors.js";
-import { checkRecordBytes, preadSync } from "../segments/file.js";
+import { checkRecordBytes, preadSync } from "../segments/point-read.js";
 import { decodeRecord, isRecord } from "../segments/record.js";
 import { hitAsync } from "./faults.js";
 import type { GenerationTable } from "./generations.js";

@@ -5,7 +5,8 @@
  * only its descriptor until its last reader ends.
  */
 import * as path from "node:path";
-import { fsyncDir, segmentFileName } from "../segments/file.js";
+import { segmentFileName } from "../segments/file-names.js";
+import { fsyncDir } from "../segments/io.js";
 import * as io from "../segments/io.js";
 import type { HeaderChoice } from "../segments/header.js";
 import type { SegmentWriter } from "../segments/writer.js";

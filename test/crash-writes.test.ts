@@ -146,7 +146,7 @@ describe("crash: acknowledged writes survive SIGKILL", () => {
     }
   });
 
-  // A SIGKILL inside segment rotation can land anywhere in segments/file.ts createSegmentFile.
+  // A SIGKILL inside segment rotation can land anywhere in segments/create.ts createSegmentFile.
   // The file is built as NNNNNNNN.seg.tmp (headers, preallocation, fdatasync) and only then
   // renamed, so the crash leaves an unpublished .tmp: empty, with part of a header, or complete.
   // Nothing was ever written to that segment: recovery must drop the .tmp and open the store with
