@@ -107,8 +107,3 @@ export class Intents {
     return seq;
   }
 }
-
-/** The map key of a slot. NUL cannot occur in keys, and scopes never contain it. */
-export function slotKey(scope: string, key: string): string {
-  return `${scope}\u0000${key}`;
-}

@@ -37,8 +37,6 @@ export interface Recovered {
   seq: number;
   /** Highest segment id seen or handed out (the manifest's next id minus one). */
   maxId: number;
-  tornTails: number;
-  journalsReplayed: number;
 }
 
 /** Deletes leftovers of interrupted compactions; returns the number of journals replayed. */
@@ -119,14 +117,14 @@ function sealOnOpen(seg: Segment): void {
 export function recover(dir: string, gens: GenerationTable, now: number): Recovered {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const names = fs.readdirSync(dir).sort();
-  const journalsReplayed = settleCompactions(dir, names);
+  settleCompactions(dir, names);
   const present = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
   const manifest = readManifest(dir);
   const ids = reconcile(dir, manifest, present, segmentFileName); // a listed file that is missing is corruption
   const opened = openAll(dir, ids);
   try {
     assertListedPresent(manifest, new Set(ids), new Set(opened.map((o) => o.header.header.replacesId)));
-    return rebuild(dir, gens, now, ids, opened, journalsReplayed, manifest?.nextId ?? 1);
+    return rebuild(dir, gens, now, ids, opened, manifest?.nextId ?? 1);
   } catch (err) {
     // A store that refuses to open keeps no descriptor open (issue 9, defect 9).
     for (const o of opened) io.closeQuietly(o.fd);
@@ -135,7 +133,7 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
 }
 
 /** Scans the opened segments into a keydir (recover's second half); `nextId` is the manifest's. */
-function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Recovered {
+function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], nextId: number): Recovered {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
   // A format-1 unsealed segment is read record by record and then sealed: appends go only to
@@ -143,7 +141,6 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && isFramed(o.header)).map((o) => o.id);
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
   let seq = 0;
-  let tornTails = 0;
   for (const o of opened) {
     const cell = gens.allocate(o.header.header.generation);
     if (cell === null) throw new LimitExceededError(`more than the open-segment limit of segments in ${dir}; compact with a build that merges segments`);
@@ -159,7 +156,6 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
       io.truncate("io:seal", o.fd, end.end);
       io.truncate("io:seal", o.fd, Math.max(bytes.length, end.end));
       io.datasyncSync("io:seal", o.fd);
-      tornTails += 1;
     }
     if (!sealed && o.id === activeId) {
       // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
@@ -172,5 +168,5 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
     segments.set(o.id, seg);
   }
   for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed };
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1) };
 }
