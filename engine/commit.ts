@@ -20,7 +20,6 @@
  * arrival order for room (`admission`) before deciding anything — backpressure, not memory.
  */
 import * as C from "../segments/constants.js";
-import { writeHeader } from "../segments/header-io.js";
 import { encodeGroupFrame } from "../segments/group.js";
 import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
@@ -434,7 +433,7 @@ export class CommitLog {
     writer.truncateToEnd();
     writer.syncSync();
     hitCrashOnly(this.host.faults, "seal:after-truncate");
-    seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq, sealedBytes: seg.dataEnd });
+    seg.writeSealHeader();
     seg.writer = null;
     this.unsynced.delete(seg);
     for (const w of this.sealWaiters.get(seg) ?? []) w.resolve();

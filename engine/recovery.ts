@@ -12,7 +12,7 @@ import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { CorruptionError, LimitExceededError } from "../rules/errors.js";
 import { parseSegmentFileName, segmentFileName } from "../segments/file-names.js";
-import { readHeader, writeHeader } from "../segments/header-io.js";
+import { readHeader } from "../segments/header-io.js";
 import { fsyncDir } from "../segments/io.js";
 import { readWholeFile } from "../segments/whole-file.js";
 import type { DecodedRecord } from "../segments/record.js";
@@ -110,7 +110,7 @@ function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number
 function sealOnOpen(seg: Segment): void {
   io.truncate("io:seal", seg.fd, seg.dataEnd);
   io.datasyncSync("io:seal", seg.fd);
-  seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq, sealedBytes: seg.dataEnd });
+  seg.writeSealHeader();
 }
 
 /** Rebuilds the store's state from `dir` (the segments directory, created if missing). */
