@@ -20,7 +20,7 @@ import { CorruptionError } from "../rules/errors.js";
 import { FILE_MODE, journalFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
 import { readHeader, writeHeader } from "../segments/header-io.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
-import { readWholeFile } from "../segments/whole-file.js";
+import { readWholeFile, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader } from "../segments/header.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
@@ -172,13 +172,7 @@ async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseH
  * exactly the bytes meant for it.
  */
 function checkCopy(tmp: string, targetId: number, out: Buffer): void {
-  const fd = fs.openSync(tmp, "r");
-  let bytes: Uint8Array;
-  try {
-    bytes = readWholeFile(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
+  const bytes = readWholePath(tmp);
   const { header } = chooseHeader(bytes, targetId);
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
   assertSealedEnd(targetId, header.sealedBytes, walkSealed(bytes, targetId, () => undefined), bytes.length);
@@ -190,15 +184,7 @@ function checkCopy(tmp: string, targetId: number, out: Buffer): void {
  * this segment and generation, and holds exactly the bytes the rewrite will put in place.
  */
 function checkJournal(task: CompactionTask, generation: number, out: Buffer): void {
-  const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
-  const fd = fs.openSync(file, "r");
-  let body: Uint8Array;
-  try {
-    body = readWholeFile(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  const journal = decodeJournal(body);
+  const journal = decodeJournal(readWholePath(path.join(task.segmentsDir, journalFileName(task.segmentId))));
   assert(journal !== null, `journal of ${task.segmentId}: magic and checksum`);
   assert(journal.segmentId === task.segmentId && journal.generation === generation, `journal of ${task.segmentId}: id and generation ${generation}`);
   assert(journal.dataBytes === out.length && journal.data.length === out.length, `journal of ${task.segmentId}: length`);
@@ -304,10 +290,7 @@ function writeJournal(task: CompactionTask, generation: number, out: Buffer): vo
  */
 export function replayJournal(segmentsDir: string, segmentId: number): boolean {
   const file = path.join(segmentsDir, journalFileName(segmentId));
-  const fd = fs.openSync(file, "r");
-  const body = readWholeFile(fd);
-  fs.closeSync(fd);
-  const journal = decodeJournal(body);
+  const journal = decodeJournal(readWholePath(file));
   const segFile = path.join(segmentsDir, segmentFileName(segmentId));
   if (journal !== null && fs.existsSync(segFile)) {
     const { generation, dataBytes } = journal;

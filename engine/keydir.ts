@@ -9,7 +9,7 @@
  */
 import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
-import { scopeLineage, scopeWithin } from "../rules/names.js";
+import { lineageMax, scopeWithin } from "../rules/names.js";
 
 /** One slot: its latest PUT (possibly dead) and its retention record. Fields are flat to stay small. */
 export class Slot {
@@ -114,9 +114,7 @@ export class Keydir {
   /** Highest erasure sequence that covers `scope` (its own or an ancestor's), 0 for none. */
   eraseSeq(scope: string): number {
     if (this.erases.size === 0) return 0;
-    let seq = 0;
-    for (const s of scopeLineage(scope)) seq = Math.max(seq, this.erases.get(s)?.seq ?? 0);
-    return seq;
+    return lineageMax(scope, (s) => this.erases.get(s)?.seq ?? 0);
   }
 
   /** Every slot, in no particular order. */

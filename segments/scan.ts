@@ -13,7 +13,6 @@
 import * as C from "./constants.js";
 import { CorruptionError } from "../rules/errors.js";
 import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
-import { checksum64 } from "./checksum.js";
 import { isSyncMark, readGroupFrame, type GroupFault } from "./group.js";
 
 /** How a scan ended. */
@@ -52,12 +51,8 @@ function firstNonZero(bytes: Uint8Array, from: number, end: number): number {
 
 /** True when some offset in (from, end) holds a record that passes every check. */
 export function validRecordAfter(bytes: Uint8Array, from: number, end: number): boolean {
-  const view = new DataView(bytes.buffer, bytes.byteOffset);
   for (let at = firstNonZero(bytes, from, end); at < end; at = firstNonZero(bytes, at + 1, end)) {
-    const length = probeRecord(bytes, at, end);
-    if (typeof length !== "number") continue;
-    const sumAt = at + length - C.RECORD_CHECKSUM_BYTES;
-    if (checksum64(bytes, at, sumAt) === view.getBigUint64(sumAt, true)) return true;
+    if (typeof checkRecordAt(bytes, at, end) === "number") return true;
   }
   return false;
 }

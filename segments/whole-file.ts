@@ -13,3 +13,13 @@ export function readWholeFile(fd: number): Uint8Array {
   }
   return done === size ? buf : buf.subarray(0, done);
 }
+
+/** Opens `file` read-only, reads all of it and closes it again (whatever the read did). */
+export function readWholePath(file: string): Uint8Array {
+  const fd = fs.openSync(file, "r");
+  try {
+    return readWholeFile(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
