@@ -18,7 +18,6 @@
  * is a CorruptionError; file names and 0600 permissions.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import xxhash from "xxhash-wasm";
@@ -29,6 +28,7 @@ import { createSegmentFile } from "../segments/create.js";
 import { DIR_MODE, FILE_MODE, journalFileName, parseSegmentFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
 import { readHeader, writeHeader } from "../segments/header-io.js";
 import { chooseHeader, decodeHeader, encodeHeader, nextHeaderOffset, type SegmentHeader } from "../segments/header.js";
+import { tempDir } from "./helpers/tmp.js";
 
 let dir: string;
 let h64: (bytes: Uint8Array, seed?: bigint) => bigint;
@@ -37,7 +37,7 @@ let nextId = 1;
 beforeAll(async () => {
   await initChecksum();
   h64 = (await xxhash()).h64Raw;
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-format-header-"));
+  dir = tempDir("format-header");
 });
 
 afterAll(() => {
