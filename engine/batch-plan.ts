@@ -13,7 +13,8 @@ import { BATCH_BYTES_MAX } from "../rules/args.js";
 import type { RecordInput } from "../segments/record.js";
 import type { Logical } from "./intents.js";
 import type { Location } from "./keydir.js";
-import { matchScopeRule, type ResolvedOptions } from "./options.js";
+import type { ResolvedOptions } from "./options.js";
+import { matchScopeRule } from "../rules/scope-rules.js";
 import type * as T from "../rules/types.js";
 
 /** What a plan reads from the store. */

@@ -7,7 +7,7 @@
  */
 import * as P from "./gc-policy.js";
 import type { Keydir, Slot } from "./keydir.js";
-import type { ScopeRule } from "./options.js";
+import type { ScopeRule } from "../rules/scope-rules.js";
 
 /** A record that survives, and who points at it. */
 export type Keep =
