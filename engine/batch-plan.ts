@@ -7,7 +7,7 @@
  * and applies it through the callback it passes to applyAll.
  */
 import * as C from "../segments/constants.js";
-import { assert } from "../rules/assert.js";
+import { assert, elementAt } from "../rules/assert.js";
 import { InvalidArgumentError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
 import { BATCH_BYTES_MAX } from "../rules/args.js";
 import type { RecordInput } from "../segments/record.js";
@@ -158,6 +158,6 @@ export class BatchPlan {
   applyAll(at: Location[], apply: (op: PlannedOp, loc: Location) => void): void {
     assert(this.inBatch === this.sealed, "a batch is sealed before it commits");
     assert(at.length === this.ops.length + (this.sealed ? 1 : 0), "a plan commits one location per op, plus a batch's BATCH_COMMIT");
-    for (let i = 0; i < this.ops.length; i++) apply(this.ops[i] as PlannedOp, at[i] as Location);
+    for (let i = 0; i < this.ops.length; i++) apply(elementAt(this.ops, i, "an op per index"), elementAt(at, i, "a location per op"));
   }
 }

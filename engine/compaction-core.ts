@@ -27,7 +27,7 @@ import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { decodeJournal, encodeJournal } from "../segments/journal.js";
 import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
-import { assert } from "../rules/assert.js";
+import { assert, elementAt } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
 
 /** What the main thread asks a worker to do. */
@@ -94,7 +94,7 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
 /** Scans the whole segment, checks every live location, and builds the surviving bytes. */
 function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number): { out: Buffer; result: Omit<CompactionResult, "generation"> } {
   const liveAt = new Map<number, number>();
-  for (let i = 0; i < task.live.length; i += 2) liveAt.set(task.live[i] as number, task.live[i + 1] as number);
+  for (let i = 0; i < task.live.length; i += 2) liveAt.set(elementAt(task.live, i, "live offset"), elementAt(task.live, i + 1, "live offsets come in pairs"));
   const result: Omit<CompactionResult, "generation"> = {
     newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [], keptScopes: [],
     bytesBefore: bytes.length, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false,

@@ -15,7 +15,7 @@ import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
-import { assert } from "../rules/assert.js";
+import { assert, elementAt } from "../rules/assert.js";
 import { segmentFileName } from "../segments/file-names.js";
 import { readHeader } from "../segments/header-io.js";
 import { unlinkQuietly } from "../segments/io.js";
@@ -223,7 +223,7 @@ export class Compactor {
     }
     // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
     const touched = this.dropRecords(seg, result, now);
-    if (target !== null) plan.keeps.forEach((k, i) => relocate(this.host.keydir, k, seg.id, target.id, result.newOffsets[i] as number));
+    if (target !== null) plan.keeps.forEach((k, i) => relocate(this.host.keydir, k, seg.id, target.id, elementAt(result.newOffsets, i, "the worker returns a new offset per kept record")));
     this.clearDooms(seg, plan.dooms, touched);
     if (target === seg) {
       seg.header = readHeader(seg.fd, seg.id);
@@ -297,7 +297,7 @@ export class Compactor {
     const kd = this.host.keydir;
     const touched = new Set<Slot>();
     for (let i = 0; i < result.droppedKeys.length; i++) {
-      const slot = kd.get(result.droppedScopes[i] as string, result.droppedKeys[i] as string);
+      const slot = kd.get(elementAt(result.droppedScopes, i, "a scope per dropped record"), elementAt(result.droppedKeys, i, "a key per dropped record"));
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
       assert(slot.physical > 0, `physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;

@@ -26,6 +26,7 @@ import { assertListedPresent, readManifest, reconcile } from "./manifest.js";
 import type { GenerationTable } from "./generations.js";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
 import { Segment } from "./segment.js";
+import { elementAt } from "../rules/assert.js";
 
 /** What recovery rebuilt. */
 export interface Recovered {
@@ -66,7 +67,7 @@ function openAll(dir: string, ids: number[]): Opened[] {
       opened.push({ id, fd, header: null as unknown as Opened["header"] });
       const header = readHeader(fd, id);
       if (header.header.segmentId !== id) throw new CorruptionError(id, 0, `header names segment ${header.header.segmentId}`);
-      (opened[opened.length - 1] as Opened).header = header;
+      elementAt(opened, opened.length - 1, "the segment just opened").header = header;
     }
   } catch (err) {
     for (const o of opened) io.closeQuietly(o.fd);

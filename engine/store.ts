@@ -7,7 +7,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
-import { assert } from "../rules/assert.js";
+import { assert, elementAt } from "../rules/assert.js";
 import { writeManifest } from "./manifest.js";
 import { initChecksum } from "../segments/checksum.js";
 import { InvalidArgumentError, StoreClosedError, LimitExceededError } from "../rules/errors.js";
@@ -326,7 +326,7 @@ export class Store implements T.Backend {
       records: [record],
       seqs: [seq],
       apply: (at) => {
-        applyClear(this.keydir.ensure(scope, k), seq, generation, at[0] as Location);
+        applyClear(this.keydir.ensure(scope, k), seq, generation, elementAt(at, 0, "an undelete commits one record"));
         this.intents.settle(scope, k, seq);
       },
     });
@@ -390,12 +390,13 @@ export class Store implements T.Backend {
       records,
       seqs,
       apply: (at) => {
-        chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, at[i] as Location, chunk));
+        chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, elementAt(at, i, "a location per erase chunk"), chunk));
         this.intents.settleErase(s, seq);
         this.compactor.recount();
       },
     });
-    this.advanceSeq(seqs[seqs.length - 1] as number, seqs[seqs.length - 1] === seq ? 1 : 2);
+    const last = elementAt(seqs, seqs.length - 1, "an erasure has a record");
+    this.advanceSeq(last, last === seq ? 1 : 2);
     this.intents.setErase(s, seq);
     await done;
     if (reclaim === "lazy") return { ok: true, tombstoneSeq: seq, slots };

@@ -7,6 +7,7 @@
  */
 import { InvalidArgumentError } from "../rules/errors.js";
 import { readU64, writeU64 } from "./u64.js";
+import { elementAt } from "../rules/assert.js";
 
 /** One killed slot. */
 export interface ErasedSlot {
@@ -38,7 +39,7 @@ export function chunkEraseList(slots: readonly ErasedSlot[], bytesMax: number = 
       chunks.push([]);
       bytes = 0;
     }
-    (chunks[chunks.length - 1] as ErasedSlot[]).push(s);
+    elementAt(chunks, chunks.length - 1, "the chunk being filled").push(s);
     bytes += n;
   }
   return chunks;

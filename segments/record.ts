@@ -132,8 +132,8 @@ export function probeRecord(bytes: Uint8Array, at: number, end: number): number 
   if (length === 0) return "empty";
   if (length < C.RECORD_OVERHEAD || length > C.RECORD_BYTES_MAX) return "length";
   if (end - at < C.RECORD_FIXED_BYTES) return "short";
-  const type = buf[at + C.R_TYPE] as number;
-  const flags = buf[at + C.R_FLAGS] as number;
+  const type = buf.readUInt8(at + C.R_TYPE);
+  const flags = buf.readUInt8(at + C.R_FLAGS);
   const scopeLen = buf.readUInt16LE(at + C.R_SCOPE_LEN);
   const keyLen = buf.readUInt16LE(at + C.R_KEY_LEN);
   const valueLen = buf.readUInt32LE(at + C.R_VALUE_LEN);
@@ -171,8 +171,8 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
   const generation = readU64(buf, at + C.R_GENERATION);
   const expiresAt = readU64(buf, at + C.R_EXPIRES_AT);
   if (seq <= 0 || generation < 0 || expiresAt < 0) return "structure";
-  const type = buf[at + C.R_TYPE] as C.RecordTypeValue;
-  const flags = buf[at + C.R_FLAGS] as number;
+  const type = buf.readUInt8(at + C.R_TYPE) as C.RecordTypeValue; // a known type: probeRecord checked it
+  const flags = buf.readUInt8(at + C.R_FLAGS);
   const scopeLen = buf.readUInt16LE(at + C.R_SCOPE_LEN);
   const keyLen = buf.readUInt16LE(at + C.R_KEY_LEN);
   const valueLen = buf.readUInt32LE(at + C.R_VALUE_LEN);
@@ -213,7 +213,7 @@ export function checkRecordAt(bytes: Uint8Array, at: number, end: number): numbe
 
 /** The type of the (already checked) record at `at`. */
 export function recordTypeAt(bytes: Uint8Array, at: number): C.RecordTypeValue {
-  return bytes[at + C.R_TYPE] as C.RecordTypeValue;
+  return asBuffer(bytes).readUInt8(at + C.R_TYPE) as C.RecordTypeValue;
 }
 
 /** The scope and key of the (already checked) record at `at`. */
