@@ -7,7 +7,7 @@ import { checkTtl } from "../rules/args.js";
 import { isFaultPoint } from "./faults.js";
 import { FAIL_ERRNOS, FAIL_TIMES_MAX, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 import type { FaultPoint, OpenOptions } from "../rules/types.js";
-import { fail, int, object, oneOf } from "../rules/option-checks.js";
+import { fail, int, object, oneOf, valueBytesMaxOf } from "../rules/option-checks.js";
 import { parseScopeRules, type ScopeRule } from "../rules/scope-rules.js";
 
 /** OpenOptions with every default applied. */
@@ -15,7 +15,8 @@ export interface ResolvedOptions {
   durability: "sync" | "batch" | "none";
   syncIntervalMs: number;
   segmentBytes: number;
-  maxValueBytes: number;
+  /** Largest value accepted, in bytes (option `valueBytesMax`, formerly `maxValueBytes`). */
+  valueBytesMax: number;
   cacheBytes: number;
   compaction: { mode: "copy-on-write" | "in-place"; workers: number; auto: boolean; garbageRatio: number };
   ttlMs: number | null;
@@ -81,7 +82,7 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
     durability: oneOf("durability", o.durability, ["sync", "batch", "none"] as const, "sync"),
     syncIntervalMs: int("syncIntervalMs", o.syncIntervalMs, 1, 60_000, 50),
     segmentBytes: int("segmentBytes", o.segmentBytes, SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX, 64 * 1024 * 1024),
-    maxValueBytes: int("maxValueBytes", o.maxValueBytes, 0, VALUE_BYTES_MAX, 16 * 1024 * 1024),
+    valueBytesMax: valueBytesMaxOf(o as Record<string, unknown>, VALUE_BYTES_MAX),
     cacheBytes: int("cacheBytes", o.cacheBytes, 0, CACHE_BYTES_MAX, 64 * 1024 * 1024),
     compaction: {
       mode: oneOf("compaction.mode", c["mode"], ["copy-on-write", "in-place"] as const, "copy-on-write"),

@@ -218,7 +218,7 @@ export class Store implements T.Backend {
 
   /** Encodes one record with the store's value limit (checked by decoding it back under tests). */
   encode(r: RecordInput): Buffer {
-    const bytes = encodeRecord(r, this.options.maxValueBytes);
+    const bytes = encodeRecord(r, this.options.valueBytesMax);
     if (DEBUG_CHECKS) checkEncoded(bytes, r);
     return bytes;
   }

@@ -7,7 +7,7 @@ import { InvalidArgumentError } from "../rules/errors.js";
 import { TTL_MS_MAX, VALUE_BYTES_MAX } from "../rules/limits.js";
 import { checkTtl } from "../rules/args.js";
 import type { OpenOptions } from "../rules/types.js";
-import { fail, int, object, oneOf } from "../rules/option-checks.js";
+import { fail, int, object, oneOf, valueBytesMaxOf } from "../rules/option-checks.js";
 import { parseScopeRules, type ScopeRule } from "../rules/scope-rules.js";
 
 export { matchScopeRule } from "../rules/scope-rules.js";
@@ -15,7 +15,8 @@ export { matchScopeRule } from "../rules/scope-rules.js";
 /** The options the backend acts on. */
 export interface PgOptions {
   durability: "sync" | "batch" | "none";
-  maxValueBytes: number;
+  /** Largest value accepted, in bytes (option `valueBytesMax`, formerly `maxValueBytes`). */
+  valueBytesMax: number;
   ttlMs: number | null;
   tombstoneRetentionMs: number;
   scopeRules: ScopeRule[];
@@ -47,7 +48,7 @@ export function resolvePgOptions(input: OpenOptions | undefined): PgOptions {
   int("shareTimeoutMs", o["shareTimeoutMs"], 1, 3_600_000, 10_000);
   return {
     durability: oneOf("durability", o["durability"], ["sync", "batch", "none"] as const, "sync"),
-    maxValueBytes: int("maxValueBytes", o["maxValueBytes"], 0, VALUE_BYTES_MAX, 16 * 1024 * 1024),
+    valueBytesMax: valueBytesMaxOf(o, VALUE_BYTES_MAX),
     ttlMs: checkTtl("retention.ttlMs", r["ttlMs"]) ?? null,
     tombstoneRetentionMs: int("retention.tombstoneRetentionMs", r["tombstoneRetentionMs"], 0, TTL_MS_MAX, 24 * 3600 * 1000),
     scopeRules: parseScopeRules(r["scopes"]),

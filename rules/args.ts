@@ -91,7 +91,7 @@ export function reclaimOf(o: Opts): "lazy" | "eager" {
   return v;
 }
 
-/** A value: a string or a Uint8Array (size is checked by the codec against maxValueBytes). */
+/** A value: a string or a Uint8Array (size is checked by the codec against valueBytesMax). */
 export function valueOf(v: unknown): string | Uint8Array {
   if (typeof v === "string" || v instanceof Uint8Array) return v;
   throw new InvalidArgumentError(`value must be a string or a Uint8Array, got ${v === null ? "null" : typeof v}`);

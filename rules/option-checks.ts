@@ -31,3 +31,17 @@ export function object(name: string, v: unknown): Record<string, unknown> {
   if (v === null || typeof v !== "object" || Array.isArray(v)) fail(name, "an object", v);
   return v as Record<string, unknown>;
 }
+
+/** The default largest value: 16 MiB. */
+export const VALUE_BYTES_MAX_DEFAULT = 16 * 1024 * 1024;
+
+/**
+ * The `valueBytesMax` option, in [0, limit]; `maxValueBytes` is its older name and still accepted.
+ * Both given with different values is refused: the caller must say which it means.
+ */
+export function valueBytesMaxOf(o: Record<string, unknown>, limit: number): number {
+  const now = o["valueBytesMax"];
+  const old = o["maxValueBytes"];
+  if (now !== undefined && old !== undefined && now !== old) fail("maxValueBytes", `the same as valueBytesMax (${String(now)}), or left out: it is the older name of valueBytesMax`, old);
+  return now !== undefined ? int("valueBytesMax", now, 0, limit, VALUE_BYTES_MAX_DEFAULT) : int("maxValueBytes", old, 0, limit, VALUE_BYTES_MAX_DEFAULT);
+}

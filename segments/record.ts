@@ -75,7 +75,7 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
     }
     const bytes = typeof r.value === "string" ? Buffer.byteLength(r.value, "utf8") : r.value.byteLength;
     if (bytes > Math.min(valueBytesMax, C.VALUE_BYTES_MAX)) {
-      throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${Math.min(valueBytesMax, C.VALUE_BYTES_MAX)} (maxValueBytes)`);
+      throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${Math.min(valueBytesMax, C.VALUE_BYTES_MAX)} (valueBytesMax)`);
     }
     if (typeof r.value === "string" && !r.value.isWellFormed()) throw new InvalidArgumentError("value string must be well-formed UTF-16");
   } else if (r.type === C.RecordType.SCOPE_ERASE && r.value instanceof Uint8Array) {
