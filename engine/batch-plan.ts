@@ -51,15 +51,15 @@ export interface WriteOp {
 }
 
 /**
- * The generation a write of `key` will carry, decided against its logical state `L`; throws
+ * The generation a write of `key` will carry, decided against its logical state `before`; throws
  * VersionConflictError on a failed compare-and-set and TombstonedSlotError when a tombstone must
  * be cleared explicitly (`tombstoneWrites: "require-clear"`).
  */
-export function decideWrite(tombstoneWrites: ResolvedOptions["tombstoneWrites"], key: string, L: Logical, expected: number | null | undefined, clear: boolean): number {
-  if (expected !== undefined && expected !== L.version) throw new VersionConflictError(expected, L.version, key);
-  if (!L.tombstoned) return Math.max(L.generation, 1);
-  if (tombstoneWrites === "require-clear" && !clear) throw new TombstonedSlotError(key, L.killSeq);
-  return L.generation + 1;
+export function decideWrite(tombstoneWrites: ResolvedOptions["tombstoneWrites"], key: string, before: Logical, expected: number | null | undefined, clear: boolean): number {
+  if (expected !== undefined && expected !== before.version) throw new VersionConflictError(expected, before.version, key);
+  if (!before.tombstoned) return Math.max(before.generation, 1);
+  if (tombstoneWrites === "require-clear" && !clear) throw new TombstonedSlotError(key, before.killSeq);
+  return before.generation + 1;
 }
 
 /** The expiry of a write in `scope` at `now` (0 = never): its own ttl, else its scope rule's, else the store's. */
@@ -121,12 +121,12 @@ export class BatchPlan {
 
   /** Decides and encodes a write; throws (and the plan takes nothing) when it conflicts. */
   write(w: WriteOp): T.WriteResult {
-    const L = this.state(w.scope, w.key);
-    const generation = decideWrite(this.host.options.tombstoneWrites, w.key, L, w.expected, w.clearTombstone);
+    const before = this.state(w.scope, w.key);
+    const generation = decideWrite(this.host.options.tombstoneWrites, w.key, before, w.expected, w.clearTombstone);
     const expiresAt = expiryFor(this.host.options, w.scope, w.ttlMs, this.now);
     const seq = this.seq + 1;
     const record = this.host.encode({ type: C.RecordType.PUT, flags: this.flags, seq, generation, expiresAt, scope: w.scope, key: w.key, value: w.value });
-    const logical: Logical = { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true };
+    const logical: Logical = { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true };
     this.seq = seq;
     this.push({ kind: "put", scope: w.scope, key: w.key, seq, generation, expiresAt, logical }, record);
     return { ok: true, version: seq, generation };
@@ -134,15 +134,15 @@ export class BatchPlan {
 
   /** Decides and encodes a forget; one with nothing live takes no record and answers null. */
   forget(scope: string, key: string): T.ForgetResult {
-    const L = this.state(scope, key);
-    if (!L.live) return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
+    const before = this.state(scope, key);
+    if (!before.live) return { ok: true, tombstoneSeq: null, generation: before.exists ? before.generation : null };
     const seq = this.seq + 1;
-    const killed = L.version as number;
-    const record = this.host.encode({ type: C.RecordType.TOMBSTONE, flags: this.flags, seq, generation: L.generation, expiresAt: killed, scope, key });
-    const logical: Logical = { seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true };
+    const killed = before.version as number;
+    const record = this.host.encode({ type: C.RecordType.TOMBSTONE, flags: this.flags, seq, generation: before.generation, expiresAt: killed, scope, key });
+    const logical: Logical = { seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true };
     this.seq = seq;
-    this.push({ kind: "forget", scope, key, seq, generation: L.generation, expiresAt: killed, logical }, record);
-    return { ok: true, tombstoneSeq: seq, generation: L.generation };
+    this.push({ kind: "forget", scope, key, seq, generation: before.generation, expiresAt: killed, logical }, record);
+    return { ok: true, tombstoneSeq: seq, generation: before.generation };
   }
 
   /** Appends the BATCH_COMMIT record that makes a batch count at recovery (its generation field holds the op count). */

@@ -314,13 +314,13 @@ export class Store implements T.Backend {
     const k = A.keyOf(key);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
-    const L = this.intents.logical(this.keydir, scope, k, this.options.clock());
-    if (!L.tombstoned) {
+    const before = this.intents.logical(this.keydir, scope, k, this.options.clock());
+    if (!before.tombstoned) {
       await this.log.barrier(); // the answer may rest on a queued mutation: answer once it is durable
-      return { ok: true, generation: L.generation };
+      return { ok: true, generation: before.generation };
     }
     const seq = this.nextSeq();
-    const generation = L.generation + 1;
+    const generation = before.generation + 1;
     const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
     const done = this.log.append({
       records: [record],
@@ -331,7 +331,7 @@ export class Store implements T.Backend {
       },
     });
     this.advanceSeq(seq);
-    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
+    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: before.lastVersion, generation, tombstoned: false, killSeq: before.killSeq, exists: true });
     await done;
     return { ok: true, generation };
   }
@@ -345,10 +345,10 @@ export class Store implements T.Backend {
       const id = `${scope}\u0000${key}`;
       if (seen.has(id)) return;
       seen.add(id);
-      const L = this.intents.logical(this.keydir, scope, key, now);
-      if (!L.exists) return;
-      if (L.live) live += 1;
-      killed.push({ scope, key, version: L.lastVersion, generation: L.generation });
+      const state = this.intents.logical(this.keydir, scope, key, now);
+      if (!state.exists) return;
+      if (state.live) live += 1;
+      killed.push({ scope, key, version: state.lastVersion, generation: state.generation });
     };
     for (const slot of this.keydir.subtree(root)) visit(slot.scope, slot.key);
     for (const q of this.intents.queuedSlots()) if (scopeWithin(q.scope, root)) visit(q.scope, q.key);
