@@ -40,7 +40,7 @@ export interface PlanHost {
  * and the retention records (tombstones, clears, erasures) that do not, as of `now`.
  */
 export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null): Map<number, SegmentPlan> {
-  const kd = host.keydir;
+  const keydir = host.keydir;
   const out = new Map<number, SegmentPlan>();
   const add = (seg: number, k: Keep, keep: boolean): void => {
     let p = out.get(seg);
@@ -53,17 +53,17 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
   const wanted = (seg: number): boolean => seg !== 0 && (only === null || only.has(seg));
   const rules = host.options.scopeRules.length > 0;
   const fixedRetention = host.options.tombstoneRetentionMs;
-  for (const slot of kd.all()) {
+  for (const slot of keydir.all()) {
     if (!wanted(slot.seg) && !wanted(slot.tombSeg) && !wanted(slot.clearSeg)) continue;
     const retention = rules ? host.retentionMsFor(slot.scope) : fixedRetention;
-    if (wanted(slot.seg) && P.valueRecordLive(kd, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len }, true);
+    if (wanted(slot.seg) && P.valueRecordLive(keydir, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len }, true);
     if (wanted(slot.tombSeg)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen }, P.tombstoneRecordLive(slot, now, retention));
-    if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention, kd));
+    if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention, keydir));
   }
-  for (const [scope, e] of kd.erases) {
+  for (const [scope, e] of keydir.erases) {
     const parts = [e, ...(e.more ?? [])].filter((x) => wanted(x.seg));
     if (parts.length === 0) continue;
-    const live = P.eraseRecordLive(kd, scope, e, now, host.retentionMsFor(scope));
+    const live = P.eraseRecordLive(keydir, scope, e, now, host.retentionMsFor(scope));
     for (const x of parts) add(x.seg, { kind: "erase", scope, off: x.off, len: x.len }, live); // every chunk lives or goes together
   }
   for (const p of out.values()) p.keeps.sort((a, b) => a.off - b.off);

@@ -294,10 +294,10 @@ export class Compactor {
 
   /** Accounts for the PUT records the compaction dropped; returns the slots it touched. */
   private dropRecords(seg: Segment, result: CompactionResult, now: number): Set<Slot> {
-    const kd = this.host.keydir;
+    const keydir = this.host.keydir;
     const touched = new Set<Slot>();
     for (let i = 0; i < result.droppedKeys.length; i++) {
-      const slot = kd.get(elementAt(result.droppedScopes, i, "a scope per dropped record"), elementAt(result.droppedKeys, i, "a key per dropped record"));
+      const slot = keydir.get(elementAt(result.droppedScopes, i, "a scope per dropped record"), elementAt(result.droppedKeys, i, "a key per dropped record"));
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
       assert(slot.physical > 0, `physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;
@@ -310,16 +310,16 @@ export class Compactor {
 
   /** Clears the pointers to the retention records the compaction dropped, then drops empty slots. */
   private clearDooms(seg: Segment, dooms: Keep[], touched: Set<Slot>): void {
-    const kd = this.host.keydir;
+    const keydir = this.host.keydir;
     for (const d of dooms) {
       if (d.kind === "erase") {
-        const e = kd.erases.get(d.scope);
+        const e = keydir.erases.get(d.scope);
         if (e === undefined) continue;
         const chunk = e.more?.findIndex((x) => x.seg === seg.id && x.off === d.off) ?? -1;
         if (chunk >= 0) e.more?.splice(chunk, 1);
         if (e.seg !== seg.id || e.off !== d.off) continue;
-        kd.erases.delete(d.scope);
-        for (const slot of kd.subtree(d.scope)) touched.add(slot); // their retention may have ended with it
+        keydir.erases.delete(d.scope);
+        for (const slot of keydir.subtree(d.scope)) touched.add(slot); // their retention may have ended with it
         continue;
       }
       const slot = d.slot;
@@ -327,7 +327,7 @@ export class Compactor {
       if (d.kind === "clear" && slot.clearSeg === seg.id && slot.clearOff === d.off) slot.clearSeg = 0;
       touched.add(slot);
     }
-    for (const slot of touched) if (P.slotEmpty(kd, slot)) kd.delete(slot);
+    for (const slot of touched) if (P.slotEmpty(keydir, slot)) keydir.delete(slot);
   }
 
   private sealedWithGarbage(): Segment[] {
