@@ -40,8 +40,8 @@ export const SEGMENT_BYTES_MAX = 1024 * 1024 * 1024;
 export const WORKERS_MAX = 16;
 export const CACHE_BYTES_MAX = 16 * 1024 * 1024 * 1024;
 
-function ratio(name: string, v: unknown, dflt: number): number {
-  if (v === undefined) return dflt;
+function ratio(name: string, v: unknown, fallback: number): number {
+  if (v === undefined) return fallback;
   if (typeof v !== "number" || !Number.isFinite(v) || v <= 0 || v >= 1) fail(name, "a number in (0, 1)", v);
   return v;
 }

@@ -36,9 +36,9 @@ export function keyOf(key: unknown): string {
 }
 
 /** An optional boolean option. */
-export function boolOf(o: Opts, name: string, dflt: boolean): boolean {
+export function boolOf(o: Opts, name: string, fallback: boolean): boolean {
   const v = o[name];
-  if (v === undefined) return dflt;
+  if (v === undefined) return fallback;
   if (typeof v !== "boolean") throw new InvalidArgumentError(`option ${name} must be a boolean, got ${typeof v}`);
   return v;
 }
