@@ -10,18 +10,18 @@ import type { Keydir, Slot } from "./keydir.js";
 import type { ScopeRule } from "../rules/scope-rules.js";
 
 /** A record that survives, and who points at it. */
-export type Keep =
+export type PlannedRecord =
   | { kind: "put" | "tomb" | "clear"; slot: Slot; off: number; len: number }
   | { kind: "erase"; scope: string; off: number; len: number };
 
-/** What one compaction of a segment keeps, and which retention records it drops. */
+/** What one compaction of a segment keeps (survivors, by offset), and which retention records it may drop (droppable). */
 export interface SegmentPlan {
-  keeps: Keep[];
-  dooms: Keep[];
+  survivors: PlannedRecord[];
+  droppable: PlannedRecord[];
 }
 
 /** Per-segment live accounting from one pass over the keydir. */
-export interface Tally {
+export interface LiveTally {
   liveBytes: number;
   records: number;
   tombstones: number;
@@ -42,13 +42,13 @@ export interface PlanHost {
 export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null): Map<number, SegmentPlan> {
   const keydir = host.keydir;
   const out = new Map<number, SegmentPlan>();
-  const add = (seg: number, k: Keep, keep: boolean): void => {
+  const add = (seg: number, k: PlannedRecord, keep: boolean): void => {
     let p = out.get(seg);
     if (p === undefined) {
-      p = { keeps: [], dooms: [] };
+      p = { survivors: [], droppable: [] };
       out.set(seg, p);
     }
-    (keep ? p.keeps : p.dooms).push(k);
+    (keep ? p.survivors : p.droppable).push(k);
   };
   const wanted = (seg: number): boolean => seg !== 0 && (only === null || only.has(seg));
   const rules = host.options.scopeRules.length > 0;
@@ -66,16 +66,16 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
     const live = P.eraseRecordLive(keydir, scope, e, now, host.retentionMsFor(scope));
     for (const x of parts) add(x.seg, { kind: "erase", scope, off: x.off, len: x.len }, live); // every chunk lives or goes together
   }
-  for (const p of out.values()) p.keeps.sort((a, b) => a.off - b.off);
+  for (const p of out.values()) p.survivors.sort((a, b) => a.off - b.off);
   return out;
 }
 
 /** Per segment id, the bytes and records that would survive a compaction now (retention records count as tombstones). */
-export function tallySegments(host: PlanHost, now: number): Map<number, Tally> {
-  const out = new Map<number, Tally>();
-  for (const [seg, { keeps }] of planSegments(host, now, null)) {
-    const t: Tally = { liveBytes: 0, records: keeps.length, tombstones: 0 };
-    for (const k of keeps) {
+export function tallySegments(host: PlanHost, now: number): Map<number, LiveTally> {
+  const out = new Map<number, LiveTally>();
+  for (const [seg, { survivors }] of planSegments(host, now, null)) {
+    const t: LiveTally = { liveBytes: 0, records: survivors.length, tombstones: 0 };
+    for (const k of survivors) {
       t.liveBytes += k.len;
       if (k.kind !== "put") t.tombstones += 1;
     }

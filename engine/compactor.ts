@@ -6,7 +6,7 @@
  * in-place, by bumping the shared generation to even; copy-on-write, by registering the new
  * segment and retiring the old one (unlinked when its last reader leaves).
  *
- * Compactions run one at a time (a promise chain); the main thread keeps serving meanwhile.
+ * Compactions run one at a time (a promise chain); the main thread survivors serving meanwhile.
  * What survives is decided by compaction-plan.ts; the store is reached only through
  * CompactorHost (no import of store.ts: the two files form no cycle).
  */
@@ -21,7 +21,7 @@ import { readHeader } from "../segments/header-io.js";
 import { unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
-import { planSegments, tallySegments, type Keep, type PlanHost, type SegmentPlan } from "./compaction-plan.js";
+import { planSegments, tallySegments, type PlannedRecord, type PlanHost, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import * as P from "./gc-policy.js";
@@ -179,9 +179,9 @@ export class Compactor {
     // A segment hard-linked into a backup must never be rewritten in place (backup.ts).
     if (mode === "in-place" && fs.fstatSync(seg.fd).nlink > 1) mode = "copy-on-write";
     const started = performance.now();
-    const keeps = plan.keeps;
+    const survivors = plan.survivors;
     const live: number[] = [];
-    for (const k of keeps) live.push(k.off, k.len);
+    for (const k of survivors) live.push(k.off, k.len);
     const task: CompactionTask = {
       mode,
       segmentsDir: this.host.segmentsDir,
@@ -223,8 +223,8 @@ export class Compactor {
     }
     // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
     const touched = this.dropRecords(seg, result, now);
-    if (target !== null) plan.keeps.forEach((k, i) => relocate(this.host.keydir, k, seg.id, target.id, elementAt(result.newOffsets, i, "the worker returns a new offset per kept record")));
-    this.clearDooms(seg, plan.dooms, touched);
+    if (target !== null) plan.survivors.forEach((k, i) => relocate(this.host.keydir, k, seg.id, target.id, elementAt(result.newOffsets, i, "the worker returns a new offset per kept record")));
+    this.clearDroppable(seg, plan.droppable, touched);
     if (target === seg) {
       seg.header = readHeader(seg.fd, seg.id);
       seg.dataEnd = result.bytesAfter;
@@ -309,9 +309,9 @@ export class Compactor {
   }
 
   /** Clears the pointers to the retention records the compaction dropped, then drops empty slots. */
-  private clearDooms(seg: Segment, dooms: Keep[], touched: Set<Slot>): void {
+  private clearDroppable(seg: Segment, droppable: PlannedRecord[], touched: Set<Slot>): void {
     const keydir = this.host.keydir;
-    for (const d of dooms) {
+    for (const d of droppable) {
       if (d.kind === "erase") {
         const e = keydir.erases.get(d.scope);
         if (e === undefined) continue;
@@ -352,7 +352,7 @@ export class Compactor {
     const plans = planSegments(this.host, now, new Set(segs.map((x) => x.id)));
     for (const seg of segs) {
       if (this.closed) break;
-      const r = await this.compactSegment(seg, mode, plans.get(seg.id) ?? { keeps: [], dooms: [] }, now);
+      const r = await this.compactSegment(seg, mode, plans.get(seg.id) ?? { survivors: [], droppable: [] }, now);
       if (r === null) continue;
       report.segments.push(...r.segments);
       report.bytesBefore += r.bytesBefore;
@@ -428,7 +428,7 @@ export class Compactor {
 }
 
 /** Moves a keydir pointer from (source, k.off) to (target, off) if it still points there. */
-function relocate(keydir: Keydir, k: Keep, source: number, target: number, off: number): void {
+function relocate(keydir: Keydir, k: PlannedRecord, source: number, target: number, off: number): void {
   if (k.kind === "erase") {
     const e = keydir.erases.get(k.scope);
     if (e === undefined) return;
