@@ -6,7 +6,7 @@
  * in-place, by bumping the shared generation to even; copy-on-write, by registering the new
  * segment and retiring the old one (unlinked when its last reader leaves).
  *
- * Compactions run one at a time (a promise chain); the main thread survivors serving meanwhile.
+ * Compactions run one at a time (a promise chain); the main thread keeps serving meanwhile.
  * What survives is decided by compaction-plan.ts; the store is reached only through
  * CompactorHost (no import of store.ts: the two files form no cycle).
  */
