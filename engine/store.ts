@@ -441,7 +441,7 @@ export class Store implements T.Backend {
       if (slot !== undefined && isReadable(this.keydir, slot, now)) {
         const seg = this.segments.get(slot.seg);
         if (seg === undefined) throw new Error(`keydir points at missing segment ${slot.seg}`);
-        return { slot, seg };
+        return { slot, segment: seg };
       }
     }
     return null;
@@ -459,9 +459,9 @@ export class Store implements T.Backend {
     for (;;) {
       const found = this.find(key, options, "read");
       if (found === null) return { status: "NOT_FOUND" };
-      const generation = this.gens.load(found.seg.cell);
+      const generation = this.gens.load(found.segment.cell);
       if (generation % 2 !== 0 && !this.options.unsafeSkipReadValidation) {
-        await this.gens.waitChange(found.seg.cell, generation);
+        await this.gens.waitChange(found.segment.cell, generation);
         continue;
       }
       return materialize(this, found, this.faults.buffer);
