@@ -55,7 +55,8 @@ export class Slot {
 /** The latest SCOPE_ERASE record of one scope. */
 export interface EraseRecord {
   seq: number;
-  at: number;
+  /** When the erasure was committed (ms, engine clock): its retention window runs from here. */
+  committedAt: number;
   seg: number;
   off: number;
   len: number;
@@ -193,7 +194,7 @@ export function applyErase(keydir: Keydir, scope: string, seq: number, committed
     return;
   }
   if (old !== undefined && old.seq > seq) return;
-  keydir.erases.set(scope, { seq, at: committedAt, seg: at.seg, off: at.off, len: at.len });
+  keydir.erases.set(scope, { seq, committedAt, seg: at.seg, off: at.off, len: at.len });
 }
 
 /** The sequence of the latest kill (tombstone or erasure) of a slot, 0 for none. */
