@@ -154,10 +154,10 @@ export class BatchPlan {
     this.sealed = true;
   }
 
-  /** Applies every committed op in record order, op i at `at[i]` (the BATCH_COMMIT's location is not applied). */
-  applyAll(at: Location[], apply: (op: PlannedOp, loc: Location) => void): void {
+  /** Applies every committed op in record order, op i at `locs[i]` (the BATCH_COMMIT's location is not applied). */
+  applyAll(locs: Location[], apply: (op: PlannedOp, loc: Location) => void): void {
     assert(this.inBatch === this.sealed, "a batch is sealed before it commits");
-    assert(at.length === this.ops.length + (this.sealed ? 1 : 0), "a plan commits one location per op, plus a batch's BATCH_COMMIT");
-    for (let i = 0; i < this.ops.length; i++) apply(elementAt(this.ops, i, "an op per index"), elementAt(at, i, "a location per op"));
+    assert(locs.length === this.ops.length + (this.sealed ? 1 : 0), "a plan commits one location per op, plus a batch's BATCH_COMMIT");
+    for (let i = 0; i < this.ops.length; i++) apply(elementAt(this.ops, i, "an op per index"), elementAt(locs, i, "a location per op"));
   }
 }

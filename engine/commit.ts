@@ -39,7 +39,7 @@ export interface LogOp {
   /** The sequence number of each record. */
   seqs: number[];
   /** Applies the op to the visible state; receives each record's location. */
-  apply(at: Location[]): void;
+  apply(locs: Location[]): void;
 }
 
 interface Group {
@@ -50,7 +50,7 @@ interface Group {
   bytes: number;
   /** buffers[0] is the frame, filled in when the group is written (it checksums the rest). */
   buffers: Buffer[];
-  ops: Array<{ op: LogOp; at: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
+  ops: Array<{ op: LogOp; locs: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
   /** Called once the group is committed (null) or failed (its error): barriers. */
   after: Array<(err: unknown) => void>;
 }
@@ -189,10 +189,10 @@ export class CommitLog {
       this.queuedBytes += C.GROUP_FRAME_BYTES;
     }
     const offset = writer.reserve(bytes);
-    const at: Location[] = [];
+    const locs: Location[] = [];
     let cursor = offset;
     for (const r of op.records) {
-      at.push({ seg: seg.id, off: cursor, len: r.length });
+      locs.push({ seg: seg.id, off: cursor, len: r.length });
       cursor += r.length;
     }
     assert(group.offset + group.bytes === offset, `group contiguous: ${group.offset}+${group.bytes} == ${offset}`);
@@ -201,7 +201,7 @@ export class CommitLog {
     this.queuedOps += 1;
     this.queuedBytes += bytes;
     return new Promise<void>((resolve, reject) => {
-      group.ops.push({ op, at, resolve, reject });
+      group.ops.push({ op, locs, resolve, reject });
       if (!this.draining) queueMicrotask(() => void this.drain());
     });
   }
@@ -287,7 +287,7 @@ export class CommitLog {
     for (const o of group.ops) {
       for (const seq of o.op.seqs) group.segment.noteSeq(seq);
       try {
-        o.op.apply(o.at);
+        o.op.apply(o.locs);
         o.resolve();
       } catch (err) {
         o.reject(err);

@@ -247,16 +247,16 @@ export class Store implements T.Backend {
    * op's state becomes the intent later mutations are decided against. Resolves once durable.
    */
   private async commitPlan(plan: BatchPlan): Promise<void> {
-    const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at, this.applyOp) });
+    const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp) });
     this.advanceSeq(plan.seq, plan.seqs.length);
     for (const op of plan.ops) this.intents.set(op.scope, op.key, op.logical);
     await done;
   }
 
   /** Applies one committed PUT or TOMBSTONE of a plan at its location. */
-  private readonly applyOp = (op: PlannedOp, at: Location): void => {
-    if (op.kind === "put") this.applyPut(op.scope, op.key, op.seq, op.generation, op.expiresAt, at);
-    else this.applyTombstone(op.scope, op.key, op.seq, op.generation, op.expiresAt, at);
+  private readonly applyOp = (op: PlannedOp, loc: Location): void => {
+    if (op.kind === "put") this.applyPut(op.scope, op.key, op.seq, op.generation, op.expiresAt, loc);
+    else this.applyTombstone(op.scope, op.key, op.seq, op.generation, op.expiresAt, loc);
   };
 
   /** null when the commit queue has room; otherwise resolves once it has (backpressure), rejecting after close(). */
@@ -275,11 +275,11 @@ export class Store implements T.Backend {
     this.compactor.noteGarbage(seg);
   }
 
-  private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, at: Location): void {
+  private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, loc: Location): void {
     const slot = this.keydir.ensure(scope, key);
     if (seq > slot.putSeq) this.valueDied(slot);
-    applyPut(slot, seq, generation, expiresAt, at);
-    this.segments.get(at.seg)?.scopes.add(scope);
+    applyPut(slot, seq, generation, expiresAt, loc);
+    this.segments.get(loc.seg)?.scopes.add(scope);
     this.intents.settle(scope, key, seq);
   }
 
@@ -299,10 +299,10 @@ export class Store implements T.Backend {
     return result;
   }
 
-  private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, at: Location): void {
+  private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, loc: Location): void {
     const slot = this.keydir.ensure(scope, key);
     if (seq > slot.tombSeq && slot.putSeq < seq) this.valueDied(slot);
-    applyTombstone(slot, seq, generation, version, at);
+    applyTombstone(slot, seq, generation, version, loc);
     this.intents.settle(scope, key, seq);
   }
 
@@ -325,8 +325,8 @@ export class Store implements T.Backend {
     const done = this.log.append({
       records: [record],
       seqs: [seq],
-      apply: (at) => {
-        applyClear(this.keydir.ensure(scope, k), seq, generation, elementAt(at, 0, "an undelete commits one record"));
+      apply: (locs) => {
+        applyClear(this.keydir.ensure(scope, k), seq, generation, elementAt(locs, 0, "an undelete commits one record"));
         this.intents.settle(scope, k, seq);
       },
     });
@@ -389,8 +389,8 @@ export class Store implements T.Backend {
     const done = this.log.append({
       records,
       seqs,
-      apply: (at) => {
-        chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, elementAt(at, i, "a location per erase chunk"), chunk));
+      apply: (locs) => {
+        chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, elementAt(locs, i, "a location per erase chunk"), chunk));
         this.intents.settleErase(s, seq);
         this.compactor.recount();
       },
