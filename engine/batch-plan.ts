@@ -11,6 +11,7 @@ import { assert, elementAt } from "../rules/assert.js";
 import { InvalidArgumentError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
 import { BATCH_BYTES_MAX } from "../rules/args.js";
 import type { RecordInput } from "../segments/record.js";
+import { batchCommitInput, tombstoneInput } from "../segments/record-kinds.js";
 import type { Logical } from "./intents.js";
 import type { Location } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
@@ -138,18 +139,18 @@ export class BatchPlan {
     if (!before.live) return { ok: true, tombstoneSeq: null, generation: before.exists ? before.generation : null };
     const seq = this.seq + 1;
     const killed = before.version as number;
-    const record = this.host.encode({ type: C.RecordType.TOMBSTONE, flags: this.flags, seq, generation: before.generation, expiresAt: killed, scope, key });
+    const record = this.host.encode(tombstoneInput({ flags: this.flags, seq, killedGeneration: before.generation, killedVersion: killed, scope, key }));
     const logical: Logical = { seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true };
     this.seq = seq;
     this.push({ kind: "forget", scope, key, seq, generation: before.generation, expiresAt: killed, logical }, record);
     return { ok: true, tombstoneSeq: seq, generation: before.generation };
   }
 
-  /** Appends the BATCH_COMMIT record that makes a batch count at recovery (its generation field holds the op count). */
+  /** Appends the BATCH_COMMIT record that makes a batch count at recovery. */
   seal(): void {
     assert(this.inBatch && !this.sealed && this.ops.length > 0, "only a batch with ops is sealed, once");
     this.seq += 1;
-    this.records.push(this.host.encode({ type: C.RecordType.BATCH_COMMIT, seq: this.seq, generation: this.ops.length, scope: C.ROOT_SCOPE, key: "" }));
+    this.records.push(this.host.encode(batchCommitInput({ seq: this.seq, opCount: this.ops.length })));
     this.seqs.push(this.seq);
     this.sealed = true;
   }

@@ -19,6 +19,7 @@ import type { DecodedRecord } from "../segments/record.js";
 import { decodeEraseList } from "../segments/erase-list.js";
 import { isFramed } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
+import { committedAtOf, killedVersionOf } from "../segments/record-kinds.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as io from "../segments/io.js";
 import { replayJournal } from "./compaction-core.js";
@@ -94,13 +95,13 @@ function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number
       seg.scopes.add(r.scope);
       break;
     case C.RecordType.TOMBSTONE:
-      applyTombstone(keydir.ensure(r.scope, r.key), r.seq, r.generation, r.expiresAt, at); // expiresAt holds the killed version
+      applyTombstone(keydir.ensure(r.scope, r.key), r.seq, r.generation, killedVersionOf(r), at);
       break;
     case C.RecordType.CLEAR:
       applyClear(keydir.ensure(r.scope, r.key), r.seq, r.generation, at);
       break;
     case C.RecordType.SCOPE_ERASE:
-      applyErase(keydir, r.scope, r.seq, r.expiresAt, at, decodeEraseList(r.value as Uint8Array | null));
+      applyErase(keydir, r.scope, r.seq, committedAtOf(r), at, decodeEraseList(r.value as Uint8Array | null));
       break;
     case C.RecordType.BATCH_COMMIT:
       break;

@@ -18,6 +18,7 @@ import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/er
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeRecord, isRecord, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
+import { batchCommitInput, clearInput, scopeEraseInput } from "../segments/record-kinds.js";
 import * as A from "../rules/args.js";
 import { CommitLog } from "./commit.js";
 import { Compactor } from "./compactor.js";
@@ -321,7 +322,7 @@ export class Store implements T.Backend {
     }
     const seq = this.nextSeq();
     const generation = before.generation + 1;
-    const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
+    const record = this.encode(clearInput({ seq, generation, committedAt: this.options.clock(), scope, key: k }));
     const done = this.log.append({
       records: [record],
       seqs: [seq],
@@ -364,10 +365,10 @@ export class Store implements T.Backend {
   private eraseRecords(scope: string, seq: number, now: number, killed: ErasedSlot[]): { records: Buffer[]; seqs: number[]; chunks: ErasedSlot[][] } {
     const chunks = chunkEraseList(killed);
     const flags = chunks.length > 1 ? C.RF_IN_BATCH : 0;
-    const records = chunks.map((c) => this.encode({ type: C.RecordType.SCOPE_ERASE, flags, seq, generation: 0, expiresAt: now, scope, key: "", value: encodeEraseList(c) }));
+    const records = chunks.map((c) => this.encode(scopeEraseInput({ flags, seq, committedAt: now, scope, list: encodeEraseList(c) })));
     const seqs = chunks.map(() => seq);
     if (chunks.length > 1) {
-      records.push(this.encode({ type: C.RecordType.BATCH_COMMIT, seq: seq + 1, generation: chunks.length, scope: C.ROOT_SCOPE, key: "" }));
+      records.push(this.encode(batchCommitInput({ seq: seq + 1, opCount: chunks.length })));
       seqs.push(seq + 1);
     }
     assert(records.length === (chunks.length > 1 ? chunks.length + 1 : 1), "an erasure is one record, or its chunks and a commit");

@@ -16,9 +16,9 @@ export interface RecordInput {
   /** RF_IN_BATCH or 0; the value-kind flag is derived from `value`. */
   flags?: number;
   seq: number;
-  /** Slot generation (PUT, CLEAR), killed generation (TOMBSTONE), op count (BATCH_COMMIT). */
+  /** Slot generation (PUT, CLEAR), killed generation (TOMBSTONE), op count (BATCH_COMMIT): build those with record-kinds.ts. */
   generation: number;
-  /** ms since epoch, 0 = never. */
+  /** PUT: expiry, ms since epoch, 0 = never. TOMBSTONE: the killed version; CLEAR, SCOPE_ERASE: the commit time (record-kinds.ts). */
   expiresAt?: number;
   scope: string;
   /** "" for SCOPE_ERASE and BATCH_COMMIT; 1–1024 bytes otherwise. */

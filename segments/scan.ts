@@ -11,6 +11,7 @@
  * failing group is a torn tail unless a later valid group was written after it was durable.
  */
 import * as C from "./constants.js";
+import { batchOpCountOf } from "./record-kinds.js";
 import { CorruptionError } from "../rules/errors.js";
 import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
 import { isSyncMark, readGroupFrame, type GroupFault } from "./group.js";
@@ -81,8 +82,8 @@ export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolea
       if (batchStart < 0) batchStart = at;
       batch.push({ record: got, offset: at });
     } else if (!sealed && got.type === C.RecordType.BATCH_COMMIT) {
-      if (batch.length !== got.generation) {
-        throw new CorruptionError(segmentId, at, `batch commit counts ${got.generation} records, found ${batch.length}`);
+      if (batch.length !== batchOpCountOf(got)) {
+        throw new CorruptionError(segmentId, at, `batch commit counts ${batchOpCountOf(got)} records, found ${batch.length}`);
       }
       for (const b of batch) visit(b.record, b.offset);
       records += batch.length;
@@ -194,7 +195,7 @@ function scanGroupBody(bytes: Uint8Array, segmentId: number, from: number, to: n
     if ((got.flags & C.RF_IN_BATCH) !== 0) {
       batch.push({ record: got, offset: at });
     } else if (got.type === C.RecordType.BATCH_COMMIT) {
-      if (batch.length !== got.generation) throw new CorruptionError(segmentId, at, `batch commit counts ${got.generation} records, found ${batch.length}`);
+      if (batch.length !== batchOpCountOf(got)) throw new CorruptionError(segmentId, at, `batch commit counts ${batchOpCountOf(got)} records, found ${batch.length}`);
       for (const b of batch) visit(b.record, b.offset);
       delivered += batch.length + 1;
       visit(got, at);
