@@ -4,6 +4,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { rng } from "../test/helpers/rng.js";
 
 /** The stores the suite compares. */
 export const STORES = ["engram", "lmdb", "classic-level", "better-sqlite3"] as const;
@@ -133,17 +134,9 @@ export function sameValue(got: Uint8Array | undefined, i: number, version: numbe
   return Buffer.from(got.buffer, got.byteOffset, got.byteLength).equals(valueOf(i, version));
 }
 
-/** A small deterministic PRNG (mulberry32). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+
+/** The one seeded PRNG of the project (mulberry32), shared with the tests. */
+export { rng };
 
 /** 0..n-1 in a deterministic random order (keys are written in random order, like fillrandom). */
 export function permutation(n: number, seed: number): Uint32Array {

@@ -18,7 +18,7 @@ import { pathToFileURL } from "node:url";
 import { Bench } from "tinybench";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
-import { createSegmentFile } from "../segments/file.js";
+import { createSegmentFile } from "../segments/create.js";
 import { decodeRecord, encodeRecord, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
 import { fmt, keyOf, valueOf } from "./common.js";

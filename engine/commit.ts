@@ -20,7 +20,6 @@
  * arrival order for room (`admission`) before deciding anything — backpressure, not memory.
  */
 import * as C from "../segments/constants.js";
-import { writeHeader } from "../segments/file.js";
 import { encodeGroupFrame } from "../segments/group.js";
 import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
@@ -40,18 +39,18 @@ export interface LogOp {
   /** The sequence number of each record. */
   seqs: number[];
   /** Applies the op to the visible state; receives each record's location. */
-  apply(at: Location[]): void;
+  apply(locs: Location[]): void;
 }
 
 interface Group {
-  seg: Segment;
+  segment: Segment;
   /** Offset of the group's frame (its first byte). */
   offset: number;
   /** Bytes of the group, frame included. */
   bytes: number;
   /** buffers[0] is the frame, filled in when the group is written (it checksums the rest). */
   buffers: Buffer[];
-  ops: Array<{ op: LogOp; at: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
+  ops: Array<{ op: LogOp; locs: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
   /** Called once the group is committed (null) or failed (its error): barriers. */
   after: Array<(err: unknown) => void>;
 }
@@ -85,10 +84,10 @@ function frameFor(group: Group): Buffer {
   const body = group.buffers.slice(1);
   const first = group.ops[0]?.op.seqs[0];
   assert(first !== undefined && first > 0, "a group holds at least one record with a sequence");
-  assert(group.seg.syncedEnd <= group.offset, "a segment is never durable past a group not yet written");
-  const frame = encodeGroupFrame(first, group.seg.syncedEnd, body);
+  assert(group.segment.syncedEnd <= group.offset, "a segment is never durable past a group not yet written");
+  const frame = encodeGroupFrame(first, group.segment.syncedEnd, body);
   assert(frame.length + totalBytes(body) === group.bytes, "a group frame covers exactly its group's bytes");
-  group.seg.coveredEnd = Math.max(group.seg.coveredEnd, group.seg.syncedEnd);
+  group.segment.coveredEnd = Math.max(group.segment.coveredEnd, group.segment.syncedEnd);
   return frame;
 }
 
@@ -101,7 +100,7 @@ export class CommitLog {
   private idleWaiters: Array<() => void> = [];
   private sealWaiters = new Map<Segment, SealWaiter[]>();
   /** A failed group's segment, whose tail past its last acknowledged byte is unknown until repaired. */
-  private broken: { seg: Segment; error: unknown } | null = null;
+  private broken: { segment: Segment; error: unknown } | null = null;
   private unsynced = new Set<Segment>();
   /** The fdatasyncs of syncAll() now in flight: a later flush() waits for them too. */
   private syncing: Promise<void> = Promise.resolve();
@@ -183,17 +182,17 @@ export class CommitLog {
     const seg = this.active;
     const writer = seg.writer as NonNullable<Segment["writer"]>;
     let group = this.groups[this.groups.length - 1];
-    if (group === undefined || group.seg !== seg) {
+    if (group === undefined || group.segment !== seg) {
       const frameAt = writer.reserve(C.GROUP_FRAME_BYTES);
-      group = { seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers: [FRAME_PLACEHOLDER], ops: [], after: [] };
+      group = { segment: seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers: [FRAME_PLACEHOLDER], ops: [], after: [] };
       this.groups.push(group);
       this.queuedBytes += C.GROUP_FRAME_BYTES;
     }
     const offset = writer.reserve(bytes);
-    const at: Location[] = [];
+    const locs: Location[] = [];
     let cursor = offset;
     for (const r of op.records) {
-      at.push({ seg: seg.id, off: cursor, len: r.length });
+      locs.push({ seg: seg.id, off: cursor, len: r.length });
       cursor += r.length;
     }
     assert(group.offset + group.bytes === offset, `group contiguous: ${group.offset}+${group.bytes} == ${offset}`);
@@ -202,7 +201,7 @@ export class CommitLog {
     this.queuedOps += 1;
     this.queuedBytes += bytes;
     return new Promise<void>((resolve, reject) => {
-      group.ops.push({ op, at, resolve, reject });
+      group.ops.push({ op, locs, resolve, reject });
       if (!this.draining) queueMicrotask(() => void this.drain());
     });
   }
@@ -214,11 +213,11 @@ export class CommitLog {
   repair(): void {
     const broken = this.broken;
     if (broken === null) return;
-    const writer = broken.seg.writer;
+    const writer = broken.segment.writer;
     if (writer !== null) {
-      assert(writer.end === broken.seg.dataEnd, `segment ${broken.seg.id}: rewound to its data end`);
+      assert(writer.end === broken.segment.dataEnd, `segment ${broken.segment.id}: rewound to its data end`);
       writer.cutTail();
-      broken.seg.syncedEnd = broken.seg.dataEnd; // cutTail's fdatasync covered everything before the cut
+      broken.segment.syncedEnd = broken.segment.dataEnd; // cutTail's fdatasync covered everything before the cut
     }
     this.broken = null;
     this.sealRetiring();
@@ -268,27 +267,27 @@ export class CommitLog {
 
   /** Writes and syncs one group, then applies it; returns the error of a failed write or sync. */
   private async commitGroup(group: Group): Promise<unknown> {
-    const coveredBefore = group.seg.coveredEnd;
+    const coveredBefore = group.segment.coveredEnd;
     try {
-      const writer = group.seg.writer as NonNullable<Segment["writer"]>;
+      const writer = group.segment.writer as NonNullable<Segment["writer"]>;
       group.buffers[0] = frameFor(group);
       writer.writeAtSync(group.buffers, group.offset);
       await hitAsync(this.host.faults, "write:after-append");
       if (this.host.durability === "sync") {
         await writer.sync();
-        group.seg.syncedEnd = group.offset + group.bytes;
-      } else this.unsynced.add(group.seg);
+        group.segment.syncedEnd = group.offset + group.bytes;
+      } else this.unsynced.add(group.segment);
       await hitAsync(this.host.faults, "write:after-sync");
     } catch (err) {
-      group.seg.coveredEnd = coveredBefore; // the frame that would have proved it is cut (repair)
+      group.segment.coveredEnd = coveredBefore; // the frame that would have proved it is cut (repair)
       return err;
     }
-    group.seg.dataEnd = group.offset + group.bytes;
+    group.segment.dataEnd = group.offset + group.bytes;
     this.dequeued(group);
     for (const o of group.ops) {
-      for (const seq of o.op.seqs) group.seg.noteSeq(seq);
+      for (const seq of o.op.seqs) group.segment.noteSeq(seq);
       try {
-        o.op.apply(o.at);
+        o.op.apply(o.locs);
         o.resolve();
       } catch (err) {
         o.reject(err);
@@ -313,16 +312,16 @@ export class CommitLog {
     const rewound = new Set<Segment>();
     for (const g of rejected) {
       this.dequeued(g);
-      if (!rewound.has(g.seg)) {
-        rewound.add(g.seg);
-        assert(g.offset === g.seg.dataEnd, `segment ${g.seg.id}: first failed group starts at its data end`);
-        g.seg.writer?.rewind(g.seg.dataEnd);
+      if (!rewound.has(g.segment)) {
+        rewound.add(g.segment);
+        assert(g.offset === g.segment.dataEnd, `segment ${g.segment.id}: first failed group starts at its data end`);
+        g.segment.writer?.rewind(g.segment.dataEnd);
       }
       for (const o of g.ops) o.reject(g === failed ? err : later);
       if (g !== failed) for (const f of g.after) f(later);
       if (g !== failed) g.after = [];
     }
-    this.broken = { seg: failed.seg, error: err };
+    this.broken = { segment: failed.segment, error: err };
     this.host.onRejected();
     try {
       this.repair();
@@ -334,8 +333,8 @@ export class CommitLog {
   /** Seals every rotated-out segment whose groups are all applied; a failed seal is retried later. */
   private sealRetiring(): void {
     for (const seg of this.retiring) {
-      if (this.inFlight?.seg === seg || this.groups.some((g) => g.seg === seg)) continue;
-      if (this.broken?.seg === seg) continue;
+      if (this.inFlight?.segment === seg || this.groups.some((g) => g.segment === seg)) continue;
+      if (this.broken?.segment === seg) continue;
       try {
         this.seal(seg);
         this.retiring.delete(seg);
@@ -434,7 +433,7 @@ export class CommitLog {
     writer.truncateToEnd();
     writer.syncSync();
     hitCrashOnly(this.host.faults, "seal:after-truncate");
-    seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq, sealedBytes: seg.dataEnd });
+    seg.writeSealHeader();
     seg.writer = null;
     this.unsynced.delete(seg);
     for (const w of this.sealWaiters.get(seg) ?? []) w.resolve();

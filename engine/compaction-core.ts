@@ -16,15 +16,18 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
-import { checksum64 } from "../segments/checksum.js";
 import { CorruptionError } from "../rules/errors.js";
-import { FILE_MODE, fsyncDir, journalFileName, readWholeFile, segmentFileName, tmpFileName, readHeader, unlinkQuietly, writeHeader } from "../segments/file.js";
+import { FILE_MODE, journalFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
+import { readHeader, writeHeader } from "../segments/header-io.js";
+import { fsyncDir, unlinkQuietly } from "../segments/io.js";
+import { readWholeFile, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader } from "../segments/header.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
+import { decodeJournal, encodeJournal } from "../segments/journal.js";
 import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
-import { assert } from "../rules/assert.js";
+import { assert, elementAt } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
 
 /** What the main thread asks a worker to do. */
@@ -64,8 +67,6 @@ export interface CompactionResult {
 /** Pauses or crashes at a fault point: blocking in a worker, awaited inline. */
 export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
 
-const JOURNAL_MAGIC = 0x4c4e524a; // "JRNL"
-const JOURNAL_HEAD = 32;
 
 /** Runs one compaction task. */
 export async function runCompaction(task: CompactionTask, hit: FaultHit): Promise<CompactionResult> {
@@ -93,7 +94,7 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
 /** Scans the whole segment, checks every live location, and builds the surviving bytes. */
 function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number): { out: Buffer; result: Omit<CompactionResult, "generation"> } {
   const liveAt = new Map<number, number>();
-  for (let i = 0; i < task.live.length; i += 2) liveAt.set(task.live[i] as number, task.live[i + 1] as number);
+  for (let i = 0; i < task.live.length; i += 2) liveAt.set(elementAt(task.live, i, "live offset"), elementAt(task.live, i + 1, "live offsets come in pairs"));
   const result: Omit<CompactionResult, "generation"> = {
     newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [], keptScopes: [],
     bytesBefore: bytes.length, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false,
@@ -171,13 +172,7 @@ async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseH
  * exactly the bytes meant for it.
  */
 function checkCopy(tmp: string, targetId: number, out: Buffer): void {
-  const fd = fs.openSync(tmp, "r");
-  let bytes: Uint8Array;
-  try {
-    bytes = readWholeFile(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
+  const bytes = readWholePath(tmp);
   const { header } = chooseHeader(bytes, targetId);
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
   assertSealedEnd(targetId, header.sealedBytes, walkSealed(bytes, targetId, () => undefined), bytes.length);
@@ -189,20 +184,11 @@ function checkCopy(tmp: string, targetId: number, out: Buffer): void {
  * this segment and generation, and holds exactly the bytes the rewrite will put in place.
  */
 function checkJournal(task: CompactionTask, generation: number, out: Buffer): void {
-  const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
-  const fd = fs.openSync(file, "r");
-  let body: Uint8Array;
-  try {
-    body = readWholeFile(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  const view = Buffer.from(body.buffer, body.byteOffset, body.length);
-  assert(body.length === JOURNAL_HEAD + out.length + 8, `journal of ${task.segmentId}: length`);
-  assert(view.readUInt32LE(0) === JOURNAL_MAGIC && view.readUInt32LE(4) === task.segmentId, `journal of ${task.segmentId}: magic and id`);
-  assert(Number(view.readBigUInt64LE(8)) === generation, `journal of ${task.segmentId}: generation ${generation}`);
-  assert(checksum64(body, 0, body.length - 8) === view.readBigUInt64LE(body.length - 8), `journal of ${task.segmentId}: checksum`);
-  assert(Buffer.compare(view.subarray(JOURNAL_HEAD, JOURNAL_HEAD + out.length), out) === 0, `journal of ${task.segmentId}: data`);
+  const journal = decodeJournal(readWholePath(path.join(task.segmentsDir, journalFileName(task.segmentId))));
+  assert(journal !== null, `journal of ${task.segmentId}: magic and checksum`);
+  assert(journal.segmentId === task.segmentId && journal.generation === generation, `journal of ${task.segmentId}: id and generation ${generation}`);
+  assert(journal.dataBytes === out.length && journal.data.length === out.length, `journal of ${task.segmentId}: length`);
+  assert(Buffer.compare(journal.data, out) === 0, `journal of ${task.segmentId}: data`);
 }
 
 /** The segment as it was before an in-place rewrite: its header generation and every byte. */
@@ -283,15 +269,9 @@ function finishRewrite(fd: number, segmentId: number, generation: number, dataBy
   writeHeader(fd, current, { ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes }, "io:rewrite");
 }
 
-/** Journal layout: magic u32, segment id u32, generation u64, data bytes u64, reserved u64, data, xxh64. */
+/** Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it and its name durable. */
 function writeJournal(task: CompactionTask, generation: number, out: Buffer): void {
-  const head = Buffer.alloc(JOURNAL_HEAD);
-  head.writeUInt32LE(JOURNAL_MAGIC, 0);
-  head.writeUInt32LE(task.segmentId, 4);
-  head.writeBigUInt64LE(BigInt(generation), 8);
-  head.writeBigUInt64LE(BigInt(out.length), 16);
-  const body = Buffer.concat([head, out, Buffer.alloc(8)]);
-  body.writeBigUInt64LE(checksum64(body, 0, body.length - 8), body.length - 8);
+  const body = encodeJournal(task.segmentId, generation, out);
   const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
   const fd = io.openFile("io:journal", file, "w", FILE_MODE);
   try {
@@ -310,26 +290,17 @@ function writeJournal(task: CompactionTask, generation: number, out: Buffer): vo
  */
 export function replayJournal(segmentsDir: string, segmentId: number): boolean {
   const file = path.join(segmentsDir, journalFileName(segmentId));
-  const fd = fs.openSync(file, "r");
-  const body = readWholeFile(fd);
-  fs.closeSync(fd);
-  const valid =
-    body.length >= JOURNAL_HEAD + 8 &&
-    Buffer.from(body.buffer, body.byteOffset, body.length).readUInt32LE(0) === JOURNAL_MAGIC &&
-    checksum64(body, 0, body.length - 8) === Buffer.from(body.buffer, body.byteOffset, body.length).readBigUInt64LE(body.length - 8);
+  const journal = decodeJournal(readWholePath(file));
   const segFile = path.join(segmentsDir, segmentFileName(segmentId));
-  if (valid && fs.existsSync(segFile)) {
-    const view = Buffer.from(body.buffer, body.byteOffset, body.length);
-    const id = view.readUInt32LE(4);
-    const generation = Number(view.readBigUInt64LE(8));
-    const dataBytes = Number(view.readBigUInt64LE(16));
-    if (id !== segmentId || dataBytes !== body.length - JOURNAL_HEAD - 8) throw new CorruptionError(segmentId, 0, "journal names another segment");
+  if (journal !== null && fs.existsSync(segFile)) {
+    const { generation, dataBytes } = journal;
+    if (journal.segmentId !== segmentId || dataBytes !== journal.data.length || generation < 0) throw new CorruptionError(segmentId, 0, "journal names another segment");
     const seg = io.openFile("io:rewrite", segFile, "r+");
     try {
       // A journal older than the segment's header (its removal failed after a complete rewrite,
       // and the segment moved on) is stale: replaying it would undo the later state.
       if (readHeader(seg, segmentId).header.generation <= generation) {
-        io.writeAllSync("io:rewrite", seg, [view.subarray(JOURNAL_HEAD, JOURNAL_HEAD + dataBytes)], C.DATA_START);
+        io.writeAllSync("io:rewrite", seg, [journal.data], C.DATA_START);
         finishRewrite(seg, segmentId, generation, dataBytes);
       }
     } finally {
@@ -338,5 +309,5 @@ export function replayJournal(segmentsDir: string, segmentId: number): boolean {
   }
   io.unlink("io:unlink", file);
   fsyncDir(segmentsDir);
-  return valid;
+  return journal !== null;
 }

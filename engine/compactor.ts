@@ -7,23 +7,28 @@
  * segment and retiring the old one (unlinked when its last reader leaves).
  *
  * Compactions run one at a time (a promise chain); the main thread keeps serving meanwhile.
+ * What survives is decided by compaction-plan.ts; the store is reached only through
+ * CompactorHost (no import of store.ts: the two files form no cycle).
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
-import { assert } from "../rules/assert.js";
-import { readHeader, segmentFileName, unlinkQuietly } from "../segments/file.js";
+import { assert, elementAt } from "../rules/assert.js";
+import { segmentFileName } from "../segments/file-names.js";
+import { readHeader } from "../segments/header-io.js";
+import { unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
-import { hitAsync } from "./faults.js";
+import { planSegments, tallySegments, type PlannedRecord, type PlanHost, type SegmentPlan } from "./compaction-plan.js";
+import { hitAsync, type FaultController } from "./faults.js";
+import type { GenerationTable } from "./generations.js";
 import * as P from "./gc-policy.js";
-import { isReadable, type Slot } from "./keydir.js";
+import type { Keydir, Slot } from "./keydir.js";
+import type { ResolvedOptions } from "./options.js";
 import { Segment } from "./segment.js";
-import { verifySegments } from "./verify.js";
 import { isFailedTask, reviveError, type FailedTask } from "./worker-errors.js";
-import type { Store } from "./store.js";
 import type * as T from "../rules/types.js";
 
 type Mode = "copy-on-write" | "in-place";
@@ -31,27 +36,40 @@ type Mode = "copy-on-write" | "in-place";
 /** The automatic pass seals a mostly-garbage active segment only from this size on (or half a segment). */
 const ACTIVE_SEAL_BYTES_MIN = 4 * 1024 * 1024;
 
-/** A record that survives, and who points at it. */
-type Keep =
-  | { kind: "put" | "tomb" | "clear"; slot: Slot; off: number; len: number }
-  | { kind: "erase"; scope: string; off: number; len: number };
-
-/** What one compaction of a segment keeps, and which retention records it drops. */
-interface SegmentPlan {
-  keeps: Keep[];
-  dooms: Keep[];
+/** The commit log's part in compaction: the active segment, and sealing it. */
+export interface SealingLog {
+  readonly activeSegment: Segment;
+  /** Seals the active segment and starts a new one; returns the sealed one. */
+  rotate(): Segment;
+  /** Resolves once `seg`'s seal (header rewrite and fsync) is durable. */
+  whenSealed(seg: Segment): Promise<void>;
 }
 
-/** Per-segment live accounting from one pass over the keydir. */
-interface Tally {
-  liveBytes: number;
-  records: number;
-  tombstones: number;
+/**
+ * What the compactor needs from the store (the store passes itself): its files, keydir and
+ * segments, which it changes only in the one synchronous turn that publishes a compaction.
+ */
+export interface CompactorHost extends PlanHost {
+  readonly options: Pick<ResolvedOptions, "compaction" | "segmentBytes" | "clock" | "scopeRules" | "tombstoneRetentionMs" | "unsafeGcBySeq">;
+  readonly segmentsDir: string;
+  readonly keydir: Keydir;
+  readonly segments: Map<number, Segment>;
+  readonly gens: GenerationTable;
+  readonly faults: Pick<FaultController, "buffer">;
+  readonly log: SealingLog;
+  /** The highest sequence committed or queued (the unsafe tombstone-sequence GC's watermark). */
+  readonly sequence: number;
+  /** A fresh segment id (for a copy-on-write output). */
+  allocateId(): number;
+  /** Rewrites segments/MANIFEST to name exactly the segments in `segments`. */
+  recordSegments(): void;
+  /** Makes everything written so far durable (a plan is made after one). */
+  flush(): Promise<void>;
 }
 
 /** Schedules compactions and applies their results. */
 export class Compactor {
-  private readonly store: Store;
+  private readonly host: CompactorHost;
   private pool: Piscina | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   private autoTimer: NodeJS.Timeout | null = null;
@@ -61,12 +79,12 @@ export class Compactor {
   /** Retired segments whose descriptor a read still held when they were retired. */
   private readonly held = new Set<Segment>();
 
-  constructor(store: Store) {
-    this.store = store;
+  constructor(host: CompactorHost) {
+    this.host = host;
   }
 
   private getPool(): Piscina | null {
-    const workers = this.store.options.compaction.workers;
+    const workers = this.host.options.compaction.workers;
     if (workers === 0) return null;
     if (this.pool === null) {
       const fromSource = import.meta.url.endsWith(".ts");
@@ -105,7 +123,7 @@ export class Compactor {
 
   /** Asks for an automatic compaction check soon (debounced; no-op unless compaction.auto). */
   nudge(): void {
-    if (!this.store.options.compaction.auto || this.closed || this.autoTimer !== null) return;
+    if (!this.host.options.compaction.auto || this.closed || this.autoTimer !== null) return;
     this.autoTimer = setTimeout(() => {
       this.autoTimer = null;
       void this.serial(() => this.autoPass()).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`));
@@ -124,80 +142,31 @@ export class Compactor {
    */
   private activeOverRatio(s: Segment): boolean {
     const size = s.dataEnd - C.DATA_START;
-    const ratio = this.store.options.compaction.garbageRatio;
-    return s.writer !== null && size >= Math.min(ACTIVE_SEAL_BYTES_MIN, this.store.options.segmentBytes / 2) && s.deadBytes > ratio * size;
+    const ratio = this.host.options.compaction.garbageRatio;
+    return s.writer !== null && size >= Math.min(ACTIVE_SEAL_BYTES_MIN, this.host.options.segmentBytes / 2) && s.deadBytes > ratio * size;
   }
 
   private overRatio(s: Segment): boolean {
-    const ratio = this.store.options.compaction.garbageRatio;
+    const ratio = this.host.options.compaction.garbageRatio;
     return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
   }
 
   /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry). */
   recount(): void {
-    const tally = this.tally(this.store.options.clock());
-    for (const seg of this.store.segments.values()) seg.deadBytes = seg.dataEnd - C.DATA_START - (tally.get(seg.id)?.liveBytes ?? 0);
+    const tally = tallySegments(this.host, this.host.options.clock());
+    for (const seg of this.host.segments.values()) seg.deadBytes = seg.dataEnd - C.DATA_START - (tally.get(seg.id)?.liveBytes ?? 0);
     if (this.segmentsOverRatio().length > 0) this.nudge();
   }
 
   private segmentsOverRatio(): Segment[] {
-    return [...this.store.segments.values()].filter((s) => this.overRatio(s));
+    return [...this.host.segments.values()].filter((s) => this.overRatio(s));
   }
 
   private async autoPass(): Promise<void> {
     if (this.closed) return;
-    const active = this.store.log.activeSegment;
-    if (this.activeOverRatio(active)) await this.store.log.whenSealed(this.store.log.rotate());
-    await this.compactMany(this.segmentsOverRatio(), this.store.options.compaction.mode);
-  }
-
-  /**
-   * One pass over the keydir: per segment, the records that survive and the retention records
-   * (tombstones, clears, erasures) that do not. A plan stays safe while compactions run: records
-   * only ever die, and every pointer is moved or cleared only if it still names the planned place.
-   */
-  private plan(now: number, only: ReadonlySet<number> | null): Map<number, SegmentPlan> {
-    const kd = this.store.keydir;
-    const out = new Map<number, SegmentPlan>();
-    const add = (seg: number, k: Keep, keep: boolean): void => {
-      let p = out.get(seg);
-      if (p === undefined) {
-        p = { keeps: [], dooms: [] };
-        out.set(seg, p);
-      }
-      (keep ? p.keeps : p.dooms).push(k);
-    };
-    const wanted = (seg: number): boolean => seg !== 0 && (only === null || only.has(seg));
-    const rules = this.store.options.scopeRules.length > 0;
-    const fixedRetention = this.store.options.tombstoneRetentionMs;
-    for (const slot of kd.all()) {
-      if (!wanted(slot.seg) && !wanted(slot.tombSeg) && !wanted(slot.clearSeg)) continue;
-      const retention = rules ? this.store.retentionMsFor(slot.scope) : fixedRetention;
-      if (wanted(slot.seg) && P.valueRecordLive(kd, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len }, true);
-      if (wanted(slot.tombSeg)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen }, P.tombstoneRecordLive(slot, now, retention));
-      if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention, kd));
-    }
-    for (const [scope, e] of kd.erases) {
-      const parts = [e, ...(e.more ?? [])].filter((x) => wanted(x.seg));
-      if (parts.length === 0) continue;
-      const live = P.eraseRecordLive(kd, scope, e, now, this.store.retentionMsFor(scope));
-      for (const x of parts) add(x.seg, { kind: "erase", scope, off: x.off, len: x.len }, live); // every chunk lives or goes together
-    }
-    for (const p of out.values()) p.keeps.sort((a, b) => a.off - b.off);
-    return out;
-  }
-
-  private tally(now: number): Map<number, Tally> {
-    const out = new Map<number, Tally>();
-    for (const [seg, { keeps }] of this.plan(now, null)) {
-      const t: Tally = { liveBytes: 0, records: keeps.length, tombstones: 0 };
-      for (const k of keeps) {
-        t.liveBytes += k.len;
-        if (k.kind !== "put") t.tombstones += 1;
-      }
-      out.set(seg, t);
-    }
-    return out;
+    const active = this.host.log.activeSegment;
+    if (this.activeOverRatio(active)) await this.host.log.whenSealed(this.host.log.rotate());
+    await this.compactMany(this.segmentsOverRatio(), this.host.options.compaction.mode);
   }
 
   /**
@@ -206,22 +175,22 @@ export class Compactor {
    * was not compactable.
    */
   private async compactSegment(seg: Segment, mode: Mode, plan: SegmentPlan, now: number): Promise<T.CompactionReport | null> {
-    if (seg.writer !== null || seg.retired || seg.compacting || !this.store.segments.has(seg.id)) return null;
+    if (seg.writer !== null || seg.retired || seg.compacting || !this.host.segments.has(seg.id)) return null;
     // A segment hard-linked into a backup must never be rewritten in place (backup.ts).
     if (mode === "in-place" && fs.fstatSync(seg.fd).nlink > 1) mode = "copy-on-write";
     const started = performance.now();
-    const keeps = plan.keeps;
+    const survivors = plan.survivors;
     const live: number[] = [];
-    for (const k of keeps) live.push(k.off, k.len);
+    for (const k of survivors) live.push(k.off, k.len);
     const task: CompactionTask = {
       mode,
-      segmentsDir: this.store.segmentsDir,
+      segmentsDir: this.host.segmentsDir,
       segmentId: seg.id,
-      targetId: mode === "copy-on-write" ? this.store.allocateId() : seg.id,
+      targetId: mode === "copy-on-write" ? this.host.allocateId() : seg.id,
       live,
-      gens: this.store.gens.buffer,
+      gens: this.host.gens.buffer,
       cell: seg.cell,
-      faults: this.store.faults.buffer,
+      faults: this.host.faults.buffer,
     };
     seg.compacting = true;
     let result: CompactionResult;
@@ -247,22 +216,22 @@ export class Compactor {
   private async publish(seg: Segment, task: CompactionTask, plan: SegmentPlan, result: CompactionResult, now: number): Promise<void> {
     const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
     if (target !== seg) {
-      await hitAsync(this.store.faults.buffer, "compaction:before-unlink");
+      await hitAsync(this.host.faults.buffer, "compaction:before-unlink");
       this.unpublish(seg, target);
       for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
       if (!seg.isClosed) this.held.add(seg);
     }
     // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
     const touched = this.dropRecords(seg, result, now);
-    if (target !== null) plan.keeps.forEach((k, i) => relocate(this.store, k, seg.id, target.id, result.newOffsets[i] as number));
-    this.clearDooms(seg, plan.dooms, touched);
+    if (target !== null) plan.survivors.forEach((k, i) => relocate(this.host.keydir, k, seg.id, target.id, elementAt(result.newOffsets, i, "the worker returns a new offset per kept record")));
+    this.clearDroppable(seg, plan.droppable, touched);
     if (target === seg) {
       seg.header = readHeader(seg.fd, seg.id);
       seg.dataEnd = result.bytesAfter;
       seg.deadBytes = 0;
       seg.scopes.clear();
       for (const s of result.keptScopes) seg.scopes.add(s);
-      const published = this.store.gens.bump(seg.cell);
+      const published = this.host.gens.bump(seg.cell);
       assert(published % 2 === 0, `segment ${seg.id}: the main thread bumps odd to even, got ${published}`);
       if (published !== result.generation || published !== seg.header.header.generation) {
         throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
@@ -278,12 +247,12 @@ export class Compactor {
    * output's file goes, so it never names a missing file — and the IoError propagates.
    */
   private unpublish(seg: Segment, target: Segment | null): void {
-    this.store.segments.delete(seg.id);
+    this.host.segments.delete(seg.id);
     try {
-      this.store.recordSegments(); // listed no more before the unlink: a crash between deletes it at open
-      seg.retire(this.store.segmentsDir, this.store.gens);
+      this.host.recordSegments(); // listed no more before the unlink: a crash between deletes it at open
+      seg.retire(this.host.segmentsDir, this.host.gens);
     } catch (err) {
-      this.store.segments.set(seg.id, seg);
+      this.host.segments.set(seg.id, seg);
       if (target !== null) this.withdrawOutput(target);
       throw err;
     }
@@ -295,40 +264,40 @@ export class Compactor {
    * file stays: the manifest on disk may still name it, and it holds only what the old one does).
    */
   private withdrawOutput(out: Segment): void {
-    this.store.segments.delete(out.id);
+    this.host.segments.delete(out.id);
     try {
-      this.store.recordSegments();
+      this.host.recordSegments();
     } finally {
-      out.close(this.store.gens);
+      out.close(this.host.gens);
     }
-    unlinkQuietly(path.join(this.store.segmentsDir, segmentFileName(out.id)));
+    unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(out.id)));
   }
 
   /** Store close: closes the descriptors of retired (already unlinked) segments a read still holds. */
   closeRetired(): void {
-    for (const seg of this.held) seg.close(this.store.gens);
+    for (const seg of this.held) seg.close(this.host.gens);
     this.held.clear();
   }
 
   private openOutput(id: number, result: CompactionResult): Segment {
-    const fd = fs.openSync(path.join(this.store.segmentsDir, segmentFileName(id)), "r");
+    const fd = fs.openSync(path.join(this.host.segmentsDir, segmentFileName(id)), "r");
     const header = readHeader(fd, id);
-    const cell = this.store.gens.allocate(0);
+    const cell = this.host.gens.allocate(0);
     if (cell === null) throw new Error("no generation cell for a compaction output");
     const out = new Segment(id, fd, cell, header, result.bytesAfter, null);
     out.minSeq = header.header.minSeq;
     out.maxSeq = header.header.maxSeq;
     for (const s of result.keptScopes) out.scopes.add(s);
-    this.store.segments.set(id, out);
+    this.host.segments.set(id, out);
     return out;
   }
 
   /** Accounts for the PUT records the compaction dropped; returns the slots it touched. */
   private dropRecords(seg: Segment, result: CompactionResult, now: number): Set<Slot> {
-    const kd = this.store.keydir;
+    const keydir = this.host.keydir;
     const touched = new Set<Slot>();
     for (let i = 0; i < result.droppedKeys.length; i++) {
-      const slot = kd.get(result.droppedScopes[i] as string, result.droppedKeys[i] as string);
+      const slot = keydir.get(elementAt(result.droppedScopes, i, "a scope per dropped record"), elementAt(result.droppedKeys, i, "a key per dropped record"));
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
       assert(slot.physical > 0, `physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;
@@ -340,17 +309,17 @@ export class Compactor {
   }
 
   /** Clears the pointers to the retention records the compaction dropped, then drops empty slots. */
-  private clearDooms(seg: Segment, dooms: Keep[], touched: Set<Slot>): void {
-    const kd = this.store.keydir;
-    for (const d of dooms) {
+  private clearDroppable(seg: Segment, droppable: PlannedRecord[], touched: Set<Slot>): void {
+    const keydir = this.host.keydir;
+    for (const d of droppable) {
       if (d.kind === "erase") {
-        const e = kd.erases.get(d.scope);
+        const e = keydir.erases.get(d.scope);
         if (e === undefined) continue;
         const chunk = e.more?.findIndex((x) => x.seg === seg.id && x.off === d.off) ?? -1;
         if (chunk >= 0) e.more?.splice(chunk, 1);
         if (e.seg !== seg.id || e.off !== d.off) continue;
-        kd.erases.delete(d.scope);
-        for (const slot of kd.subtree(d.scope)) touched.add(slot); // their retention may have ended with it
+        keydir.erases.delete(d.scope);
+        for (const slot of keydir.subtree(d.scope)) touched.add(slot); // their retention may have ended with it
         continue;
       }
       const slot = d.slot;
@@ -358,19 +327,19 @@ export class Compactor {
       if (d.kind === "clear" && slot.clearSeg === seg.id && slot.clearOff === d.off) slot.clearSeg = 0;
       touched.add(slot);
     }
-    for (const slot of touched) if (P.slotEmpty(kd, slot)) kd.delete(slot);
+    for (const slot of touched) if (P.slotEmpty(keydir, slot)) keydir.delete(slot);
   }
 
   private sealedWithGarbage(): Segment[] {
-    return [...this.store.segments.values()].filter((s) => s.writer === null && !s.retired && s.deadBytes > 0);
+    return [...this.host.segments.values()].filter((s) => s.writer === null && !s.retired && s.deadBytes > 0);
   }
 
   /** Seals the active segment when it holds garbage, so that GC can reach it. */
   private async sealActiveIfDirty(): Promise<void> {
-    const active = this.store.log.activeSegment;
+    const active = this.host.log.activeSegment;
     if (active.deadBytes === 0 || active.dataEnd === C.DATA_START) return;
-    const old = this.store.log.rotate();
-    await this.store.log.whenSealed(old);
+    const old = this.host.log.rotate();
+    await this.host.log.whenSealed(old);
   }
 
   /** Compacts `segs` one after the other, from one flush and one plan. */
@@ -378,12 +347,12 @@ export class Compactor {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
     const started = performance.now();
     if (segs.length === 0) return report;
-    await this.store.flush();
-    const now = this.store.options.clock();
-    const plans = this.plan(now, new Set(segs.map((x) => x.id)));
+    await this.host.flush();
+    const now = this.host.options.clock();
+    const plans = planSegments(this.host, now, new Set(segs.map((x) => x.id)));
     for (const seg of segs) {
       if (this.closed) break;
-      const r = await this.compactSegment(seg, mode, plans.get(seg.id) ?? { keeps: [], dooms: [] }, now);
+      const r = await this.compactSegment(seg, mode, plans.get(seg.id) ?? { survivors: [], droppable: [] }, now);
       if (r === null) continue;
       report.segments.push(...r.segments);
       report.bytesBefore += r.bytesBefore;
@@ -398,7 +367,7 @@ export class Compactor {
   /** compact(): the given segments, or every segment holding garbage (sealing the active one). */
   compact(options: unknown): Promise<T.CompactionReport> {
     const o = (options ?? {}) as Record<string, unknown>;
-    const mode = (o["mode"] ?? this.store.options.compaction.mode) as Mode;
+    const mode = (o["mode"] ?? this.host.options.compaction.mode) as Mode;
     if (mode !== "copy-on-write" && mode !== "in-place") throw new InvalidArgumentError(`mode must be "copy-on-write" or "in-place", got ${String(mode)}`);
     const ids = o["segments"];
     if (ids !== undefined && (!Array.isArray(ids) || !ids.every((x) => Number.isSafeInteger(x)))) {
@@ -410,7 +379,7 @@ export class Compactor {
         await this.sealActiveIfDirty();
         this.recount();
       }
-      const segs = ids === undefined ? this.sealedWithGarbage() : (ids as number[]).map((id) => this.store.segments.get(id)).filter((s): s is Segment => s !== undefined);
+      const segs = ids === undefined ? this.sealedWithGarbage() : (ids as number[]).map((id) => this.host.segments.get(id)).filter((s): s is Segment => s !== undefined);
       return this.compactMany(segs, mode);
     });
   }
@@ -418,13 +387,13 @@ export class Compactor {
   /** gc(): reclaim by policy now (generation-keyed; by tombstone sequence under the unsafe option). */
   gc(): Promise<T.GcReport> {
     return this.serial(async () => {
-      const before = this.store.keydir.size;
-      if (this.store.options.unsafeGcBySeq) P.unsafeSweep(this.store.keydir, this.store.sequence);
+      const before = this.host.keydir.size;
+      if (this.host.options.unsafeGcBySeq) P.unsafeSweep(this.host.keydir, this.host.sequence);
       this.recount();
       await this.sealActiveIfDirty();
       this.recount();
-      const report = await this.compactMany(this.sealedWithGarbage(), this.store.options.compaction.mode);
-      return { ...report, retentionRecordsDropped: Math.max(0, before - this.store.keydir.size) };
+      const report = await this.compactMany(this.sealedWithGarbage(), this.host.options.compaction.mode);
+      return { ...report, retentionRecordsDropped: Math.max(0, before - this.host.keydir.size) };
     });
   }
 
@@ -432,44 +401,21 @@ export class Compactor {
   eraseEager(root: string): Promise<number> {
     return this.serial(async () => {
       const holds = (s: Segment): boolean => [...s.scopes].some((scope) => scopeWithin(scope, root));
-      const active = this.store.log.activeSegment;
+      const active = this.host.log.activeSegment;
       if (holds(active) && active.dataEnd > C.DATA_START) {
-        const old = this.store.log.rotate();
-        await this.store.log.whenSealed(old);
+        const old = this.host.log.rotate();
+        await this.host.log.whenSealed(old);
       }
-      const segs = [...this.store.segments.values()].filter((s) => s.writer === null && holds(s));
-      const report = await this.compactMany(segs, this.store.options.compaction.mode);
+      const segs = [...this.host.segments.values()].filter((s) => s.writer === null && holds(s));
+      const report = await this.compactMany(segs, this.host.options.compaction.mode);
       for (const seg of segs) if (seg.retired) await seg.gone;
       return report.bytesBefore - report.bytesAfter;
     });
   }
 
-  /** stats(): per-segment and store totals from one keydir pass. */
-  stats(sequence: number): T.StoreStats {
-    const now = this.store.options.clock();
-    const tally = this.tally(now);
-    const segments: T.SegmentStats[] = [...this.store.segments.values()].sort((a, b) => a.id - b.id).map((s) => {
-      const t = tally.get(s.id) ?? { liveBytes: 0, records: 0, tombstones: 0 };
-      return { id: s.id, generation: this.store.gens.load(s.cell), bytes: s.dataEnd, liveBytes: t.liveBytes, sealed: s.writer === null, records: t.records, tombstones: t.tombstones };
-    });
-    const totalBytes = segments.reduce((n, s) => n + s.bytes, 0);
-    const liveBytes = segments.reduce((n, s) => n + s.liveBytes, 0);
-    let liveSlots = 0;
-    let tombstones = 0;
-    for (const slot of this.store.keydir.all()) {
-      if (isReadable(this.store.keydir, slot, now)) liveSlots += 1;
-      if (slot.tombSeg !== 0) tombstones += 1;
-    }
-    return {
-      segments, liveBytes, totalBytes, deadBytes: totalBytes - liveBytes - segments.length * C.DATA_START,
-      slots: this.store.keydir.size, liveSlots, tombstones, scopes: this.store.keydir.scopes.size, sequence,
-      pendingGcSegments: this.segmentsOverRatio().length, compactions: this.completed,
-    };
-  }
-
-  /** verify(): reads every segment file and checks every header and record checksum. */
-  verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
-    return verifySegments(this.store.segmentsDir, onProgress);
+  /** Sealed segments over their garbage ratio, waiting for a pass (for stats()). */
+  pendingSegments(): number {
+    return this.segmentsOverRatio().length;
   }
 
   /** Stops scheduling, waits for the running compaction, and shuts the worker pool down. */
@@ -482,9 +428,9 @@ export class Compactor {
 }
 
 /** Moves a keydir pointer from (source, k.off) to (target, off) if it still points there. */
-function relocate(store: Store, k: Keep, source: number, target: number, off: number): void {
+function relocate(keydir: Keydir, k: PlannedRecord, source: number, target: number, off: number): void {
   if (k.kind === "erase") {
-    const e = store.keydir.erases.get(k.scope);
+    const e = keydir.erases.get(k.scope);
     if (e === undefined) return;
     const at = e.seg === source && e.off === k.off ? e : e.more?.find((x) => x.seg === source && x.off === k.off);
     if (at === undefined) return;

@@ -73,7 +73,7 @@ export function eraseRecordLive(keydir: Keydir, scope: string, erase: EraseRecor
   for (let s = parentScope(scope); s !== null; s = parentScope(s)) {
     if ((keydir.erases.get(s)?.seq ?? 0) > erase.seq) return false;
   }
-  if (now < erase.at + retentionMs) return true;
+  if (now < erase.committedAt + retentionMs) return true;
   for (const slot of keydir.subtree(scope)) if (mayHoldRecordBefore(slot, erase.seq)) return true;
   return false;
 }

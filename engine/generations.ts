@@ -30,7 +30,7 @@ export class GenerationTable {
 
   /** Takes a free cell and stores `generation` (even) in it; null when all cells are taken. */
   allocate(generation: number): number | null {
-    if (generation % 2 !== 0 || generation > 0x7ffffffe) throw new Error(`allocate: generation ${generation} must be even and fit 31 bits`);
+    if (generation % 2 !== 0 || generation > GENERATION_MAX) throw new Error(`allocate: generation ${generation} must be even and fit 31 bits`);
     const cell = this.free.pop();
     if (cell === undefined) return null;
     Atomics.store(this.cells, cell, generation);
@@ -44,15 +44,12 @@ export class GenerationTable {
 
   /** The generation in `cell` now. */
   load(cell: number): number {
-    return Atomics.load(this.cells, cell);
+    return loadCell(this.cells, cell);
   }
 
   /** Bumps the generation by one and wakes waiters; returns the new value. */
   bump(cell: number): number {
-    const next = Atomics.add(this.cells, cell, 1) + 1;
-    assert(next > 0 && next <= GENERATION_MAX + 1, `generation cell ${cell} stays within 31 bits (now ${next})`);
-    Atomics.notify(this.cells, cell);
-    return next;
+    return bumpCell(this.cells, cell);
   }
 
   /** Resolves once `cell` no longer holds `generation` (used while it is odd). */
@@ -62,16 +59,28 @@ export class GenerationTable {
   }
 }
 
-/** Worker side: bumps the generation of `cell` in a shared table. */
-export function bumpShared(buffer: SharedArrayBuffer, cell: number): number {
-  const cells = new Int32Array(buffer);
+/**
+ * The one bump of a generation cell (main thread and workers): add one, check the 31-bit bound,
+ * wake every waiter. Parity is the caller's to check (worker even→odd, main thread odd→even).
+ */
+function bumpCell(cells: Int32Array, cell: number): number {
   const next = Atomics.add(cells, cell, 1) + 1;
   assert(next > 0 && next <= GENERATION_MAX + 1, `generation cell ${cell} stays within 31 bits (now ${next})`);
   Atomics.notify(cells, cell);
   return next;
 }
 
+/** The one load of a generation cell. */
+function loadCell(cells: Int32Array, cell: number): number {
+  return Atomics.load(cells, cell);
+}
+
+/** Worker side: bumps the generation of `cell` in a shared table (bumpCell). */
+export function bumpShared(buffer: SharedArrayBuffer, cell: number): number {
+  return bumpCell(new Int32Array(buffer), cell);
+}
+
 /** Worker side: the generation of `cell` in a shared table. */
 export function loadShared(buffer: SharedArrayBuffer, cell: number): number {
-  return Atomics.load(new Int32Array(buffer), cell);
+  return loadCell(new Int32Array(buffer), cell);
 }

@@ -4,7 +4,7 @@
  * visible only once durable, but versions, generations and compare-and-set are decided when it is
  * queued, so queued writes must see each other).
  */
-import { scopeLineage } from "../rules/names.js";
+import { lineageMax } from "../rules/names.js";
 import { isReadable, isTombstoned, killSeq, type Keydir, type Slot } from "./keydir.js";
 
 /** A slot's state as the next mutation sees it. */
@@ -102,13 +102,6 @@ export class Intents {
 
   private pendingEraseSeq(scope: string): number {
     if (this.erases.size === 0) return 0;
-    let seq = 0;
-    for (const s of scopeLineage(scope)) seq = Math.max(seq, this.erases.get(s) ?? 0);
-    return seq;
+    return lineageMax(scope, (s) => this.erases.get(s) ?? 0);
   }
-}
-
-/** The map key of a slot. NUL cannot occur in keys, and scopes never contain it. */
-export function slotKey(scope: string, key: string): string {
-  return `${scope}\u0000${key}`;
 }

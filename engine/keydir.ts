@@ -9,7 +9,7 @@
  */
 import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
-import { scopeLineage, scopeWithin } from "../rules/names.js";
+import { lineageMax, scopeWithin } from "../rules/names.js";
 
 /** One slot: its latest PUT (possibly dead) and its retention record. Fields are flat to stay small. */
 export class Slot {
@@ -55,7 +55,8 @@ export class Slot {
 /** The latest SCOPE_ERASE record of one scope. */
 export interface EraseRecord {
   seq: number;
-  at: number;
+  /** When the erasure was committed (ms, engine clock): its retention window runs from here. */
+  committedAt: number;
   seg: number;
   off: number;
   len: number;
@@ -114,9 +115,7 @@ export class Keydir {
   /** Highest erasure sequence that covers `scope` (its own or an ancestor's), 0 for none. */
   eraseSeq(scope: string): number {
     if (this.erases.size === 0) return 0;
-    let seq = 0;
-    for (const s of scopeLineage(scope)) seq = Math.max(seq, this.erases.get(s)?.seq ?? 0);
-    return seq;
+    return lineageMax(scope, (s) => this.erases.get(s)?.seq ?? 0);
   }
 
   /** Every slot, in no particular order. */
@@ -131,16 +130,16 @@ export class Keydir {
 }
 
 /** Applies a PUT record. */
-export function applyPut(slot: Slot, seq: number, gen: number, expiresAt: number, at: Location): void {
+export function applyPut(slot: Slot, seq: number, gen: number, expiresAt: number, loc: Location): void {
   slot.physical += 1;
   slot.reclaimedAt = 0;
   // Equal sequence with no location: a tombstone replayed first already named this version.
   if (seq > slot.putSeq || (seq === slot.putSeq && slot.seg === 0)) {
     slot.putSeq = seq;
     slot.putGen = gen;
-    slot.seg = at.seg;
-    slot.off = at.off;
-    slot.len = at.len;
+    slot.seg = loc.seg;
+    slot.off = loc.off;
+    slot.len = loc.len;
     slot.expiresAt = expiresAt;
   }
   if (gen > slot.generation) slot.generation = gen;
@@ -151,7 +150,7 @@ export function applyPut(slot: Slot, seq: number, gen: number, expiresAt: number
  * kept even after the PUT record it killed is reclaimed: it is part of the retention record, and
  * versions must survive restarts.
  */
-export function applyTombstone(slot: Slot, seq: number, gen: number, version: number, at: Location): void {
+export function applyTombstone(slot: Slot, seq: number, gen: number, version: number, loc: Location): void {
   if (version > slot.putSeq) {
     slot.putSeq = version;
     slot.putGen = gen;
@@ -160,24 +159,24 @@ export function applyTombstone(slot: Slot, seq: number, gen: number, version: nu
   if (seq <= slot.tombSeq) return;
   slot.tombSeq = seq;
   slot.tombGen = gen;
-  slot.tombSeg = at.seg;
-  slot.tombOff = at.off;
-  slot.tombLen = at.len;
+  slot.tombSeg = loc.seg;
+  slot.tombOff = loc.off;
+  slot.tombLen = loc.len;
   if (gen > slot.generation) slot.generation = gen;
 }
 
 /** Applies a CLEAR (undelete) record that moved the slot to generation `gen`. */
-export function applyClear(slot: Slot, seq: number, gen: number, at: Location): void {
+export function applyClear(slot: Slot, seq: number, gen: number, loc: Location): void {
   if (gen > slot.generation) slot.generation = gen;
   if (seq <= slot.clearSeq) return;
   slot.clearSeq = seq;
-  slot.clearSeg = at.seg;
-  slot.clearOff = at.off;
-  slot.clearLen = at.len;
+  slot.clearSeg = loc.seg;
+  slot.clearOff = loc.off;
+  slot.clearLen = loc.len;
 }
 
 /** Applies a SCOPE_ERASE record of `scope`, with the retention records of the slots it killed. */
-export function applyErase(keydir: Keydir, scope: string, seq: number, committedAt: number, at: Location, killed: readonly ErasedSlot[]): void {
+export function applyErase(keydir: Keydir, scope: string, seq: number, committedAt: number, loc: Location, killed: readonly ErasedSlot[]): void {
   for (const k of killed) {
     const slot = keydir.ensure(k.scope, k.key);
     if (seq > slot.listedSeq) slot.listedSeq = seq;
@@ -191,11 +190,11 @@ export function applyErase(keydir: Keydir, scope: string, seq: number, committed
   const old = keydir.erases.get(scope);
   if (old !== undefined && old.seq === seq) {
     // Another chunk of the same erasure (segments/erase-list.ts): keep its location too.
-    if (old.seg !== at.seg || old.off !== at.off) (old.more ??= []).push({ seg: at.seg, off: at.off, len: at.len });
+    if (old.seg !== loc.seg || old.off !== loc.off) (old.more ??= []).push({ seg: loc.seg, off: loc.off, len: loc.len });
     return;
   }
   if (old !== undefined && old.seq > seq) return;
-  keydir.erases.set(scope, { seq, at: committedAt, seg: at.seg, off: at.off, len: at.len });
+  keydir.erases.set(scope, { seq, committedAt, seg: loc.seg, off: loc.off, len: loc.len });
 }
 
 /** The sequence of the latest kill (tombstone or erasure) of a slot, 0 for none. */

@@ -14,7 +14,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { createRequire } from "node:module";
 import { StoreLockedError } from "../rules/errors.js";
-import { FILE_MODE } from "../segments/file.js";
+import { FILE_MODE } from "../segments/file-names.js";
 
 interface FsExt {
   flockSync(fd: number, flags: "exnb" | "un"): void;

@@ -17,7 +17,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { checksum64 } from "../segments/checksum.js";
-import { FILE_MODE, fsyncDir } from "../segments/file.js";
+import { FILE_MODE } from "../segments/file-names.js";
 import * as io from "../segments/io.js";
 import { CorruptionError } from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
@@ -111,7 +111,7 @@ export function reconcile(dir: string, manifest: Manifest | null, present: numbe
       removed = true;
     }
   }
-  if (removed) fsyncDir(dir);
+  if (removed) io.fsyncDir(dir);
   return keep;
 }
 

@@ -2,27 +2,21 @@
  * OpenOptions checked and filled with defaults. Every bad option is an InvalidArgumentError that
  * names the option and says what is allowed; nothing is opened or created before this passes.
  */
-import { InvalidArgumentError } from "../rules/errors.js";
 import { TTL_MS_MAX, VALUE_BYTES_MAX } from "../rules/limits.js";
 import { checkTtl } from "../rules/args.js";
 import { isFaultPoint } from "./faults.js";
 import { FAIL_ERRNOS, FAIL_TIMES_MAX, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 import type { FaultPoint, OpenOptions } from "../rules/types.js";
-
-/** One retention rule for the scopes matching `pattern`. */
-export interface ScopeRule {
-  pattern: string;
-  components: RegExp[];
-  ttlMs: number | null | undefined;
-  tombstoneRetentionMs: number | undefined;
-}
+import { fail, int, object, oneOf, valueBytesMaxOf } from "../rules/option-checks.js";
+import { parseScopeRules, type ScopeRule } from "../rules/scope-rules.js";
 
 /** OpenOptions with every default applied. */
 export interface ResolvedOptions {
   durability: "sync" | "batch" | "none";
   syncIntervalMs: number;
   segmentBytes: number;
-  maxValueBytes: number;
+  /** Largest value accepted, in bytes (option `valueBytesMax`, formerly `maxValueBytes`). */
+  valueBytesMax: number;
   cacheBytes: number;
   compaction: { mode: "copy-on-write" | "in-place"; workers: number; auto: boolean; garbageRatio: number };
   ttlMs: number | null;
@@ -44,72 +38,12 @@ export interface ResolvedOptions {
 export const SEGMENT_BYTES_MIN = 4096;
 export const SEGMENT_BYTES_MAX = 1024 * 1024 * 1024;
 export const WORKERS_MAX = 16;
-export const SCOPE_RULES_MAX = 1024;
 export const CACHE_BYTES_MAX = 16 * 1024 * 1024 * 1024;
 
-function fail(name: string, want: string, got: unknown): never {
-  const shown = typeof got === "string" ? JSON.stringify(got) : String(got);
-  throw new InvalidArgumentError(`option ${name} must be ${want}, got ${shown}`);
-}
-
-function int(name: string, v: unknown, min: number, max: number, dflt: number): number {
-  if (v === undefined) return dflt;
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min || v > max) fail(name, `an integer in [${min}, ${max}]`, v);
-  return v;
-}
-
-function ratio(name: string, v: unknown, dflt: number): number {
-  if (v === undefined) return dflt;
+function ratio(name: string, v: unknown, fallback: number): number {
+  if (v === undefined) return fallback;
   if (typeof v !== "number" || !Number.isFinite(v) || v <= 0 || v >= 1) fail(name, "a number in (0, 1)", v);
   return v;
-}
-
-function oneOf<T extends string>(name: string, v: unknown, allowed: readonly T[], dflt: T): T {
-  if (v === undefined) return dflt;
-  if (typeof v !== "string" || !(allowed as readonly string[]).includes(v)) fail(name, allowed.map((a) => JSON.stringify(a)).join(" or "), v);
-  return v as T;
-}
-
-
-function object(name: string, v: unknown): Record<string, unknown> {
-  if (v === undefined) return {};
-  if (v === null || typeof v !== "object" || Array.isArray(v)) fail(name, "an object", v);
-  return v as Record<string, unknown>;
-}
-
-function compileComponent(part: string): RegExp {
-  const escaped = part.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*");
-  return new RegExp(`^${escaped}$`);
-}
-
-function scopeRules(v: unknown): ScopeRule[] {
-  const rules = object("retention.scopes", v);
-  const names = Object.keys(rules);
-  if (names.length > SCOPE_RULES_MAX) fail("retention.scopes", `at most ${SCOPE_RULES_MAX} patterns`, names.length);
-  return names.map((pattern) => {
-    if (!/^(\*|[A-Za-z0-9*][A-Za-z0-9._:@*-]{0,63})(\/(\*|[A-Za-z0-9*][A-Za-z0-9._:@*-]{0,63})){0,7}$/.test(pattern)) {
-      fail("retention.scopes key", "a scope pattern such as \"user:*/session:*\"", pattern);
-    }
-    const rule = object(`retention.scopes[${pattern}]`, rules[pattern]);
-    return {
-      pattern,
-      components: pattern.split("/").map(compileComponent),
-      ttlMs: checkTtl(`retention.scopes[${pattern}].ttlMs`, rule["ttlMs"]),
-      tombstoneRetentionMs:
-        rule["tombstoneRetentionMs"] === undefined ? undefined : int(`retention.scopes[${pattern}].tombstoneRetentionMs`, rule["tombstoneRetentionMs"], 0, TTL_MS_MAX, 0),
-    };
-  });
-}
-
-/** The first rule whose pattern matches `scope` component by component, or null. */
-export function matchScopeRule(rules: readonly ScopeRule[], scope: string): ScopeRule | null {
-  if (rules.length === 0) return null;
-  const parts = scope.split("/");
-  for (const rule of rules) {
-    if (rule.components.length !== parts.length) continue;
-    if (rule.components.every((re, i) => re.test(parts[i] as string))) return rule;
-  }
-  return null;
 }
 
 function failAt(v: unknown): FailSpec | null {
@@ -148,7 +82,7 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
     durability: oneOf("durability", o.durability, ["sync", "batch", "none"] as const, "sync"),
     syncIntervalMs: int("syncIntervalMs", o.syncIntervalMs, 1, 60_000, 50),
     segmentBytes: int("segmentBytes", o.segmentBytes, SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX, 64 * 1024 * 1024),
-    maxValueBytes: int("maxValueBytes", o.maxValueBytes, 0, VALUE_BYTES_MAX, 16 * 1024 * 1024),
+    valueBytesMax: valueBytesMaxOf(o as Record<string, unknown>, VALUE_BYTES_MAX),
     cacheBytes: int("cacheBytes", o.cacheBytes, 0, CACHE_BYTES_MAX, 64 * 1024 * 1024),
     compaction: {
       mode: oneOf("compaction.mode", c["mode"], ["copy-on-write", "in-place"] as const, "copy-on-write"),
@@ -158,7 +92,7 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
     },
     ttlMs: ttl ?? null,
     tombstoneRetentionMs: int("retention.tombstoneRetentionMs", r["tombstoneRetentionMs"], 0, TTL_MS_MAX, 24 * 3600 * 1000),
-    scopeRules: scopeRules(r["scopes"]),
+    scopeRules: parseScopeRules(r["scopes"]),
     tombstoneWrites: oneOf("tombstoneWrites", o.tombstoneWrites, ["auto-clear", "require-clear"] as const, "auto-clear"),
     clock: o.clock ?? Date.now,
     pauseAt: f.pauseAt,

@@ -11,7 +11,7 @@
  */
 import * as C from "../segments/constants.js";
 import { CorruptionError, ScopeErasedDuringRead, StoreClosedError } from "../rules/errors.js";
-import { checkRecordBytes, preadSync } from "../segments/file.js";
+import { checkRecordBytes, preadSync } from "../segments/point-read.js";
 import { decodeRecord, isRecord } from "../segments/record.js";
 import { hitAsync } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
@@ -23,12 +23,12 @@ import type { ReadResult } from "../rules/types.js";
 /** A slot a read found, and the segment holding its value. */
 export interface ReadFound {
   slot: Slot;
-  seg: Segment;
+  segment: Segment;
 }
 
 /** What a read was authorized to return. */
 interface ReadToken {
-  seg: Segment;
+  segment: Segment;
   offset: number;
   length: number;
   segmentGeneration: number;
@@ -51,10 +51,10 @@ export interface ReadHost {
 }
 
 function authorize(host: ReadHost, found: ReadFound): ReadToken {
-  const { slot, seg } = found;
-  const segmentGeneration = host.gens.load(seg.cell);
+  const { slot, segment } = found;
+  const segmentGeneration = host.gens.load(segment.cell);
   return {
-    seg,
+    segment,
     slot,
     cached: host.cache?.get(slot, segmentGeneration),
     offset: slot.off,
@@ -78,12 +78,12 @@ export function materialize(host: ReadHost, found: ReadFound, faults: SharedArra
   if (token.segmentGeneration % 2 !== 0 && !host.options.unsafeSkipReadValidation) {
     throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, token.segmentGeneration, "segment is being rewritten in place");
   }
-  token.seg.enter();
+  token.segment.enter();
   if (faults === null) return finishRead(host, token);
   return hitAsync(faults, "read:after-authorize").then(
     () => finishRead(host, token),
     (err: unknown) => {
-      token.seg.leave(host.segmentsDir, host.gens);
+      token.segment.leave(host.segmentsDir, host.gens);
       throw err;
     },
   );
@@ -93,13 +93,13 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
   let bytes: Uint8Array | null = null;
   try {
     // close() closed the descriptor of a segment this read held (its number may be reused): fail closed.
-    if (token.seg.isClosed) throw new StoreClosedError();
-    if (token.cached === undefined) bytes = preadSync(token.seg.fd, token.offset, token.length);
+    if (token.segment.isClosed) throw new StoreClosedError();
+    if (token.cached === undefined) bytes = preadSync(token.segment.fd, token.offset, token.length);
   } finally {
-    token.seg.leave(host.segmentsDir, host.gens);
+    token.segment.leave(host.segmentsDir, host.gens);
   }
   if (host.options.unsafeSkipReadValidation) return unvalidated(token, bytes as Uint8Array);
-  const live = host.gens.load(token.seg.cell);
+  const live = host.gens.load(token.segment.cell);
   if (live !== token.segmentGeneration) {
     throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, live, "segment generation drifted between authorization and materialization");
   }
@@ -113,14 +113,14 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
     generation: token.generation,
     seq: token.version,
   });
-  if (typeof got === "string") throw new CorruptionError(token.seg.id, token.offset, `point read failed its ${got} check`);
-  host.cache?.put(token.slot, got.value as string | Uint8Array, token.seg.id, token.offset, token.segmentGeneration);
+  if (typeof got === "string") throw new CorruptionError(token.segment.id, token.offset, `point read failed its ${got} check`);
+  host.cache?.put(token.slot, got.value as string | Uint8Array, token.segment.id, token.offset, token.segmentGeneration);
   return { status: "OK", value: got.value as string | Uint8Array, version: token.version, generation: token.generation, scope: token.scope };
 }
 
 /** The naive read: trusts whatever valid record lies at the offset. */
 function unvalidated(token: ReadToken, bytes: Uint8Array): ReadResult {
   const got = decodeRecord(bytes, 0, bytes.length);
-  if (!isRecord(got) || got.value === null) throw new CorruptionError(token.seg.id, token.offset, `unvalidated read found ${isRecord(got) ? "a non-PUT record" : got}`);
+  if (!isRecord(got) || got.value === null) throw new CorruptionError(token.segment.id, token.offset, `unvalidated read found ${isRecord(got) ? "a non-PUT record" : got}`);
   return { status: "OK", value: got.value, version: got.seq, generation: got.generation, scope: got.scope };
 }

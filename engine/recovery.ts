@@ -11,11 +11,15 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { CorruptionError, LimitExceededError } from "../rules/errors.js";
-import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
+import { parseSegmentFileName, segmentFileName } from "../segments/file-names.js";
+import { readHeader } from "../segments/header-io.js";
+import { fsyncDir } from "../segments/io.js";
+import { readWholeFile } from "../segments/whole-file.js";
 import type { DecodedRecord } from "../segments/record.js";
 import { decodeEraseList } from "../segments/erase-list.js";
 import { isFramed } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
+import { committedAtOf, killedVersionOf } from "../segments/record-kinds.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as io from "../segments/io.js";
 import { replayJournal } from "./compaction-core.js";
@@ -23,6 +27,7 @@ import { assertListedPresent, readManifest, reconcile } from "./manifest.js";
 import type { GenerationTable } from "./generations.js";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
 import { Segment } from "./segment.js";
+import { elementAt } from "../rules/assert.js";
 
 /** What recovery rebuilt. */
 export interface Recovered {
@@ -34,8 +39,6 @@ export interface Recovered {
   seq: number;
   /** Highest segment id seen or handed out (the manifest's next id minus one). */
   maxId: number;
-  tornTails: number;
-  journalsReplayed: number;
 }
 
 /** Deletes leftovers of interrupted compactions; returns the number of journals replayed. */
@@ -65,7 +68,7 @@ function openAll(dir: string, ids: number[]): Opened[] {
       opened.push({ id, fd, header: null as unknown as Opened["header"] });
       const header = readHeader(fd, id);
       if (header.header.segmentId !== id) throw new CorruptionError(id, 0, `header names segment ${header.header.segmentId}`);
-      (opened[opened.length - 1] as Opened).header = header;
+      elementAt(opened, opened.length - 1, "the segment just opened").header = header;
     }
   } catch (err) {
     for (const o of opened) io.closeQuietly(o.fd);
@@ -92,13 +95,13 @@ function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number
       seg.scopes.add(r.scope);
       break;
     case C.RecordType.TOMBSTONE:
-      applyTombstone(keydir.ensure(r.scope, r.key), r.seq, r.generation, r.expiresAt, at); // expiresAt holds the killed version
+      applyTombstone(keydir.ensure(r.scope, r.key), r.seq, r.generation, killedVersionOf(r), at);
       break;
     case C.RecordType.CLEAR:
       applyClear(keydir.ensure(r.scope, r.key), r.seq, r.generation, at);
       break;
     case C.RecordType.SCOPE_ERASE:
-      applyErase(keydir, r.scope, r.seq, r.expiresAt, at, decodeEraseList(r.value as Uint8Array | null));
+      applyErase(keydir, r.scope, r.seq, committedAtOf(r), at, decodeEraseList(r.value as Uint8Array | null));
       break;
     case C.RecordType.BATCH_COMMIT:
       break;
@@ -109,21 +112,21 @@ function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number
 function sealOnOpen(seg: Segment): void {
   io.truncate("io:seal", seg.fd, seg.dataEnd);
   io.datasyncSync("io:seal", seg.fd);
-  seg.header = writeHeader(seg.fd, seg.header, { ...seg.header.header, flags: C.FLAG_SEALED, minSeq: seg.minSeq, maxSeq: seg.maxSeq, sealedBytes: seg.dataEnd });
+  seg.writeSealHeader();
 }
 
 /** Rebuilds the store's state from `dir` (the segments directory, created if missing). */
 export function recover(dir: string, gens: GenerationTable, now: number): Recovered {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const names = fs.readdirSync(dir).sort();
-  const journalsReplayed = settleCompactions(dir, names);
+  settleCompactions(dir, names);
   const present = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
   const manifest = readManifest(dir);
   const ids = reconcile(dir, manifest, present, segmentFileName); // a listed file that is missing is corruption
   const opened = openAll(dir, ids);
   try {
     assertListedPresent(manifest, new Set(ids), new Set(opened.map((o) => o.header.header.replacesId)));
-    return rebuild(dir, gens, now, ids, opened, journalsReplayed, manifest?.nextId ?? 1);
+    return rebuild(dir, gens, now, ids, opened, manifest?.nextId ?? 1);
   } catch (err) {
     // A store that refuses to open keeps no descriptor open (issue 9, defect 9).
     for (const o of opened) io.closeQuietly(o.fd);
@@ -132,7 +135,7 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
 }
 
 /** Scans the opened segments into a keydir (recover's second half); `nextId` is the manifest's. */
-function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Recovered {
+function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], nextId: number): Recovered {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
   // A format-1 unsealed segment is read record by record and then sealed: appends go only to
@@ -140,7 +143,6 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && isFramed(o.header)).map((o) => o.id);
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
   let seq = 0;
-  let tornTails = 0;
   for (const o of opened) {
     const cell = gens.allocate(o.header.header.generation);
     if (cell === null) throw new LimitExceededError(`more than the open-segment limit of segments in ${dir}; compact with a build that merges segments`);
@@ -156,7 +158,6 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
       io.truncate("io:seal", o.fd, end.end);
       io.truncate("io:seal", o.fd, Math.max(bytes.length, end.end));
       io.datasyncSync("io:seal", o.fd);
-      tornTails += 1;
     }
     if (!sealed && o.id === activeId) {
       // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
@@ -169,5 +170,5 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
     segments.set(o.id, seg);
   }
   for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed };
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1) };
 }

@@ -5,7 +5,10 @@
  * only its descriptor until its last reader ends.
  */
 import * as path from "node:path";
-import { fsyncDir, segmentFileName } from "../segments/file.js";
+import * as C from "../segments/constants.js";
+import { segmentFileName } from "../segments/file-names.js";
+import { writeHeader } from "../segments/header-io.js";
+import { fsyncDir } from "../segments/io.js";
 import * as io from "../segments/io.js";
 import type { HeaderChoice } from "../segments/header.js";
 import type { SegmentWriter } from "../segments/writer.js";
@@ -59,6 +62,17 @@ export class Segment {
   noteSeq(seq: number): void {
     if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
     if (seq > this.maxSeq) this.maxSeq = seq;
+  }
+
+  /**
+   * Writes the header that seals this segment — FLAG_SEALED, its sequence range and its length
+   * (`dataEnd`, where its last record ends) — by the A/B rule: durable when it returns. The
+   * caller has truncated the file to `dataEnd` and fdatasynced it first.
+   */
+  writeSealHeader(): void {
+    assert(this.writer === null || this.writer.end === this.dataEnd, `segment ${this.id}: sealed where its records end`);
+    this.header = writeHeader(this.fd, this.header, { ...this.header.header, flags: C.FLAG_SEALED, minSeq: this.minSeq, maxSeq: this.maxSeq, sealedBytes: this.dataEnd });
+    assert((this.header.header.flags & C.FLAG_SEALED) !== 0 && this.header.header.sealedBytes === this.dataEnd, `segment ${this.id}: the new header is sealed at ${this.dataEnd}`);
   }
 
   /** A read starts using this file. */

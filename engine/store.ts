@@ -1,21 +1,25 @@
 /**
  * The store: one directory, one main thread that owns the keydir and every write, compaction in
  * workers. This file holds the operations of API.md; the commit path is commit.ts, recovery is
- * recovery.ts, the read protocol is reads.ts, and compaction is compactor.ts.
+ * recovery.ts, deciding mutations is batch-plan.ts, the read protocol is reads.ts, compaction
+ * is compactor.ts and stats() is stats.ts.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
-import { assert } from "../rules/assert.js";
+import { assert, elementAt } from "../rules/assert.js";
 import { writeManifest } from "./manifest.js";
 import { initChecksum } from "../segments/checksum.js";
-import { InvalidArgumentError, StoreClosedError, TombstonedSlotError, VersionConflictError, LimitExceededError } from "../rules/errors.js";
-import { createSegmentFile, DIR_MODE, segmentFileName, unlinkQuietly } from "../segments/file.js";
+import { InvalidArgumentError, StoreClosedError, LimitExceededError } from "../rules/errors.js";
+import { createSegmentFile } from "../segments/create.js";
+import { DIR_MODE, segmentFileName } from "../segments/file-names.js";
+import { unlinkQuietly } from "../segments/io.js";
 import { registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeRecord, isRecord, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
+import { batchCommitInput, clearInput, scopeEraseInput } from "../segments/record-kinds.js";
 import * as A from "../rules/args.js";
 import { CommitLog } from "./commit.js";
 import { Compactor } from "./compactor.js";
@@ -24,13 +28,17 @@ import { GenerationTable } from "./generations.js";
 import { Intents, type Logical } from "./intents.js";
 import { applyClear, applyErase, applyPut, applyTombstone, isExpired, isReadable, isTombstoned, putSurvives, type Keydir, type Location, type Slot } from "./keydir.js";
 import { lockDirectory, type DirLock, type LockNote } from "./lock.js";
-import { matchScopeRule, resolveOptions, type ResolvedOptions } from "./options.js";
+import { resolveOptions, type ResolvedOptions } from "./options.js";
+import { matchScopeRule } from "../rules/scope-rules.js";
 import { materialize, type ReadFound } from "./reads.js";
 import { recover } from "./recovery.js";
 import { ValueCache } from "./value-cache.js";
 import { backupStore } from "./backup.js";
 import { exportEntries } from "./export.js";
 import { Segment } from "./segment.js";
+import { BatchPlan, type PlannedOp } from "./batch-plan.js";
+import { storeStats } from "./stats.js";
+import { verifySegments } from "./verify.js";
 import type * as T from "../rules/types.js";
 
 /** Paired checks that cost time on every call: on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1. */
@@ -228,32 +236,16 @@ export class Store implements T.Backend {
     if (this.closing !== null) throw new StoreClosedError();
   }
 
-  private expiryFor(scope: string, ttlMs: number | null | undefined, now: number): number {
-    let ttl = ttlMs;
-    if (ttl === undefined) {
-      const rule = matchScopeRule(this.options.scopeRules, scope);
-      ttl = rule?.ttlMs !== undefined ? rule.ttlMs : this.options.ttlMs;
-    }
-    return ttl === null ? 0 : now + ttl;
-  }
-
   /** Retention window of tombstones in `scope`. */
   retentionMsFor(scope: string): number {
     return matchScopeRule(this.options.scopeRules, scope)?.tombstoneRetentionMs ?? this.options.tombstoneRetentionMs;
   }
 
-  private encode(r: RecordInput): Buffer {
-    const bytes = encodeRecord(r, this.options.maxValueBytes);
+  /** Encodes one record with the store's value limit (checked by decoding it back under tests). */
+  encode(r: RecordInput): Buffer {
+    const bytes = encodeRecord(r, this.options.valueBytesMax);
     if (DEBUG_CHECKS) checkEncoded(bytes, r);
     return bytes;
-  }
-
-  /** Decides a write against the logical state; returns the generation it will carry. */
-  private decideWrite(key: string, L: Logical, expected: number | null | undefined, clear: boolean): number {
-    if (expected !== undefined && expected !== L.version) throw new VersionConflictError(expected, L.version, key);
-    if (!L.tombstoned) return Math.max(L.generation, 1);
-    if (this.options.tombstoneWrites === "require-clear" && !clear) throw new TombstonedSlotError(key, L.killSeq);
-    return L.generation + 1;
   }
 
   /** write(): see API.md. */
@@ -268,19 +260,29 @@ export class Store implements T.Backend {
     const ttl = A.ttlOf(o);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
-    const now = this.options.clock();
-    const L = this.intents.logical(this.keydir, scope, k, now);
-    const generation = this.decideWrite(k, L, expected, clear);
-    const seq = this.nextSeq();
-    const expiresAt = this.expiryFor(scope, ttl, now);
-    const record = this.encode({ type: C.RecordType.PUT, seq, generation, expiresAt, scope, key: k, value: v });
-    // State is set only once the log took the op (append throws, queuing nothing, when it cannot).
-    const done = this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyPut(scope, k, seq, generation, expiresAt, at[0] as Location) });
-    this.advanceSeq(seq);
-    this.intents.set(scope, k, { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
-    await done;
-    return { ok: true, version: seq, generation };
+    const plan = new BatchPlan(this, this.nextSeq(), this.options.clock(), false);
+    const result = plan.write({ scope, key: k, value: v, expected, clearTombstone: clear, ttlMs: ttl });
+    await this.commitPlan(plan);
+    return result;
   }
+
+  /**
+   * Commits a decided plan as one group. State is set only once the log took it (append throws,
+   * queuing nothing, when it cannot); the sequence moves by exactly the plan's records (I7); each
+   * op's state becomes the intent later mutations are decided against. Resolves once durable.
+   */
+  private async commitPlan(plan: BatchPlan): Promise<void> {
+    const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp) });
+    this.advanceSeq(plan.seq, plan.seqs.length);
+    for (const op of plan.ops) this.intents.set(op.scope, op.key, op.logical);
+    await done;
+  }
+
+  /** Applies one committed PUT or TOMBSTONE of a plan at its location. */
+  private readonly applyOp = (op: PlannedOp, loc: Location): void => {
+    if (op.kind === "put") this.applyPut(op.scope, op.key, op.seq, op.generation, op.expiresAt, loc);
+    else this.applyTombstone(op.scope, op.key, op.seq, op.generation, op.expiresAt, loc);
+  };
 
   /** null when the commit queue has room; otherwise resolves once it has (backpressure), rejecting after close(). */
   private admitted(): Promise<void> | null {
@@ -298,11 +300,11 @@ export class Store implements T.Backend {
     this.compactor.noteGarbage(seg);
   }
 
-  private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, at: Location): void {
+  private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, loc: Location): void {
     const slot = this.keydir.ensure(scope, key);
     if (seq > slot.putSeq) this.valueDied(slot);
-    applyPut(slot, seq, generation, expiresAt, at);
-    this.segments.get(at.seg)?.scopes.add(scope);
+    applyPut(slot, seq, generation, expiresAt, loc);
+    this.segments.get(loc.seg)?.scopes.add(scope);
     this.intents.settle(scope, key, seq);
   }
 
@@ -314,27 +316,18 @@ export class Store implements T.Backend {
     const k = A.keyOf(key);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
-    const now = this.options.clock();
-    const L = this.intents.logical(this.keydir, scope, k, now);
-    if (!L.live) {
-      // "Nothing to forget" may rest on a queued, not yet durable mutation: answer once it is.
-      await this.log.barrier();
-      return { ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null };
-    }
-    const seq = this.nextSeq();
-    const killed = L.version as number;
-    const record = this.encode({ type: C.RecordType.TOMBSTONE, seq, generation: L.generation, expiresAt: killed, scope, key: k });
-    const done = this.log.append({ records: [record], seqs: [seq], apply: (at) => this.applyTombstone(scope, k, seq, L.generation, killed, at[0] as Location) });
-    this.advanceSeq(seq);
-    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true });
-    await done;
-    return { ok: true, tombstoneSeq: seq, generation: L.generation };
+    const plan = new BatchPlan(this, this.nextSeq(), this.options.clock(), false);
+    const result = plan.forget(scope, k);
+    // "Nothing to forget" may rest on a queued, not yet durable mutation: answer once it is.
+    if (plan.ops.length === 0) await this.log.barrier();
+    else await this.commitPlan(plan);
+    return result;
   }
 
-  private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, at: Location): void {
+  private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, loc: Location): void {
     const slot = this.keydir.ensure(scope, key);
     if (seq > slot.tombSeq && slot.putSeq < seq) this.valueDied(slot);
-    applyTombstone(slot, seq, generation, version, at);
+    applyTombstone(slot, seq, generation, version, loc);
     this.intents.settle(scope, key, seq);
   }
 
@@ -346,24 +339,24 @@ export class Store implements T.Backend {
     const k = A.keyOf(key);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
-    const L = this.intents.logical(this.keydir, scope, k, this.options.clock());
-    if (!L.tombstoned) {
+    const before = this.intents.logical(this.keydir, scope, k, this.options.clock());
+    if (!before.tombstoned) {
       await this.log.barrier(); // the answer may rest on a queued mutation: answer once it is durable
-      return { ok: true, generation: L.generation };
+      return { ok: true, generation: before.generation };
     }
     const seq = this.nextSeq();
-    const generation = L.generation + 1;
-    const record = this.encode({ type: C.RecordType.CLEAR, seq, generation, expiresAt: this.options.clock(), scope, key: k });
+    const generation = before.generation + 1;
+    const record = this.encode(clearInput({ seq, generation, committedAt: this.options.clock(), scope, key: k }));
     const done = this.log.append({
       records: [record],
       seqs: [seq],
-      apply: (at) => {
-        applyClear(this.keydir.ensure(scope, k), seq, generation, at[0] as Location);
+      apply: (locs) => {
+        applyClear(this.keydir.ensure(scope, k), seq, generation, elementAt(locs, 0, "an undelete commits one record"));
         this.intents.settle(scope, k, seq);
       },
     });
     this.advanceSeq(seq);
-    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: L.lastVersion, generation, tombstoned: false, killSeq: L.killSeq, exists: true });
+    this.intents.set(scope, k, { seq, live: false, version: null, lastVersion: before.lastVersion, generation, tombstoned: false, killSeq: before.killSeq, exists: true });
     await done;
     return { ok: true, generation };
   }
@@ -377,10 +370,10 @@ export class Store implements T.Backend {
       const id = `${scope}\u0000${key}`;
       if (seen.has(id)) return;
       seen.add(id);
-      const L = this.intents.logical(this.keydir, scope, key, now);
-      if (!L.exists) return;
-      if (L.live) live += 1;
-      killed.push({ scope, key, version: L.lastVersion, generation: L.generation });
+      const state = this.intents.logical(this.keydir, scope, key, now);
+      if (!state.exists) return;
+      if (state.live) live += 1;
+      killed.push({ scope, key, version: state.lastVersion, generation: state.generation });
     };
     for (const slot of this.keydir.subtree(root)) visit(slot.scope, slot.key);
     for (const q of this.intents.queuedSlots()) if (scopeWithin(q.scope, root)) visit(q.scope, q.key);
@@ -396,10 +389,10 @@ export class Store implements T.Backend {
   private eraseRecords(scope: string, seq: number, now: number, killed: ErasedSlot[]): { records: Buffer[]; seqs: number[]; chunks: ErasedSlot[][] } {
     const chunks = chunkEraseList(killed);
     const flags = chunks.length > 1 ? C.RF_IN_BATCH : 0;
-    const records = chunks.map((c) => this.encode({ type: C.RecordType.SCOPE_ERASE, flags, seq, generation: 0, expiresAt: now, scope, key: "", value: encodeEraseList(c) }));
+    const records = chunks.map((c) => this.encode(scopeEraseInput({ flags, seq, committedAt: now, scope, list: encodeEraseList(c) })));
     const seqs = chunks.map(() => seq);
     if (chunks.length > 1) {
-      records.push(this.encode({ type: C.RecordType.BATCH_COMMIT, seq: seq + 1, generation: chunks.length, scope: C.ROOT_SCOPE, key: "" }));
+      records.push(this.encode(batchCommitInput({ seq: seq + 1, opCount: chunks.length })));
       seqs.push(seq + 1);
     }
     assert(records.length === (chunks.length > 1 ? chunks.length + 1 : 1), "an erasure is one record, or its chunks and a commit");
@@ -421,13 +414,14 @@ export class Store implements T.Backend {
     const done = this.log.append({
       records,
       seqs,
-      apply: (at) => {
-        chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, at[i] as Location, chunk));
+      apply: (locs) => {
+        chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, elementAt(locs, i, "a location per erase chunk"), chunk));
         this.intents.settleErase(s, seq);
         this.compactor.recount();
       },
     });
-    this.advanceSeq(seqs[seqs.length - 1] as number, seqs[seqs.length - 1] === seq ? 1 : 2);
+    const last = elementAt(seqs, seqs.length - 1, "an erasure has a record");
+    this.advanceSeq(last, last === seq ? 1 : 2);
     this.intents.setErase(s, seq);
     await done;
     if (reclaim === "lazy") return { ok: true, tombstoneSeq: seq, slots };
@@ -442,44 +436,20 @@ export class Store implements T.Backend {
     if (ops.length > A.BATCH_OPS_MAX) throw new InvalidArgumentError(`batch has ${ops.length} operations; at most ${A.BATCH_OPS_MAX}`);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
-    const plan = new BatchPlan(this, this.seq, this.options.clock());
-    for (let i = 0; i < ops.length; i++) plan.add(ops[i], i);
-    if (plan.records.length === 0) {
+    const plan = new BatchPlan(this, this.nextSeq(), this.options.clock(), true);
+    const results = ops.map((op, i) => addOp(plan, op, i));
+    if (plan.ops.length === 0) {
       await this.log.barrier(); // all no-ops: answer once the state they rest on is durable
-      return plan.results;
+      return results;
     }
     plan.seal();
-    const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (at) => plan.applyAll(at) });
-    this.advanceSeq(plan.seq, plan.seqs.length);
-    for (const keys of plan.overlay.values()) for (const state of keys.values()) this.intents.set(state.scope, state.key, state.logical);
-    await done;
-    return plan.results;
-  }
-
-  /** Applies one committed batch record (called by BatchPlan in record order). */
-  applyBatchRecord(kind: "put" | "forget", scope: string, key: string, seq: number, generation: number, expiresAt: number, at: Location): void {
-    if (kind === "put") this.applyPut(scope, key, seq, generation, expiresAt, at);
-    else this.applyTombstone(scope, key, seq, generation, expiresAt, at);
+    await this.commitPlan(plan);
+    return results;
   }
 
   /** The state a mutation of (scope, key) is decided against. */
   logical(scope: string, key: string, now: number): Logical {
     return this.intents.logical(this.keydir, scope, key, now);
-  }
-
-  /** Exposed to BatchPlan. */
-  decide(key: string, L: Logical, expected: number | null | undefined, clear: boolean): number {
-    return this.decideWrite(key, L, expected, clear);
-  }
-
-  /** Exposed to BatchPlan. */
-  encodeFor(r: RecordInput): Buffer {
-    return this.encode(r);
-  }
-
-  /** Exposed to BatchPlan. */
-  expiry(scope: string, ttl: number | null | undefined, now: number): number {
-    return this.expiryFor(scope, ttl, now);
   }
 
   /** Finds the nearest readable slot for a read. */
@@ -496,7 +466,7 @@ export class Store implements T.Backend {
       if (slot !== undefined && isReadable(this.keydir, slot, now)) {
         const seg = this.segments.get(slot.seg);
         if (seg === undefined) throw new Error(`keydir points at missing segment ${slot.seg}`);
-        return { slot, seg };
+        return { slot, segment: seg };
       }
     }
     return null;
@@ -514,9 +484,9 @@ export class Store implements T.Backend {
     for (;;) {
       const found = this.find(key, options, "read");
       if (found === null) return { status: "NOT_FOUND" };
-      const generation = this.gens.load(found.seg.cell);
+      const generation = this.gens.load(found.segment.cell);
       if (generation % 2 !== 0 && !this.options.unsafeSkipReadValidation) {
-        await this.gens.waitChange(found.seg.cell, generation);
+        await this.gens.waitChange(found.segment.cell, generation);
         continue;
       }
       return materialize(this, found, this.faults.buffer);
@@ -619,16 +589,16 @@ export class Store implements T.Backend {
     return this.compactor.gc();
   }
 
-  /** stats(): see compactor.ts. */
+  /** stats(): see stats.ts. */
   stats(): T.StoreStats {
     this.assertOpen();
-    return this.compactor.stats(this.seq);
+    return storeStats(this, this.seq, { pendingGcSegments: this.compactor.pendingSegments(), compactions: this.compactor.completed });
   }
 
   /** verify(): reads every header and record checksum. */
   async verify(onProgress?: T.ProgressFn): Promise<T.VerifyReport> {
     this.assertOpen();
-    return this.compactor.verify(onProgress);
+    return verifySegments(this.segmentsDir, onProgress);
   }
 
   /** backup(): an online, consistent copy of the store in a new directory (backup.ts). */
@@ -702,89 +672,15 @@ export class Store implements T.Backend {
   }
 }
 
-/** Plans a batch: decides each op against the state the earlier ops leave, encodes, then commits. */
-class BatchPlan {
-  readonly records: Buffer[] = [];
-  readonly seqs: number[] = [];
-  readonly results: T.BatchResult[] = [];
-  /**
-   * The state each (scope, key) the batch touched is left in, by scope then key: two lookups of
-   * strings whose hashes are cached, instead of a "scope\0key" string built and hashed per op.
-   */
-  readonly overlay = new Map<string, Map<string, { scope: string; key: string; logical: Logical }>>();
-  private readonly applies: Array<{ kind: "put" | "forget"; scope: string; key: string; seq: number; generation: number; expiresAt: number }> = [];
-  private bytes = 0;
-  seq: number;
-
-  constructor(private readonly store: Store, seq: number, private readonly now: number) {
-    this.seq = seq;
+/** Checks batch op `i` and adds it to `plan`; throws (and nothing is written) when it is invalid or conflicts. */
+function addOp(plan: BatchPlan, raw: unknown, i: number): T.BatchResult {
+  const o = A.optsOf(raw, `batch[${i}]`);
+  const scope = A.scopeOf(o);
+  const key = A.keyOf(o["key"]);
+  if (o["op"] === "write") {
+    const value = A.valueOf(o["value"]);
+    return plan.write({ scope, key, value, expected: A.expectedVersionOf(o), clearTombstone: A.boolOf(o, "clearTombstone", false), ttlMs: A.ttlOf(o) });
   }
-
-  private state(scope: string, key: string): Logical {
-    return this.overlay.get(scope)?.get(key)?.logical ?? this.store.logical(scope, key, this.now);
-  }
-
-  private push(record: Buffer, scope: string, key: string, logical: Logical): void {
-    this.bytes += record.length;
-    if (this.bytes > A.BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${A.BATCH_BYTES_MAX} bytes; split it`);
-    this.records.push(record);
-    this.seqs.push(this.seq);
-    let keys = this.overlay.get(scope);
-    if (keys === undefined) {
-      keys = new Map();
-      this.overlay.set(scope, keys);
-    }
-    keys.set(key, { scope, key, logical });
-  }
-
-  /** Decides and encodes op `i`; throws (and nothing is written) when it is invalid or conflicts. */
-  add(raw: unknown, i: number): void {
-    const o = A.optsOf(raw, `batch[${i}]`);
-    const scope = A.scopeOf(o);
-    const key = A.keyOf(o["key"]);
-    const L = this.state(scope, key);
-    if (o["op"] === "write") {
-      const value = A.valueOf(o["value"]);
-      const generation = this.store.decide(key, L, A.expectedVersionOf(o), A.boolOf(o, "clearTombstone", false));
-      const expiresAt = this.store.expiry(scope, A.ttlOf(o), this.now);
-      this.seq += 1;
-      const seq = this.seq;
-      this.push(this.store.encodeFor({ type: C.RecordType.PUT, flags: C.RF_IN_BATCH, seq, generation, expiresAt, scope, key, value }), scope, key, {
-        seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: L.killSeq, exists: true,
-      });
-      this.applies.push({ kind: "put", scope, key, seq, generation, expiresAt });
-      this.results.push({ ok: true, version: seq, generation });
-    } else if (o["op"] === "forget") {
-      if (!L.live) {
-        this.results.push({ ok: true, tombstoneSeq: null, generation: L.exists ? L.generation : null });
-        return;
-      }
-      this.seq += 1;
-      const seq = this.seq;
-      const killed = L.version as number;
-      this.push(this.store.encodeFor({ type: C.RecordType.TOMBSTONE, flags: C.RF_IN_BATCH, seq, generation: L.generation, expiresAt: killed, scope, key }), scope, key, {
-        seq, live: false, version: null, lastVersion: L.lastVersion, generation: L.generation, tombstoned: true, killSeq: seq, exists: true,
-      });
-      this.applies.push({ kind: "forget", scope, key, seq, generation: L.generation, expiresAt: killed });
-      this.results.push({ ok: true, tombstoneSeq: seq, generation: L.generation });
-    } else {
-      throw new InvalidArgumentError(`batch[${i}].op must be "write" or "forget", got ${String(o["op"])}`);
-    }
-  }
-
-  /** Appends the BATCH_COMMIT record that makes the batch count at recovery. */
-  seal(): void {
-    this.seq += 1;
-    this.records.push(this.store.encodeFor({ type: C.RecordType.BATCH_COMMIT, seq: this.seq, generation: this.applies.length, scope: C.ROOT_SCOPE, key: "" }));
-    this.seqs.push(this.seq);
-  }
-
-  /** Applies every committed record in order. */
-  applyAll(at: Location[]): void {
-    assert(at.length === this.applies.length + 1, "a batch commits one location per op plus its BATCH_COMMIT");
-    for (let i = 0; i < this.applies.length; i++) {
-      const a = this.applies[i] as (typeof this.applies)[number];
-      this.store.applyBatchRecord(a.kind, a.scope, a.key, a.seq, a.generation, a.expiresAt, at[i] as Location);
-    }
-  }
+  if (o["op"] === "forget") return plan.forget(scope, key);
+  throw new InvalidArgumentError(`batch[${i}].op must be "write" or "forget", got ${String(o["op"])}`);
 }

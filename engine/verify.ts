@@ -7,11 +7,13 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { CorruptionError } from "../rules/errors.js";
-import { parseSegmentFileName, readWholeFile, segmentFileName } from "../segments/file.js";
+import { parseSegmentFileName, segmentFileName } from "../segments/file-names.js";
+import { readWholeFile } from "../segments/whole-file.js";
 import { chooseHeader, decodeHeader, isFramed } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import type { ProgressFn, VerifyReport } from "../rules/types.js";
 import { readManifest } from "./manifest.js";
+import { elementAt } from "../rules/assert.js";
 
 /**
  * Both header copies must be valid: open silently falls back to the other copy, so a damaged
@@ -83,7 +85,7 @@ export async function verifySegments(segmentsDir: string, onProgress?: ProgressF
   let done = 0;
   for (const [i, file] of files.entries()) {
     await new Promise((resolve) => setImmediate(resolve)); // keep the event loop (and a progress bar) alive
-    done += checkOne(file, ids[i] as number, report);
+    done += checkOne(file, elementAt(ids, i, "segment id"), report);
     report.segments += 1;
     onProgress?.(done, total);
   }

@@ -119,8 +119,8 @@ export class PgBackend implements T.Backend {
 
   private checkValue(v: string | Uint8Array): void {
     const bytes = typeof v === "string" ? Buffer.byteLength(v, "utf8") : v.byteLength;
-    const max = Math.min(this.o.maxValueBytes, VALUE_BYTES_MAX);
-    if (bytes > max) throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${max} (maxValueBytes)`);
+    const max = Math.min(this.o.valueBytesMax, VALUE_BYTES_MAX);
+    if (bytes > max) throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${max} (valueBytesMax)`);
     if (typeof v === "string" && !v.isWellFormed()) throw new InvalidArgumentError("value string must be well-formed UTF-16");
   }
 

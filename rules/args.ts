@@ -36,9 +36,9 @@ export function keyOf(key: unknown): string {
 }
 
 /** An optional boolean option. */
-export function boolOf(o: Opts, name: string, dflt: boolean): boolean {
+export function boolOf(o: Opts, name: string, fallback: boolean): boolean {
   const v = o[name];
-  if (v === undefined) return dflt;
+  if (v === undefined) return fallback;
   if (typeof v !== "boolean") throw new InvalidArgumentError(`option ${name} must be a boolean, got ${typeof v}`);
   return v;
 }
@@ -91,7 +91,7 @@ export function reclaimOf(o: Opts): "lazy" | "eager" {
   return v;
 }
 
-/** A value: a string or a Uint8Array (size is checked by the codec against maxValueBytes). */
+/** A value: a string or a Uint8Array (size is checked by the codec against valueBytesMax). */
 export function valueOf(v: unknown): string | Uint8Array {
   if (typeof v === "string" || v instanceof Uint8Array) return v;
   throw new InvalidArgumentError(`value must be a string or a Uint8Array, got ${v === null ? "null" : typeof v}`);

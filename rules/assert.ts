@@ -10,3 +10,13 @@ import { InternalError } from "./errors.js";
 export function assert(condition: boolean, what: string): asserts condition {
   if (!condition) throw new InternalError(`assertion failed: ${what}`);
 }
+
+/**
+ * A checked indexed read (noUncheckedIndexedAccess): `xs[i]`, which the caller knows exists
+ * (`what` says why); throws InternalError when it does not, instead of going on with undefined.
+ */
+export function elementAt<T>(xs: ArrayLike<T>, i: number, what: string): T {
+  const x = xs[i];
+  if (x === undefined) throw new InternalError(`assertion failed: ${what} (index ${i} of ${xs.length})`);
+  return x;
+}

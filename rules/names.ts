@@ -65,6 +65,13 @@ export function scopeLineage(scope: string): string[] {
   return out;
 }
 
+/** The highest `valueOf(s)` over `scope` and each of its ancestors up to "global", 0 for none. */
+export function lineageMax(scope: string, valueOf: (s: string) => number): number {
+  let max = 0;
+  for (let s: string | null = scope; s !== null; s = parentScope(s)) max = Math.max(max, valueOf(s));
+  return max;
+}
+
 /** True when `scope` is `root` or lies below it ("global" is above everything). */
 export function scopeWithin(scope: string, root: string): boolean {
   if (root === ROOT_SCOPE) return true;

@@ -71,6 +71,9 @@ export interface OpenOptions {
   durability?: "sync" | "batch" | "none";
   syncIntervalMs?: number;
   segmentBytes?: number;
+  /** Largest value accepted, in bytes (default 16 MiB); larger values are INVALID_ARGUMENT. */
+  valueBytesMax?: number;
+  /** The older name of `valueBytesMax`, still accepted (giving both with different values is INVALID_ARGUMENT). */
   maxValueBytes?: number;
   /** Budget of the hot-value cache in bytes (default 64 MiB; 0 turns it off). */
   cacheBytes?: number;

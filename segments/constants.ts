@@ -42,7 +42,7 @@ export const H_CHECKSUM = 56; // u64 xxh64 of bytes [0, 56)
 
 /** Header flag: the segment takes no more appends; its file ends at its last record. */
 export const FLAG_SEALED = 1 << 0;
-/** Header flag: an in-place compaction is rewriting the segment (its journal holds the truth). */
+/** Header flag, defined and accepted but never set by this version: an in-place rewrite is announced by its journal and the odd shared generation. */
 export const FLAG_COMPACTING = 1 << 1;
 /** All header flags known to this version; any other bit set is corruption. */
 export const HEADER_FLAGS_KNOWN = FLAG_SEALED | FLAG_COMPACTING;

@@ -6,7 +6,8 @@
  * Layout, repeated: u16 scope bytes, scope, u16 key bytes, key, u64 version, u64 generation (LE).
  */
 import { InvalidArgumentError } from "../rules/errors.js";
-import { writeU64 } from "./record.js";
+import { readU64, writeU64 } from "./u64.js";
+import { elementAt } from "../rules/assert.js";
 
 /** One killed slot. */
 export interface ErasedSlot {
@@ -38,7 +39,7 @@ export function chunkEraseList(slots: readonly ErasedSlot[], bytesMax: number = 
       chunks.push([]);
       bytes = 0;
     }
-    (chunks[chunks.length - 1] as ErasedSlot[]).push(s);
+    elementAt(chunks, chunks.length - 1, "the chunk being filled").push(s);
     bytes += n;
   }
   return chunks;
@@ -63,10 +64,11 @@ export function encodeEraseList(slots: readonly ErasedSlot[]): Uint8Array {
   return out;
 }
 
+/** A u64 of the list, refused when beyond 2^53 - 1. */
 function u64(buf: Buffer, at: number): number {
-  const hi = buf.readUInt32LE(at + 4);
-  if (hi > 0x1fffff) throw new InvalidArgumentError("erase list: number beyond 2^53");
-  return hi * 0x1_0000_0000 + buf.readUInt32LE(at);
+  const v = readU64(buf, at);
+  if (v < 0) throw new InvalidArgumentError("erase list: number beyond 2^53");
+  return v;
 }
 
 /** Decodes the list; throws InvalidArgumentError on bytes that are not one (the checksum passed, so that is a bug). */

@@ -9,6 +9,7 @@
 import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";
 import { decodeRecord, encodeRecord, isRecord, type RecordFault } from "./record.js";
+import { elementAt } from "../rules/assert.js";
 
 /** A group frame read back from bytes whose body checksum passed. */
 export interface GroupFrame {
@@ -26,7 +27,7 @@ export type GroupFault = RecordFault | "unframed";
 /** xxh64 of the concatenated `body` buffers (one copy only when there is more than one). */
 function bodyChecksum(body: readonly Uint8Array[]): bigint {
   if (body.length === 1) {
-    const only = body[0] as Uint8Array;
+    const only = elementAt(body, 0, "a body of one buffer");
     return checksum64(only, 0, only.length);
   }
   const all = Buffer.concat(body);

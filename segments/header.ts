@@ -6,6 +6,7 @@
 import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";
 import { CorruptionError, NotSupportedError } from "../rules/errors.js";
+import { readU64 } from "./u64.js";
 
 /** The decoded content of one header copy. */
 export interface SegmentHeader {
@@ -24,10 +25,9 @@ export interface SegmentHeader {
   sealedBytes: number;
 }
 
+/** The u64 at `at` of the copy `view` spans; -1 beyond 2^53 - 1. */
 function u64(view: DataView, at: number): number {
-  const v = view.getBigUint64(at, true);
-  if (v > BigInt(C.SEQ_MAX)) return -1;
-  return Number(v);
+  return readU64(Buffer.from(view.buffer, view.byteOffset, view.byteLength), at);
 }
 
 /** Encodes one header copy into a fresh 64-byte buffer, checksum included. */

@@ -206,3 +206,17 @@ export function syncDir(point: FaultPoint, dir: string): void {
   });
   observer?.({ op: "dir-sync", path: dir });
 }
+
+/** fsyncs a directory so that creates, renames and unlinks in it are durable. */
+export function fsyncDir(dir: string): void {
+  syncDir("io:dir-sync", dir);
+}
+
+/** Removes a file and ignores any error: cleanup after another failure, which is what gets reported. */
+export function unlinkQuietly(file: string): void {
+  try {
+    unlink("io:unlink", file);
+  } catch {
+    // the first failure is the one the caller reports
+  }
+}

@@ -8,6 +8,7 @@ import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
 import { assertKey, assertScope } from "../rules/names.js";
+import { readU64, writeU64 } from "./u64.js";
 
 /** What a caller gives the encoder. */
 export interface RecordInput {
@@ -15,9 +16,9 @@ export interface RecordInput {
   /** RF_IN_BATCH or 0; the value-kind flag is derived from `value`. */
   flags?: number;
   seq: number;
-  /** Slot generation (PUT, CLEAR), killed generation (TOMBSTONE), op count (BATCH_COMMIT). */
+  /** Slot generation (PUT, CLEAR), killed generation (TOMBSTONE), op count (BATCH_COMMIT): build those with record-kinds.ts. */
   generation: number;
-  /** ms since epoch, 0 = never. */
+  /** PUT: expiry, ms since epoch, 0 = never. TOMBSTONE: the killed version; CLEAR, SCOPE_ERASE: the commit time (record-kinds.ts). */
   expiresAt?: number;
   scope: string;
   /** "" for SCOPE_ERASE and BATCH_COMMIT; 1–1024 bytes otherwise. */
@@ -74,7 +75,7 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
     }
     const bytes = typeof r.value === "string" ? Buffer.byteLength(r.value, "utf8") : r.value.byteLength;
     if (bytes > Math.min(valueBytesMax, C.VALUE_BYTES_MAX)) {
-      throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${Math.min(valueBytesMax, C.VALUE_BYTES_MAX)} (maxValueBytes)`);
+      throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${Math.min(valueBytesMax, C.VALUE_BYTES_MAX)} (valueBytesMax)`);
     }
     if (typeof r.value === "string" && !r.value.isWellFormed()) throw new InvalidArgumentError("value string must be well-formed UTF-16");
   } else if (r.type === C.RecordType.SCOPE_ERASE && r.value instanceof Uint8Array) {
@@ -131,8 +132,8 @@ export function probeRecord(bytes: Uint8Array, at: number, end: number): number 
   if (length === 0) return "empty";
   if (length < C.RECORD_OVERHEAD || length > C.RECORD_BYTES_MAX) return "length";
   if (end - at < C.RECORD_FIXED_BYTES) return "short";
-  const type = buf[at + C.R_TYPE] as number;
-  const flags = buf[at + C.R_FLAGS] as number;
+  const type = buf.readUInt8(at + C.R_TYPE);
+  const flags = buf.readUInt8(at + C.R_FLAGS);
   const scopeLen = buf.readUInt16LE(at + C.R_SCOPE_LEN);
   const keyLen = buf.readUInt16LE(at + C.R_KEY_LEN);
   const valueLen = buf.readUInt32LE(at + C.R_VALUE_LEN);
@@ -142,19 +143,6 @@ export function probeRecord(bytes: Uint8Array, at: number, end: number): number 
   if (C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen !== length) return "structure";
   if (end - at < length) return "short";
   return length;
-}
-
-/** Reads a little-endian u64 that must be a safe integer; -1 when it is not. */
-function readU64(buf: Buffer, at: number): number {
-  const hi = buf.readUInt32LE(at + 4);
-  if (hi > 0x1fffff) return -1;
-  return hi * 0x1_0000_0000 + buf.readUInt32LE(at);
-}
-
-/** Writes a safe integer as a little-endian u64 (no BigInt on the hot path). */
-export function writeU64(buf: Buffer, value: number, at: number): void {
-  buf.writeUInt32LE(value % 0x1_0000_0000, at);
-  buf.writeUInt32LE(Math.floor(value / 0x1_0000_0000), at + 4);
 }
 
 /** Decodes UTF-8 strictly: Buffer's fast decoder, confirmed by the fatal one only when it replaced bytes. */
@@ -183,8 +171,8 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
   const generation = readU64(buf, at + C.R_GENERATION);
   const expiresAt = readU64(buf, at + C.R_EXPIRES_AT);
   if (seq <= 0 || generation < 0 || expiresAt < 0) return "structure";
-  const type = buf[at + C.R_TYPE] as C.RecordTypeValue;
-  const flags = buf[at + C.R_FLAGS] as number;
+  const type = buf.readUInt8(at + C.R_TYPE) as C.RecordTypeValue; // a known type: probeRecord checked it
+  const flags = buf.readUInt8(at + C.R_FLAGS);
   const scopeLen = buf.readUInt16LE(at + C.R_SCOPE_LEN);
   const keyLen = buf.readUInt16LE(at + C.R_KEY_LEN);
   const valueLen = buf.readUInt32LE(at + C.R_VALUE_LEN);
@@ -225,7 +213,7 @@ export function checkRecordAt(bytes: Uint8Array, at: number, end: number): numbe
 
 /** The type of the (already checked) record at `at`. */
 export function recordTypeAt(bytes: Uint8Array, at: number): C.RecordTypeValue {
-  return bytes[at + C.R_TYPE] as C.RecordTypeValue;
+  return asBuffer(bytes).readUInt8(at + C.R_TYPE) as C.RecordTypeValue;
 }
 
 /** The scope and key of the (already checked) record at `at`. */

@@ -11,9 +11,9 @@
  * failing group is a torn tail unless a later valid group was written after it was durable.
  */
 import * as C from "./constants.js";
+import { batchOpCountOf } from "./record-kinds.js";
 import { CorruptionError } from "../rules/errors.js";
 import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
-import { checksum64 } from "./checksum.js";
 import { isSyncMark, readGroupFrame, type GroupFault } from "./group.js";
 
 /** How a scan ended. */
@@ -52,12 +52,8 @@ function firstNonZero(bytes: Uint8Array, from: number, end: number): number {
 
 /** True when some offset in (from, end) holds a record that passes every check. */
 export function validRecordAfter(bytes: Uint8Array, from: number, end: number): boolean {
-  const view = new DataView(bytes.buffer, bytes.byteOffset);
   for (let at = firstNonZero(bytes, from, end); at < end; at = firstNonZero(bytes, at + 1, end)) {
-    const length = probeRecord(bytes, at, end);
-    if (typeof length !== "number") continue;
-    const sumAt = at + length - C.RECORD_CHECKSUM_BYTES;
-    if (checksum64(bytes, at, sumAt) === view.getBigUint64(sumAt, true)) return true;
+    if (typeof checkRecordAt(bytes, at, end) === "number") return true;
   }
   return false;
 }
@@ -86,8 +82,8 @@ export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolea
       if (batchStart < 0) batchStart = at;
       batch.push({ record: got, offset: at });
     } else if (!sealed && got.type === C.RecordType.BATCH_COMMIT) {
-      if (batch.length !== got.generation) {
-        throw new CorruptionError(segmentId, at, `batch commit counts ${got.generation} records, found ${batch.length}`);
+      if (batch.length !== batchOpCountOf(got)) {
+        throw new CorruptionError(segmentId, at, `batch commit counts ${batchOpCountOf(got)} records, found ${batch.length}`);
       }
       for (const b of batch) visit(b.record, b.offset);
       records += batch.length;
@@ -199,7 +195,7 @@ function scanGroupBody(bytes: Uint8Array, segmentId: number, from: number, to: n
     if ((got.flags & C.RF_IN_BATCH) !== 0) {
       batch.push({ record: got, offset: at });
     } else if (got.type === C.RecordType.BATCH_COMMIT) {
-      if (batch.length !== got.generation) throw new CorruptionError(segmentId, at, `batch commit counts ${got.generation} records, found ${batch.length}`);
+      if (batch.length !== batchOpCountOf(got)) throw new CorruptionError(segmentId, at, `batch commit counts ${batchOpCountOf(got)} records, found ${batch.length}`);
       for (const b of batch) visit(b.record, b.offset);
       delivered += batch.length + 1;
       visit(got, at);

@@ -223,9 +223,9 @@ export class SharedStore implements T.Backend {
       throw err;
     }
     try {
-      const frameBytesMax = frameBytesMaxFor(store.options.maxValueBytes);
+      const frameBytesMax = frameBytesMaxFor(store.options.valueBytesMax);
       const unsafeAckBeforeCommit = this.options.unsafe?.shareAckBeforeCommit === true;
-      const limits = { frameBytesMax, maxValueBytes: store.options.maxValueBytes, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit };
+      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit };
       this.server = await ShareServer.listen(store, socket, limits);
       this.server.onReject = (why) => this.onEvent?.(`cut off a client: ${why}`);
     } catch (err) {

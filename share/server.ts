@@ -161,8 +161,8 @@ class Connection {
   private onHello(msg: Record<string, unknown>): void {
     if (msg["t"] !== "hello" || msg["version"] !== PROTOCOL_VERSION) throw new ProtocolError(`expected hello of protocol version ${PROTOCOL_VERSION}`);
     this.greeted = true;
-    const L = this.server.limits;
-    this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: L.frameBytesMax, maxValueBytes: L.maxValueBytes, stats: this.stats() });
+    const limits = this.server.limits;
+    this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: limits.frameBytesMax, maxValueBytes: limits.maxValueBytes, stats: this.stats() });
   }
 
   private onCall(call: Call): void {

@@ -34,7 +34,7 @@ const BATCH_VALUE_BYTES_MAX = 8 * 1024 * 1024;
 /** Progress goes to stderr every this many lines. */
 const PROGRESS_EVERY = 10_000;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-/** Largest value accepted: the default maxValueBytes of the store import opens (16 MiB). */
+/** Largest value accepted: the default valueBytesMax of the store import opens (16 MiB). */
 const VALUE_BYTES_MAX = 16 * 1024 * 1024;
 const RETENTION_STATES = new Set(["tombstoned", "reclaimed", "expired"]);
 

@@ -145,8 +145,8 @@ export type WireResult =
 // Validation (zod): the single gate in front of the store.
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-const DEFAULT_LIST_LIMIT = 100;
-const MAX_LIST_LIMIT = 1000;
+const LIST_LIMIT_DEFAULT = 100;
+const LIST_LIMIT_MAX = 1000;
 
 /** True when `scope` is "global" or 1–8 valid components joined by "/" (API.md "Scopes"). */
 export function isValidScope(scope: string): boolean {
@@ -226,7 +226,7 @@ export const toolArgSchemas = {
       .number({ error: "limit must be an integer" })
       .int("limit must be an integer")
       .min(1, "limit must be >= 1")
-      .max(MAX_LIST_LIMIT, `limit must be <= ${MAX_LIST_LIMIT}`)
+      .max(LIST_LIMIT_MAX, `limit must be <= ${LIST_LIMIT_MAX}`)
       .optional(),
   }),
 } as const;
@@ -295,7 +295,7 @@ const UNDELETE_DESC =
 
 const LIST_DESC =
   "List live keys in key order: {ok:true, entries:[{key, scope, version}], truncated}. Filters: scope (with its " +
-  `parents unless inherit is false), prefix, limit (default ${DEFAULT_LIST_LIMIT}, max ${MAX_LIST_LIMIT}).`;
+  `parents unless inherit is false), prefix, limit (default ${LIST_LIMIT_DEFAULT}, max ${LIST_LIMIT_MAX}).`;
 
 /** Every tool with its JSON Schema, description and whether it mutates the store. */
 export const tools: readonly ToolDefinition[] = [
@@ -367,7 +367,7 @@ export const tools: readonly ToolDefinition[] = [
         scope: scopeProp,
         prefix: { type: "string", description: "Only keys starting with this." },
         inherit: { type: "boolean", description: "Include parent scopes (default true)." },
-        limit: { type: "integer", minimum: 1, maximum: MAX_LIST_LIMIT, description: "Max entries returned." },
+        limit: { type: "integer", minimum: 1, maximum: LIST_LIMIT_MAX, description: "Max entries returned." },
       },
       [],
     ),
@@ -485,7 +485,7 @@ async function doUndelete(store: MemoryStore, a: Args<"memory_undelete">, scope:
 }
 
 async function doList(store: MemoryStore, a: Args<"memory_list">, scope: string): Promise<WireListResult> {
-  const limit = a.limit ?? DEFAULT_LIST_LIMIT;
+  const limit = a.limit ?? LIST_LIMIT_DEFAULT;
   const opts: ListOptions = { scope, limit: limit + 1 };
   if (a.prefix !== undefined) opts.prefix = a.prefix;
   if (a.inherit !== undefined) opts.inherit = a.inherit;

@@ -8,11 +8,11 @@
  * Property stressed: "eager" means the bytes are gone from the files, not only unreadable.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import type { OpenOptions } from "../src/types.js";
+import { tempDir as freshDir } from "./helpers/tmp.js";
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -20,7 +20,7 @@ afterAll(() => {
 });
 
 function tempDir(): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), "engram-api-"));
+  const d = freshDir("api");
   dirs.push(d);
   return d;
 }

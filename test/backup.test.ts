@@ -216,7 +216,7 @@ describe("hard links", () => {
       return;
     }
     const dir = tempDir("backup-xdev");
-    const target = fs.mkdtempSync("/dev/shm/engram-backup-");
+    const target = tempDir("backup", "/dev/shm");
     fs.rmdirSync(target);
     const store = await Engram.open(dir, { segmentBytes: 4096, compaction: { workers: 0, auto: false } });
     try {

@@ -9,11 +9,11 @@
  * Property stressed: validation happens before anything is created on disk.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { BAD_OPEN, bad, expectInvalid, failure } from "../src/conformance/cases/bad-input.js";
 import { Engram } from "../src/index.js";
+import { tempDir as freshDir } from "./helpers/tmp.js";
 
 const dirs: string[] = [];
 afterAll(() => {
@@ -21,7 +21,7 @@ afterAll(() => {
 });
 
 function tempDir(): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), "engram-bad-"));
+  const d = freshDir("bad");
   dirs.push(d);
   return d;
 }

@@ -20,19 +20,18 @@ import type { SpawnSyncReturns } from "node:child_process";
 import {
   closeSync,
   existsSync,
-  mkdtempSync,
   openSync,
   readdirSync,
   readFileSync,
   rmSync,
   writeSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { assertBuilt } from "./helpers/built.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CLI = join(ROOT, "dist", "src", "cli.js");
@@ -43,7 +42,7 @@ let n = 0;
 
 beforeAll(() => {
   assertBuilt();
-  root = mkdtempSync(join(tmpdir(), "engram-cli-"));
+  root = tempDir("cli");
 });
 
 afterAll(() => rmSync(root, { recursive: true, force: true }));

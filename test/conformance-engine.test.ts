@@ -10,14 +10,14 @@
  */
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import fc from "fast-check";
 import { afterAll, describe, it } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram, type OpenOptions } from "../src/index.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const root = fs.mkdtempSync(path.join(os.tmpdir(), "engram-conf-"));
+const root = tempDir("conf");
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 let n = 0;
 

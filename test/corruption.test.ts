@@ -27,11 +27,11 @@
  * acknowledged write is never silently dropped by recovery.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CorruptionError, Engram } from "../src/index.js";
 import type { OpenOptions, Value } from "../src/types.js";
+import { tempDir as freshDir } from "./helpers/tmp.js";
 
 const DATA_START = 128;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false } };
@@ -42,7 +42,7 @@ afterAll(() => {
 });
 
 function tempDir(label = "corrupt"): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), `engram-${label}-`));
+  const d = freshDir(`${label}`);
   dirs.push(d);
   return d;
 }

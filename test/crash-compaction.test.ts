@@ -32,7 +32,6 @@
  * a crashed compaction's files (journal, .tmp, or a renamed output beside its source) on disk.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
@@ -44,6 +43,7 @@ import type { OpsConfig, PrepareConfig } from "./helpers/crash-child.js";
 import { CrashModel, leftovers } from "./helpers/crash-model.js";
 import { between, rng, runSeed } from "./helpers/crash-proc.js";
 import { ChildPool, reopenAndCheck, runRound, type KillTrigger } from "./helpers/crash-rounds.js";
+import { tempDir as freshDir } from "./helpers/tmp.js";
 
 type Mode = "in-place" | "copy-on-write";
 
@@ -74,7 +74,7 @@ const seed = runSeed();
 const templates = new Map<Mode, { dir: string; model: CrashModel }>();
 
 function tempDir(tag: string): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), `engram-crash-${tag}-`));
+  const d = freshDir(`crash-${tag}`);
   dirs.push(d);
   return d;
 }

@@ -31,7 +31,6 @@
  * vary with timing). A failing run keeps its directory (named in the message) for inspection.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { FaultPoint, OpenOptions } from "../src/index.js";
@@ -40,6 +39,7 @@ import type { OpsConfig } from "./helpers/crash-child.js";
 import { CrashModel } from "./helpers/crash-model.js";
 import { between, rng, runSeed } from "./helpers/crash-proc.js";
 import { ChildPool, reopenAndCheck, runRound, type KillTrigger } from "./helpers/crash-rounds.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const SCOPES = ["global", "user:a", "user:a/session:1", "user:b"];
 const KEYS = Array.from({ length: 12 }, (_, i) => `k${String(i).padStart(2, "0")}`);
@@ -58,7 +58,7 @@ describe("crash: acknowledged writes survive SIGKILL", () => {
   it(`survives ${KILLS} random SIGKILLs plus crashes at ${CRASH_POINTS.join(", ")}`, { timeout: 600_000 }, async () => {
     const seed = runSeed();
     const r = rng(seed);
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-crash-writes-"));
+    const dir = tempDir("crash-writes");
     dirs.push(dir);
     const model = new CrashModel(SCOPES, KEYS);
     // KILLS random kills with the crash-point rounds spread among them.
@@ -129,7 +129,7 @@ describe("crash: acknowledged writes survive SIGKILL", () => {
     // nothing live. If it resolves (tombstoneSeq null) before that tombstone is durable, the caller
     // was told k00 is forgotten, so after the SIGKILL k00 must read NOT_FOUND; if it waits, it is
     // simply in flight at the kill. The child marks the moment one loop turn after the call.
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-crash-noop-"));
+    const dir = tempDir("crash-noop");
     dirs.push(dir);
     const model = new CrashModel(["global"], ["k00", "k01"]);
     const pool = new ChildPool(false);
@@ -146,7 +146,7 @@ describe("crash: acknowledged writes survive SIGKILL", () => {
     }
   });
 
-  // A SIGKILL inside segment rotation can land anywhere in segments/file.ts createSegmentFile.
+  // A SIGKILL inside segment rotation can land anywhere in segments/create.ts createSegmentFile.
   // The file is built as NNNNNNNN.seg.tmp (headers, preallocation, fdatasync) and only then
   // renamed, so the crash leaves an unpublished .tmp: empty, with part of a header, or complete.
   // Nothing was ever written to that segment: recovery must drop the .tmp and open the store with
@@ -159,7 +159,7 @@ describe("crash: acknowledged writes survive SIGKILL", () => {
     ["complete, not renamed", -1],
   ] as const) {
     it(`opens a store whose next segment was being created when the process died (${name})`, async () => {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-crash-torn-create-"));
+      const dir = tempDir("crash-torn-create");
       dirs.push(dir);
       let store = await Engram.open(dir, OPEN);
       const w = await store.write("k", "v1", { scope: "user:a" });

@@ -18,16 +18,16 @@
  * hole), and every refusal is the stable, typed INVALID_ARGUMENT error.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
 import { EngramError, InvalidArgumentError } from "../rules/errors.js";
-import { createSegmentFile, readWholeFile } from "../segments/file.js";
+import { createSegmentFile } from "../segments/create.js";
+import { readWholeFile } from "../segments/whole-file.js";
 import { encodeRecord, type RecordInput } from "../segments/record.js";
 import { scanRecords } from "../segments/scan.js";
 import { SegmentWriter } from "../segments/writer.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const MiB = 1024 * 1024;
 const LIMIT = MiB;
@@ -41,7 +41,7 @@ let goodWritten = 0;
 
 beforeAll(async () => {
   await initChecksum();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-format-bad-input-"));
+  dir = tempDir("format-bad-input");
   // No preallocation: any byte appended would change the file's size.
   fd = createSegmentFile(dir, { segmentId: 1, generation: 0, headerSeq: 0, flags: 0, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 }, C.DATA_START);
   writer = new SegmentWriter(1, fd, C.DATA_START, C.DATA_START);

@@ -1,5 +1,5 @@
 /**
- * The segment header (segments/header.ts, segments/file.ts): two 64-byte copies, A at offset 0 and
+ * The segment header (segments/header.ts, segments/header-io.ts, segments/create.ts): two 64-byte copies, A at offset 0 and
  * B at offset 64, each with its own xxh64; the current copy is the valid one with the highest
  * (generation, headerSeq), and a header update always overwrites the copy that is not current.
  *
@@ -18,25 +18,17 @@
  * is a CorruptionError; file names and 0600 permissions.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import xxhash from "xxhash-wasm";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
 import { CorruptionError } from "../rules/errors.js";
-import {
-  createSegmentFile,
-  DIR_MODE,
-  FILE_MODE,
-  journalFileName,
-  parseSegmentFileName,
-  readHeader,
-  segmentFileName,
-  tmpFileName,
-  writeHeader,
-} from "../segments/file.js";
+import { createSegmentFile } from "../segments/create.js";
+import { DIR_MODE, FILE_MODE, journalFileName, parseSegmentFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
+import { readHeader, writeHeader } from "../segments/header-io.js";
 import { chooseHeader, decodeHeader, encodeHeader, nextHeaderOffset, type SegmentHeader } from "../segments/header.js";
+import { tempDir } from "./helpers/tmp.js";
 
 let dir: string;
 let h64: (bytes: Uint8Array, seed?: bigint) => bigint;
@@ -45,7 +37,7 @@ let nextId = 1;
 beforeAll(async () => {
   await initChecksum();
   h64 = (await xxhash()).h64Raw;
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-format-header-"));
+  dir = tempDir("format-header");
 });
 
 afterAll(() => {

@@ -18,23 +18,23 @@
  * reported with the truncation point; damage anywhere else is reported, never skipped or returned.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
 import { CorruptionError } from "../rules/errors.js";
-import { createSegmentFile, readWholeFile } from "../segments/file.js";
+import { createSegmentFile } from "../segments/create.js";
+import { readWholeFile } from "../segments/whole-file.js";
 import { encodeRecord, type DecodedRecord, type RecordInput } from "../segments/record.js";
 import { scanRecords, type ScanEnd } from "../segments/scan.js";
 import { SegmentWriter } from "../segments/writer.js";
+import { tempDir } from "./helpers/tmp.js";
 
 let dir: string;
 let nextId = 1;
 
 beforeAll(async () => {
   await initChecksum();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-format-scan-"));
+  dir = tempDir("format-scan");
 });
 
 afterAll(() => {

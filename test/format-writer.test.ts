@@ -19,15 +19,18 @@
  * a different valid record (e.g. one moved there by compaction) sits at the offset.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
-import { createSegmentFile, readRecordAt, readWholeFile, segmentFileName, type PointReadFault, type RecordExpectation } from "../segments/file.js";
+import { createSegmentFile } from "../segments/create.js";
+import { segmentFileName } from "../segments/file-names.js";
+import { readRecordAt, type PointReadFault, type RecordExpectation } from "../segments/point-read.js";
+import { readWholeFile } from "../segments/whole-file.js";
 import { decodeRecord, encodeRecord, type DecodedRecord, type RecordInput } from "../segments/record.js";
 import { scanRecords } from "../segments/scan.js";
 import { PREALLOCATE_STEP_BYTES, SegmentWriter, totalBytes } from "../segments/writer.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const MiB = 1024 * 1024;
 let dir: string;
@@ -35,7 +38,7 @@ let nextId = 1;
 
 beforeAll(async () => {
   await initChecksum();
-  dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-format-writer-"));
+  dir = tempDir("format-writer");
 });
 
 afterAll(() => {

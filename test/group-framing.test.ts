@@ -26,7 +26,7 @@ import { encodeHeader } from "../segments/header.js";
 import { encodeRecord } from "../segments/record.js";
 import { readGroupFrame } from "../segments/group.js";
 import { scanRecords } from "../segments/scan.js";
-import { segmentFileName } from "../segments/file.js";
+import { segmentFileName } from "../segments/file-names.js";
 import { tempDir } from "./helpers/tmp.js";
 import { rng } from "./helpers/rng.js";
 

@@ -188,7 +188,8 @@ describe("defect 9: a failed open of a damaged store leaks no descriptor", () =>
     expect(segmentFiles(dir).length).toBeGreaterThanOrEqual(5);
     const file = path.join(dir, "segments", "00000003.seg");
     const bytes = fs.readFileSync(file);
-    bytes[bytes.indexOf(Buffer.from("rrrr")) + 1] ^= 0x01;
+    const flip = bytes.indexOf(Buffer.from("rrrr")) + 1;
+    bytes.writeUInt8(bytes.readUInt8(flip) ^ 0x01, flip);
     fs.writeFileSync(file, bytes);
     const fds = fdCount();
     for (let i = 0; i < 10; i++) await expect(Engram.open(dir, { compaction: { workers: 0 } })).rejects.toBeInstanceOf(CorruptionError);

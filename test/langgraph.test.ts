@@ -44,7 +44,10 @@ const DIMS = 6;
 /** A deterministic embedding: character counts folded into DIMS buckets (no network, no model). */
 function embed(text: string): number[] {
   const v = new Array<number>(DIMS).fill(0);
-  for (let i = 0; i < text.length; i += 1) v[text.charCodeAt(i) % DIMS] += 1 + (i % 3);
+  for (let i = 0; i < text.length; i += 1) {
+    const d = text.charCodeAt(i) % DIMS;
+    v[d] = (v[d] ?? 0) + 1 + (i % 3);
+  }
   return v;
 }
 

@@ -17,12 +17,12 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram, StoreLockedError } from "../src/index.js";
 import type { OpenOptions } from "../src/types.js";
+import { tempDir as freshDir } from "./helpers/tmp.js";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const OPTS: OpenOptions = { durability: "none", compaction: { workers: 0 } };
@@ -35,7 +35,7 @@ afterAll(() => {
 });
 
 function tempDir(): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), "engram-lock-"));
+  const d = freshDir("lock");
   dirs.push(d);
   return d;
 }

@@ -16,8 +16,7 @@
  * and on SIGTERM.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -25,6 +24,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { assertBuilt } from "./helpers/built.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const CLI = join(ROOT, "dist", "src", "cli.js");
@@ -34,7 +34,7 @@ let root: string;
 
 beforeAll(() => {
   assertBuilt();
-  root = mkdtempSync(join(tmpdir(), "engram-mcp-"));
+  root = tempDir("mcp");
 });
 
 afterAll(() => rmSync(root, { recursive: true, force: true }));

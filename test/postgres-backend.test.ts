@@ -16,14 +16,14 @@
  * concurrent first opens of one new store all succeed.
  * Skipped, visibly, when no server could start.
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { TX_ATTEMPTS_MAX, inTransaction } from "../postgres/tx.js";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { dropSchemas, storeUrl } from "./helpers/pg.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const url = process.env["ENGRAM_PG_URL"];
 const skip = url === undefined || url === "" ? (process.env["ENGRAM_PG_SKIP"] ?? "no ENGRAM_PG_URL") : null;
@@ -105,7 +105,7 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
   });
 
   it("an unreachable server is an IoError, and no directory named postgresql: appears", async () => {
-    const cwd = mkdtempSync(join(tmpdir(), "engram-pgdown-"));
+    const cwd = tempDir("pgdown");
     const before = process.cwd();
     process.chdir(cwd);
     try {

@@ -9,8 +9,7 @@
  * value is visible to a library handle on the same database. Skipped (visibly) without a server.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -18,11 +17,12 @@ import { afterAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { assertBuilt, ROOT } from "./helpers/built.js";
 import { dropSchemas, storeUrl } from "./helpers/pg.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const url = process.env["ENGRAM_PG_URL"];
 const skip = url === undefined || url === "" ? (process.env["ENGRAM_PG_SKIP"] ?? "no ENGRAM_PG_URL") : null;
 const CLI = join(ROOT, "dist", "src", "cli.js");
-const cwd = mkdtempSync(join(tmpdir(), "engram-pgcli-"));
+const cwd = tempDir("pgcli");
 const tag = `m${process.pid}_`;
 afterAll(async () => {
   rmSync(cwd, { recursive: true, force: true });

@@ -8,14 +8,14 @@
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ROOT } from "./helpers/built.js";
+import { tempDir } from "./helpers/tmp.js";
 
 describe("no server", () => {
   it("every PostgreSQL test is reported skipped, with the reason", () => {
-    const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "engram-pgskip-")), "report.json");
+    const out = path.join(tempDir("pgskip"), "report.json");
     const env: Record<string, string | undefined> = { ...process.env, ENGRAM_PG_DISABLE: "server disabled for this check", NO_COLOR: "1" };
     delete env["ENGRAM_PG_URL"];
     delete env["ENGRAM_PG_SKIP"];

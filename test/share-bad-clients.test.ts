@@ -18,13 +18,13 @@
  */
 import * as fs from "node:fs";
 import * as net from "node:net";
-import * as os from "node:os";
 import * as path from "node:path";
 import { pack } from "msgpackr";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { ShareProc } from "./helpers/share-proc.js";
 import { readLockNote } from "../engine/lock.js";
+import { tempDir } from "./helpers/tmp.js";
 
 let base: string;
 let dir: string;
@@ -34,7 +34,7 @@ let socketPath: string;
 const sockets: net.Socket[] = [];
 
 beforeAll(async () => {
-  base = fs.mkdtempSync(path.join(os.tmpdir(), "engram-share-b-"));
+  base = tempDir("share-b");
   dir = path.join(base, "store");
   process.env["ENGRAM_SHARE_STALL_MS"] = "1000";
   owner = new ShareProc(dir);

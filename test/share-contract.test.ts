@@ -21,13 +21,13 @@
  */
 import * as fs from "node:fs";
 import * as net from "node:net";
-import * as os from "node:os";
 import * as path from "node:path";
 import { pack } from "msgpackr";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram, InvalidArgumentError, NotSupportedError, OwnerLostError, StoreLockedError, TombstonedSlotError, VersionConflictError } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
+import { tempDir as freshDir } from "./helpers/tmp.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const dirs: string[] = [];
@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 function tempDir(): string {
-  const d = fs.mkdtempSync(path.join(os.tmpdir(), "engram-share-c-"));
+  const d = freshDir("share-c");
   dirs.push(d);
   return path.join(d, "store");
 }

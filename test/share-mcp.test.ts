@@ -15,8 +15,7 @@
  * and never lose a write, including across the owner's exit.
  */
 import { execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -24,6 +23,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { assertBuilt, ROOT } from "./helpers/built.js";
+import { tempDir } from "./helpers/tmp.js";
 
 const CLI = join(ROOT, "dist", "src", "cli.js");
 const run = promisify(execFile);
@@ -32,7 +32,7 @@ const servers: Server[] = [];
 
 beforeAll(() => {
   assertBuilt();
-  root = mkdtempSync(join(tmpdir(), "engram-share-mcp-"));
+  root = tempDir("share-mcp");
 });
 
 afterAll(async () => {

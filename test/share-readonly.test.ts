@@ -16,15 +16,15 @@
  */
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram, OwnerLostError } from "../src/index.js";
 import { assertBuilt, ROOT } from "./helpers/built.js";
+import { tempDir } from "./helpers/tmp.js";
 
-const base = fs.mkdtempSync(path.join(os.tmpdir(), "engram-share-ro-"));
+const base = tempDir("share-ro");
 const dir = path.join(base, "store");
 const ro = path.join(base, "ro");
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };

@@ -25,6 +25,7 @@ import { BaseStore, InvalidNamespaceError } from "@langchain/langgraph-checkpoin
 import type { IndexConfig, Item, ListNamespacesOperation, MatchCondition, Operation, OperationResults, PutOperation, SearchItem, SearchOperation } from "@langchain/langgraph-checkpoint";
 import type { BatchOp, BatchResult, ForgetResult, ListEntry, ListOptions, ReadOptions, ReadResult, ScopeOption, Value, WriteOptions, WriteResult } from "../types.js";
 import { compareValues, cosineSimilarity, getTextAtPath, tokenizePath } from "./langgraph-paths.js";
+import { elementAt } from "../../rules/assert.js";
 
 /** The calls of an engram store this class uses (an `Engram` has them all). */
 export interface LangGraphBackingStore {
@@ -187,14 +188,14 @@ export class EngramStore extends BaseStore {
   /** get(): the item, or null. Labels may contain ":". */
   override async get(namespace: string[], key: string): Promise<Item | null> {
     validateNamespace(namespace, { allowEmpty: true, allowReservedRoot: true });
-    return (await this.batch([{ namespace, key }]))[0];
+    return elementAt(await this.batch([{ namespace, key }]), 0, "batch answers every op");
   }
 
   /** search(): items under a namespace prefix, filtered, paginated, ranked by `query` when indexed. */
   override async search(namespacePrefix: string[], options: { filter?: Record<string, unknown>; limit?: number; offset?: number; query?: string } = {}): Promise<SearchItem[]> {
     validateNamespace(namespacePrefix, { allowEmpty: true, allowReservedRoot: true });
     const { filter, limit = 10, offset = 0, query } = options;
-    return (await this.batch([{ namespacePrefix, filter, limit, offset, query }]))[0];
+    return elementAt(await this.batch([{ namespacePrefix, filter, limit, offset, query }]), 0, "batch answers every op");
   }
 
   /** put(): stores or replaces an item; createdAt survives updates. */
@@ -221,7 +222,7 @@ export class EngramStore extends BaseStore {
       validateNamespace(suffix, { allowEmpty: true, allowReservedRoot: true });
       matchConditions.push({ matchType: "suffix", path: suffix });
     }
-    return (await this.batch([{ matchConditions: matchConditions.length ? matchConditions : undefined, maxDepth, limit, offset }]))[0];
+    return elementAt(await this.batch([{ matchConditions: matchConditions.length ? matchConditions : undefined, maxDepth, limit, offset }]), 0, "batch answers every op");
   }
 
   /**

@@ -1,4 +1,4 @@
-/** The tests' one seeded PRNG (mulberry32): op streams, kill schedules and page subsets replay from a seed. */
+/** The one seeded PRNG (mulberry32) of the tests and bench/: op streams, kill schedules, page subsets and workloads replay from a seed. */
 export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {

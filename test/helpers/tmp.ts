@@ -9,9 +9,9 @@ afterAll(() => {
   for (const dir of made) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** A fresh empty directory under the OS temp dir. */
-export function tempDir(label: string): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `engram-${label}-`));
+/** A fresh empty directory `engram-<label>-XXXXXX` under `base` (the OS temp dir unless given), removed when the file ends. */
+export function tempDir(label: string, base: string = os.tmpdir()): string {
+  const dir = fs.mkdtempSync(path.join(base, `engram-${label}-`));
   made.push(dir);
   return dir;
 }

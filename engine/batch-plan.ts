@@ -1,0 +1,164 @@
+/**
+ * Deciding mutations: one path for a single write or forget and for every op of a batch. A plan
+ * decides each op against the state the earlier ops of the same plan leave (an overlay over the
+ * store's logical state, intents.ts), encodes its record, and collects what the store must apply
+ * once the group commits. Nothing here touches the keydir, the log or the sequence: the store
+ * commits a plan (append, advance the sequence by exactly the plan's records, record its intents)
+ * and applies it through the callback it passes to applyAll.
+ */
+import * as C from "../segments/constants.js";
+import { assert, elementAt } from "../rules/assert.js";
+import { InvalidArgumentError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
+import { BATCH_BYTES_MAX } from "../rules/args.js";
+import type { RecordInput } from "../segments/record.js";
+import { batchCommitInput, tombstoneInput } from "../segments/record-kinds.js";
+import type { Logical } from "./intents.js";
+import type { Location } from "./keydir.js";
+import type { ResolvedOptions } from "./options.js";
+import { matchScopeRule } from "../rules/scope-rules.js";
+import type * as T from "../rules/types.js";
+
+/** What a plan reads from the store. */
+export interface BatchHost {
+  readonly options: Pick<ResolvedOptions, "tombstoneWrites" | "scopeRules" | "ttlMs">;
+  /** The state a mutation of (scope, key) is decided against: queued intents over the keydir. */
+  logical(scope: string, key: string, now: number): Logical;
+  /** Encodes one record (the store's value limit, and its round-trip check under tests). */
+  encode(r: RecordInput): Buffer;
+}
+
+/** One decided PUT or TOMBSTONE, as the store applies it once committed. */
+export interface PlannedOp {
+  readonly kind: "put" | "forget";
+  readonly scope: string;
+  readonly key: string;
+  readonly seq: number;
+  /** PUT: the slot generation written. TOMBSTONE: the generation killed. */
+  readonly generation: number;
+  /** PUT: the expiry (ms, 0 = never). TOMBSTONE: the version it kills. */
+  readonly expiresAt: number;
+  /** The state the op leaves the slot in, as later mutations see it. */
+  readonly logical: Logical;
+}
+
+/** A write's arguments, already checked (rules/args.ts). */
+export interface WriteOp {
+  scope: string;
+  key: string;
+  value: string | Uint8Array;
+  expected: number | null | undefined;
+  clearTombstone: boolean;
+  ttlMs: number | null | undefined;
+}
+
+/**
+ * The generation a write of `key` will carry, decided against its logical state `before`; throws
+ * VersionConflictError on a failed compare-and-set and TombstonedSlotError when a tombstone must
+ * be cleared explicitly (`tombstoneWrites: "require-clear"`).
+ */
+export function decideWrite(tombstoneWrites: ResolvedOptions["tombstoneWrites"], key: string, before: Logical, expected: number | null | undefined, clear: boolean): number {
+  if (expected !== undefined && expected !== before.version) throw new VersionConflictError(expected, before.version, key);
+  if (!before.tombstoned) return Math.max(before.generation, 1);
+  if (tombstoneWrites === "require-clear" && !clear) throw new TombstonedSlotError(key, before.killSeq);
+  return before.generation + 1;
+}
+
+/** The expiry of a write in `scope` at `now` (0 = never): its own ttl, else its scope rule's, else the store's. */
+export function expiryFor(options: BatchHost["options"], scope: string, ttlMs: number | null | undefined, now: number): number {
+  let ttl = ttlMs;
+  if (ttl === undefined) {
+    const rule = matchScopeRule(options.scopeRules, scope);
+    ttl = rule?.ttlMs !== undefined ? rule.ttlMs : options.ttlMs;
+  }
+  return ttl === null ? 0 : now + ttl;
+}
+
+/** Decides ops in order, encodes their records, and (for a batch) seals them with a BATCH_COMMIT. */
+export class BatchPlan {
+  readonly records: Buffer[] = [];
+  readonly seqs: number[] = [];
+  readonly ops: PlannedOp[] = [];
+  /**
+   * The state each (scope, key) the plan touched is left in, by scope then key: two lookups of
+   * strings whose hashes are cached, instead of a "scope\0key" string built and hashed per op.
+   */
+  private readonly overlay = new Map<string, Map<string, Logical>>();
+  private readonly flags: number;
+  private bytes = 0;
+  private sealed = false;
+  /** The last sequence the plan took (the store's sequence before it, until the first op). */
+  seq: number;
+
+  /**
+   * A plan whose first record takes sequence `first` (the store's nextSeq()). `inBatch` marks its
+   * records RF_IN_BATCH, bounds their bytes by BATCH_BYTES_MAX and wants seal() before commit.
+   */
+  constructor(private readonly host: BatchHost, first: number, private readonly now: number, readonly inBatch: boolean) {
+    this.seq = first - 1;
+    this.flags = inBatch ? C.RF_IN_BATCH : 0;
+  }
+
+  /** The state (scope, key) is decided against: what an earlier op of this plan left, else the store's. */
+  private state(scope: string, key: string): Logical {
+    return this.overlay.get(scope)?.get(key) ?? this.host.logical(scope, key, this.now);
+  }
+
+  private push(op: PlannedOp, record: Buffer): void {
+    assert(!this.sealed, "no op joins a sealed plan");
+    assert(this.inBatch || this.ops.length === 0, "a plan outside a batch holds one op");
+    this.bytes += record.length;
+    if (this.inBatch && this.bytes > BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${BATCH_BYTES_MAX} bytes; split it`);
+    this.records.push(record);
+    this.seqs.push(op.seq);
+    this.ops.push(op);
+    if (!this.inBatch) return; // a lone op reads no overlay
+    let keys = this.overlay.get(op.scope);
+    if (keys === undefined) {
+      keys = new Map();
+      this.overlay.set(op.scope, keys);
+    }
+    keys.set(op.key, op.logical);
+  }
+
+  /** Decides and encodes a write; throws (and the plan takes nothing) when it conflicts. */
+  write(w: WriteOp): T.WriteResult {
+    const before = this.state(w.scope, w.key);
+    const generation = decideWrite(this.host.options.tombstoneWrites, w.key, before, w.expected, w.clearTombstone);
+    const expiresAt = expiryFor(this.host.options, w.scope, w.ttlMs, this.now);
+    const seq = this.seq + 1;
+    const record = this.host.encode({ type: C.RecordType.PUT, flags: this.flags, seq, generation, expiresAt, scope: w.scope, key: w.key, value: w.value });
+    const logical: Logical = { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true };
+    this.seq = seq;
+    this.push({ kind: "put", scope: w.scope, key: w.key, seq, generation, expiresAt, logical }, record);
+    return { ok: true, version: seq, generation };
+  }
+
+  /** Decides and encodes a forget; one with nothing live takes no record and answers null. */
+  forget(scope: string, key: string): T.ForgetResult {
+    const before = this.state(scope, key);
+    if (!before.live) return { ok: true, tombstoneSeq: null, generation: before.exists ? before.generation : null };
+    const seq = this.seq + 1;
+    const killed = before.version as number;
+    const record = this.host.encode(tombstoneInput({ flags: this.flags, seq, killedGeneration: before.generation, killedVersion: killed, scope, key }));
+    const logical: Logical = { seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true };
+    this.seq = seq;
+    this.push({ kind: "forget", scope, key, seq, generation: before.generation, expiresAt: killed, logical }, record);
+    return { ok: true, tombstoneSeq: seq, generation: before.generation };
+  }
+
+  /** Appends the BATCH_COMMIT record that makes a batch count at recovery. */
+  seal(): void {
+    assert(this.inBatch && !this.sealed && this.ops.length > 0, "only a batch with ops is sealed, once");
+    this.seq += 1;
+    this.records.push(this.host.encode(batchCommitInput({ seq: this.seq, opCount: this.ops.length })));
+    this.seqs.push(this.seq);
+    this.sealed = true;
+  }
+
+  /** Applies every committed op in record order, op i at `locs[i]` (the BATCH_COMMIT's location is not applied). */
+  applyAll(locs: Location[], apply: (op: PlannedOp, loc: Location) => void): void {
+    assert(this.inBatch === this.sealed, "a batch is sealed before it commits");
+    assert(locs.length === this.ops.length + (this.sealed ? 1 : 0), "a plan commits one location per op, plus a batch's BATCH_COMMIT");
+    for (let i = 0; i < this.ops.length; i++) apply(elementAt(this.ops, i, "an op per index"), elementAt(locs, i, "a location per op"));
+  }
+}
