@@ -8,7 +8,7 @@ import * as net from "node:net";
 import { InternalError } from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 import { VALUE_BYTES_MAX } from "../rules/limits.js";
-import { decodeBody, encodeFrame, errorFromWire, FRAME_BYTES_MIN, frameBytesMaxFor, FrameDecoder, PROTOCOL_VERSION, type Reply, type Welcome } from "./protocol.js";
+import { decodeBody, encodeFrame, errorFromWire, FRAME_BYTES_MIN, frameBytesMaxFor, FrameDecoder, FrameWriter, PROTOCOL_VERSION, type Reply, type Welcome } from "./protocol.js";
 
 /** A call sent and not yet answered. */
 export interface Sent {
@@ -30,7 +30,7 @@ export class Link {
   private nextId = 1;
   private bye = false;
   private ended = false;
-  private corked = false;
+  private readonly writer: FrameWriter;
   private onEnd: ((end: LinkEnd) => void) | null = null;
   private endedWith: LinkEnd | null = null;
 
@@ -38,6 +38,7 @@ export class Link {
     this.socket = socket;
     this.decoder = decoder;
     this.welcome = welcome;
+    this.writer = new FrameWriter(socket, welcome.frameBytesMax);
   }
 
   /** Connects to `socketPath` and says hello; rejects when nobody answers within `timeoutMs`. */
@@ -99,18 +100,8 @@ export class Link {
   call(s: Sent): void {
     assert(!this.ended, "no call is sent on an ended link");
     const id = this.nextId++;
-    const frame = encodeFrame({ t: "call", id, op: s.op, args: s.args }, this.welcome.frameBytesMax);
+    this.writer.send({ t: "call", id, op: s.op, args: s.args }); // calls made in one turn leave in one write
     this.sent.set(id, s);
-    if (!this.corked) {
-      // calls made in one turn leave in one writev
-      this.corked = true;
-      this.socket.cork();
-      process.nextTick(() => {
-        this.corked = false;
-        this.socket.uncork();
-      });
-    }
-    this.socket.write(frame);
   }
 
   /** Whether the link can still carry calls. */

@@ -14,7 +14,7 @@ import * as net from "node:net";
 import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
 import type { Backend, StoreStats } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
-import { decodeBody, encodeFrame, errorToWire, FrameDecoder, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
+import { decodeBody, errorToWire, FrameDecoder, FrameWriter, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
 
 /** Calls one connection may have in flight before the owner stops reading it. */
 export const CALLS_IN_FLIGHT_MAX = 256;
@@ -106,7 +106,7 @@ class Connection {
   private greeted = false;
   private inFlight = 0;
   private paused = false;
-  private corked = false;
+  private readonly writer: FrameWriter;
   private stallTimer: NodeJS.Timeout | null = null;
   private readonly cursors = new Map<number, AsyncIterator<unknown>>();
   private nextCursor = 1;
@@ -115,6 +115,7 @@ class Connection {
     this.socket = socket;
     this.server = server;
     this.decoder = new FrameDecoder(server.limits.frameBytesMax);
+    this.writer = new FrameWriter(socket, server.limits.frameBytesMax);
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => undefined); // a reset peer: 'close' follows
     socket.on("close", () => this.onClose());
@@ -208,21 +209,17 @@ class Connection {
 
   /**
    * Queues a frame; a client that lets too much pile up unread is cut off. Frames queued in one
-   * turn (the replies of one commit group) leave in one writev: the socket is corked until the
-   * next tick.
+   * turn (the replies of one commit group) leave in one write (FrameWriter).
    */
   send(message: Message): void {
     if (this.socket.destroyed) return;
-    if (!this.corked) {
-      this.corked = true;
-      this.socket.cork();
-      process.nextTick(() => {
-        this.corked = false;
-        this.socket.uncork();
-      });
-    }
-    this.socket.write(encodeFrame(message, this.server.limits.frameBytesMax));
-    if (this.socket.writableLength > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
+    this.writer.send(message);
+    if (this.socket.writableLength + this.writer.queuedBytes > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
+  }
+
+  /** Hands every queued frame to the socket now (before end(): a write after end is an error). */
+  flush(): void {
+    this.writer.flush();
   }
 
   /** The owner's stats, shared by every client for STATS_CACHE_MS unless `fresh`. */
@@ -385,6 +382,7 @@ export class ShareServer {
     });
     for (const c of this.connections) {
       c.send({ t: "bye" });
+      c.flush();
       c.socket.end();
     }
     fs.rmSync(this.socketPath, { force: true });
