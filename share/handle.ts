@@ -71,6 +71,17 @@ function alive(pid: number): boolean {
   }
 }
 
+/** The error of a call unanswered when its link ended without a bye: the owner vanished, or stalled past the deadline. */
+function lostError(op: string, link: Link, end: LinkEnd): OwnerLostError {
+  const err = new OwnerLostError(op);
+  if (end.silentMs > 0) {
+    err.message =
+      `the owner of the shared store (pid ${link.welcome.pid}) did not answer for ${end.silentMs} ms (shareTimeoutMs) while ${op} was in flight: ` +
+      `it may be stopped or stalled; the outcome is unknown: read or probe the key to learn whether it committed`;
+  }
+  return err;
+}
+
 /** The checked shareTimeoutMs of `options`. */
 function timeoutOf(options: T.OpenOptions): number {
   const t = options.shareTimeoutMs ?? SHARE_TIMEOUT_MS_DEFAULT;
@@ -181,7 +192,7 @@ export class SharedStore implements T.Backend {
     }
     let link: Link;
     try {
-      link = await Link.connect(socket, Math.min(this.timeoutMs, 2000));
+      link = await Link.connect(socket, Math.min(this.timeoutMs, 2000), this.timeoutMs);
     } catch {
       return false;
     }
@@ -250,14 +261,14 @@ export class SharedStore implements T.Backend {
     if (current) this.link = null;
     if (!current || this.closing !== null) {
       // This handle is closing: nothing is resent; what the owner held unrun is simply refused.
-      for (const s of end.unanswered) s.reject(end.bye ? new StoreClosedError() : new OwnerLostError(s.op));
+      for (const s of end.unanswered) s.reject(end.bye ? new StoreClosedError() : lostError(s.op, link, end));
       return;
     }
     this.state = "handover";
-    this.onEvent?.(end.bye ? "owner closed: handover" : "owner lost: handover");
+    this.onEvent?.(end.bye ? "owner closed: handover" : end.silentMs > 0 ? `owner silent for ${end.silentMs} ms: handover` : "owner lost: handover");
     for (const s of end.unanswered) {
       if (end.bye) this.enqueue(s);
-      else s.reject(new OwnerLostError(s.op));
+      else s.reject(lostError(s.op, link, end));
     }
     this.keepAcquiring();
   }

@@ -5,14 +5,14 @@
  * the receiver checks on the length prefix alone, before buffering a single byte of the body, so
  * a 4 GiB length claim costs nothing but a closed connection.
  *
- * Messages (client → owner): hello, call. (owner → client): welcome, reply, retry, bye.
+ * Messages (client → owner): hello, call, ping. (owner → client): welcome, reply, retry, bye, pong.
  */
 import { Packr } from "msgpackr";
 import * as E from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 
 /** Protocol version; an owner refuses a client speaking another one. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 /** Bytes of the length prefix. */
 export const PREFIX_BYTES = 4;
 /** Room in a frame beyond the largest value (key, scope, options, message fields). */
@@ -70,7 +70,17 @@ export interface Bye {
   t: "bye";
 }
 
-export type Message = Hello | Welcome | Call | Reply | Retry | Bye;
+/** Are you there? Sent by a client whose calls have waited half their deadline in silence. */
+export interface Ping {
+  t: "ping";
+}
+
+/** The owner's answer to a ping, sent from its event loop at once. */
+export interface Pong {
+  t: "pong";
+}
+
+export type Message = Hello | Welcome | Call | Reply | Retry | Bye | Ping | Pong;
 
 /** An error as it crosses the socket. */
 export interface WireError {

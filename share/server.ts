@@ -149,6 +149,7 @@ class Connection {
     if (typeof m !== "object" || m === null) throw new ProtocolError("a message must be a map");
     const msg = m as Record<string, unknown>;
     if (!this.greeted) return this.onHello(msg);
+    if (msg["t"] === "ping") return this.send({ t: "pong" }); // liveness: answered even while closing
     if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
     const id = msg["id"];
     const op = msg["op"];

@@ -9,6 +9,7 @@
  *                                    like write (OWNER_LOST calls are "lost", other errors "failed")
  *   check SCOPE COUNT                reads k0..k<COUNT-1> of SCOPE: {"found":n,"wrong":n}
  *   waitfor POINT                    {"paused":POINT} once an operation is paused there (owner's faults)
+ *   release POINT                    lets the operations paused there go on: {"released":POINT}
  *   role                             {"role":...}
  *   close                            closes the store, answers {"closed":true} and exits
  * Role changes are printed as {"ev":"event","text":...} lines as they happen. With `exclusive`
@@ -105,6 +106,9 @@ for await (const line of lines) {
   } else if (cmd === "waitfor") {
     await store.faults.waitFor(a[0] as FaultPoint);
     out({ paused: a[0] });
+  } else if (cmd === "release") {
+    store.faults.release(a[0] as FaultPoint);
+    out({ released: a[0] });
   } else if (cmd === "role") {
     out({ role: store.role });
   } else if (cmd === "close") {
