@@ -22,6 +22,11 @@ export interface Sent {
   args: unknown[];
   resolve(value: unknown): void;
   reject(err: unknown): void;
+  /**
+   * The link a call is bound to (a list cursor's next page or close: the cursor lives in that
+   * connection at that owner). A bound call is never sent on another link, nor resent after a bye.
+   */
+  bound?: Link;
 }
 
 /**

@@ -12,8 +12,9 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
-import type { Backend, StoreStats } from "../rules/types.js";
+import type { Backend, ListEntry, StoreStats } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
+import { KEY_BYTES_MAX } from "../rules/limits.js";
 import { decodeBody, errorToWire, FrameDecoder, FrameWriter, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
 
 /** Calls one connection may have in flight before the owner stops reading it. */
@@ -68,7 +69,7 @@ const OPS: Record<string, Op> = {
   stats: (_s, a, c) => c.stats(a[0] === true),
   verify: (s) => s.verify(),
   flush: (s) => s.flush(),
-  listOpen: (s, a, c) => c.cursorOpen(s.list(a[0] as never)),
+  listOpen: (s, a, c) => c.cursorOpen(keysAfter(s.list(a[0] as never), afterOf(a[1]))),
   exportOpen: (s, a, c) => c.cursorOpen(exportOf(s)(a[0] as never)),
   listScopes: (s) => callOptional(s.listScopes, s, []),
   listSlots: (s, a) => callOptional(s.listSlots, s, [a[0], a[1]]),
@@ -77,6 +78,18 @@ const OPS: Record<string, Op> = {
   listNext: (_s, a, c) => c.listNext(a[0]),
   listClose: (_s, a, c) => c.listClose(a[0]),
 };
+
+/** The `after` argument of listOpen (a reopened list: keys after the last one its client returned); undefined: none. */
+function afterOf(v: unknown): string | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== "string" || Buffer.byteLength(v) > KEY_BYTES_MAX) throw new InvalidArgumentError("a list's resume key must be a string no longer than a key");
+  return v;
+}
+
+/** The entries of `it` whose key sorts after `after` (all of them when null). The owner's list is in key order, each key once. */
+async function* keysAfter(it: AsyncIterable<ListEntry>, after: string | null): AsyncGenerator<ListEntry> {
+  for await (const e of it) if (after === null || e.key > after) yield e;
+}
 
 /** Calls an optional Backend method the owner's store may lack (NOT_SUPPORTED then, like Engram's own check). */
 function callOptional(fn: ((...args: never[]) => unknown) | undefined, store: ServedStore, args: unknown[]): unknown {
