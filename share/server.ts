@@ -36,6 +36,15 @@ export const PAGE_BYTES_MAX = 4 * 1024 * 1024;
 const PAGE_ENTRY_OVERHEAD_BYTES = 128;
 /** How long a closing owner lets its bye and last replies drain to a client before cutting it off. */
 export const CLOSE_LINGER_MS = 1000;
+/**
+ * Calls that go through the commit log. The owner runs them in the check phase right after the
+ * poll phase that read them (setImmediate), not at once: the calls that several clients' sockets
+ * delivered in one turn of the event loop then reach the commit log together and share one
+ * commit group — run at once, the first connection's calls would start a group (and an fsync) of
+ * their own, the others' waiting for the next one. Reads run at once (they do not commit).
+ */
+const COMMIT_OPS: ReadonlySet<string> = new Set(["write", "forget", "forgetScope", "undelete", "batch"]);
+
 /** Most arguments of a call (write has three). */
 const ARGS_MAX = 4;
 
@@ -119,6 +128,8 @@ class Connection {
   private greeted = false;
   private inFlight = 0;
   private paused = false;
+  /** Calls of this connection accepted and waiting for the server's next deferred run. */
+  private deferred = 0;
   private readonly writer: FrameWriter;
   private stallTimer: NodeJS.Timeout | null = null;
   private readonly cursors = new Map<number, AsyncIterator<unknown>>();
@@ -187,6 +198,17 @@ class Connection {
       this.paused = true;
       this.socket.pause();
     }
+    // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
+    if (!COMMIT_OPS.has(call.op) && this.deferred === 0) return this.run(call);
+    this.deferred += 1;
+    this.server.defer(() => {
+      this.deferred -= 1;
+      this.run(call);
+    });
+  }
+
+  /** Runs one accepted call on the owner's store and answers it once it settled (S1). */
+  private run(call: Call): void {
     const op = OPS[call.op] as Op;
     let outcome: Promise<unknown>;
     try {
@@ -311,6 +333,8 @@ export class ShareServer {
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
   private drained: (() => void) | null = null;
+  private deferredRuns: Array<() => void> = [];
+  private deferredImmediate: NodeJS.Immediate | null = null;
   private statsAt = 0;
   private statsValue: StoreStats | null = null;
 
@@ -352,6 +376,17 @@ export class ShareServer {
       this.statsAt = now;
     }
     return this.statsValue;
+  }
+
+  /** Runs `fn` in the check phase of this turn, with every other call deferred in it, in order. */
+  defer(fn: () => void): void {
+    this.deferredRuns.push(fn);
+    this.deferredImmediate ??= setImmediate(() => {
+      const runs = this.deferredRuns;
+      this.deferredRuns = [];
+      this.deferredImmediate = null;
+      for (const run of runs) run();
+    });
   }
 
   /** Clients connected now. */
