@@ -10,7 +10,9 @@
  * owner, and writes one key sorting before C's position and one after it before C is let go).
  * Checked: C's keys are exactly the scope's keys in key order, none twice, none missing, plus the
  * key written after its position and not the one before (a reopened list reads the new owner's
- * state past the last key returned). The twin is an export, which does not reopen: the same kill
+ * state past the last key returned). A third case, in one process, checks that the caller's
+ * limit is kept across a reopen even when a key was written before the position meanwhile (a
+ * limit applied at the owner before skipping would count that key, and come up one short). The twin is an export, which does not reopen: the same kill
  * mid-export rejects it with OWNER_LOST — proof that the kill does interrupt a live cursor, which
  * is what the list survives. Every child is SIGKILLed when the file ends.
  *
@@ -18,6 +20,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram, OwnerLostError } from "../src/index.js";
+import { SharedStore } from "../share/handle.js";
 import { ShareProc, spawnedProcs, storeDir } from "./helpers/share-proc.js";
 
 const KEYS = 1500;
@@ -90,6 +93,26 @@ describe("list() spanning a handover", () => {
     expect(new Set(keys).size).toBe(keys.length);
     expect(keys).toEqual([...expectedKeys(), "kz"]);
     expect(await roleOf(c)).toBe("client");
+  });
+
+  it("the caller's limit holds across the reopen (counted on the client, not used up by keys skipped at the owner)", async () => {
+    const dir = storeDir("share-lh-limit");
+    const owner = await SharedStore.open(dir, { ...OPTS, share: true });
+    const client = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true }));
+    handles.push(client);
+    expect(client.role).toBe("client");
+    await client.batch(Array.from({ length: KEYS }, (_, i) => ({ op: "write" as const, key: `k${i}`, value: "v", scope: SCOPE })));
+    const limit = 1200; // past the two pages (1,024 entries) fetched before the connection went
+    const it = client.list({ scope: SCOPE, inherit: false, limit })[Symbol.asyncIterator]();
+    const keys: string[] = [];
+    for (let i = 0; i < PAUSE_AT; i++) keys.push(((await it.next()).value as { key: string }).key);
+    owner.shareServer?.abort(); // the cursor's connection is gone without a bye
+    // A key before the client's position: a limit applied at the owner before skipping would count it.
+    await owner.write("k00", "v", { scope: SCOPE });
+    await owner.close(); // the lock is free: the client takes over and lists locally
+    for (let r = await it.next(); r.done !== true; r = await it.next()) keys.push(r.value.key);
+    expect(client.role).toBe("owner");
+    expect(keys).toEqual(expectedKeys().slice(0, limit));
   });
 
   it("twin: an export, which does not reopen, is cut by the same kill with OWNER_LOST", async () => {
