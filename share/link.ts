@@ -142,17 +142,20 @@ export class Link {
   /**
    * The deadline watchdog: pings after half the deadline in silence, ends the link after all of
    * it. A late tick means this process itself was stalled (its own loop blocked, or it was
-   * stopped): replies may sit unread in the socket, so the silence clock restarts instead.
+   * stopped): replies may sit unread in the socket, so only one period of that gap counts as
+   * the owner's silence. (Not none: then a process whose every tick is late — a starved one —
+   * would never see its deadline pass; this way each tick adds at least one period.)
    */
   private onWatch(): void {
     const now = Date.now();
-    const late = now - this.watchedAt > 2 * this.watchMs + WATCH_MS_MIN;
+    const gap = now - this.watchedAt;
     this.watchedAt = now;
-    if (this.ended || this.sent.size === 0 || late) {
+    if (this.ended || this.sent.size === 0) {
       this.heardAt = now;
       this.pinged = false;
       return;
     }
+    if (gap > 2 * this.watchMs + WATCH_MS_MIN) this.heardAt = Math.min(now, this.heardAt + (gap - this.watchMs));
     const silentMs = now - this.heardAt;
     if (silentMs >= this.deadlineMs) return this.finish(silentMs);
     if (silentMs * 2 >= this.deadlineMs && !this.pinged) {
