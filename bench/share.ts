@@ -10,13 +10,19 @@
  *   and by a client in another process;
  * - throughput of reads and of durable writes with 1, 2 and 4 client processes, 16 in flight each;
  * - durable puts/s: 4 client processes × 16 in flight against one process × 64 in flight (the
- *   owner alone, no clients): the issue's target is that the former is at least as fast.
+ *   owner alone, no clients): the issue's target is that the former is at least as fast; with
+ *   the CPU each side spent per put (µs), which does not depend on the machine's load the way
+ *   rates do;
+ * - the floor: a bare Node.js echo over a Unix socket between the same two processes (40-byte
+ *   messages, one at a time), i.e. the two process wake-ups every client call needs, measured
+ *   right before the client's latencies; the client's read p50 is reported against it.
  * Prints a markdown report on stdout and writes it to bench/results/share-latest.md.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import * as net from "node:net";
 import * as readline from "node:readline";
 import { fileURLToPath } from "node:url";
 import { Engram } from "../src/index.js";
@@ -50,6 +56,37 @@ async function latencies(n: number, fn: (i: number) => Promise<unknown>): Promis
   return { p50: pct(xs, 50), p99: pct(xs, 99) };
 }
 
+/** Runs `fn`; returns its value and the CPU (µs, all threads) this process spent meanwhile. */
+async function cpuOf<T>(fn: () => Promise<T>): Promise<{ value: T; cpuUs: number }> {
+  const c0 = process.cpuUsage();
+  const value = await fn();
+  const c = process.cpuUsage(c0);
+  return { value, cpuUs: c.user + c.system };
+}
+
+/** Sequential round trips (µs) of 40-byte messages to the echo server at `socketPath`. */
+async function echoLatencies(socketPath: string, n: number): Promise<{ p50: number; p99: number }> {
+  const socket = net.createConnection(socketPath);
+  await new Promise<void>((resolve, reject) => {
+    socket.once("connect", resolve);
+    socket.once("error", reject);
+  });
+  let answered: (() => void) | null = null;
+  socket.on("data", () => answered?.());
+  const message = Buffer.alloc(40, 1);
+  const xs: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t = nowUs();
+    await new Promise<void>((resolve) => {
+      answered = resolve;
+      socket.write(message);
+    });
+    xs.push(nowUs() - t);
+  }
+  socket.destroy();
+  return { p50: pct(xs, 50), p99: pct(xs, 99) };
+}
+
 /** Ops per second of `inflight` loops calling `fn` for `ms`. */
 async function throughput(inflight: number, ms: number, fn: (i: number) => Promise<unknown>): Promise<number> {
   let ops = 0;
@@ -75,13 +112,15 @@ async function worker(dir: string, tag: string): Promise<void> {
   for await (const line of readline.createInterface({ input: process.stdin })) {
     const [cmd, arg] = line.split(" ");
     if (cmd === "latency") {
-      const read = await latencies(READS, (i) => store.read(`k${i % KEYS}`));
+      const floor = await echoLatencies(arg as string, READS);
+      const read = await cpuOf(() => latencies(READS, (i) => store.read(`k${i % KEYS}`)));
       const write = await latencies(WRITES, (i) => store.write(`w-${tag}-${i}`, VALUE));
-      out({ read, write });
+      out({ floor, read: read.value, readCpuUs: read.cpuUs / READS, write });
     } else if (cmd === "reads") {
       out({ opsPerSec: await throughput(Number(arg), WINDOW_MS, (i) => store.read(`k${i % KEYS}`)) });
     } else if (cmd === "writes") {
-      out({ opsPerSec: await throughput(Number(arg), WINDOW_MS, (i) => store.write(`t-${tag}-${i}`, VALUE)) });
+      const r = await cpuOf(() => throughput(Number(arg), WINDOW_MS, (i) => store.write(`t-${tag}-${i}`, VALUE)));
+      out({ opsPerSec: r.value, cpuUs: r.cpuUs });
     } else if (cmd === "close") {
       await store.close();
       process.exit(0);
@@ -172,11 +211,17 @@ async function main(): Promise<void> {
     const ownRead = await latencies(READS, (i) => owner.read(`k${i % KEYS}`));
     const ownWrite = await latencies(WRITES, (i) => owner.write(`own-${i}`, VALUE));
     log(`owner: read p50 ${f(ownRead.p50, 1)} µs, write p50 ${f(ownWrite.p50)} µs`);
-    // The client's latencies right after the owner's, on the same small store.
+    // The client's latencies right after the owner's, on the same small store, next to the floor:
+    // a bare echo over a Unix socket between the same two processes.
+    const echoPath = path.join(root, "echo.sock");
+    const echo = net.createServer((c) => c.on("data", (d) => c.write(d)));
+    await new Promise<void>((resolve) => echo.listen(echoPath, resolve));
     const [one] = await workers(dir, 1, "l");
-    const lat = (await (one as Worker).ask("latency")) as { read: { p50: number; p99: number }; write: { p50: number; p99: number } };
+    type Lat = { p50: number; p99: number };
+    const lat = (await (one as Worker).ask(`latency ${echoPath}`)) as { floor: Lat; read: Lat; readCpuUs: number; write: Lat };
     await closeAll([one as Worker]);
-    log(`client: read p50 ${f(lat.read.p50, 1)} µs, write p50 ${f(lat.write.p50)} µs`);
+    echo.close();
+    log(`echo floor p50 ${f(lat.floor.p50, 1)} µs; client: read p50 ${f(lat.read.p50, 1)} µs (client CPU ${f(lat.readCpuUs, 1)} µs/read), write p50 ${f(lat.write.p50)} µs`);
     const solo = await ownerCpu(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${i}`, VALUE)));
     const solo64 = solo.value;
     log(`1 process × 64: ${f(solo64)} puts/s`);
@@ -192,12 +237,16 @@ async function main(): Promise<void> {
     }
     // The comparison of issue 10, in alternating windows so that the machine's load drifts over both alike.
     const ws4 = await workers(dir, 4, "c-");
-    const rounds: Array<{ solo: number; four: number }> = [];
+    const rounds: Array<{ solo: number; four: number; soloCpuUs: number; ownerCpuUs: number; clientCpuUs: number }> = [];
     for (let r = 0; r < (QUICK ? 1 : 3); r++) {
-      const s = await throughput(64, WINDOW_MS, (i) => owner.write(`solo-${r}-${i}`, VALUE));
-      const four4 = (await Promise.all(ws4.map((w) => w.ask("writes 16")))).reduce((a, x) => a + Number(x["opsPerSec"]), 0);
-      rounds.push({ solo: s, four: four4 });
-      log(`round ${r}: 1 × 64 ${f(s)} puts/s, 4 × 16 ${f(four4)} puts/s`);
+      const s = await cpuOf(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${r}-${i}`, VALUE)));
+      const four = await cpuOf(() => Promise.all(ws4.map((w) => w.ask("writes 16"))));
+      const four4 = four.value.reduce((a, x) => a + Number(x["opsPerSec"]), 0);
+      const fourOps = four4 * (WINDOW_MS / 1000);
+      const clientCpuUs = four.value.reduce((a, x) => a + Number(x["cpuUs"]), 0) / fourOps;
+      const row = { solo: s.value, four: four4, soloCpuUs: s.cpuUs / (s.value * (WINDOW_MS / 1000)), ownerCpuUs: four.cpuUs / fourOps, clientCpuUs };
+      rounds.push(row);
+      log(`round ${r}: 1 × 64 ${f(s.value)} puts/s (${f(row.soloCpuUs, 1)} µs CPU/put), 4 × 16 ${f(four4)} puts/s (owner ${f(row.ownerCpuUs, 1)} + clients ${f(clientCpuUs, 1)} µs CPU/put)`);
     }
     await closeAll(ws4);
     await owner.close();
@@ -215,6 +264,9 @@ async function main(): Promise<void> {
       `|---|---:|---:|---:|---:|`,
       `| async read (hot key) | ${f(ownRead.p50, 1)} | ${f(ownRead.p99, 1)} | ${f(lat.read.p50, 1)} | ${f(lat.read.p99, 1)} |`,
       `| durable write | ${f(ownWrite.p50)} | ${f(ownWrite.p99)} | ${f(lat.write.p50)} | ${f(lat.write.p99)} |`,
+      `| floor: bare echo over a Unix socket, same two processes | | | ${f(lat.floor.p50, 1)} | ${f(lat.floor.p99, 1)} |`,
+      ``,
+      `Client read p50 = ${f(lat.read.p50 / lat.floor.p50, 2)}× the echo floor; CPU per sequential client read, in the client process: ${f(lat.readCpuUs, 1)} µs.`,
       ``,
       `| client processes × 16 in flight | reads/s | owner CPU | durable puts/s | owner CPU |`,
       `|---|---:|---:|---:|---:|`,
@@ -222,10 +274,10 @@ async function main(): Promise<void> {
       ``,
       `Durable puts with 64 in flight in all, in alternating ${WINDOW_MS / 1000} s windows (the first row also alone, before any client: ${f(solo64)} puts/s, owner CPU ${f(solo.cpu * 100)}%):`,
       ``,
-      `| round | one process × 64 (the owner) | 4 client processes × 16 | ratio |`,
-      `|---|---:|---:|---:|`,
-      ...rounds.map((r, i) => `| ${i + 1} | ${f(r.solo)} | ${f(r.four)} | ${f(r.four / r.solo, 2)}× |`),
-      `| median | ${f(soloMed)} | ${f(four)} | ${f(four / soloMed, 2)}× |`,
+      `| round | one process × 64 (the owner) | CPU µs/put | 4 client processes × 16 | owner CPU µs/put | clients' CPU µs/put | ratio |`,
+      `|---|---:|---:|---:|---:|---:|---:|`,
+      ...rounds.map((r, i) => `| ${i + 1} | ${f(r.solo)} | ${f(r.soloCpuUs, 1)} | ${f(r.four)} | ${f(r.ownerCpuUs, 1)} | ${f(r.clientCpuUs, 1)} | ${f(r.four / r.solo, 2)}× |`),
+      `| median | ${f(soloMed)} | ${f(med(rounds.map((r) => r.soloCpuUs)), 1)} | ${f(four)} | ${f(med(rounds.map((r) => r.ownerCpuUs)), 1)} | ${f(med(rounds.map((r) => r.clientCpuUs)), 1)} | ${f(four / soloMed, 2)}× |`,
       ``,
       `msgpackr round trip of the protocol (encode call, frame, decode; encode reply, decode), in process: ${f(rt, 2)} µs.`,
       `Targets (issue 10): client async read p50 ≤ 60 µs — ${lat.read.p50 <= 60 ? "met" : "not met"} (${f(lat.read.p50, 1)} µs); ` +

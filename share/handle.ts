@@ -37,6 +37,8 @@ export const QUEUED_CALLS_MAX = 65_536;
  * called: stats() walks the owner's whole keydir, so idle clients must not poll it).
  */
 export const STATS_REFRESH_MS = 250;
+/** Reopens of one list() iteration at most: each one follows an owner change (docs/SHARING.md). */
+export const LIST_REOPENS_MAX = 64;
 /** Backoff bounds of the attach-or-own loop. */
 const RETRY_MS_MIN = 2;
 const RETRY_MS_MAX = 50;
@@ -71,6 +73,28 @@ function alive(pid: number): boolean {
   }
 }
 
+/** `options` without its limit (a reopened list counts the limit itself). */
+function withoutLimit(options: T.ListOptions | undefined): T.ListOptions {
+  const { limit: _limit, ...rest } = options ?? {};
+  return rest;
+}
+
+/** The entries of `it` whose key sorts after `after` (all of them when null): a list reopened past its last key. */
+async function* keysAfter(it: AsyncIterable<T.ListEntry>, after: string | null): AsyncGenerator<T.ListEntry> {
+  for await (const e of it) if (after === null || e.key > after) yield e;
+}
+
+/** The error of a call unanswered when its link ended without a bye: the owner vanished, or stalled past the deadline. */
+function lostError(op: string, link: Link, end: LinkEnd): OwnerLostError {
+  const err = new OwnerLostError(op);
+  if (end.silentMs > 0) {
+    err.message =
+      `the owner of the shared store (pid ${link.welcome.pid}) did not answer for ${end.silentMs} ms (shareTimeoutMs) while ${op} was in flight: ` +
+      `it may be stopped or stalled; the outcome is unknown: read or probe the key to learn whether it committed`;
+  }
+  return err;
+}
+
 /** The checked shareTimeoutMs of `options`. */
 function timeoutOf(options: T.OpenOptions): number {
   const t = options.shareTimeoutMs ?? SHARE_TIMEOUT_MS_DEFAULT;
@@ -99,6 +123,11 @@ export class SharedStore implements T.Backend {
   /** Why this process could not take the store itself (no write access), if it tried. */
   private cannotOwn: unknown = null;
   private closing: Promise<void> | null = null;
+  /**
+   * Counts owner changes seen by this handle: a link ending, a new link, taking the store. A list
+   * iteration reopens its cursor only when a call failed across such a change.
+   */
+  private epoch = 0;
 
   private constructor(dir: string, options: T.OpenOptions) {
     this.dir = dir;
@@ -181,7 +210,7 @@ export class SharedStore implements T.Backend {
     }
     let link: Link;
     try {
-      link = await Link.connect(socket, Math.min(this.timeoutMs, 2000));
+      link = await Link.connect(socket, Math.min(this.timeoutMs, 2000), this.timeoutMs);
     } catch {
       return false;
     }
@@ -190,6 +219,7 @@ export class SharedStore implements T.Backend {
       return false;
     }
     this.link = link;
+    this.epoch += 1;
     this.snapshot = link.welcome.stats as T.StoreStats;
     this.state = "client";
     link.whenEnded((end) => this.onLinkEnd(link, end));
@@ -238,6 +268,7 @@ export class SharedStore implements T.Backend {
       return false;
     }
     this.store = store;
+    this.epoch += 1;
     this.state = "owner";
     this.onEvent?.("owner");
     this.drainQueue();
@@ -248,16 +279,17 @@ export class SharedStore implements T.Backend {
   private onLinkEnd(link: Link, end: LinkEnd): void {
     const current = this.link === link;
     if (current) this.link = null;
+    this.epoch += 1;
     if (!current || this.closing !== null) {
       // This handle is closing: nothing is resent; what the owner held unrun is simply refused.
-      for (const s of end.unanswered) s.reject(end.bye ? new StoreClosedError() : new OwnerLostError(s.op));
+      for (const s of end.unanswered) s.reject(end.bye ? new StoreClosedError() : lostError(s.op, link, end));
       return;
     }
     this.state = "handover";
-    this.onEvent?.(end.bye ? "owner closed: handover" : "owner lost: handover");
+    this.onEvent?.(end.bye ? "owner closed: handover" : end.silentMs > 0 ? `owner silent for ${end.silentMs} ms: handover` : "owner lost: handover");
     for (const s of end.unanswered) {
-      if (end.bye) this.enqueue(s);
-      else s.reject(new OwnerLostError(s.op));
+      if (end.bye && s.bound === undefined) this.enqueue(s);
+      else s.reject(lostError(s.op, link, end));
     }
     this.keepAcquiring();
   }
@@ -307,6 +339,8 @@ export class SharedStore implements T.Backend {
   /** Routes one call by state. */
   private dispatch(s: Sent): void {
     if (this.state === "closed") return s.reject(new StoreClosedError());
+    // a cursor lives in one connection at one owner: its next page is asked there or nowhere
+    if (s.bound !== undefined && (this.state !== "client" || this.link !== s.bound)) return s.reject(new OwnerLostError(s.op));
     if (this.state === "owner") {
       const store = this.store as Store;
       try {
@@ -330,10 +364,10 @@ export class SharedStore implements T.Backend {
     this.enqueue(s);
   }
 
-  /** One API call, wherever the owner is. */
-  private call<R>(op: string, args: unknown[]): Promise<R> {
+  /** One API call, wherever the owner is (`bound`: only on that link, see Sent). */
+  private call<R>(op: string, args: unknown[], bound?: Link): Promise<R> {
     if (this.closing !== null) return Promise.reject(new StoreClosedError());
-    return new Promise<R>((resolve, reject) => this.dispatch({ op, args, resolve: resolve as (v: unknown) => void, reject }));
+    return new Promise<R>((resolve, reject) => this.dispatch({ op, args, resolve: resolve as (v: unknown) => void, reject, ...(bound !== undefined ? { bound } : {}) }));
   }
 
   write(key: string, value: T.Value, options?: T.WriteOptions): Promise<T.WriteResult> {
@@ -370,14 +404,65 @@ export class SharedStore implements T.Backend {
     return this.call("probe", [key, options]);
   }
 
-  /** Live keys in key order: the owner's iterator when owner, else pages of a cursor at the owner. */
+  /**
+   * Live keys in key order: the owner's iterator when owner, else pages of a cursor at the owner.
+   * The iteration survives an owner change: when a page is lost with its owner (or the cursor's
+   * connection is gone), the list is reopened at the next owner (or locally, if this process took
+   * over) after the last key returned, keeping the caller's limit. Keys come in key order and none
+   * twice; those after the change come from the new owner's state (docs/SHARING.md "list() across
+   * a handover").
+   */
   list(options?: T.ListOptions): AsyncIterable<T.ListEntry> {
-    return this.cursor<T.ListEntry>("listOpen", options, (store) => store.list(options));
+    const self = this;
+    const limit = typeof options?.limit === "number" ? options.limit : Number.POSITIVE_INFINITY;
+    return (async function* () {
+      let after: string | null = null;
+      let yielded = 0;
+      for (let reopens = 0; yielded < limit; reopens++) {
+        // a reopen lists past `after` with no limit at the owner: the limit is counted here
+        const opts: T.ListOptions | undefined = after === null ? options : withoutLimit(options);
+        const from: string | null = after;
+        const pass: AsyncGenerator<T.ListEntry, "done" | "lost"> = self.cursorPass<T.ListEntry>("listOpen", opts, from, (store) => keysAfter(store.list(opts), from));
+        try {
+          for (let r: IteratorResult<T.ListEntry, "done" | "lost"> = await pass.next(); ; r = await pass.next()) {
+            if (r.done === true) {
+              if (r.value === "done") return;
+              break;
+            }
+            if (yielded >= limit) return;
+            after = r.value.key;
+            yielded += 1;
+            yield r.value;
+          }
+        } finally {
+          await pass.return("done"); // a caller that stops early (or the limit) closes the cursor at the owner
+        }
+        if (reopens + 1 >= LIST_REOPENS_MAX) throw new OwnerLostError("list");
+      }
+    })();
   }
 
-  /** Every slot of a subtree (export): the owner's iterator when owner, else pages of a cursor at the owner. */
+  /**
+   * Every slot of a subtree (export): the owner's iterator when owner, else pages of a cursor at
+   * the owner. An export does not survive an owner change (its entries are slots of several
+   * scopes, and a restart would repeat or skip some): it rejects with OwnerLostError.
+   */
   exportEntries(options?: T.ScopeOption): AsyncIterable<T.ExportEntry> {
-    return this.cursor<T.ExportEntry>("exportOpen", options, (store) => store.exportEntries(options));
+    const self = this;
+    return (async function* () {
+      const pass = self.cursorPass<T.ExportEntry>("exportOpen", options, null, (store) => store.exportEntries(options));
+      try {
+        for (let r = await pass.next(); ; r = await pass.next()) {
+          if (r.done === true) {
+            if (r.value === "done") return;
+            throw new OwnerLostError("exportEntries");
+          }
+          yield r.value;
+        }
+      } finally {
+        await pass.return("done"); // a caller that stops early closes the cursor at the owner
+      }
+    })();
   }
 
   /** Inspectors: scopes holding a slot (the owner's). */
@@ -400,22 +485,49 @@ export class SharedStore implements T.Backend {
     return this.call("raiseSequence", [floor]);
   }
 
-  /** An iterable over a cursor op at the owner: local when this process owns, else paged over the socket. */
-  private cursor<E>(openOp: string, options: unknown, local: (store: Store) => AsyncIterable<E>): AsyncIterable<E> {
-    const self = this;
-    return (async function* () {
-      if (self.state === "owner" && self.store !== null) return yield* local(self.store);
-      let page = await self.call<{ cursor: number; entries: E[]; done: boolean }>(openOp, [options]);
-      try {
-        for (;;) {
-          yield* page.entries;
-          if (page.done) return;
-          page = await self.call("listNext", [page.cursor]);
+  /**
+   * One pass of a cursor: the local iterator when this process owns, else pages of a cursor at
+   * the owner (opened with `openOp` on `options` and `after`). Returns "done" at the end, or
+   * "lost" when a call failed with OwnerLostError across an owner change (the caller may reopen);
+   * any other error is thrown.
+   */
+  private async *cursorPass<E>(openOp: string, options: unknown, after: string | null, local: (store: Store) => AsyncIterable<E>): AsyncGenerator<E, "done" | "lost"> {
+    if (this.state === "owner" && this.store !== null) {
+      yield* local(this.store);
+      return "done";
+    }
+    const epoch = this.epoch;
+    type Page = { cursor: number; entries: E[]; done: boolean };
+    let page: Page;
+    let link: Link | null;
+    try {
+      page = await this.call<Page>(openOp, after === null ? [options] : [options, after]);
+      link = this.state === "client" ? this.link : null; // the cursor lives in the connection that answered
+    } catch (err) {
+      if (err instanceof OwnerLostError && this.epoch !== epoch) return "lost";
+      throw err;
+    }
+    let open = !page.done;
+    try {
+      for (;;) {
+        yield* page.entries;
+        if (page.done) return "done";
+        if (link === null) return "lost";
+        const before = this.epoch;
+        try {
+          page = await this.call<Page>("listNext", [page.cursor], link);
+        } catch (err) {
+          if (err instanceof OwnerLostError && (this.epoch !== before || link !== this.link)) {
+            open = false;
+            return "lost";
+          }
+          throw err;
         }
-      } finally {
-        if (!page.done && self.closing === null) await self.call("listClose", [page.cursor]).catch(() => undefined);
+        open = !page.done;
       }
-    })();
+    } finally {
+      if (open && link !== null && link === this.link && this.closing === null) await this.call("listClose", [page.cursor], link).catch(() => undefined);
+    }
   }
 
   batch(ops: T.BatchOp[]): Promise<T.BatchResult[]> {

@@ -3,12 +3,18 @@
  * nothing about failover: when the socket goes it reports the calls still unanswered, and whether
  * the owner said "bye" first (then none of them ran and they may be sent again) or simply vanished
  * (then each one's outcome is unknown).
+ *
+ * Deadline (docs/SHARING.md "Deadlines"): while a call is unanswered, the owner must be heard from
+ * at least every `deadlineMs` (shareTimeoutMs). After half of that in silence the link sends a ping (the owner
+ * answers it from its event loop, whatever its calls are doing: a long compact() is not silence);
+ * after all of it the owner counts as stalled (SIGSTOP, a wedged event loop): the link ends as
+ * `silent`, and its unanswered calls are reported exactly like those of a vanished owner.
  */
 import * as net from "node:net";
 import { InternalError } from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 import { VALUE_BYTES_MAX } from "../rules/limits.js";
-import { decodeBody, encodeFrame, errorFromWire, FRAME_BYTES_MIN, frameBytesMaxFor, FrameDecoder, PROTOCOL_VERSION, type Reply, type Welcome } from "./protocol.js";
+import { decodeBody, encodeFrame, errorFromWire, FRAME_BYTES_MIN, frameBytesMaxFor, FrameDecoder, FrameWriter, PROTOCOL_VERSION, type Reply, type Welcome } from "./protocol.js";
 
 /** A call sent and not yet answered. */
 export interface Sent {
@@ -16,10 +22,22 @@ export interface Sent {
   args: unknown[];
   resolve(value: unknown): void;
   reject(err: unknown): void;
+  /**
+   * The link a call is bound to (a list cursor's next page or close: the cursor lives in that
+   * connection at that owner). A bound call is never sent on another link, nor resent after a bye.
+   */
+  bound?: Link;
 }
 
-/** Why a link ended: the owner said bye (calls not run), or the socket just closed. */
-export type LinkEnd = { bye: boolean; unanswered: Sent[] };
+/**
+ * Why a link ended: the owner said bye (calls not run), the socket just closed, or the owner was
+ * silent for the whole deadline while calls waited (`silentMs`: how long; 0 when it was not).
+ */
+export type LinkEnd = { bye: boolean; silentMs: number; unanswered: Sent[] };
+
+/** Shortest and longest period of the deadline watchdog. */
+const WATCH_MS_MIN = 5;
+const WATCH_MS_MAX = 1000;
 
 /** A live connection to an owner. */
 export class Link {
@@ -30,18 +48,35 @@ export class Link {
   private nextId = 1;
   private bye = false;
   private ended = false;
-  private corked = false;
+  private readonly writer: FrameWriter;
   private onEnd: ((end: LinkEnd) => void) | null = null;
   private endedWith: LinkEnd | null = null;
+  /** How long the owner may be silent while a call waits. */
+  private readonly deadlineMs: number;
+  private readonly watchMs: number;
+  private readonly watch: NodeJS.Timeout;
+  /** When the owner was last heard from (or when the first of the calls now waiting was sent). */
+  private heardAt = Date.now();
+  private watchedAt = Date.now();
+  private pinged = false;
 
-  private constructor(socket: net.Socket, decoder: FrameDecoder, welcome: Welcome) {
+  private constructor(socket: net.Socket, decoder: FrameDecoder, welcome: Welcome, deadlineMs: number) {
+    assert(Number.isInteger(deadlineMs) && deadlineMs >= 1, "a link's deadline is a positive number of ms");
     this.socket = socket;
     this.decoder = decoder;
     this.welcome = welcome;
+    this.writer = new FrameWriter(socket, welcome.frameBytesMax);
+    this.deadlineMs = deadlineMs;
+    this.watchMs = Math.min(WATCH_MS_MAX, Math.max(WATCH_MS_MIN, Math.floor(deadlineMs / 4)));
+    this.watch = setInterval(() => this.onWatch(), this.watchMs);
+    this.watch.unref();
   }
 
-  /** Connects to `socketPath` and says hello; rejects when nobody answers within `timeoutMs`. */
-  static connect(socketPath: string, timeoutMs: number): Promise<Link> {
+  /**
+   * Connects to `socketPath` and says hello; rejects when nobody answers within `connectMs`.
+   * Once attached, the owner must be heard from every `deadlineMs` while a call waits.
+   */
+  static connect(socketPath: string, connectMs: number, deadlineMs: number): Promise<Link> {
     return new Promise((resolve, reject) => {
       const socket = net.createConnection(socketPath);
       const decoder = new FrameDecoder(frameBytesMaxFor(VALUE_BYTES_MAX)); // the owner's own limit is not known before its welcome
@@ -53,7 +88,7 @@ export class Link {
         socket.destroy();
         reject(err);
       };
-      const timer = setTimeout(() => fail(new InternalError(`no welcome from ${socketPath} within ${timeoutMs} ms`)), timeoutMs);
+      const timer = setTimeout(() => fail(new InternalError(`no welcome from ${socketPath} within ${connectMs} ms`)), connectMs);
       socket.once("error", fail);
       socket.once("close", () => fail(new InternalError("the owner closed the connection before its welcome")));
       socket.once("connect", () => socket.write(encodeFrame({ t: "hello", version: PROTOCOL_VERSION, pid: process.pid }, FRAME_BYTES_MIN)));
@@ -66,7 +101,7 @@ export class Link {
           done = true;
           clearTimeout(timer);
           socket.removeAllListeners();
-          const link = new Link(socket, decoder, welcome);
+          const link = new Link(socket, decoder, welcome, deadlineMs);
           link.attach(bodies.slice(1));
           resolve(link);
         } catch (err) {
@@ -99,18 +134,34 @@ export class Link {
   call(s: Sent): void {
     assert(!this.ended, "no call is sent on an ended link");
     const id = this.nextId++;
-    const frame = encodeFrame({ t: "call", id, op: s.op, args: s.args }, this.welcome.frameBytesMax);
+    this.writer.send({ t: "call", id, op: s.op, args: s.args }); // calls made in one turn leave in one write
+    if (this.sent.size === 0) this.heardAt = Date.now(); // silence counts from the first call that waits
     this.sent.set(id, s);
-    if (!this.corked) {
-      // calls made in one turn leave in one writev
-      this.corked = true;
-      this.socket.cork();
-      process.nextTick(() => {
-        this.corked = false;
-        this.socket.uncork();
-      });
+  }
+
+  /**
+   * The deadline watchdog: pings after half the deadline in silence, ends the link after all of
+   * it. A late tick means this process itself was stalled (its own loop blocked, or it was
+   * stopped): replies may sit unread in the socket, so only one period of that gap counts as
+   * the owner's silence. (Not none: then a process whose every tick is late — a starved one —
+   * would never see its deadline pass; this way each tick adds at least one period.)
+   */
+  private onWatch(): void {
+    const now = Date.now();
+    const gap = now - this.watchedAt;
+    this.watchedAt = now;
+    if (this.ended || this.sent.size === 0) {
+      this.heardAt = now;
+      this.pinged = false;
+      return;
     }
-    this.socket.write(frame);
+    if (gap > 2 * this.watchMs + WATCH_MS_MIN) this.heardAt = Math.min(now, this.heardAt + (gap - this.watchMs));
+    const silentMs = now - this.heardAt;
+    if (silentMs >= this.deadlineMs) return this.finish(silentMs);
+    if (silentMs * 2 >= this.deadlineMs && !this.pinged) {
+      this.pinged = true;
+      this.writer.send({ t: "ping" });
+    }
   }
 
   /** Whether the link can still carry calls. */
@@ -119,6 +170,8 @@ export class Link {
   }
 
   private onData(chunk: Buffer): void {
+    this.heardAt = Date.now();
+    this.pinged = false;
     try {
       for (const body of this.decoder.push(chunk)) this.onBody(body);
     } catch {
@@ -127,12 +180,13 @@ export class Link {
   }
 
   private onBody(body: Buffer): void {
-    const m = decodeBody(body) as Reply | { t: "retry"; id: number } | { t: "bye" };
+    const m = decodeBody(body) as Reply | { t: "retry"; id: number } | { t: "bye" } | { t: "pong" };
     if (m.t === "bye") {
       this.bye = true;
       this.socket.destroy();
       return;
     }
+    if (m.t === "pong") return; // heard from: onData restarted the silence clock
     const s = this.sent.get(m.id);
     if (s === undefined) return;
     if (m.t === "retry") return; // stays unanswered: resent to the next owner (it did not run)
@@ -141,12 +195,15 @@ export class Link {
     else s.reject(errorFromWire(m.error as NonNullable<Reply["error"]>));
   }
 
-  private finish(): void {
+  /** Ends the link once (the socket closed, or `silentMs` of silence): reports the unanswered calls. */
+  private finish(silentMs = 0): void {
     if (this.ended) return;
     this.ended = true;
+    clearInterval(this.watch);
+    if (silentMs > 0) this.socket.destroy(); // a stalled owner that wakes finds this connection gone
     const unanswered = [...this.sent.values()];
     this.sent.clear();
-    this.endedWith = { bye: this.bye, unanswered };
+    this.endedWith = { bye: this.bye, silentMs, unanswered };
     this.onEnd?.(this.endedWith);
   }
 

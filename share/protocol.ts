@@ -5,14 +5,14 @@
  * the receiver checks on the length prefix alone, before buffering a single byte of the body, so
  * a 4 GiB length claim costs nothing but a closed connection.
  *
- * Messages (client → owner): hello, call. (owner → client): welcome, reply, retry, bye.
+ * Messages (client → owner): hello, call, ping. (owner → client): welcome, reply, retry, bye, pong.
  */
 import { Packr } from "msgpackr";
 import * as E from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 
 /** Protocol version; an owner refuses a client speaking another one. */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 /** Bytes of the length prefix. */
 export const PREFIX_BYTES = 4;
 /** Room in a frame beyond the largest value (key, scope, options, message fields). */
@@ -70,7 +70,17 @@ export interface Bye {
   t: "bye";
 }
 
-export type Message = Hello | Welcome | Call | Reply | Retry | Bye;
+/** Are you there? Sent by a client whose calls have waited half their deadline in silence. */
+export interface Ping {
+  t: "ping";
+}
+
+/** The owner's answer to a ping, sent from its event loop at once. */
+export interface Pong {
+  t: "pong";
+}
+
+export type Message = Hello | Welcome | Call | Reply | Retry | Bye | Ping | Pong;
 
 /** An error as it crosses the socket. */
 export interface WireError {
@@ -95,6 +105,54 @@ export function encodeFrame(message: Message, frameBytesMax: number): Buffer {
   frame.writeUInt32BE(body.length, 0);
   body.copy(frame, PREFIX_BYTES);
   return frame;
+}
+
+/**
+ * Queues frames for one socket and writes every frame queued in one turn as one buffer, in one
+ * write: the replies of one commit group (owner) or the calls issued in one turn (client) cost
+ * one trip through the socket's stream machinery and one syscall, not one each. The flush runs on
+ * process.nextTick, so nothing waits for a later turn of the event loop.
+ */
+export class FrameWriter {
+  private readonly socket: { write(chunk: Buffer): boolean; readonly destroyed: boolean };
+  private readonly frameBytesMax: number;
+  private frames: Buffer[] = [];
+  private bytes = 0;
+  private scheduled = false;
+
+  constructor(socket: { write(chunk: Buffer): boolean; readonly destroyed: boolean }, frameBytesMax: number) {
+    assert(frameBytesMax > 0, "frame limit must be positive");
+    this.socket = socket;
+    this.frameBytesMax = frameBytesMax;
+  }
+
+  /** Frames queued and not yet handed to the socket. */
+  get queuedBytes(): number {
+    return this.bytes;
+  }
+
+  /** Encodes `message` and queues it; throws LimitExceededError (nothing queued) past the frame limit. */
+  send(message: Message): void {
+    const frame = encodeFrame(message, this.frameBytesMax);
+    this.frames.push(frame);
+    this.bytes += frame.length;
+    if (this.scheduled) return;
+    this.scheduled = true;
+    process.nextTick(() => this.flush());
+  }
+
+  /** Hands every queued frame to the socket as one buffer. */
+  flush(): void {
+    this.scheduled = false;
+    const frames = this.frames;
+    const bytes = this.bytes;
+    this.frames = [];
+    this.bytes = 0;
+    if (frames.length === 0 || this.socket.destroyed) return;
+    const chunk = frames.length === 1 ? (frames[0] as Buffer) : Buffer.concat(frames, bytes);
+    assert(chunk.length === bytes, "one write carries exactly the frames queued");
+    this.socket.write(chunk);
+  }
 }
 
 /** Decodes one frame body; throws ProtocolError on bytes that are not one msgpack value. */

@@ -12,9 +12,10 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
-import type { Backend, StoreStats } from "../rules/types.js";
+import type { Backend, ListEntry, StoreStats } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
-import { decodeBody, encodeFrame, errorToWire, FrameDecoder, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
+import { KEY_BYTES_MAX } from "../rules/limits.js";
+import { decodeBody, errorToWire, FrameDecoder, FrameWriter, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
 
 /** Calls one connection may have in flight before the owner stops reading it. */
 export const CALLS_IN_FLIGHT_MAX = 256;
@@ -35,6 +36,15 @@ export const PAGE_BYTES_MAX = 4 * 1024 * 1024;
 const PAGE_ENTRY_OVERHEAD_BYTES = 128;
 /** How long a closing owner lets its bye and last replies drain to a client before cutting it off. */
 export const CLOSE_LINGER_MS = 1000;
+/**
+ * Calls that go through the commit log. The owner runs them in the check phase right after the
+ * poll phase that read them (setImmediate), not at once: the calls that several clients' sockets
+ * delivered in one turn of the event loop then reach the commit log together and share one
+ * commit group — run at once, the first connection's calls would start a group (and an fsync) of
+ * their own, the others' waiting for the next one. Reads run at once (they do not commit).
+ */
+const COMMIT_OPS: ReadonlySet<string> = new Set(["write", "forget", "forgetScope", "undelete", "batch"]);
+
 /** Most arguments of a call (write has three). */
 const ARGS_MAX = 4;
 
@@ -68,7 +78,7 @@ const OPS: Record<string, Op> = {
   stats: (_s, a, c) => c.stats(a[0] === true),
   verify: (s) => s.verify(),
   flush: (s) => s.flush(),
-  listOpen: (s, a, c) => c.cursorOpen(s.list(a[0] as never)),
+  listOpen: (s, a, c) => c.cursorOpen(keysAfter(s.list(a[0] as never), afterOf(a[1]))),
   exportOpen: (s, a, c) => c.cursorOpen(exportOf(s)(a[0] as never)),
   listScopes: (s) => callOptional(s.listScopes, s, []),
   listSlots: (s, a) => callOptional(s.listSlots, s, [a[0], a[1]]),
@@ -77,6 +87,18 @@ const OPS: Record<string, Op> = {
   listNext: (_s, a, c) => c.listNext(a[0]),
   listClose: (_s, a, c) => c.listClose(a[0]),
 };
+
+/** The `after` argument of listOpen (a reopened list: keys after the last one its client returned); undefined: none. */
+function afterOf(v: unknown): string | null {
+  if (v === undefined || v === null) return null;
+  if (typeof v !== "string" || Buffer.byteLength(v) > KEY_BYTES_MAX) throw new InvalidArgumentError("a list's resume key must be a string no longer than a key");
+  return v;
+}
+
+/** The entries of `it` whose key sorts after `after` (all of them when null). The owner's list is in key order, each key once. */
+async function* keysAfter(it: AsyncIterable<ListEntry>, after: string | null): AsyncGenerator<ListEntry> {
+  for await (const e of it) if (after === null || e.key > after) yield e;
+}
 
 /** Calls an optional Backend method the owner's store may lack (NOT_SUPPORTED then, like Engram's own check). */
 function callOptional(fn: ((...args: never[]) => unknown) | undefined, store: ServedStore, args: unknown[]): unknown {
@@ -106,7 +128,9 @@ class Connection {
   private greeted = false;
   private inFlight = 0;
   private paused = false;
-  private corked = false;
+  /** Calls of this connection accepted and waiting for the server's next deferred run. */
+  private deferred = 0;
+  private readonly writer: FrameWriter;
   private stallTimer: NodeJS.Timeout | null = null;
   private readonly cursors = new Map<number, AsyncIterator<unknown>>();
   private nextCursor = 1;
@@ -115,6 +139,7 @@ class Connection {
     this.socket = socket;
     this.server = server;
     this.decoder = new FrameDecoder(server.limits.frameBytesMax);
+    this.writer = new FrameWriter(socket, server.limits.frameBytesMax);
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => undefined); // a reset peer: 'close' follows
     socket.on("close", () => this.onClose());
@@ -148,6 +173,7 @@ class Connection {
     if (typeof m !== "object" || m === null) throw new ProtocolError("a message must be a map");
     const msg = m as Record<string, unknown>;
     if (!this.greeted) return this.onHello(msg);
+    if (msg["t"] === "ping") return this.send({ t: "pong" }); // liveness: answered even while closing
     if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
     const id = msg["id"];
     const op = msg["op"];
@@ -172,6 +198,17 @@ class Connection {
       this.paused = true;
       this.socket.pause();
     }
+    // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
+    if (!COMMIT_OPS.has(call.op) && this.deferred === 0) return this.run(call);
+    this.deferred += 1;
+    this.server.defer(() => {
+      this.deferred -= 1;
+      this.run(call);
+    });
+  }
+
+  /** Runs one accepted call on the owner's store and answers it once it settled (S1). */
+  private run(call: Call): void {
     const op = OPS[call.op] as Op;
     let outcome: Promise<unknown>;
     try {
@@ -208,21 +245,17 @@ class Connection {
 
   /**
    * Queues a frame; a client that lets too much pile up unread is cut off. Frames queued in one
-   * turn (the replies of one commit group) leave in one writev: the socket is corked until the
-   * next tick.
+   * turn (the replies of one commit group) leave in one write (FrameWriter).
    */
   send(message: Message): void {
     if (this.socket.destroyed) return;
-    if (!this.corked) {
-      this.corked = true;
-      this.socket.cork();
-      process.nextTick(() => {
-        this.corked = false;
-        this.socket.uncork();
-      });
-    }
-    this.socket.write(encodeFrame(message, this.server.limits.frameBytesMax));
-    if (this.socket.writableLength > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
+    this.writer.send(message);
+    if (this.socket.writableLength + this.writer.queuedBytes > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
+  }
+
+  /** Hands every queued frame to the socket now (before end(): a write after end is an error). */
+  flush(): void {
+    this.writer.flush();
   }
 
   /** The owner's stats, shared by every client for STATS_CACHE_MS unless `fresh`. */
@@ -300,6 +333,8 @@ export class ShareServer {
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
   private drained: (() => void) | null = null;
+  private deferredRuns: Array<() => void> = [];
+  private deferredImmediate: NodeJS.Immediate | null = null;
   private statsAt = 0;
   private statsValue: StoreStats | null = null;
 
@@ -341,6 +376,17 @@ export class ShareServer {
       this.statsAt = now;
     }
     return this.statsValue;
+  }
+
+  /** Runs `fn` in the check phase of this turn, with every other call deferred in it, in order. */
+  defer(fn: () => void): void {
+    this.deferredRuns.push(fn);
+    this.deferredImmediate ??= setImmediate(() => {
+      const runs = this.deferredRuns;
+      this.deferredRuns = [];
+      this.deferredImmediate = null;
+      for (const run of runs) run();
+    });
   }
 
   /** Clients connected now. */
@@ -385,6 +431,7 @@ export class ShareServer {
     });
     for (const c of this.connections) {
       c.send({ t: "bye" });
+      c.flush();
       c.socket.end();
     }
     fs.rmSync(this.socketPath, { force: true });

@@ -25,6 +25,7 @@ import { Engram } from "../src/index.js";
 import { ShareProc } from "./helpers/share-proc.js";
 import { readLockNote } from "../engine/lock.js";
 import { tempDir } from "./helpers/tmp.js";
+import { PROTOCOL_VERSION } from "../share/protocol.js";
 
 let base: string;
 let dir: string;
@@ -62,7 +63,7 @@ function frame(message: unknown): Buffer {
   return f;
 }
 
-const HELLO = frame({ t: "hello", version: 1, pid: 1 });
+const HELLO = frame({ t: "hello", version: PROTOCOL_VERSION, pid: 1 });
 
 /** A raw connection; `closed` resolves when the owner hangs up. */
 async function raw(): Promise<{ s: net.Socket; closed: Promise<void>; data: () => Buffer }> {

@@ -28,6 +28,7 @@ import { Engram, InvalidArgumentError, NotSupportedError, OwnerLostError, StoreL
 import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
 import { tempDir as freshDir } from "./helpers/tmp.js";
+import { PROTOCOL_VERSION } from "../share/protocol.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const dirs: string[] = [];
@@ -189,7 +190,7 @@ describe("a shared store's client", () => {
       const body = pack(m);
       return Buffer.concat([Buffer.from([body.length >>> 24, (body.length >>> 16) & 255, (body.length >>> 8) & 255, body.length & 255]), body]);
     };
-    s.write(frame({ t: "hello", version: 1, pid: 1 }));
+    s.write(frame({ t: "hello", version: PROTOCOL_VERSION, pid: 1 }));
     for (let id = 1; id <= 6; id++) s.write(frame({ t: "call", id, op: "read", args: ["big", undefined] }));
     // Replies have begun to arrive (more than the welcome is buffered unread): the owner took the calls.
     const deadline = Date.now() + 10_000;

@@ -9,6 +9,11 @@
  *                                    like write (OWNER_LOST calls are "lost", other errors "failed")
  *   check SCOPE COUNT                reads k0..k<COUNT-1> of SCOPE: {"found":n,"wrong":n}
  *   waitfor POINT                    {"paused":POINT} once an operation is paused there (owner's faults)
+ *   release POINT                    lets the operations paused there go on: {"released":POINT}
+ *   list SCOPE PAUSEAT               lists SCOPE (no inheritance) in the background; after PAUSEAT
+ *                                    entries prints {"listing":PAUSEAT} and waits for a `go` line,
+ *                                    then prints {"listed":[keys...]} or {"listError":CODE,"message":...}
+ *   go                               lets a paused list go on
  *   role                             {"role":...}
  *   close                            closes the store, answers {"closed":true} and exits
  * Role changes are printed as {"ev":"event","text":...} lines as they happen. With `exclusive`
@@ -73,6 +78,26 @@ async function pump(scope: string, inflight: number, next: () => number): Promis
   return t;
 }
 
+let goList = null as (() => void) | null;
+
+/** Lists `scope`, pausing after `pauseAt` entries until a `go` line arrives. */
+async function listPaused(scope: string, pauseAt: number): Promise<unknown> {
+  const keys: string[] = [];
+  try {
+    for await (const e of store.list({ scope, inherit: false })) {
+      keys.push(e.key);
+      if (keys.length === pauseAt) {
+        const go = new Promise<void>((resolve) => (goList = resolve));
+        out({ listing: pauseAt });
+        await go;
+      }
+    }
+    return { listed: keys };
+  } catch (err) {
+    return { listError: err instanceof EngramError ? err.code : String(err), message: err instanceof Error ? err.message : "", after: keys.length };
+  }
+}
+
 let stopStream: (() => void) | null = null;
 const lines = readline.createInterface({ input: process.stdin });
 for await (const line of lines) {
@@ -105,6 +130,14 @@ for await (const line of lines) {
   } else if (cmd === "waitfor") {
     await store.faults.waitFor(a[0] as FaultPoint);
     out({ paused: a[0] });
+  } else if (cmd === "release") {
+    store.faults.release(a[0] as FaultPoint);
+    out({ released: a[0] });
+  } else if (cmd === "list") {
+    const [scope, pauseAt] = [a[0] as string, Number(a[1])];
+    void listPaused(scope, pauseAt).then(out);
+  } else if (cmd === "go") {
+    (goList as (() => void) | null)?.();
   } else if (cmd === "role") {
     out({ role: store.role });
   } else if (cmd === "close") {
