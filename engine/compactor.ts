@@ -18,6 +18,7 @@ import { readHeader, segmentFileName, unlinkQuietly } from "../segments/file.js"
 import { scopeWithin } from "../rules/names.js";
 import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitAsync } from "./faults.js";
+import { writeHintByScan } from "./hints.js";
 import * as P from "./gc-policy.js";
 import { isReadable, type Slot } from "./keydir.js";
 import { Segment } from "./segment.js";
@@ -231,6 +232,8 @@ export class Compactor {
       seg.compacting = false;
     }
     await this.publish(seg, task, plan, result, now);
+    const out = result.empty ? undefined : this.store.segments.get(task.targetId);
+    if (out !== undefined) writeHintByScan(this.store.segmentsDir, out); // a cache of the published output's scan (engine/hints.ts)
     this.completed += 1;
     return {
       segments: [seg.id], mode, bytesBefore: result.bytesBefore, bytesAfter: result.empty ? 0 : result.bytesAfter,

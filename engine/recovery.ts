@@ -3,9 +3,12 @@
  * every segment. Recovery yields a prefix of the commit sequence (I2): a torn tail of an unsealed
  * segment is cut off; corruption anywhere else throws CorruptionError and opens nothing.
  *
- * Order: delete *.tmp (unpublished copy-on-write output); replay or drop each *.journal (in-place
- * compaction, I9); drop segments that a published copy-on-write output replaces; scan the rest.
- * Replay order does not matter (keydir.apply* are sequence-guarded).
+ * Order: delete *.tmp (unpublished copy-on-write output, unfinished hints); replay or drop each
+ * *.journal (in-place compaction, I9); drop segments that a published copy-on-write output
+ * replaces; then each segment is loaded from its hint file when that hint is valid for the
+ * segment's current header (segments/hint.ts) and scanned otherwise — the active segment from
+ * where its hint ends. Replay order does not matter (keydir.apply* are sequence-guarded). A hint
+ * is a cache of the scan: sealed segments scanned for want of one get one (engine/hints.ts).
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -13,6 +16,8 @@ import * as C from "../segments/constants.js";
 import { CorruptionError, LimitExceededError } from "../rules/errors.js";
 import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
 import type { DecodedRecord } from "../segments/record.js";
+import { forEachEntry, HintBuilder, parseHintFileName, readHint, unlinkHint, type LoadedHint } from "../segments/hint.js";
+import { writeSealedHint } from "./hints.js";
 import { decodeEraseList } from "../segments/erase-list.js";
 import { isFramed } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
@@ -36,7 +41,12 @@ export interface Recovered {
   maxId: number;
   tornTails: number;
   journalsReplayed: number;
+  /** Segments loaded from a valid hint file (the active one counts when its prefix was). */
+  hinted: number;
 }
+
+/** What applyRecord reads of a record (a decoded one, or a hint entry). */
+type Applied = Pick<DecodedRecord, "type" | "seq" | "generation" | "expiresAt" | "scope" | "key" | "value" | "length">;
 
 /** Deletes leftovers of interrupted compactions; returns the number of journals replayed. */
 function settleCompactions(dir: string, names: string[]): number {
@@ -83,7 +93,7 @@ function openAll(dir: string, ids: number[]): Opened[] {
   return opened.filter((o) => !replaced.has(o.id));
 }
 
-function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number): void {
+function applyRecord(keydir: Keydir, seg: Segment, r: Applied, off: number): void {
   const at = { seg: seg.id, off, len: r.length };
   seg.noteSeq(r.seq);
   switch (r.type) {
@@ -131,6 +141,43 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
   }
 }
 
+/** Deletes hint files whose segment is not among `ids` (retired or replaced while a hint stayed). */
+function dropOrphanHints(dir: string, ids: readonly number[]): void {
+  const keep = new Set(ids);
+  for (const name of fs.readdirSync(dir)) {
+    const id = parseHintFileName(name);
+    if (id !== null && !keep.has(id)) unlinkHint(dir, id);
+  }
+}
+
+/**
+ * Reads the bytes of an unsealed segment from `from` on into a buffer of the file's size (offsets
+ * stay file offsets); the bytes before `from` are zeros, never read (a hint described them).
+ */
+function readTail(fd: number, from: number): Uint8Array {
+  const size = fs.fstatSync(fd).size;
+  const buf = Buffer.allocUnsafe(size);
+  buf.fill(0, 0, Math.min(from, size));
+  let done = from;
+  while (done < size) {
+    const n = fs.readSync(fd, buf, done, size - done, done);
+    if (n === 0) break;
+    done += n;
+  }
+  return done === size ? buf : buf.subarray(0, done);
+}
+
+/** The valid hint of an opened segment, or null: its checks (segments/hint.ts) plus the file's length. */
+function hintFor(dir: string, o: Opened): LoadedHint | null {
+  const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
+  if (!sealed && !isFramed(o.header)) return null; // a format-1 unsealed segment is scanned record by record
+  const hint = readHint(dir, o.id, o.header);
+  if (hint === null) return null;
+  const size = fs.fstatSync(o.fd).size;
+  // A sealed file of another length is damaged (the scan reports it); an unsealed one only grows.
+  return (sealed ? size === hint.coversEnd : size >= hint.coversEnd) ? hint : null;
+}
+
 /** Scans the opened segments into a keydir (recover's second half); `nextId` is the manifest's. */
 function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Recovered {
   const keydir = new Keydir();
@@ -141,16 +188,37 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
   let seq = 0;
   let tornTails = 0;
+  let hinted = 0;
+  const unhinted: Segment[] = [];
+  dropOrphanHints(dir, opened.map((o) => o.id));
   for (const o of opened) {
     const cell = gens.allocate(o.header.header.generation);
     if (cell === null) throw new LimitExceededError(`more than the open-segment limit of segments in ${dir}; compact with a build that merges segments`);
     const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
-    const bytes = readWholeFile(o.fd);
     const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
-    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off), false, isFramed(o.header));
+    segments.set(o.id, seg);
+    const builder = new HintBuilder();
+    const hint = hintFor(dir, o);
+    if (hint !== null) {
+      forEachEntry(hint, (e) => applyRecord(keydir, seg, e, e.offset));
+      hinted += 1;
+      if (!sealed) builder.addLoaded(hint);
+    }
+    seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq);
+    if (hint !== null && sealed) {
+      seg.dataEnd = hint.coversEnd;
+      seq = Math.max(seq, seg.maxSeq);
+      continue;
+    }
+    const from = hint?.coversEnd ?? C.DATA_START;
+    const bytes = hint === null ? readWholeFile(o.fd) : readTail(o.fd, from);
+    const end = scanRecords(bytes, o.id, sealed, (r, off) => {
+      applyRecord(keydir, seg, r, off);
+      builder.addRecord(bytes, off, off);
+    }, false, isFramed(o.header), from);
     if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
     seg.dataEnd = end.end;
-    seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
+    seq = Math.max(seq, seg.maxSeq);
     if (end.torn !== null) {
       // Cut the torn tail and re-zero the preallocated space after it.
       io.truncate("io:seal", o.fd, end.end);
@@ -158,6 +226,7 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
       io.datasyncSync("io:seal", o.fd);
       tornTails += 1;
     }
+    seg.hint = builder;
     if (!sealed && o.id === activeId) {
       // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
       // durable before any new group's frame claims it was (syncedEnd, segments/group.ts).
@@ -165,9 +234,13 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
       seg.syncedEnd = end.end;
       seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
       seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
-    } else if (!sealed) sealOnOpen(seg);
-    segments.set(o.id, seg);
+      continue;
+    }
+    if (!sealed) sealOnOpen(seg);
+    unhinted.push(seg);
   }
+  // Sealed segments that were scanned get the hint their scan computed (after the seals above).
+  for (const seg of unhinted) writeSealedHint(dir, seg);
   for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed };
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted };
 }

@@ -31,6 +31,8 @@ import { ValueCache } from "./value-cache.js";
 import { backupStore } from "./backup.js";
 import { exportEntries } from "./export.js";
 import { Segment } from "./segment.js";
+import { HintBuilder } from "../segments/hint.js";
+import { writeActiveHint, writeSealedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
 /** Paired checks that cost time on every call: on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1. */
@@ -68,6 +70,8 @@ export class Store implements T.Backend {
   /** close() finished: everything is released. */
   private closed = false;
   private syncTimer: NodeJS.Timeout | null = null;
+  /** What the open found: segments loaded from hint files out of all, torn tails cut, journals replayed. */
+  readonly opened: { hinted: number; segments: number; tornTails: number; journalsReplayed: number };
 
   private constructor(dir: string, options: ResolvedOptions, lock: DirLock, gens: GenerationTable) {
     this.dir = dir;
@@ -88,6 +92,7 @@ export class Store implements T.Backend {
       throw err;
     }
     this.keydir = rec.keydir;
+    this.opened = { hinted: rec.hinted, segments: rec.segments.size, tornTails: rec.tornTails, journalsReplayed: rec.journalsReplayed };
     this.segments = rec.segments;
     this.seq = rec.seq;
     this.nextId = rec.maxId + 1;
@@ -107,7 +112,10 @@ export class Store implements T.Backend {
         segmentBytes: options.segmentBytes,
         faults: faultBuffer,
         createSegment: () => this.createSegment(),
-        onSealed: () => this.compactor.nudge(),
+        onSealed: (seg) => {
+          writeSealedHint(this.segmentsDir, seg); // best effort: a failed hint write is dropped
+          this.compactor.nudge();
+        },
         onRejected: () => this.intents.clear(),
       },
       active,
@@ -182,6 +190,7 @@ export class Store implements T.Backend {
       throw err;
     }
     const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
+    seg.hint = new HintBuilder();
     this.segments.set(id, seg);
     this.recordSegments();
     return seg;
@@ -669,6 +678,8 @@ export class Store implements T.Backend {
     await step(() => this.log.syncAll());
     await step(() => this.log.takeSyncError());
     await step(() => this.log.markDurable());
+    // Everything is durable now (or close reports why not): the active segment's prefix hint.
+    if (first === null) for (const seg of this.segments.values()) if (seg.writer !== null) writeActiveHint(this.segmentsDir, seg);
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.compactor.closeRetired();
     this.cache?.clear();

@@ -30,7 +30,8 @@ export type FaultPoint =
   | "io:rename"
   | "io:dir-sync"
   | "io:unlink"
-  | "io:preallocate";
+  | "io:preallocate"
+  | "io:hint";
 
 export interface FaultOptions {
   /** Operations reaching these points pause until `store.faults.release(point)`. */

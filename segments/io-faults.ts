@@ -20,6 +20,7 @@ export const IO_FAULT_POINTS: readonly FaultPoint[] = [
   "io:dir-sync",
   "io:unlink",
   "io:preallocate",
+  "io:hint",
 ];
 
 /** The errnos `failAt` can inject. */
