@@ -11,7 +11,30 @@ import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { scopeLineage, scopeWithin } from "../rules/names.js";
 
-/** One slot: its latest PUT (possibly dead) and its retention record. Fields are flat to stay small. */
+/**
+ * The fields of a slot that most slots never set: its tombstone, its undelete, its erase-list
+ * mention and its reclamation time. Kept apart so that a slot that was only ever written costs
+ * one small object (issue 11: heap per key); Slot's accessors read them as 0 while absent.
+ */
+class SlotRare {
+  tombSeq = 0;
+  tombGen = 0;
+  tombSeg = 0;
+  tombOff = 0;
+  tombLen = 0;
+  clearSeq = 0;
+  clearSeg = 0;
+  clearOff = 0;
+  clearLen = 0;
+  listedSeq = 0;
+  reclaimedAt = 0;
+}
+
+/**
+ * One slot: its latest PUT (possibly dead) and its retention record. The fields every slot has
+ * are plain; the rest live in a SlotRare made on the first non-zero write (writing 0 to an absent
+ * one is a no-op, so reading and writing them reads exactly as if they were plain fields).
+ */
 export class Slot {
   readonly scope: string;
   readonly key: string;
@@ -24,32 +47,50 @@ export class Slot {
   expiresAt = 0;
   /** The slot's current generation: the highest of its PUT and CLEAR generations. */
   generation = 0;
-  /** Latest TOMBSTONE: sequence, generation it killed, location. */
-  tombSeq = 0;
-  tombGen = 0;
-  tombSeg = 0;
-  tombOff = 0;
-  tombLen = 0;
-  /** Latest CLEAR (undelete): sequence and location. */
-  clearSeq = 0;
-  clearSeg = 0;
-  clearOff = 0;
-  clearLen = 0;
   /** PUT records of this slot still physically present in segment files (any generation). */
   physical = 0;
-  /** When `physical` last reached zero (ms, engine clock); 0 while records remain. */
-  reclaimedAt = 0;
-  /**
-   * Highest sequence of a SCOPE_ERASE whose erase list names this slot (committed or replayed);
-   * 0 when none does. Only such a slot must outlive its own records while a covering erasure is
-   * retained: a restart would rebuild it from that list (issue 9 defect 6).
-   */
-  listedSeq = 0;
+  private rare: SlotRare | null = null;
 
   constructor(scope: string, key: string) {
     this.scope = scope;
     this.key = key;
   }
+
+  /** The rare fields, made on first use. */
+  private more(): SlotRare {
+    return (this.rare ??= new SlotRare());
+  }
+
+  /** Latest TOMBSTONE: sequence, generation it killed, location. */
+  get tombSeq(): number { return this.rare === null ? 0 : this.rare.tombSeq; }
+  set tombSeq(v: number) { if (v !== 0 || this.rare !== null) this.more().tombSeq = v; }
+  get tombGen(): number { return this.rare === null ? 0 : this.rare.tombGen; }
+  set tombGen(v: number) { if (v !== 0 || this.rare !== null) this.more().tombGen = v; }
+  get tombSeg(): number { return this.rare === null ? 0 : this.rare.tombSeg; }
+  set tombSeg(v: number) { if (v !== 0 || this.rare !== null) this.more().tombSeg = v; }
+  get tombOff(): number { return this.rare === null ? 0 : this.rare.tombOff; }
+  set tombOff(v: number) { if (v !== 0 || this.rare !== null) this.more().tombOff = v; }
+  get tombLen(): number { return this.rare === null ? 0 : this.rare.tombLen; }
+  set tombLen(v: number) { if (v !== 0 || this.rare !== null) this.more().tombLen = v; }
+  /** Latest CLEAR (undelete): sequence and location. */
+  get clearSeq(): number { return this.rare === null ? 0 : this.rare.clearSeq; }
+  set clearSeq(v: number) { if (v !== 0 || this.rare !== null) this.more().clearSeq = v; }
+  get clearSeg(): number { return this.rare === null ? 0 : this.rare.clearSeg; }
+  set clearSeg(v: number) { if (v !== 0 || this.rare !== null) this.more().clearSeg = v; }
+  get clearOff(): number { return this.rare === null ? 0 : this.rare.clearOff; }
+  set clearOff(v: number) { if (v !== 0 || this.rare !== null) this.more().clearOff = v; }
+  get clearLen(): number { return this.rare === null ? 0 : this.rare.clearLen; }
+  set clearLen(v: number) { if (v !== 0 || this.rare !== null) this.more().clearLen = v; }
+  /**
+   * Highest sequence of a SCOPE_ERASE whose erase list names this slot (committed or replayed);
+   * 0 when none does. Only such a slot must outlive its own records while a covering erasure is
+   * retained: a restart would rebuild it from that list (issue 9 defect 6).
+   */
+  get listedSeq(): number { return this.rare === null ? 0 : this.rare.listedSeq; }
+  set listedSeq(v: number) { if (v !== 0 || this.rare !== null) this.more().listedSeq = v; }
+  /** When `physical` last reached zero (ms, engine clock); 0 while records remain. */
+  get reclaimedAt(): number { return this.rare === null ? 0 : this.rare.reclaimedAt; }
+  set reclaimedAt(v: number) { if (v !== 0 || this.rare !== null) this.more().reclaimedAt = v; }
 }
 
 /** The latest SCOPE_ERASE record of one scope. */
@@ -117,6 +158,11 @@ export class Keydir {
     let seq = 0;
     for (const s of scopeLineage(scope)) seq = Math.max(seq, this.erases.get(s)?.seq ?? 0);
     return seq;
+  }
+
+  /** Calls `visit` with every slot, in no particular order (no generator: recovery's pass over all). */
+  forEach(visit: (slot: Slot) => void): void {
+    for (const keys of this.scopes.values()) for (const slot of keys.values()) visit(slot);
   }
 
   /** Every slot, in no particular order. */

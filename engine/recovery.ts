@@ -93,8 +93,14 @@ function openAll(dir: string, ids: number[]): Opened[] {
   return opened.filter((o) => !replaced.has(o.id));
 }
 
+/** The location applyRecord passes on (the apply* functions copy its fields, never keep it). */
+const AT = { seg: 0, off: 0, len: 0 };
+
 function applyRecord(keydir: Keydir, seg: Segment, r: Applied, off: number): void {
-  const at = { seg: seg.id, off, len: r.length };
+  const at = AT;
+  at.seg = seg.id;
+  at.off = off;
+  at.len = r.length;
   seg.noteSeq(r.seq);
   switch (r.type) {
     case C.RecordType.PUT:
@@ -156,8 +162,7 @@ function dropOrphanHints(dir: string, ids: readonly number[]): void {
  */
 function readTail(fd: number, from: number): Uint8Array {
   const size = fs.fstatSync(fd).size;
-  const buf = Buffer.allocUnsafe(size);
-  buf.fill(0, 0, Math.min(from, size));
+  const buf = Buffer.alloc(size); // zeroed by the allocator (fresh pages): the prefix is never touched
   let done = from;
   while (done < size) {
     const n = fs.readSync(fd, buf, done, size - done, done);
@@ -241,6 +246,8 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   }
   // Sealed segments that were scanned get the hint their scan computed (after the seals above).
   for (const seg of unhinted) writeSealedHint(dir, seg);
-  for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;
+  keydir.forEach((slot) => {
+    if (slot.physical === 0) slot.reclaimedAt = now;
+  });
   return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted };
 }

@@ -255,11 +255,13 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
 }
 
 /**
- * Calls `visit` with every entry of a checked hint, in file order. Names are interned within the
- * hint: a scope equal to the previous entry's is the same string (one per run of records).
+ * Calls `visit` with every entry of a checked hint, in file order. The entry object is reused
+ * from one call to the next (the visitor copies what it keeps; `value` is a fresh copy). Names are
+ * interned within the hint: a scope equal to the previous entry's is the same string.
  */
-export function forEachEntry(hint: LoadedHint, visit: (e: HintEntry) => void): void {
+export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) => void): void {
   const body = hint.body;
+  const e: HintEntry = { offset: 0, length: 0, type: C.RecordType.PUT, flags: 0, seq: 0, generation: 0, expiresAt: 0, scope: "", key: "", value: null };
   let lastScopeAt = -1;
   let lastScopeLen = -1;
   let lastScope = "";
@@ -276,18 +278,17 @@ export function forEachEntry(hint: LoadedHint, visit: (e: HintEntry) => void): v
     }
     lastScopeAt = scopeAt;
     lastScopeLen = scopeLen;
-    visit({
-      offset: body.readUInt32LE(at),
-      length: body.readUInt32LE(f + C.R_LENGTH),
-      type,
-      flags: body[f + C.R_FLAGS] as number,
-      seq: u64(body, f + C.R_SEQ),
-      generation: u64(body, f + C.R_GENERATION),
-      expiresAt: u64(body, f + C.R_EXPIRES_AT),
-      scope: lastScope,
-      key: body.toString("utf8", keyAt, keyAt + keyLen),
-      value: value > 0 ? new Uint8Array(body.subarray(keyAt + keyLen, keyAt + keyLen + value)) : null,
-    });
+    e.offset = body.readUInt32LE(at);
+    e.length = body.readUInt32LE(f + C.R_LENGTH);
+    e.type = type;
+    e.flags = body[f + C.R_FLAGS] as number;
+    e.seq = u64(body, f + C.R_SEQ);
+    e.generation = u64(body, f + C.R_GENERATION);
+    e.expiresAt = u64(body, f + C.R_EXPIRES_AT);
+    e.scope = lastScope;
+    e.key = body.toString("utf8", keyAt, keyAt + keyLen);
+    e.value = value > 0 ? new Uint8Array(body.subarray(keyAt + keyLen, keyAt + keyLen + value)) : null;
+    visit(e);
     at = keyAt + keyLen + value;
   }
 }

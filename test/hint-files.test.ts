@@ -71,7 +71,12 @@ async function build(): Promise<string> {
 /** Everything recovery rebuilds, as plain data. */
 function stateOf(s: Store): unknown {
   const slots = [...s.keydir.all()]
-    .map((x) => ({ ...x, reclaimedAt: x.reclaimedAt > 0 }))
+    .map((x) => ({
+      scope: x.scope, key: x.key, putSeq: x.putSeq, putGen: x.putGen, seg: x.seg, off: x.off, len: x.len, expiresAt: x.expiresAt, generation: x.generation,
+      tombSeq: x.tombSeq, tombGen: x.tombGen, tombSeg: x.tombSeg, tombOff: x.tombOff, tombLen: x.tombLen,
+      clearSeq: x.clearSeq, clearSeg: x.clearSeg, clearOff: x.clearOff, clearLen: x.clearLen,
+      physical: x.physical, listedSeq: x.listedSeq, reclaimedAt: x.reclaimedAt > 0,
+    }))
     .sort((a, b) => (a.scope + "\u0000" + a.key < b.scope + "\u0000" + b.key ? -1 : 1));
   const erases = [...s.keydir.erases.entries()].sort();
   const segs = [...s.segments.values()]
