@@ -44,8 +44,11 @@ export function writeSealedHint(dir: string, seg: Segment): boolean {
 export function writeActiveHint(dir: string, seg: Segment): boolean {
   const hint = seg.hint;
   if (hint === null || seg.writer === null || seg.syncedEnd !== seg.dataEnd || seg.isClosed) return false;
+  if (seg.hintOnDiskEnd === seg.dataEnd) return true; // the hint on disk already says all of it
   assert(hint.end <= seg.dataEnd, `segment ${seg.id}: the hint's records end within the data (${hint.end} <= ${seg.dataEnd})`);
-  return writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, false));
+  const written = writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, false));
+  if (written) seg.hintOnDiskEnd = seg.dataEnd;
+  return written;
 }
 
 /**

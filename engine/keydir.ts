@@ -111,28 +111,84 @@ export interface Location {
   len: number;
 }
 
-/** Slots by scope then key, and erasures by scope. */
+/**
+ * Retention records not applied yet (engine/hint-index.ts: the entries of valid hint files, looked
+ * up by slot). The keydir asks it before it answers for a slot it does not hold, and has it apply
+ * everything before any pass over all slots, so every answer is the one an eager open would give.
+ */
+export interface DeferredSlots {
+  /** Applies every entry of (scope, key) not applied yet, through `keydir.ensureApplied`. */
+  load(keydir: Keydir, scope: string, key: string): void;
+  /** Applies every entry not applied yet. The keydir forgets the source afterwards. */
+  loadAll(keydir: Keydir): void;
+}
+
+/**
+ * Slots by scope then key, and erasures by scope. Invariant (with a deferred source): a slot held
+ * in the maps has every deferred entry of its (scope, key) applied, because nothing creates or
+ * returns one without asking the source first; `erases` is always complete (applied at open).
+ */
 export class Keydir {
-  readonly scopes = new Map<string, Map<string, Slot>>();
+  private readonly byScope = new Map<string, Map<string, Slot>>();
   readonly erases = new Map<string, EraseRecord>();
   private count = 0;
+  private deferred: DeferredSlots | null = null;
+
+  /** Installs the source of entries not applied yet (recovery, before it applies anything else). */
+  defer(source: DeferredSlots): void {
+    this.deferred = source;
+  }
+
+  /** True while some entries are not applied yet. */
+  get isDeferred(): boolean {
+    return this.deferred !== null;
+  }
+
+  /** Applies every deferred entry now (before any pass over all slots). */
+  loadAll(): void {
+    const source = this.deferred;
+    if (source === null) return;
+    this.deferred = null;
+    source.loadAll(this);
+  }
+
+  /** Slots by scope then key (every deferred entry applied first). */
+  get scopes(): ReadonlyMap<string, ReadonlyMap<string, Slot>> {
+    this.loadAll();
+    return this.byScope;
+  }
 
   /** Number of slots (retention records) held. */
   get size(): number {
+    this.loadAll();
     return this.count;
   }
 
   /** The slot of (scope, key), or undefined. */
   get(scope: string, key: string): Slot | undefined {
-    return this.scopes.get(scope)?.get(key);
+    const slot = this.byScope.get(scope)?.get(key);
+    if (slot !== undefined || this.deferred === null) return slot;
+    this.deferred.load(this, scope, key);
+    return this.byScope.get(scope)?.get(key);
   }
 
   /** The slot of (scope, key), created empty when missing. */
   ensure(scope: string, key: string): Slot {
-    let keys = this.scopes.get(scope);
+    const slot = this.byScope.get(scope)?.get(key);
+    if (slot !== undefined) return slot;
+    if (this.deferred !== null) this.deferred.load(this, scope, key);
+    return this.ensureApplied(scope, key);
+  }
+
+  /**
+   * ensure() for a deferred source applying its own entries (it has the slot's entries in hand):
+   * never asks the source again.
+   */
+  ensureApplied(scope: string, key: string): Slot {
+    let keys = this.byScope.get(scope);
     if (keys === undefined) {
       keys = new Map();
-      this.scopes.set(scope, keys);
+      this.byScope.set(scope, keys);
     }
     let slot = keys.get(key);
     if (slot === undefined) {
@@ -145,11 +201,11 @@ export class Keydir {
 
   /** Forgets a slot entirely: its retention record is gone ("absent"). */
   delete(slot: Slot): void {
-    const keys = this.scopes.get(slot.scope);
+    const keys = this.byScope.get(slot.scope);
     if (keys?.get(slot.key) !== slot) return;
     keys.delete(slot.key);
     this.count -= 1;
-    if (keys.size === 0) this.scopes.delete(slot.scope);
+    if (keys.size === 0) this.byScope.delete(slot.scope);
   }
 
   /** Highest erasure sequence that covers `scope` (its own or an ancestor's), 0 for none. */
@@ -160,19 +216,27 @@ export class Keydir {
     return seq;
   }
 
-  /** Calls `visit` with every slot, in no particular order (no generator: recovery's pass over all). */
+  /** Calls `visit` with every slot held now, deferred entries left deferred (recovery's pass at open). */
+  forEachHeld(visit: (slot: Slot) => void): void {
+    for (const keys of this.byScope.values()) for (const slot of keys.values()) visit(slot);
+  }
+
+  /** Calls `visit` with every slot, in no particular order. */
   forEach(visit: (slot: Slot) => void): void {
-    for (const keys of this.scopes.values()) for (const slot of keys.values()) visit(slot);
+    this.loadAll();
+    this.forEachHeld(visit);
   }
 
   /** Every slot, in no particular order. */
   *all(): Generator<Slot> {
-    for (const keys of this.scopes.values()) yield* keys.values();
+    this.loadAll();
+    for (const keys of this.byScope.values()) yield* keys.values();
   }
 
   /** Every slot in `root` and its descendant scopes. */
   *subtree(root: string): Generator<Slot> {
-    for (const [scope, keys] of this.scopes) if (scopeWithin(scope, root)) yield* keys.values();
+    this.loadAll();
+    for (const [scope, keys] of this.byScope) if (scopeWithin(scope, root)) yield* keys.values();
   }
 }
 

@@ -16,7 +16,8 @@ import * as C from "../segments/constants.js";
 import { CorruptionError, LimitExceededError } from "../rules/errors.js";
 import { fsyncDir, parseSegmentFileName, readHeader, readWholeFile, segmentFileName, writeHeader } from "../segments/file.js";
 import type { DecodedRecord } from "../segments/record.js";
-import { forEachEntry, HintBuilder, parseHintFileName, readHint, unlinkHint, type LoadedHint } from "../segments/hint.js";
+import { blankEntry, decodeEntry, HintBuilder, parseHintFileName, readHint, unlinkHint, type LoadedHint } from "../segments/hint.js";
+import { HintSlots } from "./hint-index.js";
 import { writeSealedHint } from "./hints.js";
 import { decodeEraseList } from "../segments/erase-list.js";
 import { isFramed } from "../segments/header.js";
@@ -183,7 +184,20 @@ function hintFor(dir: string, o: Opened): LoadedHint | null {
   return (sealed ? size === hint.coversEnd : size >= hint.coversEnd) ? hint : null;
 }
 
-/** Scans the opened segments into a keydir (recover's second half); `nextId` is the manifest's. */
+/** A segment loaded from its hint: the erase entries that recovery applies at once. */
+interface Hinted {
+  seg: Segment;
+  hint: LoadedHint;
+  erases: number[];
+}
+
+/**
+ * Rebuilds the keydir from the opened segments (recover's second half); `nextId` is the
+ * manifest's. First every valid hint is indexed and handed to the keydir as deferred slots
+ * (engine/hint-index.ts) — before anything else is applied, so that no slot is built without its
+ * hinted entries — then the hints' erasures are applied and every other segment (and the active
+ * segment after its hint) is scanned.
+ */
 function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Recovered {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
@@ -191,63 +205,83 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   // group-framed (format 2) segments, so one file never mixes the two torn-tail rules.
   const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && isFramed(o.header)).map((o) => o.id);
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
-  let seq = 0;
-  let tornTails = 0;
-  let hinted = 0;
-  const unhinted: Segment[] = [];
   dropOrphanHints(dir, opened.map((o) => o.id));
+  const deferred = new HintSlots(now);
+  const hinted = new Map<number, Hinted>();
   for (const o of opened) {
     const cell = gens.allocate(o.header.header.generation);
     if (cell === null) throw new LimitExceededError(`more than the open-segment limit of segments in ${dir}; compact with a build that merges segments`);
-    const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
     const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
     segments.set(o.id, seg);
-    const builder = new HintBuilder();
     const hint = hintFor(dir, o);
-    if (hint !== null) {
-      forEachEntry(hint, (e) => applyRecord(keydir, seg, e, e.offset));
-      hinted += 1;
-      if (!sealed) builder.addLoaded(hint);
+    if (hint !== null) hinted.set(o.id, { seg, hint, erases: deferred.add(hint, seg) });
+  }
+  if (hinted.size > 0) keydir.defer(deferred);
+  const entry = blankEntry();
+  for (const h of hinted.values()) {
+    for (const at of h.erases) {
+      decodeEntry(h.hint.body, at, entry);
+      applyErase(keydir, entry.scope, entry.seq, entry.expiresAt, { seg: h.seg.id, off: entry.offset, len: entry.length }, decodeEraseList(entry.value));
     }
-    seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq);
-    if (hint !== null && sealed) {
-      seg.dataEnd = hint.coversEnd;
-      seq = Math.max(seq, seg.maxSeq);
+  }
+  let seq = 0;
+  let tornTails = 0;
+  const unhinted: Segment[] = [];
+  for (const o of opened) {
+    const seg = segments.get(o.id) as Segment;
+    const h = hinted.get(o.id);
+    const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
+    seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
+    if (h !== undefined && sealed) {
+      seg.dataEnd = h.hint.coversEnd;
       continue;
     }
-    const from = hint?.coversEnd ?? C.DATA_START;
-    const bytes = hint === null ? readWholeFile(o.fd) : readTail(o.fd, from);
-    const end = scanRecords(bytes, o.id, sealed, (r, off) => {
-      applyRecord(keydir, seg, r, off);
-      builder.addRecord(bytes, off, off);
-    }, false, isFramed(o.header), from);
-    if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
-    seg.dataEnd = end.end;
+    const torn = scanInto(keydir, seg, o, h?.hint ?? null, o.id === activeId);
+    if (torn) tornTails += 1;
     seq = Math.max(seq, seg.maxSeq);
-    if (end.torn !== null) {
-      // Cut the torn tail and re-zero the preallocated space after it.
-      io.truncate("io:seal", o.fd, end.end);
-      io.truncate("io:seal", o.fd, Math.max(bytes.length, end.end));
-      io.datasyncSync("io:seal", o.fd);
-      tornTails += 1;
-    }
-    seg.hint = builder;
-    if (!sealed && o.id === activeId) {
-      // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
-      // durable before any new group's frame claims it was (syncedEnd, segments/group.ts).
-      io.datasyncSync("io:seal", o.fd);
-      seg.syncedEnd = end.end;
-      seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
-      seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
-      continue;
-    }
-    if (!sealed) sealOnOpen(seg);
-    unhinted.push(seg);
+    if (!sealed && o.id !== activeId) sealOnOpen(seg);
+    if (o.id !== activeId) unhinted.push(seg);
   }
   // Sealed segments that were scanned get the hint their scan computed (after the seals above).
   for (const seg of unhinted) writeSealedHint(dir, seg);
-  keydir.forEach((slot) => {
-    if (slot.physical === 0) slot.reclaimedAt = now;
+  keydir.forEachHeld((slot) => {
+    if (slot.physical === 0) slot.reclaimedAt = now; // deferred slots get the same rule when built (hint-index.ts)
   });
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted };
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted: hinted.size };
+}
+
+/**
+ * Scans one segment into the keydir — all of it, or an unsealed one from where its hint ends —
+ * collecting its hint entries on the way; cuts a torn tail; readies the active segment for
+ * appends. Returns whether a torn tail was cut.
+ */
+function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | null, active: boolean): boolean {
+  const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
+  const builder = new HintBuilder();
+  if (hint !== null) builder.addLoaded(hint);
+  const from = hint?.coversEnd ?? C.DATA_START;
+  const bytes = hint === null ? readWholeFile(o.fd) : readTail(o.fd, from);
+  const end = scanRecords(bytes, o.id, sealed, (r, off) => {
+    applyRecord(keydir, seg, r, off);
+    builder.addRecord(bytes, off, off);
+  }, false, isFramed(o.header), from);
+  if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
+  seg.dataEnd = end.end;
+  if (end.torn !== null) {
+    // Cut the torn tail and re-zero the preallocated space after it.
+    io.truncate("io:seal", o.fd, end.end);
+    io.truncate("io:seal", o.fd, Math.max(bytes.length, end.end));
+    io.datasyncSync("io:seal", o.fd);
+  }
+  seg.hint = builder;
+  if (hint !== null && end.end === hint.coversEnd && end.torn === null) seg.hintOnDiskEnd = hint.coversEnd; // nothing after it
+  if (!sealed && active) {
+    // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
+    // durable before any new group's frame claims it was (syncedEnd, segments/group.ts).
+    io.datasyncSync("io:seal", o.fd);
+    seg.syncedEnd = end.end;
+    seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
+    seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
+  }
+  return end.torn !== null;
 }

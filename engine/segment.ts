@@ -23,6 +23,8 @@ export class Segment {
   writer: SegmentWriter | null;
   /** The active segment's hint entries so far (every record written, in file order); null once sealed. */
   hint: HintBuilder | null = null;
+  /** The data end a hint file on disk already covers for the current header (0: none known); close skips an unchanged one. */
+  hintOnDiskEnd = 0;
   /** Offset just past the last record (the file size once sealed). */
   dataEnd: number;
   /** Offset up to which the file is known durable (an fdatasync covered it); group frames record it. */

@@ -141,11 +141,14 @@ export class HintBuilder {
     this.lastEnd = offset + length;
   }
 
-  /** Adds the entries of a loaded hint (its body, verbatim) covering up to `coversEnd`. */
+  /**
+   * Starts from the entries of a loaded hint covering up to `coversEnd`: adopts its body (no copy;
+   * the first entry added after it copies into a larger buffer, so the loaded bytes never change).
+   */
   addLoaded(hint: LoadedHint): void {
-    assert(this.entries === 0, "a loaded hint starts a builder");
-    const to = this.reserve(hint.body.length);
-    hint.body.copy(this.bytes, to);
+    assert(this.entries === 0 && this.used === 0, "a loaded hint starts a builder");
+    this.bytes = hint.body;
+    this.used = hint.body.length;
     this.entries = hint.count;
     this.lastEnd = hint.coversEnd;
   }
@@ -254,42 +257,42 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
   return { segmentId, sealed, coversEnd, count, body };
 }
 
+/** Decodes the entry at body offset `at` into `e` (names decoded fresh); returns the next entry's offset. */
+export function decodeEntry(body: Buffer, at: number, e: HintEntry): number {
+  const f = at + 4;
+  const type = body[f + C.R_TYPE] as C.RecordTypeValue;
+  const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
+  const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
+  const scopeAt = f + C.RECORD_FIXED_BYTES;
+  const keyAt = scopeAt + scopeLen;
+  const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
+  e.offset = body.readUInt32LE(at);
+  e.length = body.readUInt32LE(f + C.R_LENGTH);
+  e.type = type;
+  e.flags = body[f + C.R_FLAGS] as number;
+  e.seq = u64(body, f + C.R_SEQ);
+  e.generation = u64(body, f + C.R_GENERATION);
+  e.expiresAt = u64(body, f + C.R_EXPIRES_AT);
+  e.scope = body.toString("utf8", scopeAt, keyAt);
+  e.key = body.toString("utf8", keyAt, keyAt + keyLen);
+  e.value = value > 0 ? new Uint8Array(body.subarray(keyAt + keyLen, keyAt + keyLen + value)) : null;
+  return keyAt + keyLen + value;
+}
+
+/** A blank entry for decodeEntry to fill. */
+export function blankEntry(): HintEntry {
+  return { offset: 0, length: 0, type: C.RecordType.PUT, flags: 0, seq: 0, generation: 0, expiresAt: 0, scope: "", key: "", value: null };
+}
+
 /**
  * Calls `visit` with every entry of a checked hint, in file order. The entry object is reused
- * from one call to the next (the visitor copies what it keeps; `value` is a fresh copy). Names are
- * interned within the hint: a scope equal to the previous entry's is the same string.
+ * from one call to the next (the visitor copies what it keeps; `value` is a fresh copy).
  */
 export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) => void): void {
-  const body = hint.body;
-  const e: HintEntry = { offset: 0, length: 0, type: C.RecordType.PUT, flags: 0, seq: 0, generation: 0, expiresAt: 0, scope: "", key: "", value: null };
-  let lastScopeAt = -1;
-  let lastScopeLen = -1;
-  let lastScope = "";
-  for (let at = 0; at < body.length; ) {
-    const f = at + 4;
-    const type = body[f + C.R_TYPE] as C.RecordTypeValue;
-    const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
-    const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
-    const scopeAt = f + C.RECORD_FIXED_BYTES;
-    const keyAt = scopeAt + scopeLen;
-    const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
-    if (scopeLen !== lastScopeLen || body.compare(body, lastScopeAt, lastScopeAt + lastScopeLen, scopeAt, keyAt) !== 0) {
-      lastScope = body.toString("utf8", scopeAt, keyAt);
-    }
-    lastScopeAt = scopeAt;
-    lastScopeLen = scopeLen;
-    e.offset = body.readUInt32LE(at);
-    e.length = body.readUInt32LE(f + C.R_LENGTH);
-    e.type = type;
-    e.flags = body[f + C.R_FLAGS] as number;
-    e.seq = u64(body, f + C.R_SEQ);
-    e.generation = u64(body, f + C.R_GENERATION);
-    e.expiresAt = u64(body, f + C.R_EXPIRES_AT);
-    e.scope = lastScope;
-    e.key = body.toString("utf8", keyAt, keyAt + keyLen);
-    e.value = value > 0 ? new Uint8Array(body.subarray(keyAt + keyLen, keyAt + keyLen + value)) : null;
+  const e = blankEntry();
+  for (let at = 0; at < hint.body.length; ) {
+    at = decodeEntry(hint.body, at, e);
     visit(e);
-    at = keyAt + keyLen + value;
   }
 }
 
