@@ -25,7 +25,7 @@ import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as io from "../segments/io.js";
 import { replayJournal } from "./compaction-core.js";
-import { assertListedPresent, readManifest, reconcile } from "./manifest.js";
+import { assertListedPresent, readManifest, reconcile, type Manifest } from "./manifest.js";
 import type { GenerationTable } from "./generations.js";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
 import { Segment } from "./segment.js";
@@ -44,6 +44,8 @@ export interface Recovered {
   journalsReplayed: number;
   /** Segments loaded from a valid hint file (the active one counts when its prefix was). */
   hinted: number;
+  /** The manifest as read at open (null: none), so the store rewrites it only when it changed. */
+  manifest: Manifest | null;
 }
 
 /** What applyRecord reads of a record (a decoded one, or a hint entry). */
@@ -52,12 +54,17 @@ type Applied = Pick<DecodedRecord, "type" | "seq" | "generation" | "expiresAt" |
 /** Deletes leftovers of interrupted compactions; returns the number of journals replayed. */
 function settleCompactions(dir: string, names: string[]): number {
   let replayed = 0;
+  let changed = false;
   for (const name of names) {
-    if (name.endsWith(".tmp")) io.unlink("io:unlink", path.join(dir, name));
+    if (name.endsWith(".tmp")) {
+      io.unlink("io:unlink", path.join(dir, name));
+      changed = true;
+    }
     const m = /^(\d{8,10})\.journal$/.exec(name);
+    if (m !== null) changed = true;
     if (m !== null && replayJournal(dir, Number(m[1]))) replayed += 1;
   }
-  fsyncDir(dir);
+  if (changed) fsyncDir(dir); // nothing removed or replayed: nothing to make durable
   return replayed;
 }
 
@@ -140,7 +147,7 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
   const opened = openAll(dir, ids);
   try {
     assertListedPresent(manifest, new Set(ids), new Set(opened.map((o) => o.header.header.replacesId)));
-    return rebuild(dir, gens, now, ids, opened, journalsReplayed, manifest?.nextId ?? 1);
+    return { ...rebuild(dir, gens, now, ids, opened, journalsReplayed, manifest?.nextId ?? 1), manifest };
   } catch (err) {
     // A store that refuses to open keeps no descriptor open (issue 9, defect 9).
     for (const o of opened) io.closeQuietly(o.fd);
@@ -198,7 +205,7 @@ interface Hinted {
  * hinted entries — then the hints' erasures are applied and every other segment (and the active
  * segment after its hint) is scanned.
  */
-function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Recovered {
+function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Omit<Recovered, "manifest"> {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
   // A format-1 unsealed segment is read record by record and then sealed: appends go only to
@@ -277,8 +284,9 @@ function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | nu
   if (hint !== null && end.end === hint.coversEnd && end.torn === null) seg.hintOnDiskEnd = hint.coversEnd; // nothing after it
   if (!sealed && active) {
     // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
-    // durable before any new group's frame claims it was (syncedEnd, segments/group.ts).
-    io.datasyncSync("io:seal", o.fd);
+    // durable before any new group's frame claims it was (syncedEnd, segments/group.ts). A hint
+    // that covers all of it was written after those bytes were fdatasynced: nothing to sync.
+    if (seg.hintOnDiskEnd !== end.end) io.datasyncSync("io:seal", o.fd);
     seg.syncedEnd = end.end;
     seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
     seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));

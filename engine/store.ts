@@ -105,7 +105,10 @@ export class Store implements T.Backend {
       registerFaultTable(this.segmentsDir, null);
       throw err;
     }
-    this.recordSegments(); // the manifest names exactly the segments recovery kept
+    // The manifest names exactly the segments recovery kept (rewritten only when that changed).
+    const listed = rec.manifest;
+    const ids = [...this.segments.keys()].sort((a, b) => a - b);
+    if (listed === null || listed.nextId !== this.nextId || listed.ids.length !== ids.length || listed.ids.some((id, i) => id !== ids[i])) this.recordSegments();
     this.log = new CommitLog(
       {
         durability: options.durability,
