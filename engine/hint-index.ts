@@ -7,7 +7,7 @@
  * same apply* functions and with the open's clock for the reclaim rule, so the slot is exactly
  * what an eager open would have built; any pass over all slots (GC, compaction, stats, listing)
  * applies everything first. SCOPE_ERASE entries are applied at open by recovery (erasures must be
- * known to every read), and every entry's sequence and PUT scope are noted on its segment at open.
+ * known to every read); the hint's sequence range and its PUT scopes are noted on its segment.
  */
 import * as C from "../segments/constants.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
@@ -99,7 +99,6 @@ export class HintSlots implements DeferredSlots {
       const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
       const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
       const scopeAt = f + C.RECORD_FIXED_BYTES;
-      seg.noteSeq(u64(body, f + C.R_SEQ));
       if (type === C.RecordType.PUT && !sameBytes(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
         seg.scopes.add(body.toString("utf8", scopeAt, scopeAt + scopeLen));
         lastScopeAt = scopeAt;
@@ -110,6 +109,11 @@ export class HintSlots implements DeferredSlots {
       } else if (type === C.RecordType.SCOPE_ERASE) erases.push(at);
       const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
       at = scopeAt + scopeLen + keyLen + value;
+    }
+    // The entries' sequence range, checked against every entry by checkHint: what noting each one gives.
+    if (hint.count > 0) {
+      seg.noteSeq(hint.minSeq);
+      seg.noteSeq(hint.maxSeq);
     }
     this.tables.push(table);
     return erases;

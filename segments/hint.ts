@@ -39,8 +39,10 @@ const X_COVERS_END = 12; // u32, the segment offset up to which the entries desc
 const X_IDENTITY = 16; // u64, headerIdentity of the segment header the hint was written for
 const X_COUNT = 24; // u32, entries
 const X_BODY_BYTES = 28; // u32, bytes of entries
+const X_MIN_SEQ = 32; // u64, lowest entry sequence (0 when there are none)
+const X_MAX_SEQ = 40; // u64, highest entry sequence (0 when there are none)
 /** Bytes of the hint header. */
-export const HINT_HEADER_BYTES = 32;
+export const HINT_HEADER_BYTES = 48;
 /** Bytes of the trailing xxh64 (of every byte before it). */
 export const HINT_TRAILER_BYTES = 8;
 /** Hint flag: written for a sealed segment (coversEnd is then its sealed length). */
@@ -86,6 +88,9 @@ export class HintBuilder {
   private entries = 0;
   /** Segment offset just past the last record added (records are added in file order). */
   private lastEnd: number = C.DATA_START;
+  /** Lowest and highest sequence added (0 while empty). */
+  private minSeq = 0;
+  private maxSeq = 0;
 
   constructor(initialBytes = 64 * 1024) {
     this.bytes = Buffer.allocUnsafe(initialBytes);
@@ -126,6 +131,9 @@ export class HintBuilder {
     const type = buf[at + C.R_TYPE] as number;
     if (type === C.RecordType.GROUP) return;
     const length = buf.readUInt32LE(at + C.R_LENGTH);
+    const seq = buf.readUInt32LE(at + C.R_SEQ + 4) * 0x1_0000_0000 + buf.readUInt32LE(at + C.R_SEQ);
+    if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
+    if (seq > this.maxSeq) this.maxSeq = seq;
     assert(offset >= this.lastEnd, `hint entries come in file order (${offset} after ${this.lastEnd})`);
     const names = buf.readUInt16LE(at + C.R_SCOPE_LEN) + buf.readUInt16LE(at + C.R_KEY_LEN);
     const value = type === C.RecordType.SCOPE_ERASE ? buf.readUInt32LE(at + C.R_VALUE_LEN) : 0;
@@ -151,6 +159,8 @@ export class HintBuilder {
     this.used = hint.body.length;
     this.entries = hint.count;
     this.lastEnd = hint.coversEnd;
+    this.minSeq = hint.minSeq;
+    this.maxSeq = hint.maxSeq;
   }
 
   /** The whole hint file for a segment whose header is `header`, covering up to `coversEnd`. */
@@ -166,6 +176,8 @@ export class HintBuilder {
     out.writeBigUInt64LE(headerIdentity(header), X_IDENTITY);
     out.writeUInt32LE(this.entries, X_COUNT);
     out.writeUInt32LE(this.used, X_BODY_BYTES);
+    writeU64(out, this.minSeq, X_MIN_SEQ);
+    writeU64(out, this.maxSeq, X_MAX_SEQ);
     this.bytes.copy(out, HINT_HEADER_BYTES, 0, this.used);
     out.writeBigUInt64LE(checksum64(out, 0, out.length - HINT_TRAILER_BYTES), out.length - HINT_TRAILER_BYTES);
     return out;
@@ -178,6 +190,9 @@ export interface LoadedHint {
   sealed: boolean;
   coversEnd: number;
   count: number;
+  /** Lowest and highest sequence of the entries (0 when there are none). */
+  minSeq: number;
+  maxSeq: number;
   /** The entries, verbatim. */
   body: Buffer;
 }
@@ -201,8 +216,11 @@ function u64(buf: Buffer, at: number): number {
   return buf.readUInt32LE(at + 4) * 0x1_0000_0000 + buf.readUInt32LE(at);
 }
 
-/** Walks the entries' extents only: true when exactly `count` entries fill `body` and each is plausible. */
-function entriesWellFormed(body: Buffer, count: number, coversEnd: number): boolean {
+/**
+ * Walks the entries' extents: true when exactly `count` entries fill `body`, each plausible, in
+ * ascending offsets within coversEnd, their sequences within [minSeq, maxSeq].
+ */
+function entriesWellFormed(body: Buffer, count: number, coversEnd: number, minSeq: number, maxSeq: number): boolean {
   let at = 0;
   let n = 0;
   let lastEnd: number = C.DATA_START;
@@ -216,6 +234,8 @@ function entriesWellFormed(body: Buffer, count: number, coversEnd: number): bool
     const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
     if (type === 0 || type > C.RECORD_TYPE_MAX || type === C.RecordType.GROUP) return false;
     if (offset < lastEnd || length < C.RECORD_OVERHEAD || offset + length > coversEnd) return false;
+    const seq = u64(body, f + C.R_SEQ);
+    if (seq < minSeq || seq > maxSeq || seq === 0) return false;
     at += ENTRY_FIXED_BYTES + names + value;
     lastEnd = offset + length;
     n += 1;
@@ -252,9 +272,12 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
   const coversEnd = buf.readUInt32LE(X_COVERS_END);
   if (sealed !== segmentSealed || coversEnd < C.DATA_START || (sealed && coversEnd !== header.header.sealedBytes)) return null;
   const count = buf.readUInt32LE(X_COUNT);
+  const minSeq = u64(buf, X_MIN_SEQ);
+  const maxSeq = u64(buf, X_MAX_SEQ);
+  if (minSeq > maxSeq || (count === 0) !== (maxSeq === 0)) return null;
   const body = buf.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes);
-  if (!entriesWellFormed(body, count, coversEnd)) return null;
-  return { segmentId, sealed, coversEnd, count, body };
+  if (!entriesWellFormed(body, count, coversEnd, minSeq, maxSeq)) return null;
+  return { segmentId, sealed, coversEnd, count, minSeq, maxSeq, body };
 }
 
 /** Decodes the entry at body offset `at` into `e` (names decoded fresh); returns the next entry's offset. */

@@ -158,7 +158,7 @@ describe("hint files", () => {
     const ids = hintIds(base);
     const id = ids[Math.floor(ids.length / 2)] as number;
     const good = fs.readFileSync(hintPath(base, id));
-    const positions = [0, 4, 5, 6, 8, 12, 16, 24, 28, HINT_HEADER_BYTES, HINT_HEADER_BYTES + 4, HINT_HEADER_BYTES + 8, HINT_HEADER_BYTES + 24, HINT_HEADER_BYTES + 44, HINT_HEADER_BYTES + 46, good.length - 40, good.length - 8, good.length - 1];
+    const positions = [0, 4, 5, 6, 8, 12, 16, 24, 28, 32, 40, HINT_HEADER_BYTES, HINT_HEADER_BYTES + 4, HINT_HEADER_BYTES + 8, HINT_HEADER_BYTES + 24, HINT_HEADER_BYTES + 44, HINT_HEADER_BYTES + 46, good.length - 40, good.length - 8, good.length - 1];
     for (const at of positions) {
       const dir = copyDir(base, "hints-flip");
       const bad = Buffer.from(good);
@@ -175,7 +175,7 @@ describe("hint files", () => {
     const id = ids[1] as number;
     const dir = copyDir(base, "hints-twin");
     const bad = fs.readFileSync(hintPath(dir, id));
-    bad[HINT_HEADER_BYTES + 4 + 16] = (bad[HINT_HEADER_BYTES + 4 + 16] as number) ^ 0x04; // the first entry's sequence
+    bad[HINT_HEADER_BYTES + 4 + 24] = (bad[HINT_HEADER_BYTES + 4 + 24] as number) ^ 0x04; // the first entry's generation
     reseal(bad);
     fs.writeFileSync(hintPath(dir, id), bad);
     const r = await openState(dir);
