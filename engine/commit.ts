@@ -27,6 +27,7 @@ import { IoError } from "../rules/errors.js";
 import { hitAsync, hitCrashOnly } from "./faults.js";
 import type { Location } from "./keydir.js";
 import type { Segment } from "./segment.js";
+import { noteGroup } from "./hints.js";
 
 /** Most operations queued (decided, not yet committed) at once. */
 export const COMMIT_QUEUE_OPS_MAX = 16_384;
@@ -283,6 +284,7 @@ export class CommitLog {
       return err;
     }
     group.segment.dataEnd = group.offset + group.bytes;
+    if (group.segment.hint !== null) noteGroup(group.segment.hint, group.buffers, group.offset); // the hint written at seal (engine/hints.ts)
     this.dequeued(group);
     for (const o of group.ops) {
       for (const seq of o.op.seqs) group.segment.noteSeq(seq);

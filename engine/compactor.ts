@@ -24,6 +24,7 @@ import { runCompaction, type CompactionResult, type CompactionTask } from "./com
 import { planSegments, tallySegments, type PlannedRecord, type PlanHost, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
+import { writeHintByScan } from "./hints.js";
 import * as P from "./gc-policy.js";
 import type { Keydir, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
@@ -200,6 +201,8 @@ export class Compactor {
       seg.compacting = false;
     }
     await this.publish(seg, task, plan, result, now);
+    const out = result.empty ? undefined : this.host.segments.get(task.targetId);
+    if (out !== undefined) writeHintByScan(this.host.segmentsDir, out); // a cache of the published output's scan (engine/hints.ts)
     this.completed += 1;
     return {
       segments: [seg.id], mode, bytesBefore: result.bytesBefore, bytesAfter: result.empty ? 0 : result.bytesAfter,

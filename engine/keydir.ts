@@ -11,7 +11,30 @@ import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { lineageMax, scopeWithin } from "../rules/names.js";
 
-/** One slot: its latest PUT (possibly dead) and its retention record. Fields are flat to stay small. */
+/**
+ * The fields of a slot that most slots never set: its tombstone, its undelete, its erase-list
+ * mention and its reclamation time. Kept apart so that a slot that was only ever written costs
+ * one small object (issue 11: heap per key); Slot's accessors read them as 0 while absent.
+ */
+class SlotRare {
+  tombSeq = 0;
+  tombGen = 0;
+  tombSeg = 0;
+  tombOff = 0;
+  tombLen = 0;
+  clearSeq = 0;
+  clearSeg = 0;
+  clearOff = 0;
+  clearLen = 0;
+  listedSeq = 0;
+  reclaimedAt = 0;
+}
+
+/**
+ * One slot: its latest PUT (possibly dead) and its retention record. The fields every slot has
+ * are plain; the rest live in a SlotRare made on the first non-zero write (writing 0 to an absent
+ * one is a no-op, so reading and writing them reads exactly as if they were plain fields).
+ */
 export class Slot {
   readonly scope: string;
   readonly key: string;
@@ -24,32 +47,50 @@ export class Slot {
   expiresAt = 0;
   /** The slot's current generation: the highest of its PUT and CLEAR generations. */
   generation = 0;
-  /** Latest TOMBSTONE: sequence, generation it killed, location. */
-  tombSeq = 0;
-  tombGen = 0;
-  tombSeg = 0;
-  tombOff = 0;
-  tombLen = 0;
-  /** Latest CLEAR (undelete): sequence and location. */
-  clearSeq = 0;
-  clearSeg = 0;
-  clearOff = 0;
-  clearLen = 0;
   /** PUT records of this slot still physically present in segment files (any generation). */
   physical = 0;
-  /** When `physical` last reached zero (ms, engine clock); 0 while records remain. */
-  reclaimedAt = 0;
-  /**
-   * Highest sequence of a SCOPE_ERASE whose erase list names this slot (committed or replayed);
-   * 0 when none does. Only such a slot must outlive its own records while a covering erasure is
-   * retained: a restart would rebuild it from that list (issue 9 defect 6).
-   */
-  listedSeq = 0;
+  private rare: SlotRare | null = null;
 
   constructor(scope: string, key: string) {
     this.scope = scope;
     this.key = key;
   }
+
+  /** The rare fields, made on first use. */
+  private more(): SlotRare {
+    return (this.rare ??= new SlotRare());
+  }
+
+  /** Latest TOMBSTONE: sequence, generation it killed, location. */
+  get tombSeq(): number { return this.rare === null ? 0 : this.rare.tombSeq; }
+  set tombSeq(v: number) { if (v !== 0 || this.rare !== null) this.more().tombSeq = v; }
+  get tombGen(): number { return this.rare === null ? 0 : this.rare.tombGen; }
+  set tombGen(v: number) { if (v !== 0 || this.rare !== null) this.more().tombGen = v; }
+  get tombSeg(): number { return this.rare === null ? 0 : this.rare.tombSeg; }
+  set tombSeg(v: number) { if (v !== 0 || this.rare !== null) this.more().tombSeg = v; }
+  get tombOff(): number { return this.rare === null ? 0 : this.rare.tombOff; }
+  set tombOff(v: number) { if (v !== 0 || this.rare !== null) this.more().tombOff = v; }
+  get tombLen(): number { return this.rare === null ? 0 : this.rare.tombLen; }
+  set tombLen(v: number) { if (v !== 0 || this.rare !== null) this.more().tombLen = v; }
+  /** Latest CLEAR (undelete): sequence and location. */
+  get clearSeq(): number { return this.rare === null ? 0 : this.rare.clearSeq; }
+  set clearSeq(v: number) { if (v !== 0 || this.rare !== null) this.more().clearSeq = v; }
+  get clearSeg(): number { return this.rare === null ? 0 : this.rare.clearSeg; }
+  set clearSeg(v: number) { if (v !== 0 || this.rare !== null) this.more().clearSeg = v; }
+  get clearOff(): number { return this.rare === null ? 0 : this.rare.clearOff; }
+  set clearOff(v: number) { if (v !== 0 || this.rare !== null) this.more().clearOff = v; }
+  get clearLen(): number { return this.rare === null ? 0 : this.rare.clearLen; }
+  set clearLen(v: number) { if (v !== 0 || this.rare !== null) this.more().clearLen = v; }
+  /**
+   * Highest sequence of a SCOPE_ERASE whose erase list names this slot (committed or replayed);
+   * 0 when none does. Only such a slot must outlive its own records while a covering erasure is
+   * retained: a restart would rebuild it from that list (issue 9 defect 6).
+   */
+  get listedSeq(): number { return this.rare === null ? 0 : this.rare.listedSeq; }
+  set listedSeq(v: number) { if (v !== 0 || this.rare !== null) this.more().listedSeq = v; }
+  /** When `physical` last reached zero (ms, engine clock); 0 while records remain. */
+  get reclaimedAt(): number { return this.rare === null ? 0 : this.rare.reclaimedAt; }
+  set reclaimedAt(v: number) { if (v !== 0 || this.rare !== null) this.more().reclaimedAt = v; }
 }
 
 /** The latest SCOPE_ERASE record of one scope. */
@@ -71,28 +112,84 @@ export interface Location {
   len: number;
 }
 
-/** Slots by scope then key, and erasures by scope. */
+/**
+ * Retention records not applied yet (engine/hint-index.ts: the entries of valid hint files, looked
+ * up by slot). The keydir asks it before it answers for a slot it does not hold, and has it apply
+ * everything before any pass over all slots, so every answer is the one an eager open would give.
+ */
+export interface DeferredSlots {
+  /** Applies every entry of (scope, key) not applied yet, through `keydir.ensureApplied`. */
+  load(keydir: Keydir, scope: string, key: string): void;
+  /** Applies every entry not applied yet. The keydir forgets the source afterwards. */
+  loadAll(keydir: Keydir): void;
+}
+
+/**
+ * Slots by scope then key, and erasures by scope. Invariant (with a deferred source): a slot held
+ * in the maps has every deferred entry of its (scope, key) applied, because nothing creates or
+ * returns one without asking the source first; `erases` is always complete (applied at open).
+ */
 export class Keydir {
-  readonly scopes = new Map<string, Map<string, Slot>>();
+  private readonly byScope = new Map<string, Map<string, Slot>>();
   readonly erases = new Map<string, EraseRecord>();
   private count = 0;
+  private deferred: DeferredSlots | null = null;
+
+  /** Installs the source of entries not applied yet (recovery, before it applies anything else). */
+  defer(source: DeferredSlots): void {
+    this.deferred = source;
+  }
+
+  /** True while some entries are not applied yet. */
+  get isDeferred(): boolean {
+    return this.deferred !== null;
+  }
+
+  /** Applies every deferred entry now (before any pass over all slots). */
+  loadAll(): void {
+    const source = this.deferred;
+    if (source === null) return;
+    this.deferred = null;
+    source.loadAll(this);
+  }
+
+  /** Slots by scope then key (every deferred entry applied first). */
+  get scopes(): ReadonlyMap<string, ReadonlyMap<string, Slot>> {
+    this.loadAll();
+    return this.byScope;
+  }
 
   /** Number of slots (retention records) held. */
   get size(): number {
+    this.loadAll();
     return this.count;
   }
 
   /** The slot of (scope, key), or undefined. */
   get(scope: string, key: string): Slot | undefined {
-    return this.scopes.get(scope)?.get(key);
+    const slot = this.byScope.get(scope)?.get(key);
+    if (slot !== undefined || this.deferred === null) return slot;
+    this.deferred.load(this, scope, key);
+    return this.byScope.get(scope)?.get(key);
   }
 
   /** The slot of (scope, key), created empty when missing. */
   ensure(scope: string, key: string): Slot {
-    let keys = this.scopes.get(scope);
+    const slot = this.byScope.get(scope)?.get(key);
+    if (slot !== undefined) return slot;
+    if (this.deferred !== null) this.deferred.load(this, scope, key);
+    return this.ensureApplied(scope, key);
+  }
+
+  /**
+   * ensure() for a deferred source applying its own entries (it has the slot's entries in hand):
+   * never asks the source again.
+   */
+  ensureApplied(scope: string, key: string): Slot {
+    let keys = this.byScope.get(scope);
     if (keys === undefined) {
       keys = new Map();
-      this.scopes.set(scope, keys);
+      this.byScope.set(scope, keys);
     }
     let slot = keys.get(key);
     if (slot === undefined) {
@@ -105,11 +202,11 @@ export class Keydir {
 
   /** Forgets a slot entirely: its retention record is gone ("absent"). */
   delete(slot: Slot): void {
-    const keys = this.scopes.get(slot.scope);
+    const keys = this.byScope.get(slot.scope);
     if (keys?.get(slot.key) !== slot) return;
     keys.delete(slot.key);
     this.count -= 1;
-    if (keys.size === 0) this.scopes.delete(slot.scope);
+    if (keys.size === 0) this.byScope.delete(slot.scope);
   }
 
   /** Highest erasure sequence that covers `scope` (its own or an ancestor's), 0 for none. */
@@ -118,14 +215,27 @@ export class Keydir {
     return lineageMax(scope, (s) => this.erases.get(s)?.seq ?? 0);
   }
 
+  /** Calls `visit` with every slot held now, deferred entries left deferred (recovery's pass at open). */
+  forEachHeld(visit: (slot: Slot) => void): void {
+    for (const keys of this.byScope.values()) for (const slot of keys.values()) visit(slot);
+  }
+
+  /** Calls `visit` with every slot, in no particular order. */
+  forEach(visit: (slot: Slot) => void): void {
+    this.loadAll();
+    this.forEachHeld(visit);
+  }
+
   /** Every slot, in no particular order. */
   *all(): Generator<Slot> {
-    for (const keys of this.scopes.values()) yield* keys.values();
+    this.loadAll();
+    for (const keys of this.byScope.values()) yield* keys.values();
   }
 
   /** Every slot in `root` and its descendant scopes. */
   *subtree(root: string): Generator<Slot> {
-    for (const [scope, keys] of this.scopes) if (scopeWithin(scope, root)) yield* keys.values();
+    this.loadAll();
+    for (const [scope, keys] of this.byScope) if (scopeWithin(scope, root)) yield* keys.values();
   }
 }
 

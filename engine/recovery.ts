@@ -3,9 +3,12 @@
  * every segment. Recovery yields a prefix of the commit sequence (I2): a torn tail of an unsealed
  * segment is cut off; corruption anywhere else throws CorruptionError and opens nothing.
  *
- * Order: delete *.tmp (unpublished copy-on-write output); replay or drop each *.journal (in-place
- * compaction, I9); drop segments that a published copy-on-write output replaces; scan the rest.
- * Replay order does not matter (keydir.apply* are sequence-guarded).
+ * Order: delete *.tmp (unpublished copy-on-write output, unfinished hints); replay or drop each
+ * *.journal (in-place compaction, I9); drop segments that a published copy-on-write output
+ * replaces; then each segment is loaded from its hint file when that hint is valid for the
+ * segment's current header (segments/hint.ts) and scanned otherwise — the active segment from
+ * where its hint ends. Replay order does not matter (keydir.apply* are sequence-guarded). A hint
+ * is a cache of the scan: sealed segments scanned for want of one get one (engine/hints.ts).
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -16,6 +19,9 @@ import { readHeader } from "../segments/header-io.js";
 import { fsyncDir } from "../segments/io.js";
 import { readWholeFile } from "../segments/whole-file.js";
 import type { DecodedRecord } from "../segments/record.js";
+import { blankEntry, decodeEntry, HintBuilder, parseHintFileName, readHint, unlinkHint, type LoadedHint } from "../segments/hint.js";
+import { HintSlots } from "./hint-index.js";
+import { writeSealedHint } from "./hints.js";
 import { decodeEraseList } from "../segments/erase-list.js";
 import { isFramed } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
@@ -23,7 +29,7 @@ import { committedAtOf, killedVersionOf } from "../segments/record-kinds.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as io from "../segments/io.js";
 import { replayJournal } from "./compaction-core.js";
-import { assertListedPresent, readManifest, reconcile } from "./manifest.js";
+import { assertListedPresent, readManifest, reconcile, type Manifest } from "./manifest.js";
 import type { GenerationTable } from "./generations.js";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
 import { Segment } from "./segment.js";
@@ -39,17 +45,31 @@ export interface Recovered {
   seq: number;
   /** Highest segment id seen or handed out (the manifest's next id minus one). */
   maxId: number;
+  tornTails: number;
+  journalsReplayed: number;
+  /** Segments loaded from a valid hint file (the active one counts when its prefix was). */
+  hinted: number;
+  /** The manifest as read at open (null: none), so the store rewrites it only when it changed. */
+  manifest: Manifest | null;
 }
+
+/** What applyRecord reads of a record (a decoded one, or a hint entry). */
+type Applied = Pick<DecodedRecord, "type" | "seq" | "generation" | "expiresAt" | "scope" | "key" | "value" | "length">;
 
 /** Deletes leftovers of interrupted compactions; returns the number of journals replayed. */
 function settleCompactions(dir: string, names: string[]): number {
   let replayed = 0;
+  let changed = false;
   for (const name of names) {
-    if (name.endsWith(".tmp")) io.unlink("io:unlink", path.join(dir, name));
+    if (name.endsWith(".tmp")) {
+      io.unlink("io:unlink", path.join(dir, name));
+      changed = true;
+    }
     const m = /^(\d{8,10})\.journal$/.exec(name);
+    if (m !== null) changed = true;
     if (m !== null && replayJournal(dir, Number(m[1]))) replayed += 1;
   }
-  fsyncDir(dir);
+  if (changed) fsyncDir(dir); // nothing removed or replayed: nothing to make durable
   return replayed;
 }
 
@@ -86,8 +106,14 @@ function openAll(dir: string, ids: number[]): Opened[] {
   return opened.filter((o) => !replaced.has(o.id));
 }
 
-function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number): void {
-  const at = { seg: seg.id, off, len: r.length };
+/** The location applyRecord passes on (the apply* functions copy its fields, never keep it). */
+const AT = { seg: 0, off: 0, len: 0 };
+
+function applyRecord(keydir: Keydir, seg: Segment, r: Applied, off: number): void {
+  const at = AT;
+  at.seg = seg.id;
+  at.off = off;
+  at.len = r.length;
   seg.noteSeq(r.seq);
   switch (r.type) {
     case C.RecordType.PUT:
@@ -119,14 +145,14 @@ function sealOnOpen(seg: Segment): void {
 export function recover(dir: string, gens: GenerationTable, now: number): Recovered {
   fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   const names = fs.readdirSync(dir).sort();
-  settleCompactions(dir, names);
+  const journalsReplayed = settleCompactions(dir, names);
   const present = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);
   const manifest = readManifest(dir);
   const ids = reconcile(dir, manifest, present, segmentFileName); // a listed file that is missing is corruption
   const opened = openAll(dir, ids);
   try {
     assertListedPresent(manifest, new Set(ids), new Set(opened.map((o) => o.header.header.replacesId)));
-    return rebuild(dir, gens, now, ids, opened, manifest?.nextId ?? 1);
+    return { ...rebuild(dir, gens, now, ids, opened, journalsReplayed, manifest?.nextId ?? 1), manifest };
   } catch (err) {
     // A store that refuses to open keeps no descriptor open (issue 9, defect 9).
     for (const o of opened) io.closeQuietly(o.fd);
@@ -134,41 +160,141 @@ export function recover(dir: string, gens: GenerationTable, now: number): Recove
   }
 }
 
-/** Scans the opened segments into a keydir (recover's second half); `nextId` is the manifest's. */
-function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], nextId: number): Recovered {
+/** Deletes hint files whose segment is not among `ids` (retired or replaced while a hint stayed). */
+function dropOrphanHints(dir: string, ids: readonly number[]): void {
+  const keep = new Set(ids);
+  for (const name of fs.readdirSync(dir)) {
+    const id = parseHintFileName(name);
+    if (id !== null && !keep.has(id)) unlinkHint(dir, id);
+  }
+}
+
+/**
+ * Reads the bytes of an unsealed segment from `from` on into a buffer of the file's size (offsets
+ * stay file offsets); the bytes before `from` are zeros, never read (a hint described them).
+ */
+function readTail(fd: number, from: number): Uint8Array {
+  const size = fs.fstatSync(fd).size;
+  const buf = Buffer.alloc(size); // zeroed by the allocator (fresh pages): the prefix is never touched
+  let done = from;
+  while (done < size) {
+    const n = fs.readSync(fd, buf, done, size - done, done);
+    if (n === 0) break;
+    done += n;
+  }
+  return done === size ? buf : buf.subarray(0, done);
+}
+
+/** The valid hint of an opened segment, or null: its checks (segments/hint.ts) plus the file's length. */
+function hintFor(dir: string, o: Opened): LoadedHint | null {
+  const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
+  if (!sealed && !isFramed(o.header)) return null; // a format-1 unsealed segment is scanned record by record
+  const hint = readHint(dir, o.id, o.header);
+  if (hint === null) return null;
+  const size = fs.fstatSync(o.fd).size;
+  // A sealed file of another length is damaged (the scan reports it); an unsealed one only grows.
+  return (sealed ? size === hint.coversEnd : size >= hint.coversEnd) ? hint : null;
+}
+
+/** A segment loaded from its hint: the erase entries that recovery applies at once. */
+interface Hinted {
+  seg: Segment;
+  hint: LoadedHint;
+  erases: number[];
+}
+
+/**
+ * Rebuilds the keydir from the opened segments (recover's second half); `nextId` is the
+ * manifest's. First every valid hint is indexed and handed to the keydir as deferred slots
+ * (engine/hint-index.ts) — before anything else is applied, so that no slot is built without its
+ * hinted entries — then the hints' erasures are applied and every other segment (and the active
+ * segment after its hint) is scanned.
+ */
+function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Omit<Recovered, "manifest"> {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
   // A format-1 unsealed segment is read record by record and then sealed: appends go only to
   // group-framed (format 2) segments, so one file never mixes the two torn-tail rules.
   const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && isFramed(o.header)).map((o) => o.id);
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
-  let seq = 0;
+  dropOrphanHints(dir, opened.map((o) => o.id));
+  const deferred = new HintSlots(now);
+  const hinted = new Map<number, Hinted>();
   for (const o of opened) {
     const cell = gens.allocate(o.header.header.generation);
     if (cell === null) throw new LimitExceededError(`more than the open-segment limit of segments in ${dir}; compact with a build that merges segments`);
-    const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
-    const bytes = readWholeFile(o.fd);
     const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
-    const end = scanRecords(bytes, o.id, sealed, (r, off) => applyRecord(keydir, seg, r, off), false, isFramed(o.header));
-    if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
-    seg.dataEnd = end.end;
-    seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
-    if (end.torn !== null) {
-      // Cut the torn tail and re-zero the preallocated space after it.
-      io.truncate("io:seal", o.fd, end.end);
-      io.truncate("io:seal", o.fd, Math.max(bytes.length, end.end));
-      io.datasyncSync("io:seal", o.fd);
-    }
-    if (!sealed && o.id === activeId) {
-      // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
-      // durable before any new group's frame claims it was (syncedEnd, segments/group.ts).
-      io.datasyncSync("io:seal", o.fd);
-      seg.syncedEnd = end.end;
-      seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
-      seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
-    } else if (!sealed) sealOnOpen(seg);
     segments.set(o.id, seg);
+    const hint = hintFor(dir, o);
+    if (hint !== null) hinted.set(o.id, { seg, hint, erases: deferred.add(hint, seg) });
   }
-  for (const slot of keydir.all()) if (slot.physical === 0) slot.reclaimedAt = now;
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1) };
+  if (hinted.size > 0) keydir.defer(deferred);
+  const entry = blankEntry();
+  for (const h of hinted.values()) {
+    for (const at of h.erases) {
+      decodeEntry(h.hint.body, at, entry);
+      applyErase(keydir, entry.scope, entry.seq, entry.expiresAt, { seg: h.seg.id, off: entry.offset, len: entry.length }, decodeEraseList(entry.value));
+    }
+  }
+  let seq = 0;
+  let tornTails = 0;
+  const unhinted: Segment[] = [];
+  for (const o of opened) {
+    const seg = segments.get(o.id) as Segment;
+    const h = hinted.get(o.id);
+    const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
+    seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
+    if (h !== undefined && sealed) {
+      seg.dataEnd = h.hint.coversEnd;
+      continue;
+    }
+    const torn = scanInto(keydir, seg, o, h?.hint ?? null, o.id === activeId);
+    if (torn) tornTails += 1;
+    seq = Math.max(seq, seg.maxSeq);
+    if (!sealed && o.id !== activeId) sealOnOpen(seg);
+    if (o.id !== activeId) unhinted.push(seg);
+  }
+  // Sealed segments that were scanned get the hint their scan computed (after the seals above).
+  for (const seg of unhinted) writeSealedHint(dir, seg);
+  keydir.forEachHeld((slot) => {
+    if (slot.physical === 0) slot.reclaimedAt = now; // deferred slots get the same rule when built (hint-index.ts)
+  });
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted: hinted.size };
+}
+
+/**
+ * Scans one segment into the keydir — all of it, or an unsealed one from where its hint ends —
+ * collecting its hint entries on the way; cuts a torn tail; readies the active segment for
+ * appends. Returns whether a torn tail was cut.
+ */
+function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | null, active: boolean): boolean {
+  const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
+  const builder = new HintBuilder();
+  if (hint !== null) builder.addLoaded(hint);
+  const from = hint?.coversEnd ?? C.DATA_START;
+  const bytes = hint === null ? readWholeFile(o.fd) : readTail(o.fd, from);
+  const end = scanRecords(bytes, o.id, sealed, (r, off) => {
+    applyRecord(keydir, seg, r, off);
+    builder.addRecord(bytes, off, off);
+  }, false, isFramed(o.header), from);
+  if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
+  seg.dataEnd = end.end;
+  if (end.torn !== null) {
+    // Cut the torn tail and re-zero the preallocated space after it.
+    io.truncate("io:seal", o.fd, end.end);
+    io.truncate("io:seal", o.fd, Math.max(bytes.length, end.end));
+    io.datasyncSync("io:seal", o.fd);
+  }
+  seg.hint = builder;
+  if (hint !== null && end.end === hint.coversEnd && end.torn === null) seg.hintOnDiskEnd = hint.coversEnd; // nothing after it
+  if (!sealed && active) {
+    // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
+    // durable before any new group's frame claims it was (syncedEnd, segments/group.ts). A hint
+    // that covers all of it was written after those bytes were fdatasynced: nothing to sync.
+    if (seg.hintOnDiskEnd !== end.end) io.datasyncSync("io:seal", o.fd);
+    seg.syncedEnd = end.end;
+    seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
+    seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
+  }
+  return end.torn !== null;
 }

@@ -12,6 +12,7 @@ import { fsyncDir } from "../segments/io.js";
 import * as io from "../segments/io.js";
 import type { HeaderChoice } from "../segments/header.js";
 import type { SegmentWriter } from "../segments/writer.js";
+import { unlinkHint, type HintBuilder } from "../segments/hint.js";
 import type { GenerationTable } from "./generations.js";
 import { assert } from "../rules/assert.js";
 
@@ -23,6 +24,10 @@ export class Segment {
   header: HeaderChoice;
   /** The appender while this is the active segment; null once sealed. */
   writer: SegmentWriter | null;
+  /** The active segment's hint entries so far (every record written, in file order); null once sealed. */
+  hint: HintBuilder | null = null;
+  /** The data end a hint file on disk already covers for the current header (0: none known); close skips an unchanged one. */
+  hintOnDiskEnd = 0;
   /** Offset just past the last record (the file size once sealed). */
   dataEnd: number;
   /** Offset up to which the file is known durable (an fdatasync covered it); group frames record it. */
@@ -98,7 +103,7 @@ export class Segment {
     assert(!this.retired, `segment ${this.id} is retired once`);
     assert(this.writer === null, `segment ${this.id}: only a sealed segment is retired`);
     const file = path.join(dir, segmentFileName(this.id));
-    unlinkDurably(file, dir); // throws (an IoError) with nothing changed in memory: the caller keeps it published
+    unlinkDurably(file, dir, this.id); // throws (an IoError) with nothing changed in memory: the caller keeps it published
     this.retired = true;
     this.goneResolve?.();
     if (this.readers === 0) this.close(gens);
@@ -120,14 +125,15 @@ export class Segment {
 }
 
 /**
- * Unlinks `file` and fsyncs `dir`, trying once more after a failure (a transient EIO must not
+ * Unlinks `file` (and the segment's hint) and fsyncs `dir`, trying once more after a failure (a transient EIO must not
  * fail a compaction that is otherwise done). Throws the IoError when the file may still be named
  * in the directory, so that the caller leaves the segment published.
  */
-function unlinkDurably(file: string, dir: string): void {
+function unlinkDurably(file: string, dir: string, id: number): void {
   for (let attempt = 0; ; attempt++) {
     try {
       io.unlink("io:unlink", file);
+      unlinkHint(dir, id); // with its segment (swallows failures: an orphan hint is never read)
       fsyncDir(dir);
       return;
     } catch (err) {

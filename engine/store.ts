@@ -39,6 +39,8 @@ import { Segment } from "./segment.js";
 import { BatchPlan, type PlannedOp } from "./batch-plan.js";
 import { storeStats } from "./stats.js";
 import { verifySegments } from "./verify.js";
+import { HintBuilder } from "../segments/hint.js";
+import { writeActiveHint, writeSealedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
 /** Paired checks that cost time on every call: on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1. */
@@ -76,6 +78,8 @@ export class Store implements T.Backend {
   /** close() finished: everything is released. */
   private closed = false;
   private syncTimer: NodeJS.Timeout | null = null;
+  /** What the open found: segments loaded from hint files out of all, torn tails cut, journals replayed. */
+  readonly opened: { hinted: number; segments: number; tornTails: number; journalsReplayed: number };
 
   private constructor(dir: string, options: ResolvedOptions, lock: DirLock, gens: GenerationTable) {
     this.dir = dir;
@@ -96,6 +100,7 @@ export class Store implements T.Backend {
       throw err;
     }
     this.keydir = rec.keydir;
+    this.opened = { hinted: rec.hinted, segments: rec.segments.size, tornTails: rec.tornTails, journalsReplayed: rec.journalsReplayed };
     this.segments = rec.segments;
     this.seq = rec.seq;
     this.nextId = rec.maxId + 1;
@@ -108,14 +113,20 @@ export class Store implements T.Backend {
       registerFaultTable(this.segmentsDir, null);
       throw err;
     }
-    this.recordSegments(); // the manifest names exactly the segments recovery kept
+    // The manifest names exactly the segments recovery kept (rewritten only when that changed).
+    const listed = rec.manifest;
+    const ids = [...this.segments.keys()].sort((a, b) => a - b);
+    if (listed === null || listed.nextId !== this.nextId || listed.ids.length !== ids.length || listed.ids.some((id, i) => id !== ids[i])) this.recordSegments();
     this.log = new CommitLog(
       {
         durability: options.durability,
         segmentBytes: options.segmentBytes,
         faults: faultBuffer,
         createSegment: () => this.createSegment(),
-        onSealed: () => this.compactor.nudge(),
+        onSealed: (seg) => {
+          writeSealedHint(this.segmentsDir, seg); // best effort: a failed hint write is dropped
+          this.compactor.nudge();
+        },
         onRejected: () => this.intents.clear(),
       },
       active,
@@ -190,6 +201,7 @@ export class Store implements T.Backend {
       throw err;
     }
     const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
+    seg.hint = new HintBuilder();
     this.segments.set(id, seg);
     try {
       this.recordSegments();
@@ -662,6 +674,8 @@ export class Store implements T.Backend {
     await step(() => this.log.syncAll());
     await step(() => this.log.takeSyncError());
     await step(() => this.log.markDurable());
+    // Everything is durable now (or close reports why not): the active segment's prefix hint.
+    if (first === null) for (const seg of this.segments.values()) if (seg.writer !== null) writeActiveHint(this.segmentsDir, seg);
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.compactor.closeRetired();
     this.cache?.clear();

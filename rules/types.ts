@@ -31,7 +31,8 @@ export type FaultPoint =
   | "io:dir-sync"
   | "io:unlink"
   | "io:preallocate"
-  | "io:manifest";
+  | "io:manifest"
+  | "io:hint";
 
 export interface FaultOptions {
   /** Operations reaching these points pause until `store.faults.release(point)`. */

@@ -20,7 +20,8 @@ export const IO_FAULT_POINTS: readonly FaultPoint[] = [
   "io:dir-sync",
   "io:unlink",
   "io:preallocate",
-  "io:manifest", // last: codes are indexes, appended points keep the old ones
+  "io:manifest",
+  "io:hint", // last: codes are indexes, appended points keep the old ones
 ];
 
 /** The errnos `failAt` can inject. */

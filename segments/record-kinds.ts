@@ -37,13 +37,13 @@ export function batchCommitInput(f: { seq: number; opCount: number }): RecordInp
 }
 
 /** A TOMBSTONE's killed version (its `expires at` field). */
-export function killedVersionOf(r: DecodedRecord): number {
+export function killedVersionOf(r: Pick<DecodedRecord, "type" | "expiresAt">): number {
   assert(r.type === C.RecordType.TOMBSTONE, `only a TOMBSTONE kills a version (type ${r.type})`);
   return r.expiresAt;
 }
 
 /** A CLEAR's or SCOPE_ERASE's commit time (its `expires at` field). */
-export function committedAtOf(r: DecodedRecord): number {
+export function committedAtOf(r: Pick<DecodedRecord, "type" | "expiresAt">): number {
   assert(r.type === C.RecordType.CLEAR || r.type === C.RecordType.SCOPE_ERASE, `only CLEAR and SCOPE_ERASE carry a commit time (type ${r.type})`);
   return r.expiresAt;
 }

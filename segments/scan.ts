@@ -64,8 +64,9 @@ export function validRecordAfter(bytes: Uint8Array, from: number, end: number): 
  * checksum but not materialized (value: null). `framed` (format 2, unsealed): the records come in
  * group frames. GROUP records are never delivered to `visit`.
  */
-export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues = true, framed = false): ScanEnd {
-  if (framed && !sealed) return scanFramed(bytes, segmentId, visit, withValues);
+export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues = true, framed = false, from: number = C.DATA_START): ScanEnd {
+  if (framed && !sealed) return scanFramed(bytes, segmentId, visit, withValues, from);
+  if (from !== C.DATA_START) throw new Error(`segment ${segmentId}: only a group-framed unsealed scan starts past the header (at ${from})`);
   const end = bytes.length;
   let at = C.DATA_START;
   let records = 0;
@@ -164,15 +165,16 @@ function finishFault(
 }
 
 /**
- * Format 2, unsealed: group after group from DATA_START. Each group's frame and body checksum are
+ * Format 2, unsealed: group after group from `from` (DATA_START, or a group boundary up to which
+ * a hint proved the segment durable: engine/recovery.ts). Each group's frame and body checksum are
  * checked first; its records are then decoded strictly (a record that fails inside a group whose
  * checksum passed is corruption). The first group that fails ends the scan (finishGroupFault).
  */
-function scanFramed(bytes: Uint8Array, segmentId: number, visit: RecordVisitor, withValues: boolean): ScanEnd {
+function scanFramed(bytes: Uint8Array, segmentId: number, visit: RecordVisitor, withValues: boolean, from: number): ScanEnd {
   const end = bytes.length;
-  let at = C.DATA_START;
+  let at = from;
   let records = 0;
-  let covered: number = C.DATA_START;
+  let covered: number = from;
   while (at < end) {
     const frame = readGroupFrame(bytes, at, end);
     if (typeof frame === "string") return { ...finishGroupFault(bytes, segmentId, at, frame, records), covered };

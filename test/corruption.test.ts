@@ -32,6 +32,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CorruptionError, Engram } from "../src/index.js";
 import type { OpenOptions, Value } from "../src/types.js";
 import { tempDir as freshDir } from "./helpers/tmp.js";
+import { dropHints } from "./helpers/hints.js";
 
 const DATA_START = 128;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false } };
@@ -149,6 +150,7 @@ const value = (i: number): Value => (i % 3 === 0 ? new Uint8Array(Array.from({ l
  */
 async function openAndCheck(dir: string, expected: Map<string, Written | undefined>, exact: boolean): Promise<CorruptionError | null> {
   let store: Engram;
+  dropHints(dir); // the damage is for the scan to find: a valid hint would skip the bytes it describes
   try {
     store = await Engram.open(dir, OPTS);
   } catch (err) {

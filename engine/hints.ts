@@ -1,0 +1,70 @@
+/**
+ * When hint files (segments/hint.ts) are written. Every hint describes bytes that are already
+ * durable, and a failed hint write is dropped: nothing ever depends on a hint.
+ *  - The active segment collects its entries as groups commit (`noteGroup`, from the very record
+ *    buffers written), so sealing costs one small file write, not a scan.
+ *  - At seal (after the sealed header is fdatasynced): the whole segment's hint.
+ *  - At close (after the final fdatasync and sync mark): a prefix hint of the active segment,
+ *    which recovery extends by scanning only the bytes after it.
+ *  - After a compaction is published: the output's hint, from one checked walk of its file.
+ *  - At open: every sealed segment that had no valid hint and was scanned gets one.
+ * A segment's hint is removed with the segment (Segment.retire) and orphans at open.
+ */
+import * as C from "../segments/constants.js";
+import { readWholeFile } from "../segments/whole-file.js";
+import { HintBuilder, writeHintFile } from "../segments/hint.js";
+import { walkSealed } from "../segments/scan.js";
+import { assert } from "../rules/assert.js";
+import type { Segment } from "./segment.js";
+
+/** Adds the records of a committed group (buffers[0] is its frame) at segment offset `offset` to `hint`. */
+export function noteGroup(hint: HintBuilder, buffers: readonly Buffer[], offset: number): void {
+  let at = offset;
+  for (let i = 0; i < buffers.length; i++) {
+    const b = buffers[i] as Buffer;
+    if (i > 0) hint.addRecord(b, 0, at);
+    at += b.length;
+  }
+}
+
+/** Writes the hint of a segment just sealed from the entries it collected; returns whether one was written. */
+export function writeSealedHint(dir: string, seg: Segment): boolean {
+  const hint = seg.hint;
+  seg.hint = null;
+  if (hint === null) return false;
+  assert((seg.header.header.flags & C.FLAG_SEALED) !== 0 && seg.writer === null, `segment ${seg.id}: a sealed hint follows the seal`);
+  assert(hint.end <= seg.dataEnd, `segment ${seg.id}: the hint's records end within the sealed data (${hint.end} <= ${seg.dataEnd})`);
+  return writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, true));
+}
+
+/**
+ * Store close: writes a prefix hint of the active segment, when everything written to it is
+ * durable (the entries then describe only durable records). Returns whether one was written.
+ */
+export function writeActiveHint(dir: string, seg: Segment): boolean {
+  const hint = seg.hint;
+  if (hint === null || seg.writer === null || seg.syncedEnd !== seg.dataEnd || seg.isClosed) return false;
+  if (seg.hintOnDiskEnd === seg.dataEnd) return true; // the hint on disk already says all of it
+  assert(hint.end <= seg.dataEnd, `segment ${seg.id}: the hint's records end within the data (${hint.end} <= ${seg.dataEnd})`);
+  const written = writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, false));
+  if (written) seg.hintOnDiskEnd = seg.dataEnd;
+  return written;
+}
+
+/**
+ * Writes the hint of a sealed segment from its file (a compaction output): one walk that checks
+ * every record's checksum. A file that fails the walk gets no hint (recovery will scan it and
+ * report what is wrong). Returns whether one was written.
+ */
+export function writeHintByScan(dir: string, seg: Segment): boolean {
+  if ((seg.header.header.flags & C.FLAG_SEALED) === 0 || seg.isClosed) return false;
+  const hint = new HintBuilder();
+  try {
+    const bytes = readWholeFile(seg.fd);
+    if (bytes.length !== seg.header.header.sealedBytes) return false;
+    walkSealed(bytes, seg.id, (off) => hint.addRecord(bytes, off, off));
+  } catch {
+    return false;
+  }
+  return writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.header.header.sealedBytes, true));
+}

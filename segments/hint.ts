@@ -1,0 +1,361 @@
+/**
+ * Hint files (Bitcask): a checksummed index of one segment, `NNNNNNNN.hint` beside
+ * `NNNNNNNN.seg`, holding for every record that a scan of the segment would deliver exactly what
+ * recovery takes from it — the record's offset, its fixed fields (length, type, flags, sequence,
+ * generation, expiry; docs/FORMAT.md "Records"), its scope and key, and for a SCOPE_ERASE its
+ * erase list — in file order, and nothing of the PUT values. Recovery replays a valid hint through
+ * the same function that applies scanned records, so a hint can only make the open faster.
+ *
+ * A hint is a cache, never trusted: it is used only when it is whole (magic, its own version byte,
+ * lengths, xxh64 over every byte), names its segment, was written for the segment header that is
+ * current now (`headerIdentity`: every header write, a seal or an in-place compaction, changes
+ * it), and covers exactly the sealed length (or, for the active segment, a prefix of the file).
+ * Anything else is "no hint" and the segment is scanned. A hint is written with the durability
+ * order (`.hint.tmp`, fdatasync, rename, directory fsync) at fault point `io:hint`, only after
+ * the bytes it describes are durable; a failed hint write is dropped, never reported: nothing
+ * depends on it. This file holds the layout only; engine/hints.ts decides when.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as C from "./constants.js";
+import { checksum64 } from "./checksum.js";
+import type { HeaderChoice } from "./header.js";
+import { FILE_MODE } from "./file-names.js";
+import * as io from "./io.js";
+import { writeU64 } from "./u64.js";
+import { assert } from "../rules/assert.js";
+
+/** "ENGH" little-endian: the first four bytes of every hint file. */
+export const HINT_MAGIC = 0x48474e45;
+/** Version of the hint layout below (independent of the segment FORMAT_VERSION). */
+export const HINT_VERSION = 1;
+/** Hint header fields (little-endian). */
+const X_MAGIC = 0; // u32
+const X_VERSION = 4; // u8
+const X_FLAGS = 5; // u8, HINT_SEALED or 0
+const X_RESERVED = 6; // u16, zero
+const X_SEGMENT_ID = 8; // u32
+const X_COVERS_END = 12; // u32, the segment offset up to which the entries describe every record
+const X_IDENTITY = 16; // u64, headerIdentity of the segment header the hint was written for
+const X_COUNT = 24; // u32, entries
+const X_BODY_BYTES = 28; // u32, bytes of entries
+const X_MIN_SEQ = 32; // u64, lowest entry sequence (0 when there are none)
+const X_MAX_SEQ = 40; // u64, highest entry sequence (0 when there are none)
+/** Bytes of the hint header. */
+export const HINT_HEADER_BYTES = 48;
+/** Bytes of the trailing xxh64 (of every byte before it). */
+export const HINT_TRAILER_BYTES = 8;
+/** Hint flag: written for a sealed segment (coversEnd is then its sealed length). */
+export const HINT_SEALED = 1;
+/** An entry: the record's segment offset (u32), then its first RECORD_FIXED_BYTES verbatim, then scope, key, erase list. */
+export const ENTRY_FIXED_BYTES = 4 + C.RECORD_FIXED_BYTES;
+/** Largest hint file read (a segment holds at most 4 GiB; a hint is never larger than its segment plus overhead). */
+export const HINT_BYTES_MAX = 0xffffffff;
+
+/** "00000042.hint" for segment 42. */
+export function hintFileName(id: number): string {
+  return `${String(id).padStart(8, "0")}.hint`;
+}
+
+/** The segment id of a hint file name, or null. */
+export function parseHintFileName(name: string): number | null {
+  const m = /^(\d{8,10})\.hint$/.exec(name);
+  if (m === null) return null;
+  const id = Number(m[1]);
+  return id <= 0xffffffff && hintFileName(id) === name ? id : null;
+}
+
+/**
+ * A fingerprint of a segment header: xxh64 over all its fields and its format version. Two
+ * headers share it only when every field is equal, so a hint written before a seal, a reseal or
+ * an in-place compaction (which bump headerSeq, generation, sealedBytes) never matches after it.
+ */
+export function headerIdentity(choice: HeaderChoice): bigint {
+  const h = choice.header;
+  const buf = Buffer.alloc(80);
+  const fields = [h.segmentId, h.generation, h.headerSeq, h.flags, h.createdSeq, h.minSeq, h.maxSeq, h.replacesId, h.sealedBytes, choice.version ?? C.FORMAT_VERSION];
+  fields.forEach((v, i) => writeU64(buf, v, 8 * i));
+  return checksum64(buf, 0, buf.length);
+}
+
+/**
+ * Accumulates the entries of one segment's hint as records are written (or scanned): one
+ * growable byte buffer off the JS heap. Entries must be added in file order, each record once.
+ */
+export class HintBuilder {
+  private bytes: Buffer;
+  private used = 0;
+  private entries = 0;
+  /** Segment offset just past the last record added (records are added in file order). */
+  private lastEnd: number = C.DATA_START;
+  /** Lowest and highest sequence added (0 while empty). */
+  private minSeq = 0;
+  private maxSeq = 0;
+
+  constructor(initialBytes = 64 * 1024) {
+    this.bytes = Buffer.allocUnsafe(initialBytes);
+  }
+
+  /** Entries added. */
+  get count(): number {
+    return this.entries;
+  }
+
+  /** Bytes of entries added. */
+  get bodyBytes(): number {
+    return this.used;
+  }
+
+  /** Offset just past the last record added. */
+  get end(): number {
+    return this.lastEnd;
+  }
+
+  private reserve(n: number): number {
+    if (this.used + n > this.bytes.length) {
+      const next = Buffer.allocUnsafe(Math.max(this.bytes.length * 2, this.used + n));
+      this.bytes.copy(next, 0, 0, this.used);
+      this.bytes = next;
+    }
+    const at = this.used;
+    this.used += n;
+    return at;
+  }
+
+  /**
+   * Adds the (already checked) encoded record at rec[at...] that lies at segment offset `offset`.
+   * GROUP records are not entries (a scan never delivers them).
+   */
+  addRecord(rec: Uint8Array, at: number, offset: number): void {
+    const buf = Buffer.isBuffer(rec) ? rec : Buffer.from(rec.buffer, rec.byteOffset, rec.byteLength);
+    const type = buf[at + C.R_TYPE] as number;
+    if (type === C.RecordType.GROUP) return;
+    const length = buf.readUInt32LE(at + C.R_LENGTH);
+    const seq = buf.readUInt32LE(at + C.R_SEQ + 4) * 0x1_0000_0000 + buf.readUInt32LE(at + C.R_SEQ);
+    if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
+    if (seq > this.maxSeq) this.maxSeq = seq;
+    assert(offset >= this.lastEnd, `hint entries come in file order (${offset} after ${this.lastEnd})`);
+    const names = buf.readUInt16LE(at + C.R_SCOPE_LEN) + buf.readUInt16LE(at + C.R_KEY_LEN);
+    const value = type === C.RecordType.SCOPE_ERASE ? buf.readUInt32LE(at + C.R_VALUE_LEN) : 0;
+    const n = ENTRY_FIXED_BYTES + names + value;
+    const to = this.reserve(n);
+    this.bytes.writeUInt32LE(offset, to);
+    buf.copy(this.bytes, to + 4, at, at + C.RECORD_FIXED_BYTES + names);
+    if (value > 0) {
+      const valueAt = at + C.RECORD_FIXED_BYTES + names;
+      buf.copy(this.bytes, to + 4 + C.RECORD_FIXED_BYTES + names, valueAt, valueAt + value);
+    }
+    this.entries += 1;
+    this.lastEnd = offset + length;
+  }
+
+  /**
+   * Starts from the entries of a loaded hint covering up to `coversEnd`: adopts its body (no copy;
+   * the first entry added after it copies into a larger buffer, so the loaded bytes never change).
+   */
+  addLoaded(hint: LoadedHint): void {
+    assert(this.entries === 0 && this.used === 0, "a loaded hint starts a builder");
+    this.bytes = hint.body;
+    this.used = hint.body.length;
+    this.entries = hint.count;
+    this.lastEnd = hint.coversEnd;
+    this.minSeq = hint.minSeq;
+    this.maxSeq = hint.maxSeq;
+  }
+
+  /** The whole hint file for a segment whose header is `header`, covering up to `coversEnd`. */
+  encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer {
+    assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
+    const out = Buffer.alloc(HINT_HEADER_BYTES + this.used + HINT_TRAILER_BYTES);
+    out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
+    out[X_VERSION] = HINT_VERSION;
+    out[X_FLAGS] = sealed ? HINT_SEALED : 0;
+    out.writeUInt16LE(0, X_RESERVED);
+    out.writeUInt32LE(segmentId, X_SEGMENT_ID);
+    out.writeUInt32LE(coversEnd, X_COVERS_END);
+    out.writeBigUInt64LE(headerIdentity(header), X_IDENTITY);
+    out.writeUInt32LE(this.entries, X_COUNT);
+    out.writeUInt32LE(this.used, X_BODY_BYTES);
+    writeU64(out, this.minSeq, X_MIN_SEQ);
+    writeU64(out, this.maxSeq, X_MAX_SEQ);
+    this.bytes.copy(out, HINT_HEADER_BYTES, 0, this.used);
+    out.writeBigUInt64LE(checksum64(out, 0, out.length - HINT_TRAILER_BYTES), out.length - HINT_TRAILER_BYTES);
+    return out;
+  }
+}
+
+/** A hint that passed every check, for the segment header it was checked against. */
+export interface LoadedHint {
+  segmentId: number;
+  sealed: boolean;
+  coversEnd: number;
+  count: number;
+  /** Lowest and highest sequence of the entries (0 when there are none). */
+  minSeq: number;
+  maxSeq: number;
+  /** The entries, verbatim. */
+  body: Buffer;
+}
+
+/** One entry as recovery applies it: a record's fixed fields, names and erase list, and where it lies. */
+export interface HintEntry {
+  offset: number;
+  length: number;
+  type: C.RecordTypeValue;
+  flags: number;
+  seq: number;
+  generation: number;
+  expiresAt: number;
+  scope: string;
+  key: string;
+  /** SCOPE_ERASE: its erase list (null when empty); null for every other type. */
+  value: Uint8Array | null;
+}
+
+function u64(buf: Buffer, at: number): number {
+  return buf.readUInt32LE(at + 4) * 0x1_0000_0000 + buf.readUInt32LE(at);
+}
+
+/**
+ * Walks the entries' extents: true when exactly `count` entries fill `body`, each plausible, in
+ * ascending offsets within coversEnd, their sequences within [minSeq, maxSeq].
+ */
+function entriesWellFormed(body: Buffer, count: number, coversEnd: number, minSeq: number, maxSeq: number): boolean {
+  let at = 0;
+  let n = 0;
+  let lastEnd: number = C.DATA_START;
+  while (at < body.length) {
+    if (body.length - at < ENTRY_FIXED_BYTES) return false;
+    const offset = body.readUInt32LE(at);
+    const f = at + 4;
+    const length = body.readUInt32LE(f + C.R_LENGTH);
+    const type = body[f + C.R_TYPE] as number;
+    const names = body.readUInt16LE(f + C.R_SCOPE_LEN) + body.readUInt16LE(f + C.R_KEY_LEN);
+    const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
+    if (type === 0 || type > C.RECORD_TYPE_MAX || type === C.RecordType.GROUP) return false;
+    if (offset < lastEnd || length < C.RECORD_OVERHEAD || offset + length > coversEnd) return false;
+    const seq = u64(body, f + C.R_SEQ);
+    if (seq < minSeq || seq > maxSeq || seq === 0) return false;
+    at += ENTRY_FIXED_BYTES + names + value;
+    lastEnd = offset + length;
+    n += 1;
+  }
+  return at === body.length && n === count;
+}
+
+/**
+ * Reads `dir`'s hint of segment `segmentId` and checks it against that segment's current header;
+ * null when it is missing, unreadable, damaged, of another version or stale. Never throws.
+ */
+export function readHint(dir: string, segmentId: number, header: HeaderChoice): LoadedHint | null {
+  let buf: Buffer;
+  try {
+    buf = fs.readFileSync(path.join(dir, hintFileName(segmentId)));
+  } catch {
+    return null;
+  }
+  return checkHint(buf, segmentId, header);
+}
+
+/** The checks of readHint on the bytes of a hint file. */
+export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice): LoadedHint | null {
+  if (buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES || buf.length > HINT_BYTES_MAX) return null;
+  if (buf.readUInt32LE(X_MAGIC) !== HINT_MAGIC || buf[X_VERSION] !== HINT_VERSION) return null;
+  if (checksum64(buf, 0, buf.length - HINT_TRAILER_BYTES) !== buf.readBigUInt64LE(buf.length - HINT_TRAILER_BYTES)) return null;
+  const flags = buf[X_FLAGS] as number;
+  const bodyBytes = buf.readUInt32LE(X_BODY_BYTES);
+  if ((flags & ~HINT_SEALED) !== 0 || buf.readUInt16LE(X_RESERVED) !== 0) return null;
+  if (bodyBytes !== buf.length - HINT_HEADER_BYTES - HINT_TRAILER_BYTES) return null;
+  if (buf.readUInt32LE(X_SEGMENT_ID) !== segmentId || buf.readBigUInt64LE(X_IDENTITY) !== headerIdentity(header)) return null;
+  const sealed = (flags & HINT_SEALED) !== 0;
+  const segmentSealed = (header.header.flags & C.FLAG_SEALED) !== 0;
+  const coversEnd = buf.readUInt32LE(X_COVERS_END);
+  if (sealed !== segmentSealed || coversEnd < C.DATA_START || (sealed && coversEnd !== header.header.sealedBytes)) return null;
+  const count = buf.readUInt32LE(X_COUNT);
+  const minSeq = u64(buf, X_MIN_SEQ);
+  const maxSeq = u64(buf, X_MAX_SEQ);
+  if (minSeq > maxSeq || (count === 0) !== (maxSeq === 0)) return null;
+  const body = buf.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes);
+  if (!entriesWellFormed(body, count, coversEnd, minSeq, maxSeq)) return null;
+  return { segmentId, sealed, coversEnd, count, minSeq, maxSeq, body };
+}
+
+/** Decodes the entry at body offset `at` into `e` (names decoded fresh); returns the next entry's offset. */
+export function decodeEntry(body: Buffer, at: number, e: HintEntry): number {
+  const f = at + 4;
+  const type = body[f + C.R_TYPE] as C.RecordTypeValue;
+  const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
+  const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
+  const scopeAt = f + C.RECORD_FIXED_BYTES;
+  const keyAt = scopeAt + scopeLen;
+  const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
+  e.offset = body.readUInt32LE(at);
+  e.length = body.readUInt32LE(f + C.R_LENGTH);
+  e.type = type;
+  e.flags = body[f + C.R_FLAGS] as number;
+  e.seq = u64(body, f + C.R_SEQ);
+  e.generation = u64(body, f + C.R_GENERATION);
+  e.expiresAt = u64(body, f + C.R_EXPIRES_AT);
+  e.scope = body.toString("utf8", scopeAt, keyAt);
+  e.key = body.toString("utf8", keyAt, keyAt + keyLen);
+  e.value = value > 0 ? new Uint8Array(body.subarray(keyAt + keyLen, keyAt + keyLen + value)) : null;
+  return keyAt + keyLen + value;
+}
+
+/** A blank entry for decodeEntry to fill. */
+export function blankEntry(): HintEntry {
+  return { offset: 0, length: 0, type: C.RecordType.PUT, flags: 0, seq: 0, generation: 0, expiresAt: 0, scope: "", key: "", value: null };
+}
+
+/**
+ * Calls `visit` with every entry of a checked hint, in file order. The entry object is reused
+ * from one call to the next (the visitor copies what it keeps; `value` is a fresh copy).
+ */
+export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) => void): void {
+  const e = blankEntry();
+  for (let at = 0; at < hint.body.length; ) {
+    at = decodeEntry(hint.body, at, e);
+    visit(e);
+  }
+}
+
+/**
+ * Writes `bytes` as `dir`'s hint of segment `segmentId` with the durability order: .hint.tmp,
+ * fdatasync, rename, directory fsync (fault point io:hint). Returns false — with the .tmp removed
+ * and any older hint left as it was — when a step fails: a hint is never needed for correctness.
+ */
+export function writeHintFile(dir: string, segmentId: number, bytes: Buffer): boolean {
+  const file = path.join(dir, hintFileName(segmentId));
+  const tmp = `${file}.tmp`;
+  let fd = -1;
+  try {
+    fd = io.openFile("io:hint", tmp, "w", FILE_MODE);
+    io.writeAllSync("io:hint", fd, [bytes], 0);
+    io.datasyncSync("io:hint", fd);
+    io.closeFile(fd);
+    fd = -1;
+    io.rename("io:hint", tmp, file);
+    io.syncDir("io:hint", dir);
+    return true;
+  } catch {
+    if (fd >= 0) io.closeQuietly(fd);
+    try {
+      io.unlink("io:hint", tmp);
+    } catch {
+      // the .tmp is deleted at the next open (recovery removes *.tmp)
+    }
+    return false;
+  }
+}
+
+/**
+ * Removes `dir`'s hint of segment `segmentId` (no directory fsync: the caller's covers it); a
+ * failure is swallowed: a hint whose segment is gone is never used, and the next open deletes it.
+ */
+export function unlinkHint(dir: string, segmentId: number): void {
+  try {
+    io.unlink("io:hint", path.join(dir, hintFileName(segmentId)));
+  } catch {
+    // an orphan hint is harmless (readHint is only asked for present segments)
+  }
+}
