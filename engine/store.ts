@@ -160,6 +160,7 @@ export class Store implements T.Backend {
 
   /** Takes every sequence up to `to` (`count` of them, one per record): the only place the sequence moves. */
   private advanceSeq(to: number, count = 1): void {
+    // I7: versions are the store-wide sequence, which moves only here and only up.
     assert(to === this.seq + count, `I7: the sequence grows by exactly the ${count} record(s) queued (from ${this.seq} to ${to})`);
     assert(to > this.seqTaken && to <= C.SEQ_MAX, `I7: the sequence only grows (to ${to}, taken ${this.seqTaken})`);
     this.seq = to;

@@ -65,6 +65,7 @@ export function validRecordAfter(bytes: Uint8Array, from: number, end: number): 
  * group frames. GROUP records are never delivered to `visit`.
  */
 export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues = true, framed = false): ScanEnd {
+  // I2: recovery reads a prefix of the commit sequence: only a torn tail is cut; damage before it is CorruptionError.
   if (framed && !sealed) return scanFramed(bytes, segmentId, visit, withValues);
   const end = bytes.length;
   let at = C.DATA_START;
