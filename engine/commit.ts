@@ -268,6 +268,8 @@ export class CommitLog {
 
   /** Writes and syncs one group, then applies it; returns the error of a failed write or sync. */
   private async commitGroup(group: Group): Promise<unknown> {
+    // I1: in sync mode no op of the group resolves (is acknowledged) before the fdatasync that makes it durable.
+    // I10: and none is applied to the visible state before then either: a read never sees what a crash could take back.
     const coveredBefore = group.segment.coveredEnd;
     try {
       const writer = group.segment.writer as NonNullable<Segment["writer"]>;

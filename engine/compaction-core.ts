@@ -68,8 +68,13 @@ export interface CompactionResult {
 export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
 
 
-/** Runs one compaction task. */
+/**
+ * Runs one compaction task on a sealed segment: copies the surviving records (checking each), then
+ * publishes them durably — copy-on-write as a new file renamed into place, in-place through the
+ * redo journal — and reports where each went. Never changes the keydir: the main thread applies it.
+ */
 export async function runCompaction(task: CompactionTask, hit: FaultHit): Promise<CompactionResult> {
+  // I9: a crash at any step loses nothing live: copy-on-write publishes by tmp, fsync, rename, fsync dir; in-place by its redo journal.
   io.registerFaultTable(task.segmentsDir, task.faults);
   const file = path.join(task.segmentsDir, segmentFileName(task.segmentId));
   const fd = task.mode === "in-place" ? io.openFile("io:rewrite", file, "r+") : fs.openSync(file, "r");

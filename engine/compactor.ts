@@ -402,6 +402,7 @@ export class Compactor {
 
   /** Compacts every segment holding PUT records of `root`'s subtree; resolves once their files are rewritten or gone. */
   eraseEager(root: string): Promise<number> {
+    // I8: resolves only once every file that held the subtree's PUT records is rewritten without them or unlinked.
     return this.serial(async () => {
       const holds = (s: Segment): boolean => [...s.scopes].some((scope) => scopeWithin(scope, root));
       const active = this.host.log.activeSegment;

@@ -50,6 +50,7 @@ export interface ReadHost {
   readonly cache: ValueCache | null;
 }
 
+/** The token a read is authorized against: the slot's record location and fields, and its segment's generation now. */
 function authorize(host: ReadHost, found: ReadFound): ReadToken {
   const { slot, segment } = found;
   const segmentGeneration = host.gens.load(segment.cell);
@@ -74,6 +75,7 @@ function authorize(host: ReadHost, found: ReadFound): ReadToken {
 export function materialize(host: ReadHost, found: ReadFound, faults: null): ReadResult;
 export function materialize(host: ReadHost, found: ReadFound, faults: SharedArrayBuffer | null): ReadResult | Promise<ReadResult>;
 export function materialize(host: ReadHost, found: ReadFound, faults: SharedArrayBuffer | null): ReadResult | Promise<ReadResult> {
+  // I4: a read racing a forget or a compaction returns the value valid at its authorization or throws ScopeErasedDuringRead.
   const token = authorize(host, found);
   if (token.segmentGeneration % 2 !== 0 && !host.options.unsafeSkipReadValidation) {
     throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, token.segmentGeneration, "segment is being rewritten in place");
@@ -89,7 +91,14 @@ export function materialize(host: ReadHost, found: ReadFound, faults: SharedArra
   );
 }
 
+/**
+ * Materializes an authorized read: one pread (or the cached value), then the segment generation
+ * and the record's type, scope, key, generation and version are compared with the token. Returns
+ * the value only when all match; drift is ScopeErasedDuringRead, a mismatch without drift is
+ * CorruptionError. Leaves the segment (reader count) in every case.
+ */
 function finishRead(host: ReadHost, token: ReadToken): ReadResult {
+  // I3: no bytes of another slot, scope or generation than the token authorized are returned.
   let bytes: Uint8Array | null = null;
   try {
     // close() closed the descriptor of a segment this read held (its number may be reused): fail closed.

@@ -79,7 +79,10 @@ interface Opened {
   header: ReturnType<typeof readHeader>;
 }
 
-/** Opens every segment and reads its header; on any failure closes every fd it opened and rethrows. */
+/**
+ * Opens every segment of `ids` read/write and reads its header, which must name the segment; on
+ * any failure closes every descriptor it opened and rethrows (a refused open leaks nothing).
+ */
 function openAll(dir: string, ids: number[]): Opened[] {
   const opened: Opened[] = [];
   try {

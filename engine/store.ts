@@ -172,6 +172,7 @@ export class Store implements T.Backend {
 
   /** Takes every sequence up to `to` (`count` of them, one per record): the only place the sequence moves. */
   private advanceSeq(to: number, count = 1): void {
+    // I7: versions are the store-wide sequence, which moves only here and only up.
     assert(to === this.seq + count, `I7: the sequence grows by exactly the ${count} record(s) queued (from ${this.seq} to ${to})`);
     assert(to > this.seqTaken && to <= C.SEQ_MAX, `I7: the sequence only grows (to ${to}, taken ${this.seqTaken})`);
     this.seq = to;
@@ -189,7 +190,7 @@ export class Store implements T.Backend {
    */
   createSegment(): Segment {
     const cell = this.gens.allocate(0);
-    if (cell === null) throw new LimitExceededError("too many open segments; run compact() to merge them");
+    if (cell === null) throw new LimitExceededError("too many open segments; run gc() to retire the segments that hold only garbage (compaction does not merge live ones), or open with a larger segmentBytes so that fewer are made");
     const id = this.allocateId();
     const header = { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: this.seq, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 };
     const prealloc = Math.min(this.options.segmentBytes, 8 * 1024 * 1024);

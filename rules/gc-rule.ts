@@ -42,6 +42,7 @@ export interface SlotFacts {
 
 /** True when a value of `version` outlives the slot's latest kill at `killSeq` (0: none). */
 export function versionSurvivesKill(version: number, killSeq: number): boolean {
+  // I5: a value above its slot's kill survives GC; the kill, never a sequence watermark, decides.
   return version > 0 && version > killSeq;
 }
 
@@ -57,6 +58,7 @@ export function expiredAt(expiresAt: number, now: number): boolean {
 
 /** True while a slot's retention record must survive: value records remain, or its window is open. */
 export function retentionWindowOpen(physicalRecords: number, reclaimedAt: number, now: number, retentionMs: number): boolean {
+  // I6: a retention record outlives every value record of its slot (and the window after the last): nothing resurrects.
   return physicalRecords > 0 || reclaimedAt === 0 || now < reclaimedAt + retentionMs;
 }
 

@@ -2,7 +2,7 @@
  * The record codec. A record is self-delimiting and self-checking: length first, xxh64 last, and
  * the checksum covers content only (never the record's offset), so compaction copies records
  * verbatim. That is exactly why a checksum alone cannot tell a read at a moved offset from a good
- * one, and why readers also compare type, scope, key and generation (reader.ts).
+ * one, and why readers also compare type, scope, key and generation (engine/reads.ts).
  */
 import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";

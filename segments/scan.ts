@@ -65,6 +65,7 @@ export function validRecordAfter(bytes: Uint8Array, from: number, end: number): 
  * group frames. GROUP records are never delivered to `visit`.
  */
 export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues = true, framed = false, from: number = C.DATA_START): ScanEnd {
+  // I2: recovery reads a prefix of the commit sequence: only a torn tail is cut; damage before it is CorruptionError.
   if (framed && !sealed) return scanFramed(bytes, segmentId, visit, withValues, from);
   if (from !== C.DATA_START) throw new Error(`segment ${segmentId}: only a group-framed unsealed scan starts past the header (at ${from})`);
   const end = bytes.length;

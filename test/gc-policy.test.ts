@@ -2,7 +2,8 @@
  * The GC policy on its own (engine/gc-policy.ts): pure rules over a keydir built by the same
  * apply* functions recovery uses. Each rule is checked on the state that makes it matter, and
  * the phantom-write-loss sweep (unsafe) is checked to do exactly the damage the seed describes,
- * so the contrast between the two rules is explicit.
+ * so the contrast between the two rules is explicit. Invariant stressed: I5 (GC keyed by
+ * generation never reclaims a value above its slot's killed generation).
  */
 import { describe, expect, it } from "vitest";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "../engine/keydir.js";
