@@ -77,6 +77,9 @@ export class Compactor {
   private closed = false;
   /** Compactions completed since open. */
   completed = 0;
+  /** When a value last died (performance.now()); the store-wide space rule waits for quiet. */
+  private lastDeathAt = 0;
+  private quietTimer: NodeJS.Timeout | null = null;
   /** Retired segments whose descriptor a read still held when they were retired. */
   private readonly held = new Set<Segment>();
 
@@ -133,8 +136,19 @@ export class Compactor {
   }
 
   /** A value in `seg` died: maybe the segment passed its garbage ratio. */
-  noteGarbage(seg: Segment): void {
-    if (this.overRatio(seg) || this.activeOverRatio(seg)) this.nudge();
+  noteGarbage(_seg: Segment): void {
+    this.lastDeathAt = performance.now();
+    this.nudge();
+  }
+
+  /** Runs the automatic check again once values have stopped dying for STORE_QUIET_MS. */
+  private nudgeWhenQuiet(): void {
+    if (!this.host.options.compaction.auto || this.closed || this.quietTimer !== null) return;
+    this.quietTimer = setTimeout(() => {
+      this.quietTimer = null;
+      this.nudge();
+    }, P.STORE_QUIET_MS);
+    this.quietTimer.unref();
   }
 
   /**
@@ -167,7 +181,30 @@ export class Compactor {
     if (this.closed) return;
     const active = this.host.log.activeSegment;
     if (this.activeOverRatio(active)) await this.host.log.whenSealed(this.host.log.rotate());
-    await this.compactMany(this.segmentsOverRatio(), this.host.options.compaction.mode);
+    const report = await this.compactMany(this.chosenForSpace(), this.host.options.compaction.mode);
+    // Values that died while the pass ran may have put the store over the rule again, and no
+    // later death may come to nudge: look once more after a pass that reclaimed something.
+    if (report.bytesAfter < report.bytesBefore) this.nudge();
+  }
+
+  /**
+   * The sealed segments the space rule picks now (gc-policy.ts, chooseForSpace), from the
+   * dead-byte estimates: the per-segment ratio at once, the store-wide share once values stopped
+   * dying for STORE_QUIET_MS (a timer comes back for it).
+   */
+  private chosenForSpace(): Segment[] {
+    const sealed = [...this.host.segments.values()].filter((s) => s.writer === null && !s.retired && !s.compacting);
+    const candidates = sealed.map((s) => ({ id: s.id, bytes: s.dataEnd - C.DATA_START, deadBytes: s.deadBytes }));
+    const ratio = this.host.options.compaction.garbageRatio;
+    const quiet = performance.now() - this.lastDeathAt >= P.STORE_QUIET_MS;
+    const ids = P.chooseForSpace(candidates, ratio, quiet);
+    if (!quiet && P.chooseForSpace(candidates, ratio, true).length > ids.length) this.nudgeWhenQuiet();
+    const byId = new Map(sealed.map((s) => [s.id, s]));
+    return ids.map((id) => {
+      const seg = byId.get(id);
+      assert(seg !== undefined, `the space rule chose segment ${id}, which was a candidate`);
+      return seg;
+    });
   }
 
   /**
@@ -426,6 +463,7 @@ export class Compactor {
   async close(): Promise<void> {
     this.closed = true;
     if (this.autoTimer !== null) clearTimeout(this.autoTimer);
+    if (this.quietTimer !== null) clearTimeout(this.quietTimer);
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
   }

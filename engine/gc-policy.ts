@@ -113,3 +113,64 @@ export function slotEmpty(keydir: Keydir, slot: Slot): boolean {
   // slot from that list); a slot created after the erasure goes like any other (defect 6).
   return slot.listedSeq === 0 || keydir.eraseSeq(slot.scope) === 0;
 }
+
+/**
+ * The store-wide space rule (issue 11): a per-segment garbage ratio alone lets every segment stay
+ * just under it — half garbage at the default 0.5, forever. So the automatic pass also looks at
+ * the sealed segments together: once their dead bytes pass STORE_GARBAGE_HIGH of their bytes, it
+ * compacts segments, the highest dead share first, until what it leaves dead is at most
+ * STORE_GARBAGE_LOW of them — skipping segments under SEGMENT_GARBAGE_MIN dead, whose rewrite
+ * would copy more than nine live bytes per byte reclaimed. Dead bytes here
+ * are value records known dead (overwritten, forgotten, erased); retention records (tombstones)
+ * are live while the contract keeps them (I6) and are not garbage.
+ */
+export const STORE_GARBAGE_HIGH = 0.25;
+/** Where a store-wide pass stops: the dead share of the sealed bytes it leaves. */
+export const STORE_GARBAGE_LOW = 0.05;
+/** A segment less dead than this is not rewritten by the store-wide rule (write amplification ≤ 9×). */
+export const SEGMENT_GARBAGE_MIN = 0.1;
+
+/**
+ * The store-wide part waits until no value has died for this long: during a stream of deletes or
+ * overwrites it would rewrite the same large segment once per 25% of new garbage, while one pass
+ * after the stream reclaims it all (the per-segment ratio still acts at once).
+ */
+export const STORE_QUIET_MS = 200;
+
+/** A sealed segment as the space rule sees it. */
+export interface SpaceCandidate {
+  id: number;
+  /** Record bytes in the segment (its data, header excluded). */
+  bytes: number;
+  /** Of those, bytes of records known dead. */
+  deadBytes: number;
+}
+
+/**
+ * The segments the automatic pass compacts: every one over its own `garbageRatio`, and, once the
+ * store-wide dead share passed STORE_GARBAGE_HIGH, the highest dead shares next (each at least
+ * SEGMENT_GARBAGE_MIN) until the dead bytes left are at most STORE_GARBAGE_LOW of the total.
+ * `storeWide` false: the per-segment part only (the compactor passes false while values are still
+ * dying fast: see STORE_QUIET_MS). Pure; ids in the order chosen.
+ */
+export function chooseForSpace(candidates: readonly SpaceCandidate[], garbageRatio: number, storeWide = true): number[] {
+  let total = 0;
+  let dead = 0;
+  for (const c of candidates) {
+    total += c.bytes;
+    dead += c.deadBytes;
+  }
+  const share = (c: SpaceCandidate): number => c.deadBytes / Math.max(1, c.bytes);
+  const chosen = candidates.filter((c) => c.deadBytes > 0 && share(c) > garbageRatio);
+  if (!storeWide || dead <= STORE_GARBAGE_HIGH * total) return chosen.map((c) => c.id);
+  let left = dead - chosen.reduce((n, c) => n + c.deadBytes, 0);
+  const rest = candidates
+    .filter((c) => share(c) >= SEGMENT_GARBAGE_MIN && share(c) <= garbageRatio)
+    .sort((a, b) => share(b) - share(a) || a.id - b.id);
+  for (const c of rest) {
+    if (left <= STORE_GARBAGE_LOW * total) break;
+    chosen.push(c);
+    left -= c.deadBytes;
+  }
+  return chosen.map((c) => c.id);
+}
