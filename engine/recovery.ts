@@ -89,6 +89,7 @@ function openAll(dir: string, ids: number[]): Opened[] {
   return opened.filter((o) => !replaced.has(o.id));
 }
 
+/** Replays one scanned record of `seg` at `off` into the keydir (the same apply* the commit path uses). */
 function applyRecord(keydir: Keydir, seg: Segment, r: DecodedRecord, off: number): void {
   const at = { seg: seg.id, off, len: r.length };
   seg.noteSeq(r.seq);
