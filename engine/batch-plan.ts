@@ -103,6 +103,7 @@ export class BatchPlan {
     return this.overlay.get(scope)?.get(key) ?? this.host.logical(scope, key, this.now);
   }
 
+  /** Takes a decided op and its record into the plan (a batch's bytes bounded), and into the overlay later ops read. */
   private push(op: PlannedOp, record: Buffer): void {
     assert(!this.sealed, "no op joins a sealed plan");
     assert(this.inBatch || this.ops.length === 0, "a plan outside a batch holds one op");

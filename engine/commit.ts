@@ -139,6 +139,7 @@ export class CommitLog {
     return new Promise((resolve) => this.roomWaiters.push(resolve));
   }
 
+  /** True when the queue may take another op: it is empty (one op of any size goes alone), or under both bounds. */
   private hasRoom(): boolean {
     return this.queuedOps === 0 || (this.queuedOps < COMMIT_QUEUE_OPS_MAX && this.queuedBytes < COMMIT_QUEUE_BYTES_MAX);
   }
@@ -300,6 +301,7 @@ export class CommitLog {
     return null;
   }
 
+  /** Takes a written group out of the queue counts (paired check: they never go negative). */
   private dequeued(group: Group): void {
     this.queuedOps -= group.ops.length;
     this.queuedBytes -= group.bytes;

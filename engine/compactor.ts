@@ -87,6 +87,7 @@ export class Compactor {
     this.host = host;
   }
 
+  /** The worker pool, made on first use; null when compaction runs inline (`compaction.workers` 0). */
   private getPool(): Piscina | null {
     const workers = this.host.options.compaction.workers;
     if (workers === 0) return null;
@@ -161,6 +162,7 @@ export class Compactor {
     return s.writer !== null && size >= Math.min(ACTIVE_SEAL_BYTES_MIN, this.host.options.segmentBytes / 2) && s.deadBytes > ratio * size;
   }
 
+  /** True when sealed segment `s` (not retired, not being compacted) is over its garbage ratio. */
   private overRatio(s: Segment): boolean {
     const ratio = this.host.options.compaction.garbageRatio;
     return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
@@ -173,10 +175,12 @@ export class Compactor {
     if (this.segmentsOverRatio().length > 0) this.nudge();
   }
 
+  /** The sealed segments over their garbage ratio now. */
   private segmentsOverRatio(): Segment[] {
     return [...this.host.segments.values()].filter((s) => this.overRatio(s));
   }
 
+  /** One automatic pass: seals a mostly-garbage active segment, then compacts every segment over its ratio. */
   private async autoPass(): Promise<void> {
     if (this.closed) return;
     const active = this.host.log.activeSegment;
@@ -319,6 +323,7 @@ export class Compactor {
     this.held.clear();
   }
 
+  /** Opens and registers a published copy-on-write output `id` (read-only; a new generation cell at 0). */
   private openOutput(id: number, result: CompactionResult): Segment {
     const fd = fs.openSync(path.join(this.host.segmentsDir, segmentFileName(id)), "r");
     const header = readHeader(fd, id);
@@ -370,6 +375,7 @@ export class Compactor {
     for (const slot of touched) if (P.slotEmpty(keydir, slot)) keydir.delete(slot);
   }
 
+  /** The sealed, unretired segments holding any dead bytes. */
   private sealedWithGarbage(): Segment[] {
     return [...this.host.segments.values()].filter((s) => s.writer === null && !s.retired && s.deadBytes > 0);
   }

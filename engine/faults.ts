@@ -43,6 +43,7 @@ const CRASH_CELL = FAULT_POINTS.length * CELLS;
 /** Then the armed failure of `failAt` (segments/io-faults.ts reads the last FAIL_CELLS cells). */
 const CELLS_TOTAL = CRASH_CELL + 1 + FAIL_CELLS;
 
+/** The first cell of `point` in the fault table; throws on an unknown point. */
 function indexOf(point: FaultPoint): number {
   const i = FAULT_POINTS.indexOf(point);
   if (i < 0) throw new Error(`unknown fault point ${point}`);
@@ -64,6 +65,7 @@ export function createFaultBuffer(pauseAt: readonly FaultPoint[], crashAt: Fault
   return buffer;
 }
 
+/** SIGKILLs this process when `point` is the armed crash point (crash tests: a real kill, no cleanup). */
 function crashIfArmed(cells: Int32Array, point: FaultPoint): void {
   if (Atomics.load(cells, CRASH_CELL) === FAULT_POINTS.indexOf(point) + 1) {
     process.kill(process.pid, "SIGKILL");
@@ -163,6 +165,7 @@ export class FaultController {
     return Atomics.load(this.cells(point), indexOf(point) + STATE) & WAITING_MASK;
   }
 
+  /** The fault table as cells; throws naming `point` when the store was opened without one. */
   private cells(point: FaultPoint): Int32Array {
     if (this.buffer === null) throw new Error(`fault point ${point} is not armed: open the store with faults.pauseAt`);
     return new Int32Array(this.buffer);

@@ -28,6 +28,7 @@ export interface Logical {
 
 const ABSENT: Logical = { seq: 0, live: false, version: null, lastVersion: 0, generation: 0, tombstoned: false, killSeq: 0, exists: false };
 
+/** The logical state of a committed slot (ABSENT when there is none) at `now`. */
 function fromSlot(keydir: Keydir, slot: Slot | undefined, now: number): Logical {
   if (slot === undefined) return ABSENT;
   const kill = killSeq(keydir, slot);
@@ -100,6 +101,7 @@ export class Intents {
     for (const [scope, keys] of this.slots) for (const key of keys.keys()) yield { scope, key };
   }
 
+  /** Highest queued erasure covering `scope` (its own or an ancestor's), 0 for none. */
   private pendingEraseSeq(scope: string): number {
     if (this.erases.size === 0) return 0;
     return lineageMax(scope, (s) => this.erases.get(s) ?? 0);

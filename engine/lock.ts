@@ -22,6 +22,7 @@ interface FsExt {
 const require = createRequire(import.meta.url);
 let fsExt: FsExt | null = null;
 
+/** fs-ext, loaded on first use (main thread only: STACK.md trap 2). */
 function loadFsExt(): FsExt {
   fsExt ??= require("fs-ext") as FsExt;
   return fsExt;

@@ -40,12 +40,14 @@ export const SEGMENT_BYTES_MAX = 1024 * 1024 * 1024;
 export const WORKERS_MAX = 16;
 export const CACHE_BYTES_MAX = 16 * 1024 * 1024 * 1024;
 
+/** A number in (0, 1), or `fallback` when absent. */
 function ratio(name: string, v: unknown, fallback: number): number {
   if (v === undefined) return fallback;
   if (typeof v !== "number" || !Number.isFinite(v) || v <= 0 || v >= 1) fail(name, "a number in (0, 1)", v);
   return v;
 }
 
+/** `faults.failAt`: the one I/O failure to arm at open (point, errno, times), or null. */
 function failAt(v: unknown): FailSpec | null {
   if (v === undefined) return null;
   const f = object("faults.failAt", v);
@@ -57,6 +59,7 @@ function failAt(v: unknown): FailSpec | null {
   return { point: point as FaultPoint, errno: errno as FailErrno, times };
 }
 
+/** The `faults` option: points to pause at, the point to crash at, the failure to arm. */
 function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null; failAt: FailSpec | null } {
   const f = object("faults", v);
   const pauseAt = f["pauseAt"] ?? [];

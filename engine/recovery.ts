@@ -112,6 +112,7 @@ function openAll(dir: string, ids: number[]): Opened[] {
 /** The location applyRecord passes on (the apply* functions copy its fields, never keep it). */
 const AT = { seg: 0, off: 0, len: 0 };
 
+/** Replays one scanned record of `seg` at `off` into the keydir (the same apply* the commit path uses). */
 function applyRecord(keydir: Keydir, seg: Segment, r: Applied, off: number): void {
   const at = AT;
   at.seg = seg.id;

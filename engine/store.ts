@@ -313,6 +313,7 @@ export class Store implements T.Backend {
     this.compactor.noteGarbage(seg);
   }
 
+  /** Applies a committed PUT: the value it replaces counts as dead, its scope is noted on its segment, its intent settles. */
   private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, loc: Location): void {
     const slot = this.keydir.ensure(scope, key);
     if (seq > slot.putSeq) this.valueDied(slot);
@@ -337,6 +338,7 @@ export class Store implements T.Backend {
     return result;
   }
 
+  /** Applies a committed TOMBSTONE: the value it kills counts as dead, its intent settles. */
   private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, loc: Location): void {
     const slot = this.keydir.ensure(scope, key);
     if (seq > slot.tombSeq && slot.putSeq < seq) this.valueDied(slot);
@@ -530,6 +532,7 @@ export class Store implements T.Backend {
     };
   }
 
+  /** probe()'s state of a slot that exists: live, expired, tombstoned, reclaimed or absent. */
   private stateOf(slot: NonNullable<ReturnType<Keydir["get"]>>, readable: boolean, now: number): T.SlotState {
     if (readable) return "live";
     if (putSurvives(this.keydir, slot)) {
@@ -553,6 +556,7 @@ export class Store implements T.Backend {
     }
   }
 
+  /** list() decided now, in the caller's turn: the entries are fixed before the first next(). */
   private listNow(options: unknown): AsyncIterable<T.ListEntry> {
     this.assertOpen();
     const o = A.optsOf(options, "list");

@@ -28,6 +28,7 @@ function checkBothCopies(bytes: Uint8Array, id: number, report: VerifyReport): v
   }
 }
 
+/** Verifies one segment file into `report`; returns the bytes it read (0 when compaction removed it meanwhile). */
 function checkOne(file: string, id: number, report: VerifyReport): number {
   let fd: number;
   try {

@@ -55,6 +55,7 @@ export function encodeHeader(h: SegmentHeader): Uint8Array {
   return bytes;
 }
 
+/** Throws when a header field is not an integer in its field's range or a flag is unknown (before any byte is encoded). */
 function assertHeaderFields(h: SegmentHeader): void {
   const ints: Array<[string, number, number]> = [
     ["segmentId", h.segmentId, 0xffffffff],

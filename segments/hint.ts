@@ -23,6 +23,7 @@ import type { HeaderChoice } from "./header.js";
 import { FILE_MODE } from "./file-names.js";
 import * as io from "./io.js";
 import { writeU64 } from "./u64.js";
+import type { DecodedRecord } from "./record.js";
 import { assert } from "../rules/assert.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
@@ -198,16 +199,8 @@ export interface LoadedHint {
 }
 
 /** One entry as recovery applies it: a record's fixed fields, names and erase list, and where it lies. */
-export interface HintEntry {
+export interface HintEntry extends Omit<DecodedRecord, "value"> {
   offset: number;
-  length: number;
-  type: C.RecordTypeValue;
-  flags: number;
-  seq: number;
-  generation: number;
-  expiresAt: number;
-  scope: string;
-  key: string;
   /** SCOPE_ERASE: its erase list (null when empty); null for every other type. */
   value: Uint8Array | null;
 }

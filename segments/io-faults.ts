@@ -40,6 +40,7 @@ export interface FailSpec {
   times: number;
 }
 
+/** The failure cells at the end of a fault table, and where they start. */
 function cellsOf(buffer: SharedArrayBuffer): { cells: Int32Array; at: number } {
   const cells = new Int32Array(buffer);
   if (cells.length < FAIL_CELLS) throw new Error("fault table too small for failure cells");

@@ -57,6 +57,7 @@ export function pathOfFd(fd: number): string {
   return fdPaths.get(fd) ?? "";
 }
 
+/** The fault table registered for `file`'s directory (or for the file itself), if any. */
 function tableFor(file: string): SharedArrayBuffer | null {
   if (faultTables.size === 0) return null;
   const abs = path.resolve(file);
@@ -112,6 +113,7 @@ export function closeQuietly(fd: number): void {
   }
 }
 
+/** Total bytes of `buffers`. */
 function sum(buffers: readonly Uint8Array[]): number {
   let n = 0;
   for (const b of buffers) n += b.byteLength;

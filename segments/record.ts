@@ -47,6 +47,7 @@ export type RecordFault = "short" | "empty" | "length" | "structure" | "checksum
 
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
+/** True when `value` is a safe integer in [0, max]. */
 function isIntIn(value: unknown, max: number): value is number {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 && value <= max;
 }
@@ -152,6 +153,7 @@ function utf8(buf: Buffer, start: number, end: number): string {
   return text;
 }
 
+/** `bytes` as a Buffer over the same memory (no copy). */
 function asBuffer(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }

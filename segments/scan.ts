@@ -132,6 +132,11 @@ export function assertSealedEnd(segmentId: number, sealedBytes: number, end: Sca
   }
 }
 
+/**
+ * How a record-by-record scan ends at a fault at `at`: in an unsealed segment a torn tail (cut at
+ * the open batch or the record) when no valid record follows it (a short record always is);
+ * otherwise, and anywhere in a sealed segment, CorruptionError (I2).
+ */
 function finishFault(
   bytes: Uint8Array,
   segmentId: number,
