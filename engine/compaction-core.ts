@@ -278,13 +278,7 @@ function finishRewrite(fd: number, segmentId: number, generation: number, dataBy
 function writeJournal(task: CompactionTask, generation: number, out: Buffer): void {
   const body = encodeJournal(task.segmentId, generation, out);
   const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
-  const fd = io.openFile("io:journal", file, "w", FILE_MODE);
-  try {
-    io.writeAllSync("io:journal", fd, [body], 0);
-    io.datasyncSync("io:journal", fd);
-  } finally {
-    io.closeQuietly(fd);
-  }
+  io.writeFileSynced("io:journal", file, body, FILE_MODE);
   io.syncDir("io:journal", task.segmentsDir);
 }
 

@@ -83,16 +83,7 @@ export function writeManifest(dir: string, m: Manifest): void {
   const bytes = encode({ ids: [...m.ids].sort((a, b) => a - b), nextId: m.nextId });
   const back = decode(bytes); // paired check: the bytes about to be written say what we mean
   assert(back.nextId === m.nextId && back.ids.length === m.ids.length, "a manifest decodes to what was encoded");
-  const tmp = path.join(dir, `${MANIFEST_FILE}.tmp`);
-  const fd = io.openFile("io:manifest", tmp, "w", FILE_MODE);
-  try {
-    io.writeAllSync("io:manifest", fd, [bytes], 0);
-    io.datasyncSync("io:manifest", fd);
-  } finally {
-    io.closeQuietly(fd);
-  }
-  io.rename("io:manifest", tmp, path.join(dir, MANIFEST_FILE));
-  io.syncDir("io:manifest", dir);
+  io.replaceFileDurably("io:manifest", path.join(dir, MANIFEST_FILE), bytes, FILE_MODE);
 }
 
 /**

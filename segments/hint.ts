@@ -319,21 +319,12 @@ export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) =
  */
 export function writeHintFile(dir: string, segmentId: number, bytes: Buffer): boolean {
   const file = path.join(dir, hintFileName(segmentId));
-  const tmp = `${file}.tmp`;
-  let fd = -1;
   try {
-    fd = io.openFile("io:hint", tmp, "w", FILE_MODE);
-    io.writeAllSync("io:hint", fd, [bytes], 0);
-    io.datasyncSync("io:hint", fd);
-    io.closeFile(fd);
-    fd = -1;
-    io.rename("io:hint", tmp, file);
-    io.syncDir("io:hint", dir);
+    io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);
     return true;
   } catch {
-    if (fd >= 0) io.closeQuietly(fd);
     try {
-      io.unlink("io:hint", tmp);
+      io.unlink("io:hint", `${file}.tmp`);
     } catch {
       // the .tmp is deleted at the next open (recovery removes *.tmp)
     }

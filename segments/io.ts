@@ -222,3 +222,29 @@ export function unlinkQuietly(file: string): void {
     // the first failure is the one the caller reports
   }
 }
+
+/**
+ * Writes `bytes` as the whole of `file` (created or truncated, with `mode`) and fdatasyncs it; the
+ * fd is closed either way. Durable content, not yet a durable name: see replaceFileDurably.
+ */
+export function writeFileSynced(point: FaultPoint, file: string, bytes: Uint8Array, mode: number): void {
+  const fd = openFile(point, file, "w", mode);
+  try {
+    writeAllSync(point, fd, [bytes], 0);
+    datasyncSync(point, fd);
+  } finally {
+    closeQuietly(fd);
+  }
+}
+
+/**
+ * Replaces `file` with `bytes` in the durability order: `${file}.tmp` written and fdatasynced,
+ * renamed over `file`, the directory fsynced. Throws IoError at the step that failed (the .tmp
+ * may remain: recovery removes *.tmp); `file` is then either the old content or the new.
+ */
+export function replaceFileDurably(point: FaultPoint, file: string, bytes: Uint8Array, mode: number): void {
+  const tmp = `${file}.tmp`;
+  writeFileSynced(point, tmp, bytes, mode);
+  rename(point, tmp, file);
+  syncDir(point, path.dirname(file));
+}
