@@ -16,6 +16,7 @@ import { ENTRY_FIXED_BYTES } from "../segments/hint.js";
 import { assert } from "../rules/assert.js";
 import { applyClear, applyPut, applyTombstone, type DeferredSlots, type Keydir, type Location, type Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
+import { readU64 } from "../segments/u64.js";
 
 /** FNV-1a over bytes[from, to), continuing from `h`. */
 function fnv(bytes: Uint8Array, from: number, to: number, h: number): number {
@@ -27,10 +28,6 @@ function fnv(bytes: Uint8Array, from: number, to: number, h: number): number {
 function slotHash(bytes: Uint8Array, scopeAt: number, scopeLen: number, keyAt: number, keyLen: number): number {
   const h = Math.imul(fnv(bytes, scopeAt, scopeAt + scopeLen, 0x811c9dc5) ^ 0xff, 0x01000193);
   return fnv(bytes, keyAt, keyAt + keyLen, h);
-}
-
-function u64(buf: Buffer, at: number): number {
-  return buf.readUInt32LE(at + 4) * 0x1_0000_0000 + buf.readUInt32LE(at);
 }
 
 /** The keyed entries of one hint: where each lies in the body, its hash, whether it is applied, and an open-addressing table. */
@@ -127,9 +124,9 @@ export class HintSlots implements DeferredSlots {
     loc.seg = t.segmentId;
     loc.off = body.readUInt32LE(at);
     loc.len = body.readUInt32LE(f + C.R_LENGTH);
-    const seq = u64(body, f + C.R_SEQ);
-    const gen = u64(body, f + C.R_GENERATION);
-    const expiresAt = u64(body, f + C.R_EXPIRES_AT);
+    const seq = readU64(body, f + C.R_SEQ);
+    const gen = readU64(body, f + C.R_GENERATION);
+    const expiresAt = readU64(body, f + C.R_EXPIRES_AT);
     switch (body[f + C.R_TYPE]) {
       case C.RecordType.PUT:
         applyPut(slot, seq, gen, expiresAt, loc);

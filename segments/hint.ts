@@ -22,7 +22,7 @@ import { checksum64 } from "./checksum.js";
 import type { HeaderChoice } from "./header.js";
 import { FILE_MODE } from "./file-names.js";
 import * as io from "./io.js";
-import { writeU64 } from "./u64.js";
+import { readU64, writeU64 } from "./u64.js";
 import type { DecodedRecord } from "./record.js";
 import { assert } from "../rules/assert.js";
 
@@ -132,7 +132,7 @@ export class HintBuilder {
     const type = buf[at + C.R_TYPE] as number;
     if (type === C.RecordType.GROUP) return;
     const length = buf.readUInt32LE(at + C.R_LENGTH);
-    const seq = buf.readUInt32LE(at + C.R_SEQ + 4) * 0x1_0000_0000 + buf.readUInt32LE(at + C.R_SEQ);
+    const seq = readU64(buf, at + C.R_SEQ);
     if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
     if (seq > this.maxSeq) this.maxSeq = seq;
     assert(offset >= this.lastEnd, `hint entries come in file order (${offset} after ${this.lastEnd})`);
@@ -205,10 +205,6 @@ export interface HintEntry extends Omit<DecodedRecord, "value"> {
   value: Uint8Array | null;
 }
 
-function u64(buf: Buffer, at: number): number {
-  return buf.readUInt32LE(at + 4) * 0x1_0000_0000 + buf.readUInt32LE(at);
-}
-
 /**
  * Walks the entries' extents: true when exactly `count` entries fill `body`, each plausible, in
  * ascending offsets within coversEnd, their sequences within [minSeq, maxSeq].
@@ -227,7 +223,7 @@ function entriesWellFormed(body: Buffer, count: number, coversEnd: number, minSe
     const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
     if (type === 0 || type > C.RECORD_TYPE_MAX || type === C.RecordType.GROUP) return false;
     if (offset < lastEnd || length < C.RECORD_OVERHEAD || offset + length > coversEnd) return false;
-    const seq = u64(body, f + C.R_SEQ);
+    const seq = readU64(body, f + C.R_SEQ);
     if (seq < minSeq || seq > maxSeq || seq === 0) return false;
     at += ENTRY_FIXED_BYTES + names + value;
     lastEnd = offset + length;
@@ -265,8 +261,8 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
   const coversEnd = buf.readUInt32LE(X_COVERS_END);
   if (sealed !== segmentSealed || coversEnd < C.DATA_START || (sealed && coversEnd !== header.header.sealedBytes)) return null;
   const count = buf.readUInt32LE(X_COUNT);
-  const minSeq = u64(buf, X_MIN_SEQ);
-  const maxSeq = u64(buf, X_MAX_SEQ);
+  const minSeq = readU64(buf, X_MIN_SEQ);
+  const maxSeq = readU64(buf, X_MAX_SEQ);
   if (minSeq > maxSeq || (count === 0) !== (maxSeq === 0)) return null;
   const body = buf.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes);
   if (!entriesWellFormed(body, count, coversEnd, minSeq, maxSeq)) return null;
@@ -286,9 +282,9 @@ export function decodeEntry(body: Buffer, at: number, e: HintEntry): number {
   e.length = body.readUInt32LE(f + C.R_LENGTH);
   e.type = type;
   e.flags = body[f + C.R_FLAGS] as number;
-  e.seq = u64(body, f + C.R_SEQ);
-  e.generation = u64(body, f + C.R_GENERATION);
-  e.expiresAt = u64(body, f + C.R_EXPIRES_AT);
+  e.seq = readU64(body, f + C.R_SEQ);
+  e.generation = readU64(body, f + C.R_GENERATION);
+  e.expiresAt = readU64(body, f + C.R_EXPIRES_AT);
   e.scope = body.toString("utf8", scopeAt, keyAt);
   e.key = body.toString("utf8", keyAt, keyAt + keyLen);
   e.value = value > 0 ? new Uint8Array(body.subarray(keyAt + keyLen, keyAt + keyLen + value)) : null;
