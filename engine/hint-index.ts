@@ -13,14 +13,14 @@ import * as C from "../segments/constants.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 import type { LoadedHint } from "../segments/hint.js";
 import { ENTRY_FIXED_BYTES } from "../segments/hint.js";
-import { assert } from "../rules/assert.js";
+import { assert, elementAt } from "../rules/assert.js";
 import { applyClear, applyPut, applyTombstone, type DeferredSlots, type Keydir, type Location, type Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import { readU64 } from "../segments/u64.js";
 
 /** FNV-1a over bytes[from, to), continuing from `h`. */
 function fnv(bytes: Uint8Array, from: number, to: number, h: number): number {
-  for (let i = from; i < to; i++) h = Math.imul(h ^ (bytes[i] as number), 0x01000193);
+  for (let i = from; i < to; i++) h = Math.imul(h ^ (bytes[i] as number), 0x01000193); // in bounds: every caller passes a range inside bytes
   return h >>> 0;
 }
 
@@ -92,7 +92,7 @@ export class HintSlots implements DeferredSlots {
     let lastScopeLen = -1;
     for (let at = 0; at < body.length; ) {
       const f = at + 4;
-      const type = body[f + C.R_TYPE] as number;
+      const type = body.readUInt8(f + C.R_TYPE);
       const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
       const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
       const scopeAt = f + C.RECORD_FIXED_BYTES;
@@ -155,9 +155,9 @@ export class HintSlots implements DeferredSlots {
     let slot: Slot | null = null;
     for (const t of this.tables) {
       for (let p = h & t.mask; t.table[p] !== 0; p = (p + 1) & t.mask) {
-        const i = (t.table[p] as number) - 1;
+        const i = elementAt(t.table, p, "the probed cell is in the table") - 1;
         if (t.hashes[i] !== h || t.done[i] !== 0) continue;
-        const at = t.entryAt[i] as number;
+        const at = elementAt(t.entryAt, i, "an entry offset per indexed entry");
         if (!sameName(t.body, at, QUERY, scopeLen, keyLen)) continue;
         t.done[i] = 1;
         slot ??= keydir.ensureApplied(scope, key);
@@ -177,7 +177,7 @@ export class HintSlots implements DeferredSlots {
       for (let i = 0; i < t.count; i++) {
         if (t.done[i] !== 0) continue;
         t.done[i] = 1;
-        const at = t.entryAt[i] as number;
+        const at = elementAt(t.entryAt, i, "an entry offset per indexed entry");
         const f = at + 4;
         const scopeLen = t.body.readUInt16LE(f + C.R_SCOPE_LEN);
         const keyLen = t.body.readUInt16LE(f + C.R_KEY_LEN);

@@ -129,7 +129,7 @@ export class HintBuilder {
    */
   addRecord(rec: Uint8Array, at: number, offset: number): void {
     const buf = Buffer.isBuffer(rec) ? rec : Buffer.from(rec.buffer, rec.byteOffset, rec.byteLength);
-    const type = buf[at + C.R_TYPE] as number;
+    const type = buf.readUInt8(at + C.R_TYPE);
     if (type === C.RecordType.GROUP) return;
     const length = buf.readUInt32LE(at + C.R_LENGTH);
     const seq = readU64(buf, at + C.R_SEQ);
@@ -218,7 +218,7 @@ function entriesWellFormed(body: Buffer, count: number, coversEnd: number, minSe
     const offset = body.readUInt32LE(at);
     const f = at + 4;
     const length = body.readUInt32LE(f + C.R_LENGTH);
-    const type = body[f + C.R_TYPE] as number;
+    const type = body.readUInt8(f + C.R_TYPE);
     const names = body.readUInt16LE(f + C.R_SCOPE_LEN) + body.readUInt16LE(f + C.R_KEY_LEN);
     const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
     if (type === 0 || type > C.RECORD_TYPE_MAX || type === C.RecordType.GROUP) return false;
@@ -251,7 +251,7 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
   if (buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES || buf.length > HINT_BYTES_MAX) return null;
   if (buf.readUInt32LE(X_MAGIC) !== HINT_MAGIC || buf[X_VERSION] !== HINT_VERSION) return null;
   if (checksum64(buf, 0, buf.length - HINT_TRAILER_BYTES) !== buf.readBigUInt64LE(buf.length - HINT_TRAILER_BYTES)) return null;
-  const flags = buf[X_FLAGS] as number;
+  const flags = buf.readUInt8(X_FLAGS);
   const bodyBytes = buf.readUInt32LE(X_BODY_BYTES);
   if ((flags & ~HINT_SEALED) !== 0 || buf.readUInt16LE(X_RESERVED) !== 0) return null;
   if (bodyBytes !== buf.length - HINT_HEADER_BYTES - HINT_TRAILER_BYTES) return null;
@@ -281,7 +281,7 @@ export function decodeEntry(body: Buffer, at: number, e: HintEntry): number {
   e.offset = body.readUInt32LE(at);
   e.length = body.readUInt32LE(f + C.R_LENGTH);
   e.type = type;
-  e.flags = body[f + C.R_FLAGS] as number;
+  e.flags = body.readUInt8(f + C.R_FLAGS);
   e.seq = readU64(body, f + C.R_SEQ);
   e.generation = readU64(body, f + C.R_GENERATION);
   e.expiresAt = readU64(body, f + C.R_EXPIRES_AT);
