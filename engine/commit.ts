@@ -29,6 +29,11 @@ import type { Location } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import { noteGroup } from "./hints.js";
 
+/** Resolves after the event loop's next check phase (setImmediate): timers and I/O run first. */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /** Most operations of a group that is fdatasynced on the main thread (syncInline). */
 const SYNC_INLINE_OPS_MAX = 4;
 /** Most bytes of a group that is fdatasynced on the main thread (syncInline). */
@@ -293,8 +298,12 @@ export class CommitLog {
       writer.writeAtSync(group.buffers, group.offset);
       await hitAsync(this.host.faults, "write:after-append");
       if (this.host.durability === "sync") {
-        if (this.syncInline(group)) writer.syncSync();
-        else await writer.sync();
+        if (this.syncInline(group)) {
+          writer.syncSync();
+          // Back to the event loop before the next group: back-to-back inline commits would
+          // otherwise chain in microtasks alone and starve timers, I/O and worker messages.
+          await yieldToEventLoop();
+        } else await writer.sync();
         group.segment.syncedEnd = group.offset + group.bytes;
       } else this.unsynced.add(group.segment);
       await hitAsync(this.host.faults, "write:after-sync");
