@@ -11,57 +11,46 @@
  */
 import * as C from "../segments/constants.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import type { LoadedHint } from "../segments/hint.js";
-import { ENTRY_FIXED_BYTES } from "../segments/hint.js";
+import { entryUsable, ENTRY_FIXED_BYTES, sameBytes, slotHash, unlinkHint, type LoadedHint } from "../segments/hint.js";
+import { CorruptionError } from "../rules/errors.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { applyClear, applyPut, applyTombstone, type DeferredSlots, type Keydir, type Location, type Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import { readU64 } from "../segments/u64.js";
 
-/** FNV-1a over bytes[from, to), continuing from `h`. */
-function fnv(bytes: Uint8Array, from: number, to: number, h: number): number {
-  for (let i = from; i < to; i++) h = Math.imul(h ^ (bytes[i] as number), 0x01000193); // in bounds: every caller passes a range inside bytes
-  return h >>> 0;
-}
-
-/** The hash of a slot: FNV-1a over its scope bytes, a 0xFF separator (never in UTF-8), its key bytes. */
-function slotHash(bytes: Uint8Array, scopeAt: number, scopeLen: number, keyAt: number, keyLen: number): number {
-  const h = Math.imul(fnv(bytes, scopeAt, scopeAt + scopeLen, 0x811c9dc5) ^ 0xff, 0x01000193);
-  return fnv(bytes, keyAt, keyAt + keyLen, h);
-}
-
-/** The keyed entries of one hint: where each lies in the body, its hash, whether it is applied, and an open-addressing table. */
+/**
+ * The keyed entries of one hint, as its index says (segments/hint.ts HintIndex: views of a
+ * version-2 file, or computed from a version-1 one), and which of them are applied.
+ */
 class HintTable {
   readonly segmentId: number;
+  readonly hint: LoadedHint;
   readonly body: Buffer;
   readonly entryAt: Uint32Array;
   readonly hashes: Uint32Array;
-  readonly done: Uint8Array;
   readonly table: Int32Array;
   readonly mask: number;
-  count = 0;
+  readonly count: number;
+  /** Per keyed entry: 1 once applied. Allocated at first use (an open allocates nothing per entry). */
+  private doneBytes: Uint8Array | null = null;
 
-  constructor(segmentId: number, body: Buffer, capacity: number) {
-    this.segmentId = segmentId;
-    this.body = body;
-    this.entryAt = new Uint32Array(capacity);
-    this.hashes = new Uint32Array(capacity);
-    this.done = new Uint8Array(capacity);
-    let size = 16;
-    while (size < 2 * capacity) size *= 2;
-    this.table = new Int32Array(size);
-    this.mask = size - 1;
+  constructor(hint: LoadedHint) {
+    this.segmentId = hint.segmentId;
+    this.hint = hint;
+    this.body = hint.body;
+    this.entryAt = hint.index.entryAt;
+    this.hashes = hint.index.hashes;
+    this.table = hint.index.table;
+    this.mask = this.table.length - 1;
+    this.count = hint.index.keyed;
+    assert(this.entryAt.length === this.count && this.hashes.length === this.count, "one offset and one hash per keyed entry");
+    assert(this.table.length >= 2 * this.count && (this.table.length & this.mask) === 0, "a table of a power of two cells, at most half full");
   }
 
-  /** Indexes the entry at body offset `at` with hash `h`. */
-  insert(at: number, h: number): void {
-    assert(this.count < this.entryAt.length, "a hint table holds at most its capacity");
-    const i = this.count++;
-    this.entryAt[i] = at;
-    this.hashes[i] = h;
-    let p = h & this.mask;
-    while (this.table[p] !== 0) p = (p + 1) & this.mask;
-    this.table[p] = i + 1;
+  /** The applied flags (allocated on first call). */
+  get done(): Uint8Array {
+    this.doneBytes ??= new Uint8Array(this.count);
+    return this.doneBytes;
   }
 }
 
@@ -73,47 +62,53 @@ export class HintSlots implements DeferredSlots {
   private readonly tables: HintTable[] = [];
   /** The open's clock: a slot left with no PUT record gets it as reclaimedAt, as at open. */
   private readonly now: number;
+  /** The segments directory (a hint found malformed at first use is deleted there). */
+  private readonly dir: string;
   private readonly at: Location = { seg: 0, off: 0, len: 0 };
 
-  constructor(now: number) {
+  constructor(now: number, dir: string) {
     this.now = now;
+    this.dir = dir;
   }
 
   /**
-   * Takes a checked hint of `seg`: notes every entry's sequence and every PUT's scope on `seg`,
-   * indexes the keyed entries, and returns the body offsets of its SCOPE_ERASE entries (recovery
-   * applies those at once).
+   * Takes a checked hint of `seg`: notes its sequence range and its PUT scopes on `seg` and keeps
+   * its index (no work per entry); returns the body offsets of its SCOPE_ERASE entries (recovery
+   * applies those at once; checkHint has checked each).
    */
   add(hint: LoadedHint, seg: Segment): number[] {
-    const body = hint.body;
-    const table = new HintTable(seg.id, body, hint.count);
-    const erases: number[] = [];
-    let lastScopeAt = -1;
-    let lastScopeLen = -1;
-    for (let at = 0; at < body.length; ) {
-      const f = at + 4;
-      const type = body.readUInt8(f + C.R_TYPE);
-      const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
-      const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
-      const scopeAt = f + C.RECORD_FIXED_BYTES;
-      if (type === C.RecordType.PUT && !sameBytes(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
-        seg.scopes.add(body.toString("utf8", scopeAt, scopeAt + scopeLen));
-        lastScopeAt = scopeAt;
-        lastScopeLen = scopeLen;
-      }
-      if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) {
-        table.insert(at, slotHash(body, scopeAt, scopeLen, scopeAt + scopeLen, keyLen));
-      } else if (type === C.RecordType.SCOPE_ERASE) erases.push(at);
-      const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
-      at = scopeAt + scopeLen + keyLen + value;
-    }
-    // The entries' sequence range, checked against every entry by checkHint: what noting each one gives.
+    assert(hint.segmentId === seg.id, "a hint is added for its own segment");
+    for (const scope of hint.index.scopes) seg.scopes.add(scope);
+    // The entries' sequence range (checked against every entry that is used): what noting each one gives.
     if (hint.count > 0) {
       seg.noteSeq(hint.minSeq);
       seg.noteSeq(hint.maxSeq);
     }
-    this.tables.push(table);
-    return erases;
+    this.tables.push(new HintTable(hint));
+    return Array.from(hint.index.erases);
+  }
+
+  /** Set once an entry was found malformed: from then on every lookup throws it. */
+  private refused: CorruptionError | null = null;
+
+  /**
+   * Fails closed on an entry that its first use finds malformed (entryUsable). The checksum held,
+   * so the hint's writer wrote it; answers may already have come from this hint and cannot be
+   * taken back, so none is given from any hint of this open any more: the hint file is deleted
+   * (the next open scans the segment) and CorruptionError tells to reopen. Callers check every
+   * entry a lookup will apply before applying any, so no slot is left half built.
+   */
+  private refuse(t: HintTable, at: number, what: string): never {
+    unlinkHint(this.dir, t.segmentId);
+    this.refused = new CorruptionError(t.segmentId, at, `its hint file's entry at ${at} is malformed (${what}); the hint is deleted: close and reopen the store, which then scans the segment`);
+    throw this.refused;
+  }
+
+  /** The body offset of keyed entry `i` of `t`, checked for use. */
+  private usable(t: HintTable, i: number): number {
+    const at = elementAt(t.entryAt, i, "an entry offset per indexed entry");
+    if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
+    return at;
   }
 
   /** Applies the entry at `at` of `t` to `slot` (the apply* of recovery's applyRecord). */
@@ -148,35 +143,54 @@ export class HintSlots implements DeferredSlots {
   }
 
   load(keydir: Keydir, scope: string, key: string): void {
+    if (this.refused !== null) throw this.refused;
     const scopeLen = QUERY.write(scope, 0, "utf8");
     const keyLen = QUERY.write(key, scopeLen, "utf8");
     if (Buffer.byteLength(scope, "utf8") !== scopeLen || Buffer.byteLength(key, "utf8") !== keyLen) return; // longer than any stored name
     const h = slotHash(QUERY, 0, scopeLen, scopeLen, keyLen);
-    let slot: Slot | null = null;
-    for (const t of this.tables) {
-      for (let p = h & t.mask; t.table[p] !== 0; p = (p + 1) & t.mask) {
+    const found = FOUND;
+    found.length = 0;
+    for (let ti = 0; ti < this.tables.length; ti++) {
+      const t = elementAt(this.tables, ti, "a table per hint");
+      // At most every cell once: a damaged table that is full cannot loop.
+      for (let p = h & t.mask, n = 0; n <= t.mask && t.table[p] !== 0; p = (p + 1) & t.mask, n++) {
         const i = elementAt(t.table, p, "the probed cell is in the table") - 1;
-        if (t.hashes[i] !== h || t.done[i] !== 0) continue;
-        const at = elementAt(t.entryAt, i, "an entry offset per indexed entry");
-        if (!sameName(t.body, at, QUERY, scopeLen, keyLen)) continue;
-        t.done[i] = 1;
-        slot ??= keydir.ensureApplied(scope, key);
-        this.apply(t, at, slot);
+        if (i < 0 || i >= t.count) this.refuse(t, p, `table cell ${p} names entry ${i + 1} of ${t.count}`);
+        if (t.hashes[i] !== h) continue;
+        const at = this.usable(t, i);
+        if (t.done[i] !== 0 || !sameName(t.body, at, QUERY, scopeLen, keyLen)) continue;
+        found.push(ti, i);
       }
     }
-    if (slot !== null) this.settle(slot);
+    if (found.length === 0) return;
+    // Every entry to apply is checked: now apply them all (no slot is left half built).
+    const slot = keydir.ensureApplied(scope, key);
+    for (let k = 0; k < found.length; k += 2) {
+      const t = elementAt(this.tables, elementAt(found, k, "table number"), "a table per hint");
+      const i = elementAt(found, k + 1, "entry number");
+      t.done[i] = 1;
+      this.apply(t, elementAt(t.entryAt, i, "an entry offset per indexed entry"), slot);
+    }
+    this.settle(slot);
   }
 
   loadAll(keydir: Keydir): void {
     assert(!keydir.isDeferred, "the keydir drops its source before loading everything");
+    if (this.refused !== null) throw this.refused;
+    // Every entry checked before any is applied (a malformed one then leaves nothing half built).
+    for (const t of this.tables) {
+      const done = t.done;
+      for (let i = 0; i < t.count; i++) if (done[i] === 0) this.usable(t, i);
+    }
     const built: Slot[] = [];
     for (const t of this.tables) {
       let lastScopeAt = -1;
       let lastScopeLen = -1;
       let scope = "";
+      const done = t.done;
       for (let i = 0; i < t.count; i++) {
-        if (t.done[i] !== 0) continue;
-        t.done[i] = 1;
+        if (done[i] !== 0) continue;
+        done[i] = 1;
         const at = elementAt(t.entryAt, i, "an entry offset per indexed entry");
         const f = at + 4;
         const scopeLen = t.body.readUInt16LE(f + C.R_SCOPE_LEN);
@@ -201,12 +215,8 @@ export class HintSlots implements DeferredSlots {
   }
 }
 
-/** True when body[a, a+aLen) equals body[b, b+bLen) (names are short: a byte loop). */
-function sameBytes(body: Uint8Array, a: number, aLen: number, b: number, bLen: number): boolean {
-  if (a < 0 || aLen !== bLen) return false;
-  for (let i = 0; i < bLen; i++) if (body[a + i] !== body[b + i]) return false;
-  return true;
-}
+/** Scratch of load: pairs (table number, entry number) of the entries to apply. */
+const FOUND: number[] = [];
 
 /** True when the entry at `at` names the scope and key in query[0, scopeLen + keyLen). */
 function sameName(body: Buffer, at: number, query: Buffer, scopeLen: number, keyLen: number): boolean {

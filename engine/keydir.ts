@@ -150,7 +150,12 @@ export class Keydir {
     const source = this.deferred;
     if (source === null) return;
     this.deferred = null;
-    source.loadAll(this);
+    try {
+      source.loadAll(this);
+    } catch (err) {
+      this.deferred = source; // a source that refuses (a malformed hint) keeps refusing every lookup
+      throw err;
+    }
   }
 
   /** Slots by scope then key (every deferred entry applied first). */

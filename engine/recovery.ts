@@ -19,7 +19,7 @@ import { readHeader } from "../segments/header-io.js";
 import { fsyncDir } from "../segments/io.js";
 import { readWholeFile } from "../segments/whole-file.js";
 import type { DecodedRecord } from "../segments/record.js";
-import { blankEntry, decodeEntry, HintBuilder, parseHintFileName, readHint, unlinkHint, type LoadedHint } from "../segments/hint.js";
+import { blankEntry, decodeEntry, HINT_VERSION_1, HintBuilder, parseHintFileName, readHint, unlinkHint, writeHintFile, type LoadedHint } from "../segments/hint.js";
 import { HintSlots } from "./hint-index.js";
 import { writeSealedHint } from "./hints.js";
 import { decodeEraseList } from "../segments/erase-list.js";
@@ -200,6 +200,13 @@ function hintFor(dir: string, o: Opened): LoadedHint | null {
   return (sealed ? size === hint.coversEnd : size >= hint.coversEnd) ? hint : null;
 }
 
+/** Rewrites a sealed segment's valid version-1 hint in the current layout (best effort, as every hint write). */
+function rewriteHint(dir: string, seg: Segment, hint: LoadedHint): void {
+  const builder = new HintBuilder();
+  builder.addLoaded(hint);
+  writeHintFile(dir, seg.id, builder.encode(seg.id, seg.header, hint.coversEnd, true));
+}
+
 /** A segment loaded from its hint: the erase entries that recovery applies at once. */
 interface Hinted {
   seg: Segment;
@@ -222,7 +229,7 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && isFramed(o.header)).map((o) => o.id);
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
   dropOrphanHints(dir, opened.map((o) => o.id));
-  const deferred = new HintSlots(now);
+  const deferred = new HintSlots(now, dir);
   const hinted = new Map<number, Hinted>();
   for (const o of opened) {
     const cell = gens.allocate(o.header.header.generation);
@@ -250,6 +257,7 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
     seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
     if (h !== undefined && sealed) {
       seg.dataEnd = h.hint.coversEnd;
+      if (h.hint.version === HINT_VERSION_1) rewriteHint(dir, seg, h.hint); // once: the next open maps its index
       continue;
     }
     const torn = scanInto(keydir, seg, o, h?.hint ?? null, o.id === activeId);

@@ -16,6 +16,7 @@
  * depends on it. This file holds the layout only; engine/hints.ts decides when.
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import * as C from "./constants.js";
 import { checksum64 } from "./checksum.js";
@@ -25,12 +26,15 @@ import * as io from "./io.js";
 import { readU64, writeU64 } from "./u64.js";
 import type { DecodedRecord } from "./record.js";
 import { assert } from "../rules/assert.js";
+import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
-/** Version of the hint layout below (independent of the segment FORMAT_VERSION). */
-export const HINT_VERSION = 1;
-/** Hint header fields (little-endian). */
+/** Version of the hint layout written (independent of the segment FORMAT_VERSION): 2 carries its own slot index. */
+export const HINT_VERSION = 2;
+/** The first layout (entries only; the index is computed at open): still read, never written. */
+export const HINT_VERSION_1 = 1;
+/** Hint header fields (little-endian); both versions share the first 48 bytes. */
 const X_MAGIC = 0; // u32
 const X_VERSION = 4; // u8
 const X_FLAGS = 5; // u8, HINT_SEALED or 0
@@ -42,8 +46,14 @@ const X_COUNT = 24; // u32, entries
 const X_BODY_BYTES = 28; // u32, bytes of entries
 const X_MIN_SEQ = 32; // u64, lowest entry sequence (0 when there are none)
 const X_MAX_SEQ = 40; // u64, highest entry sequence (0 when there are none)
-/** Bytes of the hint header. */
-export const HINT_HEADER_BYTES = 48;
+const X_KEYED = 48; // u32, v2: keyed entries (PUT, TOMBSTONE, CLEAR), the length of entryAt and hashes
+const X_CELLS = 52; // u32, v2: cells of the open-addressing table (a power of two >= 2 * keyed, >= 16)
+const X_ERASES = 56; // u32, v2: SCOPE_ERASE entries
+const X_SCOPES_BYTES = 60; // u32, v2: bytes of the PUT-scope list
+/** Bytes of the version-2 hint header. */
+export const HINT_HEADER_BYTES = 64;
+/** Bytes of the version-1 hint header. */
+export const HINT_V1_HEADER_BYTES = 48;
 /** Bytes of the trailing xxh64 (of every byte before it). */
 export const HINT_TRAILER_BYTES = 8;
 /** Hint flag: written for a sealed segment (coversEnd is then its sealed length). */
@@ -52,6 +62,8 @@ export const HINT_SEALED = 1;
 export const ENTRY_FIXED_BYTES = 4 + C.RECORD_FIXED_BYTES;
 /** Largest hint file read (a segment holds at most 4 GiB; a hint is never larger than its segment plus overhead). */
 export const HINT_BYTES_MAX = 0xffffffff;
+/** Fewest cells of a table (a power of two). */
+const CELLS_MIN = 16;
 
 /** "00000042.hint" for segment 42. */
 export function hintFileName(id: number): string {
@@ -164,10 +176,17 @@ export class HintBuilder {
     this.maxSeq = hint.maxSeq;
   }
 
-  /** The whole hint file for a segment whose header is `header`, covering up to `coversEnd`. */
+  /**
+   * The whole (version 2) hint file for a segment whose header is `header`, covering up to
+   * `coversEnd`: header, entries, then the index an open maps instead of computing (buildIndex).
+   */
   encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
-    const out = Buffer.alloc(HINT_HEADER_BYTES + this.used + HINT_TRAILER_BYTES);
+    const body = this.bytes.subarray(0, this.used);
+    const index = buildIndex(body);
+    const scopes = encodeScopes(index.scopes);
+    const layout = layoutOf(this.used, index.keyed, index.table.length, index.erases.length, scopes.length);
+    const out = Buffer.alloc(layout.total);
     out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
     out[X_VERSION] = HINT_VERSION;
     out[X_FLAGS] = sealed ? HINT_SEALED : 0;
@@ -179,15 +198,152 @@ export class HintBuilder {
     out.writeUInt32LE(this.used, X_BODY_BYTES);
     writeU64(out, this.minSeq, X_MIN_SEQ);
     writeU64(out, this.maxSeq, X_MAX_SEQ);
-    this.bytes.copy(out, HINT_HEADER_BYTES, 0, this.used);
+    out.writeUInt32LE(index.keyed, X_KEYED);
+    out.writeUInt32LE(index.table.length, X_CELLS);
+    out.writeUInt32LE(index.erases.length, X_ERASES);
+    out.writeUInt32LE(scopes.length, X_SCOPES_BYTES);
+    body.copy(out, HINT_HEADER_BYTES);
+    putU32s(out, layout.entryAt, index.entryAt.subarray(0, index.keyed));
+    putU32s(out, layout.hashes, index.hashes.subarray(0, index.keyed));
+    putU32s(out, layout.table, index.table);
+    putU32s(out, layout.erases, index.erases);
+    scopes.copy(out, layout.scopes);
     out.writeBigUInt64LE(checksum64(out, 0, out.length - HINT_TRAILER_BYTES), out.length - HINT_TRAILER_BYTES);
     return out;
   }
 }
 
+/** Writes `values` as little-endian u32s at out[at...]. */
+function putU32s(out: Buffer, at: number, values: Uint32Array | Int32Array): void {
+  for (let i = 0; i < values.length; i++) out.writeUInt32LE((values[i] as number) >>> 0, at + 4 * i);
+}
+
+/** Where each section of a version-2 hint starts (4-aligned after the entries), and its length. */
+interface Layout {
+  entryAt: number;
+  hashes: number;
+  table: number;
+  erases: number;
+  scopes: number;
+  total: number;
+}
+
+/** The section offsets of a version-2 hint with these counts (docs/FORMAT.md "Hint files"). */
+function layoutOf(bodyBytes: number, keyed: number, cells: number, erases: number, scopesBytes: number): Layout {
+  const entryAt = HINT_HEADER_BYTES + Math.ceil(bodyBytes / 4) * 4;
+  const hashes = entryAt + 4 * keyed;
+  const table = hashes + 4 * keyed;
+  const erasesAt = table + 4 * cells;
+  const scopes = erasesAt + 4 * erases;
+  return { entryAt, hashes, table, erases: erasesAt, scopes, total: scopes + scopesBytes + HINT_TRAILER_BYTES };
+}
+
+/** The PUT-scope list: for each scope its UTF-8 length (u16), then its bytes. */
+function encodeScopes(scopes: readonly string[]): Buffer {
+  const parts = scopes.map((sc) => Buffer.from(sc, "utf8"));
+  const out = Buffer.alloc(parts.reduce((n, b) => n + 2 + b.length, 0));
+  let at = 0;
+  for (const b of parts) {
+    out.writeUInt16LE(b.length, at);
+    b.copy(out, at + 2);
+    at += 2 + b.length;
+  }
+  return out;
+}
+
+/** Decodes a PUT-scope list; null when its items do not exactly fill it. */
+function decodeScopes(buf: Buffer): string[] | null {
+  const out: string[] = [];
+  for (let at = 0; at < buf.length; ) {
+    if (buf.length - at < 2) return null;
+    const n = buf.readUInt16LE(at);
+    if (n > SCOPE_BYTES_MAX || at + 2 + n > buf.length) return null;
+    out.push(buf.toString("utf8", at + 2, at + 2 + n));
+    at += 2 + n;
+  }
+  return out;
+}
+
+/** FNV-1a over bytes[from, to), continuing from `h`. */
+function fnv(bytes: Uint8Array, from: number, to: number, h: number): number {
+  for (let i = from; i < to; i++) h = Math.imul(h ^ (bytes[i] as number), 0x01000193); // in bounds: every caller passes a range inside bytes
+  return h >>> 0;
+}
+
+/**
+ * The hash of a slot, part of the version-2 format: FNV-1a (32 bit) over its scope bytes, a 0xFF
+ * separator (never in UTF-8), its key bytes.
+ */
+export function slotHash(bytes: Uint8Array, scopeAt: number, scopeLen: number, keyAt: number, keyLen: number): number {
+  const h = Math.imul(fnv(bytes, scopeAt, scopeAt + scopeLen, 0x811c9dc5) ^ 0xff, 0x01000193);
+  return fnv(bytes, keyAt, keyAt + keyLen, h);
+}
+
+/**
+ * The slot index of one hint's entries: the body offset and slot hash of every keyed entry (PUT,
+ * TOMBSTONE, CLEAR) in file order, an open-addressing table of their numbers plus one (0 = empty
+ * cell, linear probing from `hash & (cells - 1)`), the body offsets of the SCOPE_ERASE entries, and
+ * the distinct scopes of the PUTs in order of first appearance.
+ */
+export interface HintIndex {
+  keyed: number;
+  entryAt: Uint32Array;
+  hashes: Uint32Array;
+  table: Int32Array;
+  erases: Uint32Array;
+  scopes: string[];
+}
+
+/** Computes the index of a body of well-formed entries (the writer, and an open of a version-1 hint). */
+export function buildIndex(body: Buffer): HintIndex {
+  const at0: number[] = [];
+  const hashes: number[] = [];
+  const erases: number[] = [];
+  const scopes = new Set<string>();
+  let lastScopeAt = -1;
+  let lastScopeLen = -1;
+  for (let at = 0; at < body.length; ) {
+    const f = at + 4;
+    const type = body.readUInt8(f + C.R_TYPE);
+    const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
+    const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
+    const scopeAt = f + C.RECORD_FIXED_BYTES;
+    if (type === C.RecordType.PUT && !sameBytes(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
+      scopes.add(body.toString("utf8", scopeAt, scopeAt + scopeLen));
+      lastScopeAt = scopeAt;
+      lastScopeLen = scopeLen;
+    }
+    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) {
+      at0.push(at);
+      hashes.push(slotHash(body, scopeAt, scopeLen, scopeAt + scopeLen, keyLen));
+    } else if (type === C.RecordType.SCOPE_ERASE) erases.push(at);
+    const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
+    at = scopeAt + scopeLen + keyLen + value;
+  }
+  let cells = CELLS_MIN;
+  while (cells < 2 * at0.length) cells *= 2;
+  const table = new Int32Array(cells);
+  const mask = cells - 1;
+  hashes.forEach((h, i) => {
+    let p = h & mask;
+    while (table[p] !== 0) p = (p + 1) & mask;
+    table[p] = i + 1;
+  });
+  return { keyed: at0.length, entryAt: Uint32Array.from(at0), hashes: Uint32Array.from(hashes), table, erases: Uint32Array.from(erases), scopes: [...scopes] };
+}
+
+/** True when body[a, a+aLen) equals body[b, b+bLen) (names are short: a byte loop). */
+export function sameBytes(body: Uint8Array, a: number, aLen: number, b: number, bLen: number): boolean {
+  if (a < 0 || aLen !== bLen) return false;
+  for (let i = 0; i < bLen; i++) if (body[a + i] !== body[b + i]) return false;
+  return true;
+}
+
 /** A hint that passed every check, for the segment header it was checked against. */
 export interface LoadedHint {
   segmentId: number;
+  /** The layout it was read in (HINT_VERSION or HINT_VERSION_1). */
+  version: number;
   sealed: boolean;
   coversEnd: number;
   count: number;
@@ -196,6 +352,8 @@ export interface LoadedHint {
   maxSeq: number;
   /** The entries, verbatim. */
   body: Buffer;
+  /** Its slot index: views of the file's bytes (version 2), or computed at open (version 1). */
+  index: HintIndex;
 }
 
 /** One entry as recovery applies it: a record's fixed fields, names and erase list, and where it lies. */
@@ -205,9 +363,44 @@ export interface HintEntry extends Omit<DecodedRecord, "value"> {
   value: Uint8Array | null;
 }
 
+/** Test hook (unsafe twin): when true, entryUsable accepts every entry. Never set outside tests. */
+let skipEntryChecks = false;
+
+/** Test only: turns the per-entry checks of entryUsable off (true) or on again (false). */
+export function unsafeSkipHintEntryChecks(skip: boolean): void {
+  skipEntryChecks = skip;
+}
+
 /**
- * Walks the entries' extents: true when exactly `count` entries fill `body`, each plausible, in
- * ascending offsets within coversEnd, their sequences within [minSeq, maxSeq].
+ * The check of one entry at its first use: true when the entry at body offset `at` lies inside
+ * the body with its names (and erase list), is of a type the caller expects (`keyed`: PUT,
+ * TOMBSTONE or CLEAR; else SCOPE_ERASE), and describes a record inside [DATA_START, coversEnd)
+ * whose sequence lies within the hint's range (and whose u64 fields are safe integers). A version-2 hint is checked entry by entry when
+ * its entries are used, not at open (the checksum has already proved the bytes are the writer's).
+ */
+export function entryUsable(hint: Pick<LoadedHint, "body" | "coversEnd" | "minSeq" | "maxSeq">, at: number, keyed: boolean): boolean {
+  if (skipEntryChecks) return true;
+  const body = hint.body;
+  if (!Number.isInteger(at) || at < 0 || body.length - at < ENTRY_FIXED_BYTES) return false;
+  const f = at + 4;
+  const type = body.readUInt8(f + C.R_TYPE);
+  const isKeyed = type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR;
+  if (keyed ? !isKeyed : type !== C.RecordType.SCOPE_ERASE) return false;
+  const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
+  const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
+  const value = keyed ? 0 : body.readUInt32LE(f + C.R_VALUE_LEN);
+  if (scopeLen > SCOPE_BYTES_MAX || keyLen > KEY_BYTES_MAX || ENTRY_FIXED_BYTES + scopeLen + keyLen + value > body.length - at) return false;
+  const offset = body.readUInt32LE(at);
+  const length = body.readUInt32LE(f + C.R_LENGTH);
+  if (offset < C.DATA_START || length < C.RECORD_OVERHEAD || offset + length > hint.coversEnd) return false;
+  const seq = readU64(body, f + C.R_SEQ);
+  if (readU64(body, f + C.R_GENERATION) < 0 || readU64(body, f + C.R_EXPIRES_AT) < 0) return false;
+  return seq !== 0 && seq >= hint.minSeq && seq <= hint.maxSeq;
+}
+
+/**
+ * Version 1: walks the entries' extents: true when exactly `count` entries fill `body`, each
+ * plausible, in ascending offsets within coversEnd, their sequences within [minSeq, maxSeq].
  */
 function entriesWellFormed(body: Buffer, count: number, coversEnd: number, minSeq: number, maxSeq: number): boolean {
   let at = 0;
@@ -239,22 +432,41 @@ function entriesWellFormed(body: Buffer, count: number, coversEnd: number, minSe
 export function readHint(dir: string, segmentId: number, header: HeaderChoice): LoadedHint | null {
   let buf: Buffer;
   try {
-    buf = fs.readFileSync(path.join(dir, hintFileName(segmentId)));
+    buf = readAligned(path.join(dir, hintFileName(segmentId)));
   } catch {
     return null;
   }
   return checkHint(buf, segmentId, header);
 }
 
-/** The checks of readHint on the bytes of a hint file. */
+/** The bytes of `file` in a buffer of its own (offset 0 of its ArrayBuffer: the u32 sections can be viewed in place). */
+function readAligned(file: string): Buffer {
+  const fd = fs.openSync(file, "r");
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (size > HINT_BYTES_MAX) throw new RangeError(`${file}: ${size} bytes is more than any hint`);
+    const buf = Buffer.allocUnsafeSlow(size);
+    let done = 0;
+    while (done < size) {
+      const n = fs.readSync(fd, buf, done, size - done, done);
+      if (n === 0) break;
+      done += n;
+    }
+    return buf.subarray(0, done);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** The checks of readHint on the bytes of a hint file (either version). */
 export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice): LoadedHint | null {
-  if (buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES || buf.length > HINT_BYTES_MAX) return null;
-  if (buf.readUInt32LE(X_MAGIC) !== HINT_MAGIC || buf[X_VERSION] !== HINT_VERSION) return null;
+  if (buf.length < HINT_V1_HEADER_BYTES + HINT_TRAILER_BYTES || buf.length > HINT_BYTES_MAX) return null;
+  const version = buf.readUInt8(X_VERSION);
+  if (buf.readUInt32LE(X_MAGIC) !== HINT_MAGIC || (version !== HINT_VERSION && version !== HINT_VERSION_1)) return null;
+  if (version === HINT_VERSION && buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return null;
   if (checksum64(buf, 0, buf.length - HINT_TRAILER_BYTES) !== buf.readBigUInt64LE(buf.length - HINT_TRAILER_BYTES)) return null;
   const flags = buf.readUInt8(X_FLAGS);
-  const bodyBytes = buf.readUInt32LE(X_BODY_BYTES);
   if ((flags & ~HINT_SEALED) !== 0 || buf.readUInt16LE(X_RESERVED) !== 0) return null;
-  if (bodyBytes !== buf.length - HINT_HEADER_BYTES - HINT_TRAILER_BYTES) return null;
   if (buf.readUInt32LE(X_SEGMENT_ID) !== segmentId || buf.readBigUInt64LE(X_IDENTITY) !== headerIdentity(header)) return null;
   const sealed = (flags & HINT_SEALED) !== 0;
   const segmentSealed = (header.header.flags & C.FLAG_SEALED) !== 0;
@@ -263,10 +475,56 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
   const count = buf.readUInt32LE(X_COUNT);
   const minSeq = readU64(buf, X_MIN_SEQ);
   const maxSeq = readU64(buf, X_MAX_SEQ);
-  if (minSeq > maxSeq || (count === 0) !== (maxSeq === 0)) return null;
+  if (minSeq < 0 || maxSeq < 0 || minSeq > maxSeq || (count === 0) !== (maxSeq === 0)) return null;
+  const common = { segmentId, sealed, coversEnd, count, minSeq, maxSeq };
+  return version === HINT_VERSION ? checkV2(buf, common) : checkV1(buf, common);
+}
+
+/** The fields checkHint has checked, common to both versions. */
+type Common = Pick<LoadedHint, "segmentId" | "sealed" | "coversEnd" | "count" | "minSeq" | "maxSeq">;
+
+/** Version 1: the entries are walked and indexed here (linear in the entries). */
+function checkV1(buf: Buffer, c: Common): LoadedHint | null {
+  const bodyBytes = buf.readUInt32LE(X_BODY_BYTES);
+  if (bodyBytes !== buf.length - HINT_V1_HEADER_BYTES - HINT_TRAILER_BYTES) return null;
+  const body = buf.subarray(HINT_V1_HEADER_BYTES, HINT_V1_HEADER_BYTES + bodyBytes);
+  if (!entriesWellFormed(body, c.count, c.coversEnd, c.minSeq, c.maxSeq)) return null;
+  return { ...c, version: HINT_VERSION_1, body, index: buildIndex(body) };
+}
+
+/**
+ * Version 2: constant work plus the erase entries and the scope list — the sections' sizes must
+ * add up to the file's, the table must be a power of two at most half full, every erase entry
+ * usable — and the index is viewed in place (keyed entries are checked at first use, entryUsable).
+ */
+function checkV2(file: Buffer, c: Common): LoadedHint | null {
+  const bodyBytes = file.readUInt32LE(X_BODY_BYTES);
+  const keyed = file.readUInt32LE(X_KEYED);
+  const cells = file.readUInt32LE(X_CELLS);
+  const erases = file.readUInt32LE(X_ERASES);
+  const scopesBytes = file.readUInt32LE(X_SCOPES_BYTES);
+  if (keyed + erases > c.count || cells < CELLS_MIN || (cells & (cells - 1)) !== 0 || cells < 2 * keyed) return null;
+  if (c.count > 0 ? bodyBytes < c.count * ENTRY_FIXED_BYTES : bodyBytes !== 0) return null;
+  const layout = layoutOf(bodyBytes, keyed, cells, erases, scopesBytes);
+  if (layout.total !== file.length) return null;
+  if (os.endianness() !== "LE") return null; // the u32 sections are viewed as host-order typed arrays
+  // In place needs 4-aligned sections: readAligned gives offset 0; a caller's pooled buffer is copied.
+  const buf = file.byteOffset % 4 === 0 ? file : Buffer.from(file);
+  const u32 = (at: number, n: number): Uint32Array => new Uint32Array(buf.buffer, buf.byteOffset + at, n);
+  const scopes = decodeScopes(buf.subarray(layout.scopes, layout.scopes + scopesBytes));
+  if (scopes === null) return null;
   const body = buf.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes);
-  if (!entriesWellFormed(body, count, coversEnd, minSeq, maxSeq)) return null;
-  return { segmentId, sealed, coversEnd, count, minSeq, maxSeq, body };
+  const index: HintIndex = {
+    keyed,
+    entryAt: u32(layout.entryAt, keyed),
+    hashes: u32(layout.hashes, keyed),
+    table: new Int32Array(buf.buffer, buf.byteOffset + layout.table, cells),
+    erases: u32(layout.erases, erases),
+    scopes,
+  };
+  const hint: LoadedHint = { ...c, version: HINT_VERSION, body, index };
+  for (const at of index.erases) if (!entryUsable(hint, at, false)) return null;
+  return hint;
 }
 
 /** Decodes the entry at body offset `at` into `e` (names decoded fresh); returns the next entry's offset. */

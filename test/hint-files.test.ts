@@ -189,10 +189,10 @@ describe("hint files", () => {
       ["truncated", (f) => fs.truncateSync(f, fs.statSync(f).size - 3)],
       ["missing", (f) => fs.rmSync(f)],
       [
-        "version 2",
+        "version 3",
         (f) => {
           const b = fs.readFileSync(f);
-          b[4] = 2;
+          b[4] = 3;
           reseal(b);
           fs.writeFileSync(f, b);
         },
