@@ -1,0 +1,373 @@
+/**
+ * Hint files version 2 (segments/hint.ts, docs/FORMAT.md "Hint files"): each hint carries its own
+ * slot index — keyed entries' body offsets and slot hashes, an open-addressing table, the
+ * SCOPE_ERASE entries' offsets and the PUT-scope list — so an open maps it instead of walking its
+ * entries, and keyed entries are checked at their first use, not at open.
+ *
+ * Method: a seeded workload (writes, overwrites, TTLs, forgets, undeletes, scope erasures) on a
+ * real store with 4 KiB segments leaves many sealed segments with version-2 hints; the reference
+ * is what a pure scan rebuilds (a copy with every hint deleted). The test parses each hint's
+ * sections from the documented layout (not from the module's private offsets), then damages one
+ * section at a time: one bit flipped in each new header field and in each section (entry offsets,
+ * hashes, table, erase offsets, scope list, the padding after the entries). Each flip must make
+ * that segment scanned and the state exact. The twins take one protection away at a time: with the
+ * checksum recomputed, a flip in the table, the hashes, the entry offsets or the scope list is
+ * loaded and the state differs from the scan (only the checksum stands between them); a size
+ * field is still refused by the layout check alone; a keyed entry made malformed is loaded (its
+ * check is lazy) and its first use fails closed with CorruptionError, deletes the hint, and the
+ * next open scans exactly; with the per-entry checks switched off (the unsafe twin) the same entry
+ * is applied and the state differs from the scan (the point read's sequence check still refuses it). Version-1 hints (built here from the documented
+ * v1 layout) are still read, give the exact state, and are rewritten as version 2.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { Store } from "../engine/store.js";
+import { CorruptionError } from "../rules/errors.js";
+import { blankEntry, checkHint, decodeEntry, hintFileName, HINT_HEADER_BYTES, HINT_TRAILER_BYTES, HINT_V1_HEADER_BYTES, unsafeSkipHintEntryChecks } from "../segments/hint.js";
+import { checksum64 } from "../segments/checksum.js";
+import { readHeader } from "../segments/header-io.js";
+import type { OpenOptions } from "../rules/types.js";
+import { tempDir } from "./helpers/tmp.js";
+import { dropHints, hintIds } from "./helpers/hints.js";
+import { rng } from "./helpers/rng.js";
+
+const NOW = 1_800_000_000_000;
+const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false }, clock: () => NOW };
+const SCOPES = ["global", "user:alice", "user:alice/notes", "user:bob"];
+
+function copyDir(src: string, label: string): string {
+  const dst = tempDir(label);
+  fs.cpSync(src, dst, { recursive: true });
+  return dst;
+}
+
+function hintPath(dir: string, id: number): string {
+  return path.join(dir, "segments", hintFileName(id));
+}
+
+function headerOf(dir: string, id: number): ReturnType<typeof readHeader> {
+  const fd = fs.openSync(path.join(dir, "segments", `${String(id).padStart(8, "0")}.seg`), "r");
+  try {
+    return readHeader(fd, id);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** The seeded workload; returns the directory, closed (every segment hinted). */
+async function build(): Promise<string> {
+  const dir = tempDir("hints2");
+  const s = await Store.open(dir, OPTS);
+  const pick = rng(23);
+  const key = (): string => `k${Math.floor(pick() * 80)}`;
+  const scope = (): string => SCOPES[Math.floor(pick() * SCOPES.length)] as string;
+  for (let i = 0; i < 500; i++) {
+    const r = pick();
+    if (r < 0.6) await s.write(key(), `v${i}-${"x".repeat(Math.floor(pick() * 150))}`, { scope: scope(), ...(pick() < 0.1 ? { ttlMs: 60_000 } : {}) });
+    else if (r < 0.75) await s.forget(key(), { scope: scope() }).catch(() => undefined);
+    else if (r < 0.85) await s.undelete(key(), { scope: scope() }).catch(() => undefined);
+    else if (i % 25 === 0) await s.forgetScope(pick() < 0.5 ? "user:bob" : "user:alice/notes");
+  }
+  await s.close();
+  return dir;
+}
+
+/** Everything recovery rebuilds, as plain data (as in hint-files.test.ts). */
+function stateOf(s: Store): unknown {
+  const slots = [...s.keydir.all()]
+    .map((x) => ({
+      scope: x.scope, key: x.key, putSeq: x.putSeq, putGen: x.putGen, seg: x.seg, off: x.off, len: x.len, expiresAt: x.expiresAt, generation: x.generation,
+      tombSeq: x.tombSeq, tombGen: x.tombGen, tombSeg: x.tombSeg, tombOff: x.tombOff, tombLen: x.tombLen,
+      clearSeq: x.clearSeq, clearSeg: x.clearSeg, clearOff: x.clearOff, clearLen: x.clearLen,
+      physical: x.physical, listedSeq: x.listedSeq, reclaimedAt: x.reclaimedAt > 0,
+    }))
+    .sort((a, b) => (a.scope + "\u0000" + a.key < b.scope + "\u0000" + b.key ? -1 : 1));
+  const erases = [...s.keydir.erases.entries()].sort();
+  const segs = [...s.segments.values()]
+    .map((g) => ({ id: g.id, dataEnd: g.dataEnd, minSeq: g.minSeq, maxSeq: g.maxSeq, scopes: [...g.scopes].sort(), sealed: g.writer === null }))
+    .sort((a, b) => a.id - b.id);
+  return { slots, erases, segs, seq: s.sequence };
+}
+
+async function openState(dir: string): Promise<{ state: unknown; hinted: number; segments: number }> {
+  const s = await Store.open(dir, OPTS);
+  try {
+    return { state: stateOf(s), hinted: s.opened.hinted, segments: s.opened.segments };
+  } finally {
+    await s.close();
+  }
+}
+
+async function scanned(dir: string): Promise<unknown> {
+  const copy = copyDir(dir, "hints2-ref");
+  dropHints(copy);
+  const r = await openState(copy);
+  expect(r.hinted).toBe(0);
+  return r.state;
+}
+
+/** Rewrites a hint's trailing checksum after a change (the protection taken away). */
+function reseal(buf: Buffer): void {
+  buf.writeBigUInt64LE(checksum64(buf, 0, buf.length - HINT_TRAILER_BYTES), buf.length - HINT_TRAILER_BYTES);
+}
+
+/** The sections of a version-2 hint, from the layout in docs/FORMAT.md. */
+interface Sections {
+  count: number;
+  bodyBytes: number;
+  keyed: number;
+  cells: number;
+  erases: number;
+  scopesBytes: number;
+  entryAt: number;
+  hashes: number;
+  table: number;
+  eraseAt: number;
+  scopes: number;
+}
+
+function sectionsOf(b: Buffer): Sections {
+  const bodyBytes = b.readUInt32LE(28);
+  const keyed = b.readUInt32LE(48);
+  const cells = b.readUInt32LE(52);
+  const erases = b.readUInt32LE(56);
+  const scopesBytes = b.readUInt32LE(60);
+  const entryAt = HINT_HEADER_BYTES + Math.ceil(bodyBytes / 4) * 4;
+  const hashes = entryAt + 4 * keyed;
+  const table = hashes + 4 * keyed;
+  const eraseAt = table + 4 * cells;
+  const scopes = eraseAt + 4 * erases;
+  expect(scopes + scopesBytes + HINT_TRAILER_BYTES, "the documented layout adds up to the file").toBe(b.length);
+  return { count: b.readUInt32LE(24), bodyBytes, keyed, cells, erases, scopesBytes, entryAt, hashes, table, eraseAt, scopes };
+}
+
+/** The first non-empty table cell's byte position. */
+function usedCell(b: Buffer, x: Sections): number {
+  for (let c = 0; c < x.cells; c++) if (b.readInt32LE(x.table + 4 * c) !== 0) return x.table + 4 * c;
+  throw new Error("no used cell");
+}
+
+/** Writes `bad` as hint `id` of a fresh copy of `base`; returns the copy. */
+function planted(base: string, id: number, bad: Buffer, label: string): string {
+  const dir = copyDir(base, label);
+  fs.writeFileSync(hintPath(dir, id), bad);
+  return dir;
+}
+
+describe("hint files version 2", () => {
+  let base = "";
+  let reference: unknown = null;
+  /** A sealed segment whose hint has keyed entries, erase entries and scopes, with padding after its entries. */
+  let rich = 0;
+
+  afterEach(() => unsafeSkipHintEntryChecks(false));
+
+  it("every hint written is version 2 with its index; a clean reopen is fully hinted and exact", async () => {
+    base = await build();
+    reference = await scanned(base);
+    const ids = hintIds(base);
+    for (const id of ids) {
+      const b = fs.readFileSync(hintPath(base, id));
+      expect(b[4], `hint ${id} version`).toBe(2);
+      const x = sectionsOf(b);
+      expect(x.cells & (x.cells - 1)).toBe(0);
+      expect(x.cells).toBeGreaterThanOrEqual(2 * x.keyed);
+      const h = checkHint(b, id, headerOf(base, id));
+      expect(h, `hint ${id}`).not.toBeNull();
+      expect(h?.index.keyed).toBe(x.keyed);
+    }
+    const candidates = ids.filter((id) => {
+      const b = fs.readFileSync(hintPath(base, id));
+      const x = sectionsOf(b);
+      return b[5] === 1 && x.keyed > 0 && x.erases > 0 && x.scopesBytes > 0;
+    });
+    expect(candidates.length, "some sealed hint holds keyed entries, erasures and scopes").toBeGreaterThan(0);
+    rich = candidates[0] as number;
+    const r = await openState(copyDir(base, "hints2-all"));
+    expect(r.hinted).toBe(r.segments);
+    expect(r.state).toEqual(reference);
+  }, 60_000);
+
+  it("one bit flipped in each new header field and each new section: that segment is scanned, state exact", async () => {
+    const good = fs.readFileSync(hintPath(base, rich));
+    const x = sectionsOf(good);
+    const positions: Array<[string, number]> = [
+      ["keyed count", 48], ["cells", 52], ["erase count", 56], ["scope-list bytes", 60],
+      ["entry offset", x.entryAt + 1], ["hash", x.hashes + 2], ["table cell", usedCell(good, x)], ["empty-or-any cell", x.table + 4 * (x.cells - 1)],
+      ["erase offset", x.eraseAt], ["scope list length", x.scopes], ["scope list bytes", x.scopes + 2],
+    ];
+    if (x.entryAt > HINT_HEADER_BYTES + x.bodyBytes) positions.push(["padding", HINT_HEADER_BYTES + x.bodyBytes]);
+    for (const [what, at] of positions) {
+      const bad = Buffer.from(good);
+      bad[at] = (bad[at] as number) ^ 0x08;
+      expect(checkHint(bad, rich, headerOf(base, rich)), what).toBeNull();
+      const r = await openState(planted(base, rich, bad, "hints2-flip"));
+      expect(r.hinted, what).toBe(r.segments - 1);
+      expect(r.state, what).toEqual(reference);
+    }
+  }, 120_000);
+
+  it("twin: with the checksum recomputed, damage to the table, hashes, entry offsets or scope list is loaded and the answers differ", async () => {
+    const good = fs.readFileSync(hintPath(base, rich));
+    const x = sectionsOf(good);
+    const damages: Array<[string, (b: Buffer) => void]> = [
+      ["table emptied", (b) => b.fill(0, x.table, x.table + 4 * x.cells)],
+      ["every hash flipped", (b) => {
+        for (let i = 0; i < x.keyed; i++) b.writeUInt32LE((b.readUInt32LE(x.hashes + 4 * i) ^ 0x10000) >>> 0, x.hashes + 4 * i);
+      }],
+      ["every entry offset moved to the first keyed entry", (b) => {
+        for (let i = 1; i < x.keyed; i++) b.writeUInt32LE(b.readUInt32LE(x.entryAt), x.entryAt + 4 * i);
+      }],
+      ["scope renamed", (b) => (b[x.scopes + 2] = (b[x.scopes + 2] as number) ^ 0x01)],
+    ];
+    expect(x.keyed).toBeGreaterThan(1);
+    const refDir = copyDir(base, "hints2-twin-ref");
+    dropHints(refDir);
+    const ref = await Store.open(refDir, OPTS);
+    const names = [...ref.keydir.all()].map((t) => [t.scope, t.key] as const);
+    try {
+      for (const [what, damage] of damages) {
+        const bad = Buffer.from(good);
+        damage(bad);
+        reseal(bad);
+        expect(checkHint(bad, rich, headerOf(base, rich)), `${what}: whole, so loaded`).not.toBeNull();
+        const s = await Store.open(planted(base, rich, bad, "hints2-twin"), OPTS);
+        try {
+          expect(s.opened.hinted, what).toBe(s.opened.segments);
+          // Reads and probes first (the deferred path that the index serves), then the whole state.
+          let differ = 0;
+          for (const [scope, key] of names) {
+            const o = { scope, inherit: false };
+            if (JSON.stringify(s.readSync(key, o)) !== JSON.stringify(ref.readSync(key, o))) differ += 1;
+          }
+          const state = stateOf(s);
+          expect(differ > 0 || JSON.stringify(state) !== JSON.stringify(reference), what).toBe(true);
+        } finally {
+          await s.close();
+        }
+      }
+    } finally {
+      await ref.close();
+    }
+  }, 60_000);
+
+  it("a size field changed with the checksum recomputed: the layout check alone refuses it", async () => {
+    const good = fs.readFileSync(hintPath(base, rich));
+    for (const [what, at, delta] of [["keyed", 48, 1], ["cells", 52, 16], ["cells not a power of two", 52, -1], ["erases", 56, 1], ["scope bytes", 60, 2], ["body bytes", 28, 4]] as const) {
+      const bad = Buffer.from(good);
+      bad.writeUInt32LE(bad.readUInt32LE(at) + delta, at);
+      reseal(bad);
+      expect(checkHint(bad, rich, headerOf(base, rich)), what).toBeNull();
+    }
+  });
+
+  it("a malformed erase entry (checksum recomputed) is refused at open; twin: with entry checks off it is applied and the open goes wrong", async () => {
+    const good = fs.readFileSync(hintPath(base, rich));
+    const x = sectionsOf(good);
+    const bad = Buffer.from(good);
+    const eraseAt = bad.readUInt32LE(x.eraseAt);
+    bad.writeUInt32LE(eraseAt + 1, x.eraseAt); // points one byte into the erase entry
+    reseal(bad);
+    expect(checkHint(bad, rich, headerOf(base, rich))).toBeNull();
+    const r = await openState(planted(base, rich, bad, "hints2-erase"));
+    expect(r.hinted).toBe(r.segments - 1);
+    expect(r.state).toEqual(reference);
+    unsafeSkipHintEntryChecks(true);
+    expect(checkHint(bad, rich, headerOf(base, rich)), "the unsafe twin loads it").not.toBeNull();
+    const wrong = await openState(planted(base, rich, bad, "hints2-erase-twin")).then((t) => t.state, (err: unknown) => err);
+    expect(wrong).not.toEqual(reference);
+  }, 60_000);
+
+  it("a keyed entry made malformed (checksum recomputed) fails closed at first use: CorruptionError, hint deleted, the next open scans exactly; twin: unchecked, it is applied wrong", async () => {
+    const good = fs.readFileSync(hintPath(base, rich));
+    const x = sectionsOf(good);
+    const bad = Buffer.from(good);
+    const body = bad.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + x.bodyBytes);
+    // The keyed entry whose slot is readable (a live PUT), its sequence pushed past the hint's range.
+    const e = blankEntry();
+    let victim: { at: number; scope: string; key: string } | null = null;
+    const refStore = await Store.open(copyDir(base, "hints2-ref-read"), OPTS);
+    const refReads = new Map<string, unknown>();
+    try {
+      for (let i = 0; i < x.keyed && victim === null; i++) {
+        const at = bad.readUInt32LE(x.entryAt + 4 * i);
+        decodeEntry(body, at, e);
+        const read = refStore.readSync(e.key, { scope: e.scope, inherit: false });
+        if (e.type === 1 && read.status === "OK") victim = { at, scope: e.scope, key: e.key };
+      }
+      expect(victim, "a live PUT in the hint").not.toBeNull();
+      const v = victim as { at: number; scope: string; key: string };
+      refReads.set("victim", refStore.readSync(v.key, { scope: v.scope, inherit: false }));
+    } finally {
+      await refStore.close();
+    }
+    const v = victim as { at: number; scope: string; key: string };
+    const seqAt = v.at + 4 + 16;
+    body.writeUInt32LE(body.readUInt32LE(seqAt) + 1_000_000, seqAt); // beyond maxSeq
+    reseal(bad);
+    expect(checkHint(bad, rich, headerOf(base, rich)), "not checked at open").not.toBeNull();
+
+    const dir = planted(base, rich, bad, "hints2-lazy");
+    const s = await Store.open(dir, OPTS);
+    try {
+      expect(s.opened.hinted).toBe(s.opened.segments);
+      expect(() => s.readSync(v.key, { scope: v.scope, inherit: false })).toThrow(CorruptionError);
+      expect(fs.existsSync(hintPath(dir, rich)), "the malformed hint is deleted").toBe(false);
+      expect(() => s.readSync("never-written", { scope: "global", inherit: false }), "every later lookup refuses too").toThrow(CorruptionError);
+      expect(() => [...s.keydir.all()], "and so does a pass over all slots").toThrow(CorruptionError);
+    } finally {
+      await s.close().catch(() => undefined);
+    }
+    const after = await openState(dir);
+    expect(after.hinted).toBe(after.segments - 1);
+    expect(after.state).toEqual(reference);
+
+    unsafeSkipHintEntryChecks(true);
+    const twin = await Store.open(planted(base, rich, bad, "hints2-lazy-twin"), OPTS);
+    try {
+      // The point read's own sequence check still refuses the record (a second line), but the
+      // keydir now holds the wrong version: the state differs from the scan's.
+      const served = ((): unknown => {
+        try {
+          return twin.readSync(v.key, { scope: v.scope, inherit: false });
+        } catch (err) {
+          return err;
+        }
+      })();
+      expect(served, "not the scan's answer").not.toEqual(refReads.get("victim"));
+      expect(stateOf(twin), "the unchecked entry is applied").not.toEqual(reference);
+    } finally {
+      await twin.close();
+    }
+  }, 60_000);
+
+  it("version-1 hints are still read (state exact, fully hinted) and sealed ones are rewritten as version 2", async () => {
+    const dir = copyDir(base, "hints2-v1");
+    const ids = hintIds(dir);
+    for (const id of ids) {
+      const b = fs.readFileSync(hintPath(dir, id));
+      const x = sectionsOf(b);
+      // The version-1 layout: the first 48 header bytes (version 1), the entries, the xxh64.
+      const v1 = Buffer.alloc(HINT_V1_HEADER_BYTES + x.bodyBytes + HINT_TRAILER_BYTES);
+      b.copy(v1, 0, 0, HINT_V1_HEADER_BYTES);
+      v1[4] = 1;
+      b.copy(v1, HINT_V1_HEADER_BYTES, HINT_HEADER_BYTES, HINT_HEADER_BYTES + x.bodyBytes);
+      reseal(v1);
+      const h = checkHint(v1, id, headerOf(dir, id));
+      expect(h?.version, `hint ${id} as v1`).toBe(1);
+      expect(h?.index.keyed).toBe(x.keyed);
+      fs.writeFileSync(hintPath(dir, id), v1);
+    }
+    const r = await openState(dir);
+    expect(r.hinted).toBe(r.segments);
+    expect(r.state).toEqual(reference);
+    for (const id of hintIds(dir)) {
+      const sealed = (headerOf(dir, id).header.flags & 1) !== 0;
+      if (sealed) expect(fs.readFileSync(hintPath(dir, id))[4], `sealed hint ${id} rewritten`).toBe(2);
+    }
+    const again = await openState(dir);
+    expect(again.hinted).toBe(again.segments);
+    expect(again.state).toEqual(reference);
+  }, 60_000);
+});
