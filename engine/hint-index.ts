@@ -11,7 +11,10 @@
  */
 import * as C from "../segments/constants.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import { entryUsable, ENTRY_FIXED_BYTES, sameBytes, slotHash, unlinkHint, type LoadedHint } from "../segments/hint.js";
+import { buildIndex, entryPresent, entryUsable, ENTRY_FIXED_BYTES, HintBuilder, sameBytes, slotHash, unlinkHint, type LoadedHint } from "../segments/hint.js";
+import { scanRecords, walkSealed } from "../segments/scan.js";
+import { readWholeFile } from "../segments/whole-file.js";
+import * as fs from "node:fs";
 import { CorruptionError } from "../rules/errors.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { applyClear, applyPut, applyTombstone, type DeferredSlots, type Keydir, type Location, type Slot } from "./keydir.js";
@@ -20,7 +23,9 @@ import { readU64 } from "../segments/u64.js";
 
 /**
  * The keyed entries of one hint, as its index says (segments/hint.ts HintIndex: views of a
- * version-2 file, or computed from a version-1 one), and which of them are applied.
+ * version-2 file, read block by block on first use, or computed from a version-1 one or from a
+ * scan), and which of them are applied. Every accessor makes its bytes present first and answers
+ * -1 (or false) when they cannot be read or fail their block checksum.
  */
 class HintTable {
   readonly segmentId: number;
@@ -52,6 +57,44 @@ class HintTable {
     this.doneBytes ??= new Uint8Array(this.count);
     return this.doneBytes;
   }
+
+  /** Element `i` of a u32 view of the file (its bytes made present first), or -1. */
+  private u32(view: Uint32Array | Int32Array, i: number): number {
+    const bytes = this.hint.bytes;
+    if (bytes !== null) {
+      const at = view.byteOffset - bytes.buf.byteOffset + 4 * i;
+      if (!bytes.ensure(at, at + 4)) return -1;
+    }
+    return view[i] as number; // in bounds: callers pass i below the view's length
+  }
+
+  /** Table cell `p` (0: empty, else an entry number plus one), or -1. */
+  cell(p: number): number {
+    return this.u32(this.table, p);
+  }
+
+  /** The slot hash of keyed entry `i`, or -1. */
+  hash(i: number): number {
+    return this.u32(this.hashes, i);
+  }
+
+  /** The body offset of keyed entry `i` with the entry's bytes present, or -1. */
+  entry(i: number): number {
+    const at = this.u32(this.entryAt, i);
+    return at >= 0 && entryPresent(this.hint, at) ? at : -1;
+  }
+
+  /** The record offset of an applied entry (its bytes are present: they were when it was applied). */
+  recordOffset(i: number): number {
+    return this.body.readUInt32LE(elementAt(this.entryAt, i, "an entry offset per indexed entry"));
+  }
+}
+
+/** A hint's bytes could not be read or failed a block checksum: the lookup is redone after a rescan. */
+class HintUnreadable extends Error {
+  constructor(readonly table: number) {
+    super(`hint table ${table} is unreadable`);
+  }
 }
 
 /** Scratch for a looked-up slot's scope and key bytes. */
@@ -60,6 +103,8 @@ const QUERY = Buffer.allocUnsafe(SCOPE_BYTES_MAX + KEY_BYTES_MAX);
 /** Deferred entries of every hinted segment of one open. */
 export class HintSlots implements DeferredSlots {
   private readonly tables: HintTable[] = [];
+  /** The segment of each table (a table whose hint turns out unreadable is rebuilt from it). */
+  private readonly segs: Segment[] = [];
   /** The open's clock: a slot left with no PUT record gets it as reclaimedAt, as at open. */
   private readonly now: number;
   /** The segments directory (a hint found malformed at first use is deleted there). */
@@ -85,6 +130,7 @@ export class HintSlots implements DeferredSlots {
       seg.noteSeq(hint.maxSeq);
     }
     this.tables.push(new HintTable(hint));
+    this.segs.push(seg);
     return Array.from(hint.index.erases);
   }
 
@@ -104,11 +150,48 @@ export class HintSlots implements DeferredSlots {
     throw this.refused;
   }
 
-  /** The body offset of keyed entry `i` of `t`, checked for use. */
-  private usable(t: HintTable, i: number): number {
-    const at = elementAt(t.entryAt, i, "an entry offset per indexed entry");
+  /** The body offset of keyed entry `i` of table `ti`, present and checked for use. */
+  private usable(ti: number, i: number): number {
+    const t = elementAt(this.tables, ti, "a table per hint");
+    const at = t.entry(i);
+    if (at < 0) throw new HintUnreadable(ti);
     if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
     return at;
+  }
+
+  /**
+   * Replaces table `ti`, whose hint file can no longer be read or failed a block checksum, with
+   * the index of a scan of its segment's bytes that the hint described. What was applied from it
+   * came from blocks that passed their checksums — exactly the records the scan finds at those
+   * offsets — so those entries stay applied (matched by record offset) and the rest stay deferred.
+   */
+  private rescan(ti: number): void {
+    const t = elementAt(this.tables, ti, "a table per hint");
+    const seg = elementAt(this.segs, ti, "a segment per table");
+    assert(!seg.isClosed, `segment ${seg.id}: a deferred table's segment stays open until everything is applied`);
+    const applied = new Set<number>();
+    for (let i = 0; i < t.count; i++) if (t.done[i] !== 0) applied.add(t.recordOffset(i));
+    const builder = new HintBuilder();
+    const end = t.hint.coversEnd;
+    if (t.hint.sealed) {
+      const bytes = readWholeFile(seg.fd);
+      if (bytes.length !== end) throw new CorruptionError(seg.id, bytes.length, `the sealed segment is ${bytes.length} bytes, its hint said ${end}`);
+      walkSealed(bytes, seg.id, (off) => builder.addRecord(bytes, off, off));
+    } else {
+      const bytes = Buffer.allocUnsafe(end);
+      for (let done = 0; done < end; ) {
+        const n = fs.readSync(seg.fd, bytes, done, end - done, done);
+        if (n === 0) throw new CorruptionError(seg.id, done, `the segment ends before the ${end} bytes its hint described`);
+        done += n;
+      }
+      const scanned = scanRecords(bytes, seg.id, false, (_r, off) => builder.addRecord(bytes, off, off), false, true, C.DATA_START);
+      if (scanned.end !== end || scanned.torn !== null) throw new CorruptionError(seg.id, scanned.end, `the records its hint described end at ${scanned.end}, not ${end}`);
+    }
+    const body = builder.entriesBody();
+    assert(body !== null, "a builder without a loaded prefix always has its entries");
+    const fresh = new HintTable({ ...t.hint, body, index: buildIndex(body), bytes: null });
+    for (let j = 0; j < fresh.count; j++) if (applied.has(fresh.recordOffset(j))) fresh.done[j] = 1;
+    this.tables[ti] = fresh;
   }
 
   /** Applies the entry at `at` of `t` to `slot` (the apply* of recovery's applyRecord). */
@@ -148,22 +231,41 @@ export class HintSlots implements DeferredSlots {
     const keyLen = QUERY.write(key, scopeLen, "utf8");
     if (Buffer.byteLength(scope, "utf8") !== scopeLen || Buffer.byteLength(key, "utf8") !== keyLen) return; // longer than any stored name
     const h = slotHash(QUERY, 0, scopeLen, scopeLen, keyLen);
+    // A table found unreadable is rebuilt from a scan (never unreadable again): at most one retry each.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        this.lookup(keydir, scope, key, h, scopeLen, keyLen);
+        return;
+      } catch (err) {
+        if (!(err instanceof HintUnreadable) || attempt > this.tables.length) throw err;
+        this.rescan(err.table);
+      }
+    }
+  }
+
+  /** load() for hash `h` of the name in QUERY: finds every unapplied entry of it, then applies them all. */
+  private lookup(keydir: Keydir, scope: string, key: string, h: number, scopeLen: number, keyLen: number): void {
     const found = FOUND;
     found.length = 0;
     for (let ti = 0; ti < this.tables.length; ti++) {
       const t = elementAt(this.tables, ti, "a table per hint");
       // At most every cell once: a damaged table that is full cannot loop.
-      for (let p = h & t.mask, n = 0; n <= t.mask && t.table[p] !== 0; p = (p + 1) & t.mask, n++) {
-        const i = elementAt(t.table, p, "the probed cell is in the table") - 1;
-        if (i < 0 || i >= t.count) this.refuse(t, p, `table cell ${p} names entry ${i + 1} of ${t.count}`);
-        if (t.hashes[i] !== h) continue;
-        const at = this.usable(t, i);
+      for (let p = h & t.mask, n = 0; n <= t.mask; p = (p + 1) & t.mask, n++) {
+        const cell = t.cell(p);
+        if (cell < 0) throw new HintUnreadable(ti);
+        if (cell === 0) break;
+        const i = cell - 1;
+        if (i >= t.count) this.refuse(t, p, `table cell ${p} names entry ${cell} of ${t.count}`);
+        const hash = t.hash(i);
+        if (hash < 0) throw new HintUnreadable(ti);
+        if (hash !== h) continue;
+        const at = this.usable(ti, i);
         if (t.done[i] !== 0 || !sameName(t.body, at, QUERY, scopeLen, keyLen)) continue;
         found.push(ti, i);
       }
     }
     if (found.length === 0) return;
-    // Every entry to apply is checked: now apply them all (no slot is left half built).
+    // Every entry to apply is present and checked: now apply them all (no slot is left half built).
     const slot = keydir.ensureApplied(scope, key);
     for (let k = 0; k < found.length; k += 2) {
       const t = elementAt(this.tables, elementAt(found, k, "table number"), "a table per hint");
@@ -177,10 +279,14 @@ export class HintSlots implements DeferredSlots {
   loadAll(keydir: Keydir): void {
     assert(!keydir.isDeferred, "the keydir drops its source before loading everything");
     if (this.refused !== null) throw this.refused;
-    // Every entry checked before any is applied (a malformed one then leaves nothing half built).
-    for (const t of this.tables) {
+    // Every hint read whole (one rescanned when it cannot be) and every entry checked before any
+    // is applied (a malformed one then leaves nothing half built).
+    for (let ti = 0; ti < this.tables.length; ti++) {
+      const bytes = elementAt(this.tables, ti, "a table per hint").hint.bytes;
+      if (bytes !== null && !bytes.ensureAll()) this.rescan(ti);
+      const t = elementAt(this.tables, ti, "a table per hint");
       const done = t.done;
-      for (let i = 0; i < t.count; i++) if (done[i] === 0) this.usable(t, i);
+      for (let i = 0; i < t.count; i++) if (done[i] === 0) this.usable(ti, i);
     }
     const built: Slot[] = [];
     for (const t of this.tables) {
@@ -212,6 +318,7 @@ export class HintSlots implements DeferredSlots {
     }
     for (const slot of built) this.settle(slot);
     this.tables.length = 0;
+    this.segs.length = 0;
   }
 }
 

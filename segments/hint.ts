@@ -50,8 +50,12 @@ const X_KEYED = 48; // u32, v2: keyed entries (PUT, TOMBSTONE, CLEAR), the lengt
 const X_CELLS = 52; // u32, v2: cells of the open-addressing table (a power of two >= 2 * keyed, >= 16)
 const X_ERASES = 56; // u32, v2: SCOPE_ERASE entries
 const X_SCOPES_BYTES = 60; // u32, v2: bytes of the PUT-scope list
+const X_BLOCK_BYTES = 64; // u32, v2: bytes per checksummed block of the indexed region
+const X_RESERVED2 = 68; // u32, v2: zero
 /** Bytes of the version-2 hint header. */
-export const HINT_HEADER_BYTES = 64;
+export const HINT_HEADER_BYTES = 72;
+/** Bytes per checksummed block of a version-2 hint's indexed region (header, entries, offsets, hashes, table). */
+export const HINT_BLOCK_BYTES = 32 * 1024;
 /** Bytes of the version-1 hint header. */
 export const HINT_V1_HEADER_BYTES = 48;
 /** Bytes of the trailing xxh64 (of every byte before it). */
@@ -94,11 +98,14 @@ export function headerIdentity(choice: HeaderChoice): bigint {
 /**
  * Accumulates the entries of one segment's hint as records are written (or scanned): one
  * growable byte buffer off the JS heap. Entries must be added in file order, each record once.
+ * It may start from a loaded hint (addLoaded), whose entries are read only when encoded.
  */
 export class HintBuilder {
   private bytes: Buffer;
   private used = 0;
   private entries = 0;
+  /** The loaded hint whose entries come before the added ones, or null. */
+  private prefix: LoadedHint | null = null;
   /** Segment offset just past the last record added (records are added in file order). */
   private lastEnd: number = C.DATA_START;
   /** Lowest and highest sequence added (0 while empty). */
@@ -114,9 +121,9 @@ export class HintBuilder {
     return this.entries;
   }
 
-  /** Bytes of entries added. */
+  /** Bytes of entries added (the loaded prefix's included). */
   get bodyBytes(): number {
-    return this.used;
+    return (this.prefix?.body.length ?? 0) + this.used;
   }
 
   /** Offset just past the last record added. */
@@ -163,29 +170,39 @@ export class HintBuilder {
   }
 
   /**
-   * Starts from the entries of a loaded hint covering up to `coversEnd`: adopts its body (no copy;
-   * the first entry added after it copies into a larger buffer, so the loaded bytes never change).
+   * Starts from the entries of a loaded hint covering up to `coversEnd`, without reading them: a
+   * version-2 hint's entries are read (and checked block by block) only when this builder encodes.
    */
   addLoaded(hint: LoadedHint): void {
-    assert(this.entries === 0 && this.used === 0, "a loaded hint starts a builder");
-    this.bytes = hint.body;
-    this.used = hint.body.length;
+    assert(this.entries === 0 && this.used === 0 && this.prefix === null, "a loaded hint starts a builder");
+    this.prefix = hint;
     this.entries = hint.count;
     this.lastEnd = hint.coversEnd;
     this.minSeq = hint.minSeq;
     this.maxSeq = hint.maxSeq;
   }
 
+  /** Every entry in file order; null when the loaded prefix can no longer be read whole. */
+  entriesBody(): Buffer | null {
+    const own = this.bytes.subarray(0, this.used);
+    if (this.prefix === null) return own;
+    if (this.prefix.bytes !== null && !this.prefix.bytes.ensureAll()) return null;
+    return this.used === 0 ? this.prefix.body : Buffer.concat([this.prefix.body, own]);
+  }
+
   /**
    * The whole (version 2) hint file for a segment whose header is `header`, covering up to
-   * `coversEnd`: header, entries, then the index an open maps instead of computing (buildIndex).
+   * `coversEnd`: header, entries, the index an open maps instead of computing (buildIndex), then
+   * the summary (erase offsets, scopes, one xxh64 per block of everything before it) and the
+   * trailer (xxh64 of the header and the summary). Null when the loaded prefix cannot be read.
    */
-  encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer {
+  encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
-    const body = this.bytes.subarray(0, this.used);
+    const body = this.entriesBody();
+    if (body === null) return null;
     const index = buildIndex(body);
     const scopes = encodeScopes(index.scopes);
-    const layout = layoutOf(this.used, index.keyed, index.table.length, index.erases.length, scopes.length);
+    const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(layout.total);
     out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
     out[X_VERSION] = HINT_VERSION;
@@ -195,22 +212,34 @@ export class HintBuilder {
     out.writeUInt32LE(coversEnd, X_COVERS_END);
     out.writeBigUInt64LE(headerIdentity(header), X_IDENTITY);
     out.writeUInt32LE(this.entries, X_COUNT);
-    out.writeUInt32LE(this.used, X_BODY_BYTES);
+    out.writeUInt32LE(body.length, X_BODY_BYTES);
     writeU64(out, this.minSeq, X_MIN_SEQ);
     writeU64(out, this.maxSeq, X_MAX_SEQ);
     out.writeUInt32LE(index.keyed, X_KEYED);
     out.writeUInt32LE(index.table.length, X_CELLS);
     out.writeUInt32LE(index.erases.length, X_ERASES);
     out.writeUInt32LE(scopes.length, X_SCOPES_BYTES);
+    out.writeUInt32LE(HINT_BLOCK_BYTES, X_BLOCK_BYTES);
+    out.writeUInt32LE(0, X_RESERVED2);
     body.copy(out, HINT_HEADER_BYTES);
-    putU32s(out, layout.entryAt, index.entryAt.subarray(0, index.keyed));
-    putU32s(out, layout.hashes, index.hashes.subarray(0, index.keyed));
+    putU32s(out, layout.entryAt, index.entryAt);
+    putU32s(out, layout.hashes, index.hashes);
     putU32s(out, layout.table, index.table);
-    putU32s(out, layout.erases, index.erases);
+    putU32s(out, layout.summary, index.erases);
     scopes.copy(out, layout.scopes);
-    out.writeBigUInt64LE(checksum64(out, 0, out.length - HINT_TRAILER_BYTES), out.length - HINT_TRAILER_BYTES);
+    for (let k = 0; k < layout.blocks; k++) {
+      const from = k * HINT_BLOCK_BYTES;
+      out.writeBigUInt64LE(checksum64(out, from, Math.min(layout.summary, from + HINT_BLOCK_BYTES)), layout.sums + 8 * k);
+    }
+    out.writeBigUInt64LE(trailerSum(out.subarray(0, HINT_HEADER_BYTES), out.subarray(layout.summary, layout.total - HINT_TRAILER_BYTES)), layout.total - HINT_TRAILER_BYTES);
     return out;
   }
+}
+
+/** The trailer of a version-2 hint: xxh64 of its header followed by its summary. */
+function trailerSum(head: Buffer, summary: Buffer): bigint {
+  const both = Buffer.concat([head, summary]);
+  return checksum64(both, 0, both.length);
 }
 
 /** Writes `values` as little-endian u32s at out[at...]. */
@@ -218,24 +247,33 @@ function putU32s(out: Buffer, at: number, values: Uint32Array | Int32Array): voi
   for (let i = 0; i < values.length; i++) out.writeUInt32LE((values[i] as number) >>> 0, at + 4 * i);
 }
 
-/** Where each section of a version-2 hint starts (4-aligned after the entries), and its length. */
+/**
+ * Where each section of a version-2 hint starts, and its length: the indexed region [0, summary)
+ * (header, entries padded to 4, entry offsets, hashes, table) in checksummed blocks, then the
+ * summary (erase offsets, scope list, block sums), then the trailer.
+ */
 interface Layout {
   entryAt: number;
   hashes: number;
   table: number;
-  erases: number;
+  /** End of the indexed region; the erase offsets start here. */
+  summary: number;
   scopes: number;
+  sums: number;
+  blocks: number;
   total: number;
 }
 
 /** The section offsets of a version-2 hint with these counts (docs/FORMAT.md "Hint files"). */
-function layoutOf(bodyBytes: number, keyed: number, cells: number, erases: number, scopesBytes: number): Layout {
+function layoutOf(bodyBytes: number, keyed: number, cells: number, erases: number, scopesBytes: number, blockBytes: number): Layout {
   const entryAt = HINT_HEADER_BYTES + Math.ceil(bodyBytes / 4) * 4;
   const hashes = entryAt + 4 * keyed;
   const table = hashes + 4 * keyed;
-  const erasesAt = table + 4 * cells;
-  const scopes = erasesAt + 4 * erases;
-  return { entryAt, hashes, table, erases: erasesAt, scopes, total: scopes + scopesBytes + HINT_TRAILER_BYTES };
+  const summary = table + 4 * cells;
+  const scopes = summary + 4 * erases;
+  const sums = scopes + scopesBytes;
+  const blocks = Math.ceil(summary / blockBytes);
+  return { entryAt, hashes, table, summary, scopes, sums, blocks, total: sums + 8 * blocks + HINT_TRAILER_BYTES };
 }
 
 /** The PUT-scope list: for each scope its UTF-8 length (u16), then its bytes. */
@@ -354,6 +392,104 @@ export interface LoadedHint {
   body: Buffer;
   /** Its slot index: views of the file's bytes (version 2), or computed at open (version 1). */
   index: HintIndex;
+  /**
+   * Version 2 read from a file: the indexed region, whose blocks are read and checked on first
+   * use — every access to `body` or the index views must `ensure` its bytes first. Null when
+   * every byte is in memory and checked (version 1, or a hint checked from memory).
+   */
+  bytes: HintBytes | null;
+}
+
+/**
+ * The indexed region [0, summary) of a version-2 hint file, read block by block on first use:
+ * each block is read into `buf` at its file offset and must match its xxh64 from the summary
+ * (checked at open with the trailer). The file is opened by name for each read, so a hint
+ * replaced since (a seal rewrites the active segment's hint) is read too — and any of its blocks
+ * that differ fail their sums: bytes are only ever accepted as exactly those the open checked.
+ */
+export class HintBytes {
+  /** The region's bytes; valid only inside loaded blocks. Its ArrayBuffer starts at file offset 0. */
+  readonly buf: Buffer;
+  private readonly loaded: Uint8Array;
+  private missing: number;
+  /** Set when a block could not be read or failed its sum: nothing more is loaded. */
+  private broken = false;
+
+  constructor(
+    private readonly file: string,
+    regionBytes: number,
+    private readonly blockBytes: number,
+    private readonly sums: Buffer,
+  ) {
+    this.buf = Buffer.allocUnsafeSlow(regionBytes); // address space only until blocks are read
+    assert(this.buf.byteOffset === 0, "an unpooled buffer starts its ArrayBuffer");
+    this.loaded = new Uint8Array(Math.ceil(regionBytes / blockBytes));
+    this.missing = this.loaded.length;
+    assert(sums.length === 8 * this.loaded.length, "one sum per block");
+  }
+
+  /** True once a block failed (the hint is then unusable from here on). */
+  get failed(): boolean {
+    return this.broken;
+  }
+
+  /**
+   * Makes bytes [from, to) of the region present and checked; false when they are outside it, a
+   * block cannot be read, or a block fails its sum (then every later call is false too).
+   */
+  ensure(from: number, to: number): boolean {
+    if (from < 0 || to > this.buf.length || from > to) return false;
+    if (to === from) return true;
+    const first = Math.floor(from / this.blockBytes);
+    const last = Math.floor((to - 1) / this.blockBytes);
+    let k = first;
+    while (k <= last && this.loaded[k] !== 0) k++;
+    if (k > last) return true;
+    if (this.broken) return false;
+    return this.load(k, last);
+  }
+
+  /** ensure() of the whole region. */
+  ensureAll(): boolean {
+    return this.missing === 0 || this.ensure(0, this.buf.length);
+  }
+
+  /** Reads and checks the blocks of [first, last] not loaded yet, in runs. */
+  private load(first: number, last: number): boolean {
+    let fd = -1;
+    try {
+      fd = fs.openSync(this.file, "r");
+      for (let k = first; k <= last; ) {
+        if (this.loaded[k] !== 0) {
+          k++;
+          continue;
+        }
+        let end = k;
+        while (end + 1 <= last && this.loaded[end + 1] === 0) end++;
+        const from = k * this.blockBytes;
+        const to = Math.min(this.buf.length, (end + 1) * this.blockBytes);
+        for (let done = from; done < to; ) {
+          const n = fs.readSync(fd, this.buf, done, to - done, done);
+          if (n === 0) throw new RangeError(`${this.file}: ends at ${done}, before ${to}`);
+          done += n;
+        }
+        for (let b = k; b <= end; b++) {
+          const bFrom = b * this.blockBytes;
+          const sum = checksum64(this.buf, bFrom, Math.min(this.buf.length, bFrom + this.blockBytes));
+          if (sum !== this.sums.readBigUInt64LE(8 * b)) throw new RangeError(`${this.file}: block ${b} fails its checksum`);
+          this.loaded[b] = 1;
+          this.missing -= 1;
+        }
+        k = end + 1;
+      }
+      return true;
+    } catch {
+      this.broken = true;
+      return false;
+    } finally {
+      if (fd >= 0) fs.closeSync(fd);
+    }
+  }
 }
 
 /** One entry as recovery applies it: a record's fixed fields, names and erase list, and where it lies. */
@@ -427,61 +563,91 @@ function entriesWellFormed(body: Buffer, count: number, coversEnd: number, minSe
 
 /**
  * Reads `dir`'s hint of segment `segmentId` and checks it against that segment's current header;
- * null when it is missing, unreadable, damaged, of another version or stale. Never throws.
+ * null when it is missing, unreadable, damaged, of another version or stale. Never throws. A
+ * version-2 hint is read lazily: its header and summary now (checked by the trailer), each block
+ * of the rest on first use (HintBytes).
  */
 export function readHint(dir: string, segmentId: number, header: HeaderChoice): LoadedHint | null {
-  let buf: Buffer;
+  const file = path.join(dir, hintFileName(segmentId));
+  let fd = -1;
   try {
-    buf = readAligned(path.join(dir, hintFileName(segmentId)));
+    fd = fs.openSync(file, "r");
+    const size = fs.fstatSync(fd).size;
+    if (size > HINT_BYTES_MAX || size < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return size > HINT_BYTES_MAX ? null : checkHint(readAt(fd, 0, size), segmentId, header);
+    const head = readAt(fd, 0, HINT_HEADER_BYTES);
+    if (head.readUInt8(X_VERSION) !== HINT_VERSION) return checkHint(readAt(fd, 0, size), segmentId, header); // version 1 (or refused there)
+    const layout = layoutV2(head, size);
+    if (layout === null) return null;
+    const summary = readAt(fd, layout.summary, size - layout.summary);
+    const tail = summary.length - HINT_TRAILER_BYTES;
+    if (trailerSum(head, summary.subarray(0, tail)) !== summary.readBigUInt64LE(tail)) return null;
+    const common = commonChecks(head, segmentId, header);
+    if (common === null) return null;
+    const bytes = new HintBytes(file, layout.summary, head.readUInt32LE(X_BLOCK_BYTES), summary.subarray(layout.sums - layout.summary, tail));
+    return finishV2(bytes.buf, bytes, layout, summary, head, common);
   } catch {
     return null;
-  }
-  return checkHint(buf, segmentId, header);
-}
-
-/** The bytes of `file` in a buffer of its own (offset 0 of its ArrayBuffer: the u32 sections can be viewed in place). */
-function readAligned(file: string): Buffer {
-  const fd = fs.openSync(file, "r");
-  try {
-    const size = fs.fstatSync(fd).size;
-    if (size > HINT_BYTES_MAX) throw new RangeError(`${file}: ${size} bytes is more than any hint`);
-    const buf = Buffer.allocUnsafeSlow(size);
-    let done = 0;
-    while (done < size) {
-      const n = fs.readSync(fd, buf, done, size - done, done);
-      if (n === 0) break;
-      done += n;
-    }
-    return buf.subarray(0, done);
   } finally {
-    fs.closeSync(fd);
+    if (fd >= 0) fs.closeSync(fd);
   }
 }
 
-/** The checks of readHint on the bytes of a hint file (either version). */
+/** `n` bytes of `fd` from `at`, in a buffer of their own; throws when the file is shorter. */
+function readAt(fd: number, at: number, n: number): Buffer {
+  const buf = Buffer.allocUnsafeSlow(n);
+  for (let done = 0; done < n; ) {
+    const got = fs.readSync(fd, buf, done, n - done, at + done);
+    if (got === 0) throw new RangeError(`short read: ${done} of ${n} bytes`);
+    done += got;
+  }
+  return buf;
+}
+
+/** The checks of readHint on the bytes of a whole hint file in memory (either version; every block checked now). */
 export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice): LoadedHint | null {
   if (buf.length < HINT_V1_HEADER_BYTES + HINT_TRAILER_BYTES || buf.length > HINT_BYTES_MAX) return null;
+  if (buf.readUInt32LE(X_MAGIC) !== HINT_MAGIC) return null;
   const version = buf.readUInt8(X_VERSION);
-  if (buf.readUInt32LE(X_MAGIC) !== HINT_MAGIC || (version !== HINT_VERSION && version !== HINT_VERSION_1)) return null;
-  if (version === HINT_VERSION && buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return null;
-  if (checksum64(buf, 0, buf.length - HINT_TRAILER_BYTES) !== buf.readBigUInt64LE(buf.length - HINT_TRAILER_BYTES)) return null;
-  const flags = buf.readUInt8(X_FLAGS);
-  if ((flags & ~HINT_SEALED) !== 0 || buf.readUInt16LE(X_RESERVED) !== 0) return null;
-  if (buf.readUInt32LE(X_SEGMENT_ID) !== segmentId || buf.readBigUInt64LE(X_IDENTITY) !== headerIdentity(header)) return null;
-  const sealed = (flags & HINT_SEALED) !== 0;
-  const segmentSealed = (header.header.flags & C.FLAG_SEALED) !== 0;
-  const coversEnd = buf.readUInt32LE(X_COVERS_END);
-  if (sealed !== segmentSealed || coversEnd < C.DATA_START || (sealed && coversEnd !== header.header.sealedBytes)) return null;
-  const count = buf.readUInt32LE(X_COUNT);
-  const minSeq = readU64(buf, X_MIN_SEQ);
-  const maxSeq = readU64(buf, X_MAX_SEQ);
-  if (minSeq < 0 || maxSeq < 0 || minSeq > maxSeq || (count === 0) !== (maxSeq === 0)) return null;
-  const common = { segmentId, sealed, coversEnd, count, minSeq, maxSeq };
-  return version === HINT_VERSION ? checkV2(buf, common) : checkV1(buf, common);
+  if (version === HINT_VERSION_1) {
+    if (checksum64(buf, 0, buf.length - HINT_TRAILER_BYTES) !== buf.readBigUInt64LE(buf.length - HINT_TRAILER_BYTES)) return null;
+    const common = commonChecks(buf, segmentId, header);
+    return common === null ? null : checkV1(buf, common);
+  }
+  if (version !== HINT_VERSION || buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return null;
+  const head = buf.subarray(0, HINT_HEADER_BYTES);
+  const layout = layoutV2(head, buf.length);
+  if (layout === null) return null;
+  const tail = buf.length - HINT_TRAILER_BYTES;
+  if (trailerSum(head, buf.subarray(layout.summary, tail)) !== buf.readBigUInt64LE(tail)) return null;
+  for (let k = 0; k < layout.blocks; k++) {
+    const from = k * HINT_BLOCK_BYTES;
+    if (checksum64(buf, from, Math.min(layout.summary, from + HINT_BLOCK_BYTES)) !== buf.readBigUInt64LE(layout.sums + 8 * k)) return null;
+  }
+  const common = commonChecks(head, segmentId, header);
+  if (common === null) return null;
+  // The index is viewed in place: 4-aligned sections need the file at a 4-aligned address.
+  const own = buf.byteOffset % 4 === 0 ? buf : Buffer.from(buf);
+  return finishV2(own.subarray(0, layout.summary), null, layout, own.subarray(layout.summary), own.subarray(0, HINT_HEADER_BYTES), common);
 }
 
-/** The fields checkHint has checked, common to both versions. */
+/** The fields both versions share, checked against the segment's header; null when any is wrong. */
 type Common = Pick<LoadedHint, "segmentId" | "sealed" | "coversEnd" | "count" | "minSeq" | "maxSeq">;
+
+/** The checks of the first 48 header bytes (both versions) against segment `segmentId`'s header. */
+function commonChecks(head: Buffer, segmentId: number, header: HeaderChoice): Common | null {
+  const flags = head.readUInt8(X_FLAGS);
+  if ((flags & ~HINT_SEALED) !== 0 || head.readUInt16LE(X_RESERVED) !== 0) return null;
+  if (head.readUInt32LE(X_SEGMENT_ID) !== segmentId || head.readBigUInt64LE(X_IDENTITY) !== headerIdentity(header)) return null;
+  const sealed = (flags & HINT_SEALED) !== 0;
+  const segmentSealed = (header.header.flags & C.FLAG_SEALED) !== 0;
+  const coversEnd = head.readUInt32LE(X_COVERS_END);
+  if (sealed !== segmentSealed || coversEnd < C.DATA_START || (sealed && coversEnd !== header.header.sealedBytes)) return null;
+  const count = head.readUInt32LE(X_COUNT);
+  const minSeq = readU64(head, X_MIN_SEQ);
+  const maxSeq = readU64(head, X_MAX_SEQ);
+  if (minSeq < 0 || maxSeq < 0 || minSeq > maxSeq || (count === 0) !== (maxSeq === 0)) return null;
+  return { segmentId, sealed, coversEnd, count, minSeq, maxSeq };
+}
 
 /** Version 1: the entries are walked and indexed here (linear in the entries). */
 function checkV1(buf: Buffer, c: Common): LoadedHint | null {
@@ -489,42 +655,67 @@ function checkV1(buf: Buffer, c: Common): LoadedHint | null {
   if (bodyBytes !== buf.length - HINT_V1_HEADER_BYTES - HINT_TRAILER_BYTES) return null;
   const body = buf.subarray(HINT_V1_HEADER_BYTES, HINT_V1_HEADER_BYTES + bodyBytes);
   if (!entriesWellFormed(body, c.count, c.coversEnd, c.minSeq, c.maxSeq)) return null;
-  return { ...c, version: HINT_VERSION_1, body, index: buildIndex(body) };
+  return { ...c, version: HINT_VERSION_1, body, index: buildIndex(body), bytes: null };
 }
 
 /**
- * Version 2: constant work plus the erase entries and the scope list — the sections' sizes must
- * add up to the file's, the table must be a power of two at most half full, every erase entry
- * usable — and the index is viewed in place (keyed entries are checked at first use, entryUsable).
+ * The layout a version-2 header promises, or null when it is impossible: the counts must fit the
+ * entries, the table must be a power of two at least twice the keyed entries, the block size a
+ * power of two in [4 KiB, 1 MiB], and the sections must add up to exactly `fileBytes`.
  */
-function checkV2(file: Buffer, c: Common): LoadedHint | null {
-  const bodyBytes = file.readUInt32LE(X_BODY_BYTES);
-  const keyed = file.readUInt32LE(X_KEYED);
-  const cells = file.readUInt32LE(X_CELLS);
-  const erases = file.readUInt32LE(X_ERASES);
-  const scopesBytes = file.readUInt32LE(X_SCOPES_BYTES);
-  if (keyed + erases > c.count || cells < CELLS_MIN || (cells & (cells - 1)) !== 0 || cells < 2 * keyed) return null;
-  if (c.count > 0 ? bodyBytes < c.count * ENTRY_FIXED_BYTES : bodyBytes !== 0) return null;
-  const layout = layoutOf(bodyBytes, keyed, cells, erases, scopesBytes);
-  if (layout.total !== file.length) return null;
+function layoutV2(head: Buffer, fileBytes: number): Layout | null {
+  const count = head.readUInt32LE(X_COUNT);
+  const bodyBytes = head.readUInt32LE(X_BODY_BYTES);
+  const keyed = head.readUInt32LE(X_KEYED);
+  const cells = head.readUInt32LE(X_CELLS);
+  const erases = head.readUInt32LE(X_ERASES);
+  const blockBytes = head.readUInt32LE(X_BLOCK_BYTES);
+  if (head.readUInt32LE(X_RESERVED2) !== 0 || blockBytes < 4096 || blockBytes > 1 << 20 || (blockBytes & (blockBytes - 1)) !== 0) return null;
+  if (keyed + erases > count || cells < CELLS_MIN || (cells & (cells - 1)) !== 0 || cells < 2 * keyed) return null;
+  if (count > 0 ? bodyBytes < count * ENTRY_FIXED_BYTES : bodyBytes !== 0) return null;
+  const layout = layoutOf(bodyBytes, keyed, cells, erases, head.readUInt32LE(X_SCOPES_BYTES), blockBytes);
+  return layout.total === fileBytes ? layout : null;
+}
+
+/**
+ * Version 2, the rest of the checks and the index: `region` is the indexed region (at file offset
+ * 0; in memory, or lazily filled by `bytes`), `summary` the file from the summary on. The scope
+ * list must decode and every erase entry be usable (their blocks are read now); the keyed entries
+ * are checked at first use (entryUsable), not here.
+ */
+function finishV2(region: Buffer, bytes: HintBytes | null, layout: Layout, summary: Buffer, head: Buffer, c: Common): LoadedHint | null {
   if (os.endianness() !== "LE") return null; // the u32 sections are viewed as host-order typed arrays
-  // In place needs 4-aligned sections: readAligned gives offset 0; a caller's pooled buffer is copied.
-  const buf = file.byteOffset % 4 === 0 ? file : Buffer.from(file);
-  const u32 = (at: number, n: number): Uint32Array => new Uint32Array(buf.buffer, buf.byteOffset + at, n);
-  const scopes = decodeScopes(buf.subarray(layout.scopes, layout.scopes + scopesBytes));
+  const keyed = head.readUInt32LE(X_KEYED);
+  const cells = head.readUInt32LE(X_CELLS);
+  const eraseCount = head.readUInt32LE(X_ERASES);
+  const scopes = decodeScopes(summary.subarray(layout.scopes - layout.summary, layout.sums - layout.summary));
   if (scopes === null) return null;
-  const body = buf.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes);
-  const index: HintIndex = {
-    keyed,
-    entryAt: u32(layout.entryAt, keyed),
-    hashes: u32(layout.hashes, keyed),
-    table: new Int32Array(buf.buffer, buf.byteOffset + layout.table, cells),
-    erases: u32(layout.erases, erases),
-    scopes,
-  };
-  const hint: LoadedHint = { ...c, version: HINT_VERSION, body, index };
-  for (const at of index.erases) if (!entryUsable(hint, at, false)) return null;
+  const erases = new Uint32Array(eraseCount);
+  for (let i = 0; i < eraseCount; i++) erases[i] = summary.readUInt32LE(4 * i);
+  const u32 = (at: number, n: number): Uint32Array => new Uint32Array(region.buffer, region.byteOffset + at, n);
+  const bodyBytes = head.readUInt32LE(X_BODY_BYTES);
+  const index: HintIndex = { keyed, entryAt: u32(layout.entryAt, keyed), hashes: u32(layout.hashes, keyed), table: new Int32Array(region.buffer, region.byteOffset + layout.table, cells), erases, scopes };
+  const hint: LoadedHint = { ...c, version: HINT_VERSION, body: region.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes), index, bytes };
+  for (const at of erases) if (!entryPresent(hint, at) || !entryUsable(hint, at, false)) return null;
   return hint;
+}
+
+/**
+ * Makes the entry at body offset `at` present (its fixed part, then its names and erase list):
+ * true when it is (always for a hint in memory); false when its bytes cannot be read or checked.
+ */
+export function entryPresent(hint: Pick<LoadedHint, "body" | "bytes">, at: number): boolean {
+  const bytes = hint.bytes;
+  if (bytes === null) return true;
+  const from = HINT_HEADER_BYTES + at;
+  const bodyEnd = HINT_HEADER_BYTES + hint.body.length;
+  if (!Number.isInteger(at) || at < 0 || !bytes.ensure(from, Math.min(bodyEnd, from + ENTRY_FIXED_BYTES))) return false;
+  if (bodyEnd - from < ENTRY_FIXED_BYTES) return true; // entryUsable refuses it
+  const f = at + 4;
+  const body = hint.body;
+  const type = body.readUInt8(f + C.R_TYPE);
+  const extent = ENTRY_FIXED_BYTES + body.readUInt16LE(f + C.R_SCOPE_LEN) + body.readUInt16LE(f + C.R_KEY_LEN) + (type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0);
+  return bytes.ensure(from, Math.min(bodyEnd, from + extent));
 }
 
 /** Decodes the entry at body offset `at` into `e` (names decoded fresh); returns the next entry's offset. */
@@ -559,6 +750,7 @@ export function blankEntry(): HintEntry {
  * from one call to the next (the visitor copies what it keeps; `value` is a fresh copy).
  */
 export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) => void): void {
+  if (hint.bytes !== null && !hint.bytes.ensureAll()) throw new RangeError(`hint of segment ${hint.segmentId}: its entries can no longer be read whole`);
   const e = blankEntry();
   for (let at = 0; at < hint.body.length; ) {
     at = decodeEntry(hint.body, at, e);
@@ -568,10 +760,12 @@ export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) =
 
 /**
  * Writes `bytes` as `dir`'s hint of segment `segmentId` with the durability order: .hint.tmp,
- * fdatasync, rename, directory fsync (fault point io:hint). Returns false — with the .tmp removed
+ * fdatasync, rename, directory fsync (fault point io:hint); null bytes (HintBuilder.encode could
+ * not read its prefix) write nothing. Returns false — with the .tmp removed
  * and any older hint left as it was — when a step fails: a hint is never needed for correctness.
  */
-export function writeHintFile(dir: string, segmentId: number, bytes: Buffer): boolean {
+export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | null): boolean {
+  if (bytes === null) return false; // the builder's loaded prefix could not be read: no hint
   const file = path.join(dir, hintFileName(segmentId));
   try {
     io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);

@@ -24,13 +24,13 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { CorruptionError } from "../rules/errors.js";
-import { checkHint, forEachEntry, hintFileName, HINT_HEADER_BYTES, HINT_TRAILER_BYTES } from "../segments/hint.js";
-import { checksum64 } from "../segments/checksum.js";
+import { checkHint, forEachEntry, hintFileName, HINT_HEADER_BYTES } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { dropHints, hintIds } from "./helpers/hints.js";
 import { rng } from "./helpers/rng.js";
+import { resealHint, sectionsOf } from "./helpers/hint-layout.js";
 
 const NOW = 1_800_000_000_000;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false }, clock: () => NOW };
@@ -107,10 +107,8 @@ async function scanned(dir: string): Promise<unknown> {
   return r.state;
 }
 
-/** Rewrites a hint's trailing checksum after a change (the protection taken away). */
-function reseal(buf: Buffer): void {
-  buf.writeBigUInt64LE(checksum64(buf, 0, buf.length - HINT_TRAILER_BYTES), buf.length - HINT_TRAILER_BYTES);
-}
+/** Recomputes a hint's checksums after a change (the protection taken away): its block sums and trailer. */
+const reseal = resealHint;
 
 function headerOf(dir: string, id: number): ReturnType<typeof readHeader> {
   const fd = fs.openSync(path.join(dir, "segments", `${String(id).padStart(8, "0")}.seg`), "r");
@@ -165,7 +163,11 @@ describe("hint files", () => {
       bad[at] = (bad[at] as number) ^ 0x10;
       fs.writeFileSync(hintPath(dir, id), bad);
       const r = await openState(dir);
-      expect(r.hinted, `byte ${at}`).toBe(r.segments - 1);
+      // Header, summary, trailer: refused at open. The checksummed blocks of the entries and index
+      // (version 2): refused at open when the open reads that block, else found at first use and
+      // the segment rescanned (test/hint-v2.test.ts); the state is exact either way.
+      if (at < HINT_HEADER_BYTES || at >= sectionsOf(good).summary) expect(r.hinted, `byte ${at}`).toBe(r.segments - 1);
+      else expect(r.hinted, `byte ${at}`).toBeGreaterThanOrEqual(r.segments - 1);
       expect(r.state, `byte ${at}`).toEqual(reference);
     }
   }, 120_000);

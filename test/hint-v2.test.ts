@@ -25,12 +25,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { CorruptionError } from "../rules/errors.js";
 import { blankEntry, checkHint, decodeEntry, hintFileName, HINT_HEADER_BYTES, HINT_TRAILER_BYTES, HINT_V1_HEADER_BYTES, unsafeSkipHintEntryChecks } from "../segments/hint.js";
-import { checksum64 } from "../segments/checksum.js";
 import { readHeader } from "../segments/header-io.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { dropHints, hintIds } from "./helpers/hints.js";
 import { rng } from "./helpers/rng.js";
+import { resealHint, sectionsOf, type Sections } from "./helpers/hint-layout.js";
 
 const NOW = 1_800_000_000_000;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false }, clock: () => NOW };
@@ -107,40 +107,8 @@ async function scanned(dir: string): Promise<unknown> {
   return r.state;
 }
 
-/** Rewrites a hint's trailing checksum after a change (the protection taken away). */
-function reseal(buf: Buffer): void {
-  buf.writeBigUInt64LE(checksum64(buf, 0, buf.length - HINT_TRAILER_BYTES), buf.length - HINT_TRAILER_BYTES);
-}
-
-/** The sections of a version-2 hint, from the layout in docs/FORMAT.md. */
-interface Sections {
-  count: number;
-  bodyBytes: number;
-  keyed: number;
-  cells: number;
-  erases: number;
-  scopesBytes: number;
-  entryAt: number;
-  hashes: number;
-  table: number;
-  eraseAt: number;
-  scopes: number;
-}
-
-function sectionsOf(b: Buffer): Sections {
-  const bodyBytes = b.readUInt32LE(28);
-  const keyed = b.readUInt32LE(48);
-  const cells = b.readUInt32LE(52);
-  const erases = b.readUInt32LE(56);
-  const scopesBytes = b.readUInt32LE(60);
-  const entryAt = HINT_HEADER_BYTES + Math.ceil(bodyBytes / 4) * 4;
-  const hashes = entryAt + 4 * keyed;
-  const table = hashes + 4 * keyed;
-  const eraseAt = table + 4 * cells;
-  const scopes = eraseAt + 4 * erases;
-  expect(scopes + scopesBytes + HINT_TRAILER_BYTES, "the documented layout adds up to the file").toBe(b.length);
-  return { count: b.readUInt32LE(24), bodyBytes, keyed, cells, erases, scopesBytes, entryAt, hashes, table, eraseAt, scopes };
-}
+/** Recomputes a hint's checksums after a change (the protection taken away). */
+const reseal = resealHint;
 
 /** The first non-empty table cell's byte position. */
 function usedCell(b: Buffer, x: Sections): number {
@@ -171,6 +139,7 @@ describe("hint files version 2", () => {
       const b = fs.readFileSync(hintPath(base, id));
       expect(b[4], `hint ${id} version`).toBe(2);
       const x = sectionsOf(b);
+      expect(x.total, "the documented layout adds up to the file").toBe(b.length);
       expect(x.cells & (x.cells - 1)).toBe(0);
       expect(x.cells).toBeGreaterThanOrEqual(2 * x.keyed);
       const h = checkHint(b, id, headerOf(base, id));
@@ -189,22 +158,42 @@ describe("hint files version 2", () => {
     expect(r.state).toEqual(reference);
   }, 60_000);
 
-  it("one bit flipped in each new header field and each new section: that segment is scanned, state exact", async () => {
+  it("one bit flipped in each new header field and each section: refused by checkHint; through an open, the summary's flips are scanned at open and the indexed region's are found at first use and rescanned: every read and the state exact", async () => {
     const good = fs.readFileSync(hintPath(base, rich));
     const x = sectionsOf(good);
     const positions: Array<[string, number]> = [
-      ["keyed count", 48], ["cells", 52], ["erase count", 56], ["scope-list bytes", 60],
-      ["entry offset", x.entryAt + 1], ["hash", x.hashes + 2], ["table cell", usedCell(good, x)], ["empty-or-any cell", x.table + 4 * (x.cells - 1)],
-      ["erase offset", x.eraseAt], ["scope list length", x.scopes], ["scope list bytes", x.scopes + 2],
+      ["keyed count", 48], ["cells", 52], ["erase count", 56], ["scope-list bytes", 60], ["block bytes", 64], ["reserved", 68],
+      ["entry fixed fields", HINT_HEADER_BYTES + 20], ["entry offset", x.entryAt + 1], ["hash", x.hashes + 2], ["table cell", usedCell(good, x)], ["last cell", x.table + 4 * (x.cells - 1)],
+      ["erase offset", x.summary], ["scope list length", x.scopes], ["scope list bytes", x.scopes + 2], ["block sum", x.sums + 3], ["trailer", good.length - 1],
     ];
     if (x.entryAt > HINT_HEADER_BYTES + x.bodyBytes) positions.push(["padding", HINT_HEADER_BYTES + x.bodyBytes]);
-    for (const [what, at] of positions) {
-      const bad = Buffer.from(good);
-      bad[at] = (bad[at] as number) ^ 0x08;
-      expect(checkHint(bad, rich, headerOf(base, rich)), what).toBeNull();
-      const r = await openState(planted(base, rich, bad, "hints2-flip"));
-      expect(r.hinted, what).toBe(r.segments - 1);
-      expect(r.state, what).toEqual(reference);
+    const refDir = copyDir(base, "hints2-flip-ref");
+    dropHints(refDir);
+    const ref = await Store.open(refDir, OPTS);
+    const names = [...ref.keydir.all()].map((t) => [t.scope, t.key] as const);
+    names.push(["global", "never-written"]);
+    try {
+      for (const [what, at] of positions) {
+        const bad = Buffer.from(good);
+        bad[at] = (bad[at] as number) ^ 0x08;
+        expect(checkHint(bad, rich, headerOf(base, rich)), what).toBeNull();
+        const s = await Store.open(planted(base, rich, bad, "hints2-flip"), OPTS);
+        try {
+          // Header and summary: refused at open. The indexed region: refused at open when the
+          // open reads its block (the erase entries'), else found at first use.
+          if (at < HINT_HEADER_BYTES || at >= x.summary) expect(s.opened.hinted, `${what}: refused at open`).toBe(s.opened.segments - 1);
+          else expect(s.opened.hinted, what).toBeGreaterThanOrEqual(s.opened.segments - 1);
+          for (const [scope, key] of names) {
+            const o = { scope, inherit: false };
+            expect(s.readSync(key, o), `${what}: ${scope}/${key}`).toEqual(ref.readSync(key, o));
+          }
+          expect(stateOf(s), what).toEqual(reference);
+        } finally {
+          await s.close();
+        }
+      }
+    } finally {
+      await ref.close();
     }
   }, 120_000);
 
@@ -252,12 +241,11 @@ describe("hint files version 2", () => {
     }
   }, 60_000);
 
-  it("a size field changed with the checksum recomputed: the layout check alone refuses it", async () => {
+  it("a size field changed: the layout check (before any checksum) refuses it", async () => {
     const good = fs.readFileSync(hintPath(base, rich));
     for (const [what, at, delta] of [["keyed", 48, 1], ["cells", 52, 16], ["cells not a power of two", 52, -1], ["erases", 56, 1], ["scope bytes", 60, 2], ["body bytes", 28, 4]] as const) {
       const bad = Buffer.from(good);
-      bad.writeUInt32LE(bad.readUInt32LE(at) + delta, at);
-      reseal(bad);
+      bad.writeUInt32LE(bad.readUInt32LE(at) + delta, at); // checked before any checksum: no reseal needed
       expect(checkHint(bad, rich, headerOf(base, rich)), what).toBeNull();
     }
   });
@@ -266,8 +254,8 @@ describe("hint files version 2", () => {
     const good = fs.readFileSync(hintPath(base, rich));
     const x = sectionsOf(good);
     const bad = Buffer.from(good);
-    const eraseAt = bad.readUInt32LE(x.eraseAt);
-    bad.writeUInt32LE(eraseAt + 1, x.eraseAt); // points one byte into the erase entry
+    const eraseAt = bad.readUInt32LE(x.summary);
+    bad.writeUInt32LE(eraseAt + 1, x.summary); // points one byte into the erase entry
     reseal(bad);
     expect(checkHint(bad, rich, headerOf(base, rich))).toBeNull();
     const r = await openState(planted(base, rich, bad, "hints2-erase"));
@@ -341,6 +329,54 @@ describe("hint files version 2", () => {
       await twin.close();
     }
   }, 60_000);
+
+  it("a hint of many blocks: a bit flipped in a block the open does not read is found at first use, the segment rescanned, entries already applied kept; every read and the state exact; twin: cells emptied and resealed, entries are missed", async () => {
+    const dir = tempDir("hints2-big");
+    const big: OpenOptions = { ...OPTS, segmentBytes: 256 * 1024 };
+    const s0 = await Store.open(dir, big);
+    for (let i = 0; i < 6000; i++) await s0.write(`key-${String(i).padStart(5, "0")}`, `v${i}`, { scope: SCOPES[i % SCOPES.length] as string });
+    await s0.close();
+    const id = hintIds(dir).find((h) => fs.readFileSync(hintPath(dir, h))[5] === 1) as number;
+    const good = fs.readFileSync(hintPath(dir, id));
+    const x = sectionsOf(good);
+    expect(x.blocks, "a hint of several blocks").toBeGreaterThan(4);
+    expect(x.erases).toBe(0); // the open reads no block of it
+    const refDir = copyDir(dir, "hints2-big-ref");
+    dropHints(refDir);
+    const ref = await Store.open(refDir, big);
+    const want = stateOf(ref);
+    const names = [...ref.keydir.all()].map((t) => [t.scope, t.key] as const);
+    try {
+      const at = x.table + 4 * Math.floor(x.cells / 2) + 1; // a table block in the middle
+      const bad = Buffer.from(good);
+      bad[at] = (bad[at] as number) ^ 0x40;
+      const emptied = Buffer.from(good);
+      const mid = x.table + 4 * Math.floor(x.cells / 2);
+      emptied.fill(0, mid, mid + 4 * 256); // 256 cells in the middle of the table
+      reseal(emptied);
+      for (const [label, buf, exact] of [["flipped", bad, true], ["cells emptied, resealed", emptied, false]] as const) {
+        const copy = copyDir(dir, "hints2-big-flip");
+        fs.writeFileSync(hintPath(copy, id), buf);
+        const s = await Store.open(copy, big);
+        try {
+          expect(s.opened.hinted, `${label}: loaded (its blocks are checked at first use)`).toBe(s.opened.segments);
+          let differ = 0;
+          for (const [scope, key] of names) {
+            const o = { scope, inherit: false };
+            if (JSON.stringify(s.readSync(key, o)) !== JSON.stringify(ref.readSync(key, o))) differ += 1;
+          }
+          if (exact) {
+            expect(differ, label).toBe(0);
+            expect(stateOf(s), label).toEqual(want);
+          } else expect(differ > 0 || JSON.stringify(stateOf(s)) !== JSON.stringify(want), `${label}: only the block sum stood between them`).toBe(true);
+        } finally {
+          await s.close();
+        }
+      }
+    } finally {
+      await ref.close();
+    }
+  }, 120_000);
 
   it("version-1 hints are still read (state exact, fully hinted) and sealed ones are rewritten as version 2", async () => {
     const dir = copyDir(base, "hints2-v1");
