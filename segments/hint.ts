@@ -3,17 +3,22 @@
  * `NNNNNNNN.seg`, holding for every record that a scan of the segment would deliver exactly what
  * recovery takes from it — the record's offset, its fixed fields (length, type, flags, sequence,
  * generation, expiry; docs/FORMAT.md "Records"), its scope and key, and for a SCOPE_ERASE its
- * erase list — in file order, and nothing of the PUT values. Recovery replays a valid hint through
- * the same function that applies scanned records, so a hint can only make the open faster.
+ * erase list — in file order, and nothing of the PUT values. Version 2 also carries the slot index
+ * that the deferred open needs (engine/hint-index.ts): each keyed entry's offset and slot hash, an
+ * open-addressing table, the erase entries' offsets and the PUT scopes, so an open reads the
+ * header and a small summary and does no work per entry; the rest is read in checksummed blocks
+ * on first use (HintBytes).
  *
  * A hint is a cache, never trusted: it is used only when it is whole (magic, its own version byte,
- * lengths, xxh64 over every byte), names its segment, was written for the segment header that is
- * current now (`headerIdentity`: every header write, a seal or an in-place compaction, changes
- * it), and covers exactly the sealed length (or, for the active segment, a prefix of the file).
- * Anything else is "no hint" and the segment is scanned. A hint is written with the durability
- * order (`.hint.tmp`, fdatasync, rename, directory fsync) at fault point `io:hint`, only after
- * the bytes it describes are durable; a failed hint write is dropped, never reported: nothing
- * depends on it. This file holds the layout only; engine/hints.ts decides when.
+ * lengths, xxh64 of header and summary, then of each block as it is read), names its segment, was
+ * written for the segment header that is current now (`headerIdentity`: every header write, a
+ * seal or an in-place compaction, changes it), and covers exactly the sealed length (or, for the
+ * active segment, a prefix of the file). Anything else at open is "no hint" and the segment is
+ * scanned; a block found damaged later makes the deferred index rebuild that segment's table from
+ * a scan. A hint is written with the durability order (`.hint.tmp`, fdatasync, rename, directory
+ * fsync) at fault point `io:hint`, only after the bytes it describes are durable; a failed hint
+ * write is dropped, never reported: nothing depends on it. This file holds the layout only;
+ * engine/hints.ts decides when.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
