@@ -286,7 +286,12 @@ export class HintSlots implements DeferredSlots {
       if (bytes !== null && !bytes.ensureAll()) this.rescan(ti);
       const t = elementAt(this.tables, ti, "a table per hint");
       const done = t.done;
-      for (let i = 0; i < t.count; i++) if (done[i] === 0) this.usable(ti, i);
+      // Every byte is present now (ensureAll, or a table in memory): the entries are checked directly.
+      for (let i = 0; i < t.count; i++) {
+        if (done[i] !== 0) continue;
+        const at = t.entryAt[i] as number; // in bounds: i < count = entryAt.length
+        if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
+      }
     }
     const built: Slot[] = [];
     for (const t of this.tables) {
@@ -294,25 +299,24 @@ export class HintSlots implements DeferredSlots {
       let lastScopeLen = -1;
       let scope = "";
       const done = t.done;
+      const body = t.body;
       for (let i = 0; i < t.count; i++) {
         if (done[i] !== 0) continue;
         done[i] = 1;
-        const at = elementAt(t.entryAt, i, "an entry offset per indexed entry");
+        const at = t.entryAt[i] as number; // in bounds: i < count = entryAt.length
         const f = at + 4;
-        const scopeLen = t.body.readUInt16LE(f + C.R_SCOPE_LEN);
-        const keyLen = t.body.readUInt16LE(f + C.R_KEY_LEN);
+        const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
+        const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
         const scopeAt = f + C.RECORD_FIXED_BYTES;
-        if (!sameBytes(t.body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) scope = t.body.toString("utf8", scopeAt, scopeAt + scopeLen);
+        if (!sameBytes(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) scope = body.toString("utf8", scopeAt, scopeAt + scopeLen);
         lastScopeAt = scopeAt;
         lastScopeLen = scopeLen;
-        const key = t.body.toString("utf8", scopeAt + scopeLen, scopeAt + scopeLen + keyLen);
-        // Not held yet (keydir invariant: a held slot has all its entries applied), unless an
-        // earlier entry of this pass built it.
-        let slot = keydir.get(scope, key);
-        if (slot === undefined) {
-          slot = keydir.ensureApplied(scope, key);
-          built.push(slot);
-        }
+        const key = body.toString("utf8", scopeAt + scopeLen, scopeAt + scopeLen + keyLen);
+        // Every slot this pass touches is built by it (keydir invariant: a held slot has all its
+        // entries applied, so none of its entries is left here); one lookup, not get + ensure.
+        const before = keydir.size;
+        const slot = keydir.ensureApplied(scope, key);
+        if (keydir.size !== before) built.push(slot);
         this.apply(t, at, slot);
       }
     }

@@ -71,6 +71,8 @@ export const HINT_SEALED = 1;
 export const ENTRY_FIXED_BYTES = 4 + C.RECORD_FIXED_BYTES;
 /** Largest hint file read (a segment holds at most 4 GiB; a hint is never larger than its segment plus overhead). */
 export const HINT_BYTES_MAX = 0xffffffff;
+/** Highest high word of a u64 field that holds a safe integer (2^53 - 1 >> 32). */
+const U64_HIGH_MAX = 0x1fffff;
 /** Fewest cells of a table (a power of two). */
 const CELLS_MIN = 16;
 
@@ -534,9 +536,10 @@ export function entryUsable(hint: Pick<LoadedHint, "body" | "coversEnd" | "minSe
   const offset = body.readUInt32LE(at);
   const length = body.readUInt32LE(f + C.R_LENGTH);
   if (offset < C.DATA_START || length < C.RECORD_OVERHEAD || offset + length > hint.coversEnd) return false;
+  // Generation and expiry must be safe integers (their high words at most 2^21 - 1, as readU64 requires).
+  if (body.readUInt32LE(f + C.R_GENERATION + 4) > U64_HIGH_MAX || body.readUInt32LE(f + C.R_EXPIRES_AT + 4) > U64_HIGH_MAX) return false;
   const seq = readU64(body, f + C.R_SEQ);
-  if (readU64(body, f + C.R_GENERATION) < 0 || readU64(body, f + C.R_EXPIRES_AT) < 0) return false;
-  return seq !== 0 && seq >= hint.minSeq && seq <= hint.maxSeq;
+  return seq > 0 && seq >= hint.minSeq && seq <= hint.maxSeq;
 }
 
 /**
