@@ -769,11 +769,16 @@ export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) =
 /**
  * Writes `bytes` as `dir`'s hint of segment `segmentId` with the durability order: .hint.tmp,
  * fdatasync, rename, directory fsync (fault point io:hint); null bytes (HintBuilder.encode could
- * not read its prefix) write nothing. Returns false — with the .tmp removed
+ * not read its prefix) write nothing and remove the hint there. Returns false — with the .tmp removed
  * and any older hint left as it was — when a step fails: a hint is never needed for correctness.
  */
 export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | null): boolean {
-  if (bytes === null) return false; // the builder's loaded prefix could not be read: no hint
+  if (bytes === null) {
+    // The builder's loaded prefix (the hint on disk) can no longer be read: remove it, so the
+    // next open scans this segment and writes a whole hint, instead of meeting the damage again.
+    unlinkHint(dir, segmentId);
+    return false;
+  }
   const file = path.join(dir, hintFileName(segmentId));
   try {
     io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);

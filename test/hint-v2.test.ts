@@ -378,6 +378,35 @@ describe("hint files version 2", () => {
     }
   }, 120_000);
 
+  it("the active segment's prefix hint damaged in a block: the close that cannot re-encode it deletes it, and the next open scans that segment exactly", async () => {
+    const dir = tempDir("hints2-active");
+    const opts: OpenOptions = { ...OPTS, segmentBytes: 1 << 20 };
+    const s0 = await Store.open(dir, opts);
+    for (let i = 0; i < 6000; i += 500) await s0.batch(Array.from({ length: 500 }, (_, j) => ({ op: "write" as const, key: `a${i + j}`, value: `v${i + j}` })));
+    await s0.close();
+    const ids = hintIds(dir);
+    expect(ids.length, "one segment, the active one").toBe(1);
+    const id = ids[0] as number;
+    const good = fs.readFileSync(hintPath(dir, id));
+    expect(good[5], "an unsealed (prefix) hint").toBe(0);
+    const x = sectionsOf(good);
+    expect(x.blocks).toBeGreaterThan(4);
+    const bad = Buffer.from(good);
+    const flipAt = x.table + 4 * Math.floor(x.cells / 2) + 2;
+    bad[flipAt] = (bad[flipAt] as number) ^ 0x01;
+    fs.writeFileSync(hintPath(dir, id), bad);
+    const s1 = await Store.open(dir, opts);
+    expect(s1.opened.hinted, "loaded: the damaged block is not read at open").toBe(1);
+    await s1.write("after", "x");
+    await s1.close();
+    expect(fs.existsSync(hintPath(dir, id)), "the unreadable prefix hint is removed at close").toBe(false);
+    const want = await scanned(dir);
+    const r = await openState(dir);
+    expect(r.hinted).toBe(0);
+    expect(r.state).toEqual(want);
+    expect((r.state as { slots: unknown[] }).slots.length).toBe(6001);
+  }, 60_000);
+
   it("version-1 hints are still read (state exact, fully hinted) and sealed ones are rewritten as version 2", async () => {
     const dir = copyDir(base, "hints2-v1");
     const ids = hintIds(dir);
