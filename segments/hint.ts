@@ -449,6 +449,7 @@ export class HintBytes {
     if (to === from) return true;
     const first = Math.floor(from / this.blockBytes);
     const last = Math.floor((to - 1) / this.blockBytes);
+    if (first === last && this.loaded[first] !== 0) return true; // the common case: one block, present
     let k = first;
     while (k <= last && this.loaded[k] !== 0) k++;
     if (k > last) return true;
