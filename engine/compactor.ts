@@ -17,6 +17,7 @@ import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { segmentFileName } from "../segments/file-names.js";
+import { unlinkHint } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
 import { unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
@@ -24,7 +25,6 @@ import { runCompaction, type CompactionResult, type CompactionTask } from "./com
 import { planSegments, tallySegments, type PlannedRecord, type PlanHost, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
-import { writeHintByScan } from "./hints.js";
 import * as P from "./gc-policy.js";
 import type { Keydir, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
@@ -242,8 +242,6 @@ export class Compactor {
       seg.compacting = false;
     }
     await this.publish(seg, task, plan, result, now);
-    const out = result.empty ? undefined : this.host.segments.get(task.targetId);
-    if (out !== undefined) writeHintByScan(this.host.segmentsDir, out); // a cache of the published output's scan (engine/hints.ts)
     this.completed += 1;
     return {
       segments: [seg.id], mode, bytesBefore: result.bytesBefore, bytesAfter: result.empty ? 0 : result.bytesAfter,
@@ -258,7 +256,8 @@ export class Compactor {
    * can drop a tombstone only once no file holds the value it kills.
    */
   private async publish(seg: Segment, task: CompactionTask, plan: SegmentPlan, result: CompactionResult, now: number): Promise<void> {
-    const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
+    const keptScopes = scopesOfPuts(plan.survivors);
+    const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result, keptScopes) : seg;
     if (target !== seg) {
       await hitAsync(this.host.faults.buffer, "compaction:before-unlink");
       this.unpublish(seg, target);
@@ -274,7 +273,7 @@ export class Compactor {
       seg.dataEnd = result.bytesAfter;
       seg.deadBytes = 0;
       seg.scopes.clear();
-      for (const s of result.keptScopes) seg.scopes.add(s);
+      for (const s of keptScopes) seg.scopes.add(s);
       const published = this.host.gens.bump(seg.cell);
       assert(published % 2 === 0, `segment ${seg.id}: the main thread bumps odd to even, got ${published}`);
       if (published !== result.generation || published !== seg.header.header.generation) {
@@ -315,6 +314,7 @@ export class Compactor {
       out.close(this.host.gens);
     }
     unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(out.id)));
+    unlinkHint(this.host.segmentsDir, out.id); // written by the worker with the output
   }
 
   /** Store close: closes the descriptors of retired (already unlinked) segments a read still holds. */
@@ -324,7 +324,7 @@ export class Compactor {
   }
 
   /** Opens and registers a published copy-on-write output `id` (read-only; a new generation cell at 0). */
-  private openOutput(id: number, result: CompactionResult): Segment {
+  private openOutput(id: number, result: CompactionResult, keptScopes: ReadonlySet<string>): Segment {
     const fd = fs.openSync(path.join(this.host.segmentsDir, segmentFileName(id)), "r");
     const header = readHeader(fd, id);
     const cell = this.host.gens.allocate(0);
@@ -332,7 +332,7 @@ export class Compactor {
     const out = new Segment(id, fd, cell, header, result.bytesAfter, null);
     out.minSeq = header.header.minSeq;
     out.maxSeq = header.header.maxSeq;
-    for (const s of result.keptScopes) out.scopes.add(s);
+    for (const s of keptScopes) out.scopes.add(s);
     this.host.segments.set(id, out);
     return out;
   }
@@ -473,6 +473,13 @@ export class Compactor {
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
   }
+}
+
+/** The scopes of the PUT records among `survivors` (a segment's `scopes`, for eager erasure). */
+function scopesOfPuts(survivors: readonly PlannedRecord[]): Set<string> {
+  const out = new Set<string>();
+  for (const k of survivors) if (k.kind === "put") out.add(k.slot.scope);
+  return out;
 }
 
 /** Moves a keydir pointer from (source, k.off) to (target, off) if it still points there. */
