@@ -48,4 +48,4 @@ if (session !== null && prof !== undefined) {
 }
 await store.close();
 fs.rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({ tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), segments: rep.segments.length, load: os.loadavg()[0].toFixed(2) }));
+console.log(JSON.stringify({ tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), segments: rep.segments.length, load: (os.loadavg()[0] ?? 0).toFixed(2) }));
