@@ -3,7 +3,8 @@
  * Usage: node --import tsx bench/compact-ab.ts <tree> [keys] [mode] [workers]
  * Loads `keys` keys (values 256 B) into 4 MiB segments (non-durable, auto compaction off),
  * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact():
- * prints one JSON line {tree, mode, workers, MBps, seconds, segments, load}.
+ * prints one JSON line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker
+ * threads included: less sensitive to a busy machine), MBperCpuS, segments, load}.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -14,7 +15,9 @@ const tree = process.argv[2] ?? ".";
 const keys = Number(process.argv[3] ?? 100_000);
 const mode = (process.argv[4] ?? "copy-on-write") as "copy-on-write" | "in-place";
 const workers = Number(process.argv[5] ?? 1);
-const { Engram } = (await import(pathToFileURL(path.resolve(tree, "src/index.ts")).href)) as typeof import("../src/index.js");
+const built = path.resolve(tree, "dist/src/index.js");
+const entry = process.env["AB_SOURCE"] === undefined && fs.existsSync(built) ? built : path.resolve(tree, "src/index.ts");
+const { Engram } = (await import(pathToFileURL(entry).href)) as typeof import("../src/index.js");
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compact-ab-"));
 const store = await Engram.open(dir, { durability: "none", segmentBytes: 4 << 20, compaction: { mode, auto: false, workers } });
 const value = new Uint8Array(256).fill(7);
@@ -40,12 +43,15 @@ if (prof !== undefined) {
   await session.post("Profiler.start");
 }
 const t0 = performance.now();
+const cpu0 = process.cpuUsage();
 const rep = await store.compact({ mode });
 const seconds = (performance.now() - t0) / 1000;
+const cpu = process.cpuUsage(cpu0);
+const cpuSeconds = (cpu.user + cpu.system) / 1e6;
 if (session !== null && prof !== undefined) {
   const { profile } = await session.post("Profiler.stop");
   fs.writeFileSync(prof, JSON.stringify(profile));
 }
 await store.close();
 fs.rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({ tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), segments: rep.segments.length, load: (os.loadavg()[0] ?? 0).toFixed(2) }));
+console.log(JSON.stringify({ tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, load: (os.loadavg()[0] ?? 0).toFixed(2) }));

@@ -170,8 +170,16 @@ export class Compactor {
 
   /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry). */
   recount(): void {
-    const tally = tallySegments(this.host, this.host.options.clock());
-    for (const seg of this.host.segments.values()) seg.deadBytes = seg.dataEnd - C.DATA_START - (tally.get(seg.id)?.liveBytes ?? 0);
+    this.countDead(tallySegments(this.host, this.host.options.clock()));
+  }
+
+  /** Sets every segment's dead bytes from a tally of what survives (`tally`: planSegments or tallySegments). */
+  private countDead(tally: ReadonlyMap<number, { liveBytes: number } | SegmentPlan>): void {
+    for (const seg of this.host.segments.values()) {
+      const t = tally.get(seg.id);
+      const liveBytes = t === undefined ? 0 : "liveBytes" in t ? t.liveBytes : t.survivors.reduce((n, k) => n + k.len, 0);
+      seg.deadBytes = seg.dataEnd - C.DATA_START - liveBytes;
+    }
     if (this.segmentsOverRatio().length > 0) this.nudge();
   }
 
@@ -388,14 +396,20 @@ export class Compactor {
     await this.host.log.whenSealed(old);
   }
 
-  /** Compacts `segs` one after the other, from one flush and one plan. */
-  private async compactMany(segs: Segment[], mode: Mode): Promise<T.CompactionReport> {
+  /**
+   * Compacts `segs` one after the other, from one flush and one plan. "garbage": every sealed
+   * segment holding dead bytes, as counted by that same plan (one keydir walk both recounts the
+   * dead bytes and plans the compactions).
+   */
+  private async compactMany(which: Segment[] | "garbage", mode: Mode): Promise<T.CompactionReport> {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
     const started = performance.now();
-    if (segs.length === 0) return report;
+    if (which !== "garbage" && which.length === 0) return report;
     await this.host.flush();
     const now = this.host.options.clock();
-    const plans = planSegments(this.host, now, new Set(segs.map((x) => x.id)));
+    const plans = planSegments(this.host, now, which === "garbage" ? null : new Set(which.map((x) => x.id)));
+    if (which === "garbage") this.countDead(plans);
+    const segs = which === "garbage" ? this.sealedWithGarbage() : which;
     for (const seg of segs) {
       if (this.closed) break;
       const r = await this.compactSegment(seg, mode, plans.get(seg.id) ?? { survivors: [], droppable: [] }, now);
@@ -423,9 +437,9 @@ export class Compactor {
       if (ids === undefined) {
         this.recount();
         await this.sealActiveIfDirty();
-        this.recount();
       }
-      const segs = ids === undefined ? this.sealedWithGarbage() : (ids as number[]).map((id) => this.host.segments.get(id)).filter((s): s is Segment => s !== undefined);
+      // Without ids: every segment with garbage, recounted by the plan itself (after the seal).
+      const segs = ids === undefined ? "garbage" : (ids as number[]).map((id) => this.host.segments.get(id)).filter((s): s is Segment => s !== undefined);
       return this.compactMany(segs, mode);
     });
   }
@@ -437,8 +451,7 @@ export class Compactor {
       if (this.host.options.unsafeGcBySeq) P.unsafeSweep(this.host.keydir, this.host.sequence);
       this.recount();
       await this.sealActiveIfDirty();
-      this.recount();
-      const report = await this.compactMany(this.sealedWithGarbage(), this.host.options.compaction.mode);
+      const report = await this.compactMany("garbage", this.host.options.compaction.mode);
       return { ...report, retentionRecordsDropped: Math.max(0, before - this.host.keydir.size) };
     });
   }
