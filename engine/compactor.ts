@@ -82,6 +82,14 @@ export class Compactor {
   private quietTimer: NodeJS.Timeout | null = null;
   /** Retired segments whose descriptor a read still held when they were retired. */
   private readonly held = new Set<Segment>();
+  /** When the store opened (performance.now()): the first count of dead bytes waits STORE_QUIET_MS after it. */
+  private readonly openedAt = performance.now();
+  /**
+   * False until dead bytes have been counted from the keydir since open: recovery does not count
+   * them (the open stays O(segments) with hints), so garbage that existed before the open is
+   * unknown until the first full pass (a recount, compact(), gc()).
+   */
+  private deadCounted = false;
 
   constructor(host: CompactorHost) {
     this.host = host;
@@ -153,13 +161,28 @@ export class Compactor {
   }
 
   /**
-   * The active segment is never compacted while it takes appends; once it is large and mostly
-   * garbage (a delete-heavy workload), the automatic pass seals it so that it can be.
+   * The active segment is never compacted while it takes appends; once it is large (and the space
+   * rule picks it: over its ratio, or most-dead in a store past the store-wide share), the
+   * automatic pass seals it so that it can be.
    */
-  private activeOverRatio(s: Segment): boolean {
+  private activeLarge(s: Segment): boolean {
     const size = s.dataEnd - C.DATA_START;
-    const ratio = this.host.options.compaction.garbageRatio;
-    return s.writer !== null && size >= Math.min(ACTIVE_SEAL_BYTES_MIN, this.host.options.segmentBytes / 2) && s.deadBytes > ratio * size;
+    return s.writer !== null && !s.compacting && size >= Math.min(ACTIVE_SEAL_BYTES_MIN, this.host.options.segmentBytes / 2);
+  }
+
+  /**
+   * Once per open, STORE_QUIET_MS after it, counts every segment's dead bytes from the keydir
+   * (recovery does not): otherwise garbage that existed before the open is never reclaimed. Not
+   * while the keydir holds deferred slots (hint files): the count would build every slot, the
+   * heap the deferral saves; such a store learns its dead bytes at its first full pass.
+   */
+  private countAfterOpen(): void {
+    if (this.deadCounted || this.host.keydir.isDeferred) return;
+    if (performance.now() - this.openedAt < P.STORE_QUIET_MS) {
+      this.nudgeWhenQuiet();
+      return;
+    }
+    this.recount();
   }
 
   /** True when sealed segment `s` (not retired, not being compacted) is over its garbage ratio. */
@@ -168,7 +191,7 @@ export class Compactor {
     return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
   }
 
-  /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry). */
+  /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry, and once after open). */
   recount(): void {
     this.countDead(tallySegments(this.host, this.host.options.clock()));
   }
@@ -180,6 +203,7 @@ export class Compactor {
       const liveBytes = t === undefined ? 0 : "liveBytes" in t ? t.liveBytes : t.survivors.reduce((n, k) => n + k.len, 0);
       seg.deadBytes = seg.dataEnd - C.DATA_START - liveBytes;
     }
+    this.deadCounted = true;
     if (this.segmentsOverRatio().length > 0) this.nudge();
   }
 
@@ -188,12 +212,17 @@ export class Compactor {
     return [...this.host.segments.values()].filter((s) => this.overRatio(s));
   }
 
-  /** One automatic pass: seals a mostly-garbage active segment, then compacts every segment over its ratio. */
+  /**
+   * One automatic pass: counts dead bytes once after open (when that costs no deferred slot),
+   * seals the active segment when the space rule picks it, then compacts what the rule picks.
+   */
   private async autoPass(): Promise<void> {
     if (this.closed) return;
+    this.countAfterOpen();
     const active = this.host.log.activeSegment;
-    if (this.activeOverRatio(active)) await this.host.log.whenSealed(this.host.log.rotate());
-    const report = await this.compactMany(this.chosenForSpace(), this.host.options.compaction.mode);
+    const chosen = this.chosenForSpace();
+    if (chosen.includes(active)) await this.host.log.whenSealed(this.host.log.rotate());
+    const report = await this.compactMany(chosen, this.host.options.compaction.mode);
     // Values that died while the pass ran may have put the store over the rule again, and no
     // later death may come to nudge: look once more after a pass that reclaimed something.
     if (report.bytesAfter < report.bytesBefore) this.nudge();
@@ -206,6 +235,10 @@ export class Compactor {
    */
   private chosenForSpace(): Segment[] {
     const sealed = [...this.host.segments.values()].filter((s) => s.writer === null && !s.retired && !s.compacting);
+    // The active segment is a candidate once it is large (the automatic pass seals it first): with
+    // the default 64 MiB segments, a whole store's garbage may sit in it.
+    const active = this.host.log.activeSegment;
+    if (this.activeLarge(active)) sealed.push(active);
     const candidates = sealed.map((s) => ({ id: s.id, bytes: s.dataEnd - C.DATA_START, deadBytes: s.deadBytes }));
     const ratio = this.host.options.compaction.garbageRatio;
     const quiet = performance.now() - this.lastDeathAt >= P.STORE_QUIET_MS;
