@@ -23,7 +23,7 @@ import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { readWholeFile, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
-import { HintBuilder, writeHintFile } from "../segments/hint.js";
+import { HintBuilder, hintFileName, unlinkHint, writeHintFile } from "../segments/hint.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { decodeJournal, encodeJournal } from "../segments/journal.js";
@@ -164,9 +164,31 @@ function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number):
  * write leaves no hint (recovery then scans); returns whether one was written.
  */
 function writeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): boolean {
+  return writeHintFile(task.segmentsDir, task.targetId, encodeOutputHint(task, header, out, newOffsets));
+}
+
+/** The hint file's bytes for a compaction output (see writeOutputHint). */
+function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): Buffer {
   const hint = new HintBuilder(Math.max(1024, newOffsets.length * 64));
   for (const off of newOffsets) hint.addRecord(out, off - C.DATA_START, off);
-  return writeHintFile(task.segmentsDir, task.targetId, hint.encode(task.targetId, header, C.DATA_START + out.length, true));
+  return hint.encode(task.targetId, header, C.DATA_START + out.length, true);
+}
+
+/**
+ * copy-on-write: the output's hint written as `.hint.tmp`, fdatasynced and renamed to its name
+ * (fault point io:hint), WITHOUT its own directory fsync — the caller's fsync after the output's
+ * rename covers both names. A failure leaves no hint and no .tmp; returns whether it was staged.
+ */
+function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): boolean {
+  const file = path.join(task.segmentsDir, hintFileName(task.targetId));
+  try {
+    io.writeFileSynced("io:hint", `${file}.tmp`, encodeOutputHint(task, header, out, newOffsets), FILE_MODE);
+    io.rename("io:hint", `${file}.tmp`, file);
+    return true;
+  } catch {
+    unlinkQuietly(`${file}.tmp`);
+    return false;
+  }
 }
 
 /**
@@ -194,6 +216,10 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, plan: { ou
   }
   io.closeQuietly(fd);
   await hit(task.faults, "compaction:before-swap");
+  // The output's hint goes in with the output: its bytes are durable before either name is, and
+  // the one directory fsync below makes both names durable (a hint whose segment never got its
+  // name is an orphan, deleted at open; a crash at after-rename finds both).
+  const hinted = stageOutputHint(task, written, out, plan.result.newOffsets);
   let renamed = false;
   try {
     io.rename("io:rename", tmp, final);
@@ -201,11 +227,9 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, plan: { ou
     fsyncDir(task.segmentsDir);
   } catch (err) {
     unlinkQuietly(renamed ? final : tmp);
+    if (hinted) unlinkHint(task.segmentsDir, task.targetId);
     throw err;
   }
-  // The output's hint, once its bytes and name are durable; before after-rename, so that a crash
-  // there finds it (a hint of an output that is later withdrawn is an orphan, deleted at open).
-  const hinted = writeOutputHint(task, written, out, plan.result.newOffsets);
   await hit(task.faults, "compaction:after-rename");
   return hinted;
 }

@@ -468,7 +468,9 @@ export class Compactor {
     }
     return this.serial(async () => {
       if (ids === undefined) {
-        this.recount();
+        // The write path's estimate already says whether the active segment holds garbage; only
+        // when it says none can expiry have made some (a recount tells).
+        if (this.host.log.activeSegment.deadBytes === 0) this.recount();
         await this.sealActiveIfDirty();
       }
       // Without ids: every segment with garbage, recounted by the plan itself (after the seal).
