@@ -20,7 +20,7 @@ import { CorruptionError } from "../rules/errors.js";
 import { FILE_MODE, journalFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
 import { readHeader, writeHeader } from "../segments/header-io.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
-import { readWholeFile, readWholePath } from "../segments/whole-file.js";
+import { ReadScratch, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
 import { HintBuilder, hintFileName, unlinkHint, writeHintFile } from "../segments/hint.js";
@@ -65,6 +65,15 @@ export interface CompactionResult {
   hinted: boolean;
 }
 
+/**
+ * Reused read buffers of this thread (tasks run one at a time per thread): the source segment,
+ * and the copy read back for its check. Neither view outlives the task that took it: what a
+ * result carries is numbers and fresh strings. Segments up to 16 MiB keep theirs.
+ */
+const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
+const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+const backScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+
 /** Pauses or crashes at a fault point: blocking in a worker, awaited inline. */
 export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
 
@@ -79,8 +88,9 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
   io.registerFaultTable(task.segmentsDir, task.faults);
   const file = path.join(task.segmentsDir, segmentFileName(task.segmentId));
   const fd = task.mode === "in-place" ? io.openFile("io:rewrite", file, "r+") : fs.openSync(file, "r");
+  let bytes: Uint8Array | null = null;
   try {
-    const bytes = readWholeFile(fd);
+    bytes = sourceScratch.readWholeFile(fd);
     const { header } = chooseHeader(bytes, task.segmentId);
     if ((header.flags & C.FLAG_SEALED) === 0) throw new Error(`segment ${task.segmentId} is not sealed`);
     const plan = planCopy(bytes, task, header.sealedBytes);
@@ -94,6 +104,7 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
     }
     return result;
   } finally {
+    if (bytes !== null) sourceScratch.release(bytes);
     io.closeQuietly(fd);
   }
 }
@@ -245,9 +256,13 @@ function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
   const header = choice.header;
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
   assert(header.sealedBytes === C.DATA_START + out.length && fs.fstatSync(fd).size === header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
-  const back = Buffer.allocUnsafe(out.length);
-  const n = fs.readSync(fd, back, 0, out.length, C.DATA_START);
-  assert(n === out.length && back.equals(out), `copy ${targetId}: data read back equals data written`);
+  const back = backScratch.take(out.length);
+  try {
+    const n = fs.readSync(fd, back, 0, out.length, C.DATA_START);
+    assert(n === out.length && back.equals(out), `copy ${targetId}: data read back equals data written`);
+  } finally {
+    backScratch.release(back);
+  }
   return choice;
 }
 
