@@ -20,9 +20,10 @@ import { CorruptionError } from "../rules/errors.js";
 import { FILE_MODE, journalFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
 import { readHeader, writeHeader } from "../segments/header-io.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
-import { readWholeFile, readWholePath } from "../segments/whole-file.js";
+import { ReadScratch, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
-import { chooseHeader, encodeHeader } from "../segments/header.js";
+import { chooseHeader, encodeHeader, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
+import { HintBuilder, hintFileName, unlinkHint, writeHintFile } from "../segments/hint.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { decodeJournal, encodeJournal } from "../segments/journal.js";
@@ -52,8 +53,6 @@ export interface CompactionResult {
   droppedScopes: string[];
   droppedKeys: string[];
   droppedOffsets: number[];
-  /** Scopes of the PUT records kept. */
-  keptScopes: string[];
   bytesBefore: number;
   bytesAfter: number;
   recordsKept: number;
@@ -62,7 +61,18 @@ export interface CompactionResult {
   empty: boolean;
   /** in-place: the generation written to the header (the main thread publishes it). */
   generation: number;
+  /** The output's hint file was written (built from the copied records, not by a rescan). */
+  hinted: boolean;
 }
+
+/**
+ * Reused read buffers of this thread (tasks run one at a time per thread): the source segment,
+ * and the copy read back for its check. Neither view outlives the task that took it: what a
+ * result carries is numbers and fresh strings. Segments up to 16 MiB keep theirs.
+ */
+const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
+const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+const backScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
 
 /** Pauses or crashes at a fault point: blocking in a worker, awaited inline. */
 export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
@@ -78,39 +88,56 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
   io.registerFaultTable(task.segmentsDir, task.faults);
   const file = path.join(task.segmentsDir, segmentFileName(task.segmentId));
   const fd = task.mode === "in-place" ? io.openFile("io:rewrite", file, "r+") : fs.openSync(file, "r");
+  let bytes: Uint8Array | null = null;
   try {
-    const bytes = readWholeFile(fd);
+    bytes = sourceScratch.readWholeFile(fd);
     const { header } = chooseHeader(bytes, task.segmentId);
     if ((header.flags & C.FLAG_SEALED) === 0) throw new Error(`segment ${task.segmentId} is not sealed`);
     const plan = planCopy(bytes, task, header.sealedBytes);
-    const result = { ...plan.result, generation: header.generation };
+    const result: CompactionResult = { ...plan.result, generation: header.generation, hinted: false };
     if (plan.result.empty) return result;
     if (task.mode === "copy-on-write") {
-      await writeCopy(task, header, plan.out, hit);
+      result.hinted = await writeCopy(task, header, plan, hit);
     } else {
       result.generation = await rewriteInPlace(fd, task, { generation: header.generation, original: bytes }, plan.out, hit);
+      result.hinted = writeOutputHint(task, readHeader(fd, task.segmentId), plan.out, result.newOffsets);
     }
     return result;
   } finally {
+    if (bytes !== null) sourceScratch.release(bytes);
     io.closeQuietly(fd);
   }
 }
 
-/** Scans the whole segment, checks every live location, and builds the surviving bytes. */
-function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number): { out: Buffer; result: Omit<CompactionResult, "generation"> } {
-  const liveAt = new Map<number, number>();
-  for (let i = 0; i < task.live.length; i += 2) liveAt.set(elementAt(task.live, i, "live offset"), elementAt(task.live, i + 1, "live offsets come in pairs"));
-  const result: Omit<CompactionResult, "generation"> = {
-    newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [], keptScopes: [],
+/**
+ * Scans the whole segment (every record's fixed fields and checksum), checks that every live
+ * location is a record start of the planned length, and copies the survivors into one buffer of
+ * exactly their total length — one copy per run of adjacent survivors, no per-record allocation.
+ * Each dropped PUT record is named (scope, key, old offset) for the main thread's accounting.
+ */
+function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number): { out: Buffer; result: Omit<CompactionResult, "generation" | "hinted"> } {
+  const live = task.live;
+  let liveBytes = 0;
+  for (let i = 1; i < live.length; i += 2) liveBytes += elementAt(live, i, "live offsets come in pairs");
+  const src = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const out = Buffer.allocUnsafe(liveBytes);
+  const result: Omit<CompactionResult, "generation" | "hinted"> = {
+    newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [],
     bytesBefore: bytes.length, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false,
   };
-  const parts: Uint8Array[] = [];
-  const kept = new Set<string>();
-  let found = 0;
-  let cursor = C.DATA_START;
+  let next = 0; // index into live of the next survivor, which the walk must meet in file order
+  let runFrom = -1; // source offset where the current run of adjacent survivors starts
+  let runTo = -1;
+  let cursor = 0; // bytes of out filled by closed runs
+  const flushRun = (): void => {
+    if (runFrom < 0) return;
+    cursor += src.copy(out, cursor, runFrom, runTo);
+    runFrom = -1;
+  };
   const scanned = walkSealed(bytes, task.segmentId, (offset, recordLength, type) => {
-    const length = liveAt.get(offset);
-    if (length === undefined) {
+    const wantAt = next < live.length ? (live[next] as number) : -1;
+    if (offset !== wantAt) {
+      if (wantAt >= 0 && wantAt < offset) throw new CorruptionError(task.segmentId, wantAt, "live location is not a record start");
       result.recordsDropped += 1;
       if (type === C.RecordType.PUT) {
         const names = recordNamesAt(bytes, offset);
@@ -120,20 +147,59 @@ function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number):
       }
       return;
     }
+    const length = live[next + 1] as number;
     if (length !== recordLength) throw new CorruptionError(task.segmentId, offset, `keydir length ${length} != record length ${recordLength}`);
-    found += 1;
-    parts.push(bytes.subarray(offset, offset + length));
-    result.newOffsets.push(cursor);
-    cursor += length;
-    if (type === C.RecordType.PUT) kept.add(recordNamesAt(bytes, offset).scope);
+    next += 2;
+    if (runFrom < 0 || runTo !== offset) {
+      flushRun();
+      runFrom = offset;
+    }
+    runTo = offset + length;
+    result.newOffsets.push(C.DATA_START + cursor + (offset - runFrom));
   });
+  flushRun();
   assertSealedEnd(task.segmentId, sealedBytes, scanned, bytes.length);
-  if (found !== liveAt.size) throw new CorruptionError(task.segmentId, 0, `${liveAt.size - found} live locations are not record starts`);
+  if (next !== live.length) throw new CorruptionError(task.segmentId, 0, `${(live.length - next) / 2} live locations are not record starts`);
+  assert(cursor === liveBytes, `segment ${task.segmentId}: copied ${cursor} of ${liveBytes} live bytes`);
+  const found = live.length / 2;
   result.recordsKept = found;
-  result.keptScopes = [...kept];
   result.empty = found === 0;
-  result.bytesAfter = found === 0 ? 0 : cursor;
-  return { out: Buffer.concat(parts), result };
+  result.bytesAfter = found === 0 ? 0 : C.DATA_START + cursor;
+  return { out, result };
+}
+
+/**
+ * The hint (segments/hint.ts) of a compaction output whose data is `out` and whose header on disk
+ * is now `header`: built from the copied records themselves (no rescan of the written file), and
+ * written with the hint's own durability order after the bytes it describes are durable. A failed
+ * write leaves no hint (recovery then scans); returns whether one was written.
+ */
+function writeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): boolean {
+  return writeHintFile(task.segmentsDir, task.targetId, encodeOutputHint(task, header, out, newOffsets));
+}
+
+/** The hint file's bytes for a compaction output (see writeOutputHint). */
+function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): Buffer {
+  const hint = new HintBuilder(Math.max(1024, newOffsets.length * 64));
+  for (const off of newOffsets) hint.addRecord(out, off - C.DATA_START, off);
+  return hint.encode(task.targetId, header, C.DATA_START + out.length, true);
+}
+
+/**
+ * copy-on-write: the output's hint written as `.hint.tmp`, fdatasynced and renamed to its name
+ * (fault point io:hint), WITHOUT its own directory fsync — the caller's fsync after the output's
+ * rename covers both names. A failure leaves no hint and no .tmp; returns whether it was staged.
+ */
+function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): boolean {
+  const file = path.join(task.segmentsDir, hintFileName(task.targetId));
+  try {
+    io.writeFileSynced("io:hint", `${file}.tmp`, encodeOutputHint(task, header, out, newOffsets), FILE_MODE);
+    io.rename("io:hint", `${file}.tmp`, file);
+    return true;
+  } catch {
+    unlinkQuietly(`${file}.tmp`);
+    return false;
+  }
 }
 
 /**
@@ -141,17 +207,19 @@ function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number):
  * failure at any step removes what it created (no .seg.tmp left per retry, no unpublished .seg
  * that a later recovery would read) and rethrows; the source segment is untouched throughout.
  */
-async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseHeader>["header"], out: Buffer, hit: FaultHit): Promise<void> {
+async function writeCopy(task: CompactionTask, source: SegmentHeader, plan: { out: Buffer; result: { newOffsets: number[] } }, hit: FaultHit): Promise<boolean> {
+  const out = plan.out;
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
   const final = path.join(task.segmentsDir, segmentFileName(task.targetId));
-  const fd = io.openFile("io:copy", tmp, "wx", FILE_MODE);
+  const fd = io.openFile("io:copy", tmp, "wx+", FILE_MODE);
+  let written: HeaderChoice;
   try {
     const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId: task.segmentId, sealedBytes: C.DATA_START + out.length });
     io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
     io.writeAllSync("io:copy", fd, [out], C.DATA_START);
     io.datasyncSync("io:copy", fd);
-    checkCopy(tmp, task.targetId, out);
+    written = checkCopy(fd, task.targetId, out);
   } catch (err) {
     io.closeQuietly(fd);
     unlinkQuietly(tmp);
@@ -159,6 +227,10 @@ async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseH
   }
   io.closeQuietly(fd);
   await hit(task.faults, "compaction:before-swap");
+  // The output's hint goes in with the output: its bytes are durable before either name is, and
+  // the one directory fsync below makes both names durable (a hint whose segment never got its
+  // name is an orphan, deleted at open; a crash at after-rename finds both).
+  const hinted = stageOutputHint(task, written, out, plan.result.newOffsets);
   let renamed = false;
   try {
     io.rename("io:rename", tmp, final);
@@ -166,22 +238,32 @@ async function writeCopy(task: CompactionTask, source: ReturnType<typeof chooseH
     fsyncDir(task.segmentsDir);
   } catch (err) {
     unlinkQuietly(renamed ? final : tmp);
+    if (hinted) unlinkHint(task.segmentsDir, task.targetId);
     throw err;
   }
   await hit(task.faults, "compaction:after-rename");
+  return hinted;
 }
 
 /**
  * Paired check before the rename publishes a copy: the .tmp read back from disk is a sealed
- * segment whose header names it, whose records walk cleanly to `sealedBytes`, and whose data is
- * exactly the bytes meant for it.
+ * segment whose header names it and says where its records end, and whose data is exactly the
+ * bytes meant for it (every one of which passed its checksum in the source: no second walk).
+ * Returns the header as read back (the output hint is keyed by it).
  */
-function checkCopy(tmp: string, targetId: number, out: Buffer): void {
-  const bytes = readWholePath(tmp);
-  const { header } = chooseHeader(bytes, targetId);
+function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
+  const choice = readHeader(fd, targetId);
+  const header = choice.header;
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
-  assertSealedEnd(targetId, header.sealedBytes, walkSealed(bytes, targetId, () => undefined), bytes.length);
-  assert(Buffer.compare(Buffer.from(bytes.buffer, bytes.byteOffset + C.DATA_START, bytes.length - C.DATA_START), out) === 0, `copy ${targetId}: data read back equals data written`);
+  assert(header.sealedBytes === C.DATA_START + out.length && fs.fstatSync(fd).size === header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
+  const back = backScratch.take(out.length);
+  try {
+    const n = fs.readSync(fd, back, 0, out.length, C.DATA_START);
+    assert(n === out.length && back.equals(out), `copy ${targetId}: data read back equals data written`);
+  } finally {
+    backScratch.release(back);
+  }
+  return choice;
 }
 
 /**

@@ -17,6 +17,7 @@ import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { segmentFileName } from "../segments/file-names.js";
+import { unlinkHint } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
 import { unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
@@ -24,7 +25,6 @@ import { runCompaction, type CompactionResult, type CompactionTask } from "./com
 import { planSegments, tallySegments, type PlannedRecord, type PlanHost, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
-import { writeHintByScan } from "./hints.js";
 import * as P from "./gc-policy.js";
 import type { Keydir, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
@@ -82,6 +82,14 @@ export class Compactor {
   private quietTimer: NodeJS.Timeout | null = null;
   /** Retired segments whose descriptor a read still held when they were retired. */
   private readonly held = new Set<Segment>();
+  /** When the store opened (performance.now()): the first count of dead bytes waits STORE_QUIET_MS after it. */
+  private readonly openedAt = performance.now();
+  /**
+   * False until dead bytes have been counted from the keydir since open: recovery does not count
+   * them (the open stays O(segments) with hints), so garbage that existed before the open is
+   * unknown until the first full pass (a recount, compact(), gc()).
+   */
+  private deadCounted = false;
 
   constructor(host: CompactorHost) {
     this.host = host;
@@ -153,13 +161,28 @@ export class Compactor {
   }
 
   /**
-   * The active segment is never compacted while it takes appends; once it is large and mostly
-   * garbage (a delete-heavy workload), the automatic pass seals it so that it can be.
+   * The active segment is never compacted while it takes appends; once it is large (and the space
+   * rule picks it: over its ratio, or most-dead in a store past the store-wide share), the
+   * automatic pass seals it so that it can be.
    */
-  private activeOverRatio(s: Segment): boolean {
+  private activeLarge(s: Segment): boolean {
     const size = s.dataEnd - C.DATA_START;
-    const ratio = this.host.options.compaction.garbageRatio;
-    return s.writer !== null && size >= Math.min(ACTIVE_SEAL_BYTES_MIN, this.host.options.segmentBytes / 2) && s.deadBytes > ratio * size;
+    return s.writer !== null && !s.compacting && size >= Math.min(ACTIVE_SEAL_BYTES_MIN, this.host.options.segmentBytes / 2);
+  }
+
+  /**
+   * Once per open, STORE_QUIET_MS after it, counts every segment's dead bytes from the keydir
+   * (recovery does not): otherwise garbage that existed before the open is never reclaimed. Not
+   * while the keydir holds deferred slots (hint files): the count would build every slot, the
+   * heap the deferral saves; such a store learns its dead bytes at its first full pass.
+   */
+  private countAfterOpen(): void {
+    if (this.deadCounted || this.host.keydir.isDeferred) return;
+    if (performance.now() - this.openedAt < P.STORE_QUIET_MS) {
+      this.nudgeWhenQuiet();
+      return;
+    }
+    this.recount();
   }
 
   /** True when sealed segment `s` (not retired, not being compacted) is over its garbage ratio. */
@@ -168,10 +191,19 @@ export class Compactor {
     return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
   }
 
-  /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry). */
+  /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry, and once after open). */
   recount(): void {
-    const tally = tallySegments(this.host, this.host.options.clock());
-    for (const seg of this.host.segments.values()) seg.deadBytes = seg.dataEnd - C.DATA_START - (tally.get(seg.id)?.liveBytes ?? 0);
+    this.countDead(tallySegments(this.host, this.host.options.clock()));
+  }
+
+  /** Sets every segment's dead bytes from a tally of what survives (`tally`: planSegments or tallySegments). */
+  private countDead(tally: ReadonlyMap<number, { liveBytes: number } | SegmentPlan>): void {
+    for (const seg of this.host.segments.values()) {
+      const t = tally.get(seg.id);
+      const liveBytes = t === undefined ? 0 : "liveBytes" in t ? t.liveBytes : t.survivors.reduce((n, k) => n + k.len, 0);
+      seg.deadBytes = seg.dataEnd - C.DATA_START - liveBytes;
+    }
+    this.deadCounted = true;
     if (this.segmentsOverRatio().length > 0) this.nudge();
   }
 
@@ -180,12 +212,17 @@ export class Compactor {
     return [...this.host.segments.values()].filter((s) => this.overRatio(s));
   }
 
-  /** One automatic pass: seals a mostly-garbage active segment, then compacts every segment over its ratio. */
+  /**
+   * One automatic pass: counts dead bytes once after open (when that costs no deferred slot),
+   * seals the active segment when the space rule picks it, then compacts what the rule picks.
+   */
   private async autoPass(): Promise<void> {
     if (this.closed) return;
+    this.countAfterOpen();
     const active = this.host.log.activeSegment;
-    if (this.activeOverRatio(active)) await this.host.log.whenSealed(this.host.log.rotate());
-    const report = await this.compactMany(this.chosenForSpace(), this.host.options.compaction.mode);
+    const chosen = this.chosenForSpace();
+    if (chosen.includes(active)) await this.host.log.whenSealed(this.host.log.rotate());
+    const report = await this.compactMany(chosen, this.host.options.compaction.mode);
     // Values that died while the pass ran may have put the store over the rule again, and no
     // later death may come to nudge: look once more after a pass that reclaimed something.
     if (report.bytesAfter < report.bytesBefore) this.nudge();
@@ -198,6 +235,10 @@ export class Compactor {
    */
   private chosenForSpace(): Segment[] {
     const sealed = [...this.host.segments.values()].filter((s) => s.writer === null && !s.retired && !s.compacting);
+    // The active segment is a candidate once it is large (the automatic pass seals it first): with
+    // the default 64 MiB segments, a whole store's garbage may sit in it.
+    const active = this.host.log.activeSegment;
+    if (this.activeLarge(active)) sealed.push(active);
     const candidates = sealed.map((s) => ({ id: s.id, bytes: s.dataEnd - C.DATA_START, deadBytes: s.deadBytes }));
     const ratio = this.host.options.compaction.garbageRatio;
     const quiet = performance.now() - this.lastDeathAt >= P.STORE_QUIET_MS;
@@ -242,8 +283,6 @@ export class Compactor {
       seg.compacting = false;
     }
     await this.publish(seg, task, plan, result, now);
-    const out = result.empty ? undefined : this.host.segments.get(task.targetId);
-    if (out !== undefined) writeHintByScan(this.host.segmentsDir, out); // a cache of the published output's scan (engine/hints.ts)
     this.completed += 1;
     return {
       segments: [seg.id], mode, bytesBefore: result.bytesBefore, bytesAfter: result.empty ? 0 : result.bytesAfter,
@@ -258,7 +297,8 @@ export class Compactor {
    * can drop a tombstone only once no file holds the value it kills.
    */
   private async publish(seg: Segment, task: CompactionTask, plan: SegmentPlan, result: CompactionResult, now: number): Promise<void> {
-    const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result) : seg;
+    const keptScopes = scopesOfPuts(plan.survivors);
+    const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result, keptScopes) : seg;
     if (target !== seg) {
       await hitAsync(this.host.faults.buffer, "compaction:before-unlink");
       this.unpublish(seg, target);
@@ -274,7 +314,7 @@ export class Compactor {
       seg.dataEnd = result.bytesAfter;
       seg.deadBytes = 0;
       seg.scopes.clear();
-      for (const s of result.keptScopes) seg.scopes.add(s);
+      for (const s of keptScopes) seg.scopes.add(s);
       const published = this.host.gens.bump(seg.cell);
       assert(published % 2 === 0, `segment ${seg.id}: the main thread bumps odd to even, got ${published}`);
       if (published !== result.generation || published !== seg.header.header.generation) {
@@ -315,6 +355,7 @@ export class Compactor {
       out.close(this.host.gens);
     }
     unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(out.id)));
+    unlinkHint(this.host.segmentsDir, out.id); // written by the worker with the output
   }
 
   /** Store close: closes the descriptors of retired (already unlinked) segments a read still holds. */
@@ -324,7 +365,7 @@ export class Compactor {
   }
 
   /** Opens and registers a published copy-on-write output `id` (read-only; a new generation cell at 0). */
-  private openOutput(id: number, result: CompactionResult): Segment {
+  private openOutput(id: number, result: CompactionResult, keptScopes: ReadonlySet<string>): Segment {
     const fd = fs.openSync(path.join(this.host.segmentsDir, segmentFileName(id)), "r");
     const header = readHeader(fd, id);
     const cell = this.host.gens.allocate(0);
@@ -332,7 +373,7 @@ export class Compactor {
     const out = new Segment(id, fd, cell, header, result.bytesAfter, null);
     out.minSeq = header.header.minSeq;
     out.maxSeq = header.header.maxSeq;
-    for (const s of result.keptScopes) out.scopes.add(s);
+    for (const s of keptScopes) out.scopes.add(s);
     this.host.segments.set(id, out);
     return out;
   }
@@ -388,14 +429,20 @@ export class Compactor {
     await this.host.log.whenSealed(old);
   }
 
-  /** Compacts `segs` one after the other, from one flush and one plan. */
-  private async compactMany(segs: Segment[], mode: Mode): Promise<T.CompactionReport> {
+  /**
+   * Compacts `segs` one after the other, from one flush and one plan. "garbage": every sealed
+   * segment holding dead bytes, as counted by that same plan (one keydir walk both recounts the
+   * dead bytes and plans the compactions).
+   */
+  private async compactMany(which: Segment[] | "garbage", mode: Mode): Promise<T.CompactionReport> {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
     const started = performance.now();
-    if (segs.length === 0) return report;
+    if (which !== "garbage" && which.length === 0) return report;
     await this.host.flush();
     const now = this.host.options.clock();
-    const plans = planSegments(this.host, now, new Set(segs.map((x) => x.id)));
+    const plans = planSegments(this.host, now, which === "garbage" ? null : new Set(which.map((x) => x.id)));
+    if (which === "garbage") this.countDead(plans);
+    const segs = which === "garbage" ? this.sealedWithGarbage() : which;
     for (const seg of segs) {
       if (this.closed) break;
       const r = await this.compactSegment(seg, mode, plans.get(seg.id) ?? { survivors: [], droppable: [] }, now);
@@ -421,11 +468,13 @@ export class Compactor {
     }
     return this.serial(async () => {
       if (ids === undefined) {
-        this.recount();
+        // The write path's estimate already says whether the active segment holds garbage; only
+        // when it says none can expiry have made some (a recount tells).
+        if (this.host.log.activeSegment.deadBytes === 0) this.recount();
         await this.sealActiveIfDirty();
-        this.recount();
       }
-      const segs = ids === undefined ? this.sealedWithGarbage() : (ids as number[]).map((id) => this.host.segments.get(id)).filter((s): s is Segment => s !== undefined);
+      // Without ids: every segment with garbage, recounted by the plan itself (after the seal).
+      const segs = ids === undefined ? "garbage" : (ids as number[]).map((id) => this.host.segments.get(id)).filter((s): s is Segment => s !== undefined);
       return this.compactMany(segs, mode);
     });
   }
@@ -437,8 +486,7 @@ export class Compactor {
       if (this.host.options.unsafeGcBySeq) P.unsafeSweep(this.host.keydir, this.host.sequence);
       this.recount();
       await this.sealActiveIfDirty();
-      this.recount();
-      const report = await this.compactMany(this.sealedWithGarbage(), this.host.options.compaction.mode);
+      const report = await this.compactMany("garbage", this.host.options.compaction.mode);
       return { ...report, retentionRecordsDropped: Math.max(0, before - this.host.keydir.size) };
     });
   }
@@ -473,6 +521,13 @@ export class Compactor {
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
   }
+}
+
+/** The scopes of the PUT records among `survivors` (a segment's `scopes`, for eager erasure). */
+function scopesOfPuts(survivors: readonly PlannedRecord[]): Set<string> {
+  const out = new Set<string>();
+  for (const k of survivors) if (k.kind === "put") out.add(k.slot.scope);
+  return out;
 }
 
 /** Moves a keydir pointer from (source, k.off) to (target, off) if it still points there. */

@@ -23,3 +23,45 @@ export function readWholePath(file: string): Uint8Array {
     fs.closeSync(fd);
   }
 }
+
+/**
+ * A read buffer kept for reuse by sequential jobs, so that each 4 MiB segment read does not
+ * allocate — and fault in — fresh memory. While one job holds it (take() until release()), a
+ * second taker gets a fresh buffer: jobs that interleave at await points (two stores compacting
+ * inline in one process) never share bytes. Buffers over `retainBytesMax` are not kept.
+ */
+export class ReadScratch {
+  private buf: Buffer | null = null;
+  private held = false;
+  private readonly retainBytesMax: number;
+
+  constructor(retainBytesMax: number) {
+    this.retainBytesMax = retainBytesMax;
+  }
+
+  /** A buffer of exactly `size` bytes (contents undefined), the kept one when it is free and large enough. */
+  take(size: number): Buffer {
+    if (this.held || size > this.retainBytesMax) return Buffer.allocUnsafeSlow(size);
+    if (this.buf === null || this.buf.length < size) this.buf = Buffer.allocUnsafeSlow(size);
+    this.held = true;
+    return this.buf.subarray(0, size);
+  }
+
+  /** Ends the use of what take() returned (`buf`): the kept buffer is free again. */
+  release(buf: Uint8Array): void {
+    if (this.buf !== null && buf.buffer === this.buf.buffer) this.held = false;
+  }
+
+  /** Reads the whole file behind `fd` into take()'s buffer; release() it when done. */
+  readWholeFile(fd: number): Uint8Array {
+    const size = fs.fstatSync(fd).size;
+    const buf = this.take(size);
+    let done = 0;
+    while (done < size) {
+      const n = fs.readSync(fd, buf, done, size - done, done);
+      if (n === 0) break;
+      done += n;
+    }
+    return done === size ? buf : buf.subarray(0, done);
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * W5's space question in one process, with the store's own accounting printed at each step:
+ * n keys (values 256 B) loaded non-durably, reopened durable (default options: auto compaction),
+ * delete 50% then rewrite 25% of the deleted in durable batches of 1000 (random order), read all
+ * synchronously, close, reopen, read all, close; then allocated bytes ÷ live bytes (as bench W6).
+ * Usage: node --import tsx bench/space-w5.ts [tree] [keys]. Prints one line per step (SPACE_FILES=1:
+ * then each file with its size and allocated bytes).
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const tree = process.argv[2] ?? ".";
+const n = Number(process.argv[3] ?? 200_000);
+const built = path.resolve(tree, "dist/src/index.js");
+const entry = process.env["AB_SOURCE"] === undefined && fs.existsSync(built) ? built : path.resolve(tree, "src/index.ts");
+const { Engram } = (await import(pathToFileURL(entry).href)) as typeof import("../src/index.js");
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "space-w5-"));
+const key = (i: number): string => `k${String(i).padStart(9, "0")}`;
+const value = (i: number, v: number): Uint8Array => new Uint8Array(256).fill((i + v) & 0xff);
+let seed = 52;
+const rnd = (): number => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+const perm = Array.from({ length: n }, (_, i) => i);
+for (let i = n - 1; i > 0; i--) {
+  const j = Math.floor(rnd() * (i + 1));
+  [perm[i], perm[j]] = [perm[j] as number, perm[i] as number];
+}
+function allocated(): number {
+  let total = 0;
+  const walk = (d: string): void => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else total += fs.statSync(p).blocks * 512;
+    }
+  };
+  walk(dir);
+  return total;
+}
+const live = (n - Math.ceil(n / 2) + Math.ceil(n / 8)) * (10 + 256);
+type Store = Awaited<ReturnType<typeof Engram.open>>;
+const t0 = performance.now();
+function show(step: string, s: Store | null): void {
+  const st = s?.stats();
+  const sealed = st?.segments.filter((x) => x.sealed) ?? [];
+  const info = st === undefined ? "" : ` segments ${st.segments.length} (sealed ${sealed.length}) dead ${(st.deadBytes / 1e6).toFixed(1)} MB of ${(st.totalBytes / 1e6).toFixed(1)} MB, compactions ${st.compactions}`;
+  console.log(`${((performance.now() - t0) / 1000).toFixed(2).padStart(6)} s ${step.padEnd(14)} disk ${(allocated() / live).toFixed(3)}× live${info}`);
+}
+{
+  const l = await Engram.open(dir, { durability: "none" });
+  for (let b = 0; b < n; b += 1000) {
+    const ops = [];
+    for (let i = b; i < Math.min(n, b + 1000); i++) ops.push({ op: "write" as const, scope: "default", key: key(perm[i] as number), value: value(perm[i] as number, 1) });
+    await l.batch(ops);
+  }
+  await l.close();
+}
+const s = await Engram.open(dir, { durability: "sync" });
+show("open", s);
+let ops: Array<{ op: "forget"; scope: string; key: string } | { op: "write"; scope: string; key: string; value: Uint8Array }> = [];
+for (const i of perm) {
+  if (i % 2 !== 0) continue;
+  ops.push({ op: "forget", scope: "default", key: key(i) });
+  if (ops.length === 1000) (await s.batch(ops), (ops = []));
+}
+if (ops.length > 0) (await s.batch(ops), (ops = []));
+show("deleted", s);
+for (const i of perm) {
+  if (i % 8 !== 0) continue;
+  ops.push({ op: "write", scope: "default", key: key(i), value: value(i, 2) });
+  if (ops.length === 1000) (await s.batch(ops), (ops = []));
+}
+if (ops.length > 0) (await s.batch(ops), (ops = []));
+show("rewritten", s);
+for (let i = 0; i < n; i++) s.readSync(key(i));
+show("verified", s);
+await s.close();
+show("closed", null);
+const s2 = await Engram.open(dir, { durability: "sync" });
+show("reopened", s2);
+for (let i = 0; i < n; i++) s2.readSync(key(i));
+await s2.close();
+show("closed again", null);
+if (process.env["SPACE_FILES"] !== undefined) for (const f of fs.readdirSync(path.join(dir, "segments"))) console.error(f, fs.statSync(path.join(dir, "segments", f)).size, fs.statSync(path.join(dir, "segments", f)).blocks * 512);
+fs.rmSync(dir, { recursive: true, force: true });
