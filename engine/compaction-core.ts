@@ -178,8 +178,8 @@ function writeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer
   return writeHintFile(task.segmentsDir, task.targetId, encodeOutputHint(task, header, out, newOffsets));
 }
 
-/** The hint file's bytes for a compaction output (see writeOutputHint). */
-function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): Buffer {
+/** The hint file's bytes for a compaction output (see writeOutputHint); null when the builder cannot encode it (then no hint). */
+function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): Buffer | null {
   const hint = new HintBuilder(Math.max(1024, newOffsets.length * 64));
   for (const off of newOffsets) hint.addRecord(out, off - C.DATA_START, off);
   return hint.encode(task.targetId, header, C.DATA_START + out.length, true);
@@ -192,8 +192,10 @@ function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffe
  */
 function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): boolean {
   const file = path.join(task.segmentsDir, hintFileName(task.targetId));
+  const bytes = encodeOutputHint(task, header, out, newOffsets);
+  if (bytes === null) return false;
   try {
-    io.writeFileSynced("io:hint", `${file}.tmp`, encodeOutputHint(task, header, out, newOffsets), FILE_MODE);
+    io.writeFileSynced("io:hint", `${file}.tmp`, bytes, FILE_MODE);
     io.rename("io:hint", `${file}.tmp`, file);
     return true;
   } catch {

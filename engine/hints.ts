@@ -6,14 +6,13 @@
  *  - At seal (after the sealed header is fdatasynced): the whole segment's hint.
  *  - At close (after the final fdatasync and sync mark): a prefix hint of the active segment,
  *    which recovery extends by scanning only the bytes after it.
- *  - After a compaction is published: the output's hint, from one checked walk of its file.
+ *  - With a compaction output: its hint, built by the worker from the records it copied and
+ *    staged before the output is published (engine/compaction-core.ts).
  *  - At open: every sealed segment that had no valid hint and was scanned gets one.
  * A segment's hint is removed with the segment (Segment.retire) and orphans at open.
  */
 import * as C from "../segments/constants.js";
-import { readWholeFile } from "../segments/whole-file.js";
 import { HintBuilder, writeHintFile } from "../segments/hint.js";
-import { walkSealed } from "../segments/scan.js";
 import { assert } from "../rules/assert.js";
 import type { Segment } from "./segment.js";
 
@@ -49,22 +48,4 @@ export function writeActiveHint(dir: string, seg: Segment): boolean {
   const written = writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, false));
   if (written) seg.hintOnDiskEnd = seg.dataEnd;
   return written;
-}
-
-/**
- * Writes the hint of a sealed segment from its file (a compaction output): one walk that checks
- * every record's checksum. A file that fails the walk gets no hint (recovery will scan it and
- * report what is wrong). Returns whether one was written.
- */
-export function writeHintByScan(dir: string, seg: Segment): boolean {
-  if ((seg.header.header.flags & C.FLAG_SEALED) === 0 || seg.isClosed) return false;
-  const hint = new HintBuilder();
-  try {
-    const bytes = readWholeFile(seg.fd);
-    if (bytes.length !== seg.header.header.sealedBytes) return false;
-    walkSealed(bytes, seg.id, (off) => hint.addRecord(bytes, off, off));
-  } catch {
-    return false;
-  }
-  return writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.header.header.sealedBytes, true));
 }
