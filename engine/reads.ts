@@ -69,6 +69,30 @@ function authorize(host: ReadHost, found: ReadFound): ReadToken {
 }
 
 /**
+ * The synchronous read's cache hit, authorized and re-checked in one turn, or null on a miss (the
+ * caller then takes the token path). Nothing on the main thread can change the slot between the
+ * two generation loads, so no token object is made; a compaction worker can still make the
+ * segment's generation drift, which the second load sees exactly as finishRead's check does. The
+ * file is not touched, so the reader count is not either. A rewrite in progress (odd generation)
+ * is left to the token path, which fails closed.
+ */
+function cachedNow(host: ReadHost, found: ReadFound): ReadResult | null {
+  const cache = host.cache;
+  if (cache === null) return null;
+  const { slot, segment } = found;
+  const segmentGeneration = host.gens.load(segment.cell);
+  if (segmentGeneration % 2 !== 0) return null;
+  const value = cache.get(slot, segmentGeneration);
+  if (value === undefined) return null;
+  if (segment.isClosed) throw new StoreClosedError();
+  const live = host.gens.load(segment.cell);
+  if (live !== segmentGeneration) {
+    throw new ScopeErasedDuringRead(slot.scope, segmentGeneration, live, "segment generation drifted between authorization and materialization");
+  }
+  return { status: "OK", value, version: slot.putSeq, generation: slot.putGen, scope: slot.scope };
+}
+
+/**
  * Authorizes and materializes a found slot. With `faults` (async reads only) it may pause at
  * read:after-authorize, which is what lets a test put a compaction between the two steps.
  */
@@ -76,6 +100,10 @@ export function materialize(host: ReadHost, found: ReadFound, faults: null): Rea
 export function materialize(host: ReadHost, found: ReadFound, faults: SharedArrayBuffer | null): ReadResult | Promise<ReadResult>;
 export function materialize(host: ReadHost, found: ReadFound, faults: SharedArrayBuffer | null): ReadResult | Promise<ReadResult> {
   // I4: a read racing a forget or a compaction returns the value valid at its authorization or throws ScopeErasedDuringRead.
+  if (faults === null) {
+    const hit = cachedNow(host, found);
+    if (hit !== null) return hit;
+  }
   const token = authorize(host, found);
   if (token.segmentGeneration % 2 !== 0 && !host.options.unsafeSkipReadValidation) {
     throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, token.segmentGeneration, "segment is being rewritten in place");

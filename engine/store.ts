@@ -474,11 +474,11 @@ export class Store implements T.Backend {
     const scope = A.scopeOf(o);
     const k = A.keyOf(key);
     const inherit = A.boolOf(o, "inherit", true);
-    const now = this.options.clock();
     // The lineage is walked in place (no array per call): the scope, then each parent up to "global".
     for (let s: string | null = scope; s !== null; s = inherit ? parentScope(s) : null) {
       const slot = this.keydir.get(s, k);
-      if (slot !== undefined && isReadable(this.keydir, slot, now)) {
+      // The clock is asked only for a value that can expire (expiresAt 0 never does, whatever now is).
+      if (slot !== undefined && isReadable(this.keydir, slot, slot.expiresAt === 0 ? 0 : this.options.clock())) {
         const seg = this.segments.get(slot.seg);
         if (seg === undefined) throw new Error(`keydir points at missing segment ${slot.seg}`);
         return { slot, segment: seg };
