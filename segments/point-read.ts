@@ -43,9 +43,12 @@ export function readRecordAt(fd: number, offset: number, length: number, expect:
   return checkRecordBytes(bytes, length, expect);
 }
 
-/** Decodes a record read at its offset and checks it against an expectation. */
+/**
+ * Decodes a record read at its offset and checks it against an expectation. A binary value is a
+ * view of `bytes` (no copy): the point read's buffer is fresh and handed to no one else.
+ */
 export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation): DecodedRecord | PointReadFault {
-  const got = decodeRecord(bytes, 0, bytes.length);
+  const got = decodeRecord(bytes, 0, bytes.length, "view");
   if (!isRecord(got)) return got;
   if (got.length !== length) return "length";
   return mismatch(got, expect) ?? got;

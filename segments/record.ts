@@ -161,9 +161,11 @@ function asBuffer(bytes: Uint8Array): Buffer {
 /**
  * Decodes the record at `at` (bytes up to `end` are available). Returns the record or the fault;
  * never throws on bad bytes, and never returns a record whose checksum failed. With `withValue`
- * false the value is not materialized (recovery and compaction need only the metadata).
+ * false the value is not materialized (recovery and compaction need only the metadata); with
+ * "view" a binary value is a view of `bytes` instead of a copy (for a caller that owns `bytes`
+ * and hands them on: a point read's fresh buffer).
  */
-export function decodeRecord(bytes: Uint8Array, at: number, end: number, withValue = true): DecodedRecord | RecordFault {
+export function decodeRecord(bytes: Uint8Array, at: number, end: number, withValue: boolean | "view" = true): DecodedRecord | RecordFault {
   const length = probeRecord(bytes, at, end);
   if (typeof length !== "number") return length;
   const buf = asBuffer(bytes);
@@ -188,8 +190,10 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
   try {
     scope = utf8(buf, scopeAt, scopeAt + scopeLen);
     key = utf8(buf, scopeAt + scopeLen, valueAt);
-    if (type === C.RecordType.PUT && withValue) {
-      value = (flags & C.RF_UTF8) !== 0 ? utf8(buf, valueAt, valueAt + valueLen) : new Uint8Array(buf.subarray(valueAt, valueAt + valueLen));
+    if (type === C.RecordType.PUT && withValue !== false) {
+      if ((flags & C.RF_UTF8) !== 0) value = utf8(buf, valueAt, valueAt + valueLen);
+      else if (withValue === "view") value = new Uint8Array(bytes.buffer, bytes.byteOffset + valueAt, valueLen);
+      else value = new Uint8Array(buf.subarray(valueAt, valueAt + valueLen));
     } else if (type === C.RecordType.GROUP) {
       value = new Uint8Array(buf.subarray(valueAt, valueAt + valueLen)); // always: the frame is the value
     } else if (type === C.RecordType.SCOPE_ERASE && valueLen > 0) {
