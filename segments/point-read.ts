@@ -44,11 +44,12 @@ export function readRecordAt(fd: number, offset: number, length: number, expect:
 }
 
 /**
- * Decodes a record read at its offset and checks it against an expectation. A binary value is a
- * view of `bytes` (no copy): the point read's buffer is fresh and handed to no one else.
+ * Decodes a record read at its offset and checks it against an expectation. With `owned` (the
+ * point read's fresh buffer, handed to no one else) a binary value is a view of `bytes`; without
+ * (bytes shared with a cache) it is a copy.
  */
-export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation): DecodedRecord | PointReadFault {
-  const got = decodeRecord(bytes, 0, bytes.length, "view");
+export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation, owned = true): DecodedRecord | PointReadFault {
+  const got = decodeRecord(bytes, 0, bytes.length, owned ? "view" : true);
   if (!isRecord(got)) return got;
   if (got.length !== length) return "length";
   return mismatch(got, expect) ?? got;
