@@ -95,8 +95,8 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
  */
 export function encodeRecord(r: RecordInput, valueBytesMax: number = C.VALUE_BYTES_MAX): Buffer {
   assertInput(r, valueBytesMax);
-  const scopeLen = Buffer.byteLength(r.scope, "utf8");
-  const keyLen = Buffer.byteLength(r.key, "utf8");
+  const scopeLen = utf8Length(r.scope);
+  const keyLen = utf8Length(r.key);
   const value = r.value;
   const valueLen = value === undefined ? 0 : typeof value === "string" ? Buffer.byteLength(value, "utf8") : value.byteLength;
   const length = C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
@@ -113,13 +113,33 @@ export function encodeRecord(r: RecordInput, valueBytesMax: number = C.VALUE_BYT
   writeU64(buf, r.generation, C.R_GENERATION);
   writeU64(buf, r.expiresAt ?? 0, C.R_EXPIRES_AT);
   let at = C.RECORD_FIXED_BYTES;
-  at += buf.write(r.scope, at, "utf8");
-  at += buf.write(r.key, at, "utf8");
+  at += writeName(buf, r.scope, scopeLen, at);
+  at += writeName(buf, r.key, keyLen, at);
   if (typeof value === "string") at += buf.write(value, at, "utf8");
-  else if (value !== undefined) at += Buffer.from(value.buffer, value.byteOffset, value.byteLength).copy(buf, at);
+  else if (value !== undefined) {
+    buf.set(value, at); // a memcpy, without a Buffer object over the value
+    at += value.byteLength;
+  }
   if (at !== length - C.RECORD_CHECKSUM_BYTES) throw new Error(`record encode wrote ${at} of ${length - C.RECORD_CHECKSUM_BYTES} bytes`);
   buf.writeBigUInt64LE(checksum64(buf, 0, at), at);
   return buf;
+}
+
+/** Strings up to this many UTF-16 units are measured and written by a JS loop (no native call). */
+const SHORT_NAME_UNITS_MAX = 64;
+
+/** Bytes of `s` in UTF-8: counted in JS when `s` is short and ASCII, else by Buffer.byteLength. */
+function utf8Length(s: string): number {
+  if (s.length > SHORT_NAME_UNITS_MAX) return Buffer.byteLength(s, "utf8");
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.byteLength(s, "utf8");
+  return s.length;
+}
+
+/** Writes `s` (`bytes` long in UTF-8) at `at`; returns `bytes`. ASCII (bytes === length) short names are copied unit by unit. */
+function writeName(buf: Buffer, s: string, bytes: number, at: number): number {
+  if (bytes !== s.length || bytes > SHORT_NAME_UNITS_MAX) return buf.write(s, at, "utf8");
+  for (let i = 0; i < bytes; i++) buf[at + i] = s.charCodeAt(i);
+  return bytes;
 }
 
 /**
