@@ -36,7 +36,7 @@ export interface DecodedRecord {
   expiresAt: number;
   scope: string;
   key: string;
-  /** PUT: a string when RF_UTF8 is set, else bytes (a copy, never a view of the read buffer). */
+  /** PUT: a string when RF_UTF8 is set, else bytes: a copy, or with decodeRecord's "view" a view of the caller's own buffer. */
   value: string | Uint8Array | null;
   /** Total bytes of the record, checksum included. */
   length: number;
