@@ -63,6 +63,8 @@ interface Group {
   ops: Array<{ op: LogOp; locs: Location[]; resolve: () => void; reject: (err: unknown) => void }>;
   /** Called once the group is committed (null) or failed (its error): barriers. */
   after: Array<(err: unknown) => void>;
+  /** Its fdatasync ran on the main thread (syncInline): the drain yields to the event loop after it. */
+  inline?: boolean;
 }
 
 /** What the log needs from the store. */
@@ -267,6 +269,10 @@ export class CommitLog {
         this.sealRetiring();
         for (const f of group.after) f(err);
         this.wakeRoomWaiters();
+        // Back to the event loop before the next group, after this one's calls resolved (their
+        // acknowledgment waits for no turn): back-to-back inline commits would otherwise chain in
+        // microtasks alone and starve timers, I/O and worker messages.
+        if (group.inline === true) await yieldToEventLoop();
       }
     } finally {
       this.draining = false;
@@ -300,9 +306,7 @@ export class CommitLog {
       if (this.host.durability === "sync") {
         if (this.syncInline(group)) {
           writer.syncSync();
-          // Back to the event loop before the next group: back-to-back inline commits would
-          // otherwise chain in microtasks alone and starve timers, I/O and worker messages.
-          await yieldToEventLoop();
+          group.inline = true; // the drain yields once this group's calls are resolved
         } else await writer.sync();
         group.segment.syncedEnd = group.offset + group.bytes;
       } else this.unsynced.add(group.segment);

@@ -18,6 +18,8 @@ export interface ResolvedOptions {
   /** Largest value accepted, in bytes (option `valueBytesMax`, formerly `maxValueBytes`). */
   valueBytesMax: number;
   cacheBytes: number;
+  /** Budget of the block cache of sealed segments (engine/block-cache.ts); 0 turns it off. */
+  blockCacheBytes: number;
   compaction: { mode: "copy-on-write" | "in-place"; workers: number; auto: boolean; garbageRatio: number };
   ttlMs: number | null;
   tombstoneRetentionMs: number;
@@ -39,6 +41,18 @@ export const SEGMENT_BYTES_MIN = 4096;
 export const SEGMENT_BYTES_MAX = 1024 * 1024 * 1024;
 export const WORKERS_MAX = 16;
 export const CACHE_BYTES_MAX = 16 * 1024 * 1024 * 1024;
+/** The block cache's budget: 0 (off), or at least one block (64 KiB) and at most CACHE_BYTES_MAX. */
+export const BLOCK_CACHE_BYTES_MIN = 64 * 1024;
+
+/** `blockCacheBytes`: 0 or an integer in [BLOCK_CACHE_BYTES_MIN, CACHE_BYTES_MAX]; 64 MiB when absent. */
+function blockCacheBytes(v: unknown): number {
+  if (v === undefined) return 64 * 1024 * 1024;
+  if (v === 0) return 0;
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < BLOCK_CACHE_BYTES_MIN || v > CACHE_BYTES_MAX) {
+    fail("blockCacheBytes", `0 (off) or an integer in [${BLOCK_CACHE_BYTES_MIN}, ${CACHE_BYTES_MAX}]`, v);
+  }
+  return v;
+}
 
 /** A number in (0, 1), or `fallback` when absent. */
 function ratio(name: string, v: unknown, fallback: number): number {
@@ -87,6 +101,7 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
     segmentBytes: int("segmentBytes", o.segmentBytes, SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX, 64 * 1024 * 1024),
     valueBytesMax: valueBytesMaxOf(o as Record<string, unknown>, VALUE_BYTES_MAX),
     cacheBytes: int("cacheBytes", o.cacheBytes, 0, CACHE_BYTES_MAX, 64 * 1024 * 1024),
+    blockCacheBytes: blockCacheBytes(o.blockCacheBytes),
     compaction: {
       mode: oneOf("compaction.mode", c["mode"], ["copy-on-write", "in-place"] as const, "copy-on-write"),
       workers: int("compaction.workers", c["workers"], 0, WORKERS_MAX, 1),

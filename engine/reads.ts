@@ -18,6 +18,7 @@ import type { GenerationTable } from "./generations.js";
 import type { Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import type { ValueCache } from "./value-cache.js";
+import type { BlockCache } from "./block-cache.js";
 import type { ReadResult } from "../rules/types.js";
 
 /** A slot a read found, and the segment holding its value. */
@@ -48,6 +49,8 @@ export interface ReadHost {
   readonly options: { unsafeSkipReadValidation: boolean };
   /** Null when caching is off (always, under unsafe.skipReadValidation: it reads like the naive design). */
   readonly cache: ValueCache | null;
+  /** Sealed segments' blocks; null when off (blockCacheBytes 0, or unsafe.skipReadValidation). */
+  readonly blocks: BlockCache | null;
 }
 
 /** The token a read is authorized against: the slot's record location and fields, and its segment's generation now. */
@@ -69,6 +72,30 @@ function authorize(host: ReadHost, found: ReadFound): ReadToken {
 }
 
 /**
+ * The synchronous read's cache hit, authorized and re-checked in one turn, or null on a miss (the
+ * caller then takes the token path). Nothing on the main thread can change the slot between the
+ * two generation loads, so no token object is made; a compaction worker can still make the
+ * segment's generation drift, which the second load sees exactly as finishRead's check does. The
+ * file is not touched, so the reader count is not either. A rewrite in progress (odd generation)
+ * is left to the token path, which fails closed.
+ */
+function cachedNow(host: ReadHost, found: ReadFound): ReadResult | null {
+  const cache = host.cache;
+  if (cache === null) return null;
+  const { slot, segment } = found;
+  const segmentGeneration = host.gens.load(segment.cell);
+  if (segmentGeneration % 2 !== 0) return null;
+  const value = cache.get(slot, segmentGeneration);
+  if (value === undefined) return null;
+  if (segment.isClosed) throw new StoreClosedError();
+  const live = host.gens.load(segment.cell);
+  if (live !== segmentGeneration) {
+    throw new ScopeErasedDuringRead(slot.scope, segmentGeneration, live, "segment generation drifted between authorization and materialization");
+  }
+  return { status: "OK", value, version: slot.putSeq, generation: slot.putGen, scope: slot.scope };
+}
+
+/**
  * Authorizes and materializes a found slot. With `faults` (async reads only) it may pause at
  * read:after-authorize, which is what lets a test put a compaction between the two steps.
  */
@@ -76,6 +103,10 @@ export function materialize(host: ReadHost, found: ReadFound, faults: null): Rea
 export function materialize(host: ReadHost, found: ReadFound, faults: SharedArrayBuffer | null): ReadResult | Promise<ReadResult>;
 export function materialize(host: ReadHost, found: ReadFound, faults: SharedArrayBuffer | null): ReadResult | Promise<ReadResult> {
   // I4: a read racing a forget or a compaction returns the value valid at its authorization or throws ScopeErasedDuringRead.
+  if (faults === null) {
+    const hit = cachedNow(host, found);
+    if (hit !== null) return hit;
+  }
   const token = authorize(host, found);
   if (token.segmentGeneration % 2 !== 0 && !host.options.unsafeSkipReadValidation) {
     throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, token.segmentGeneration, "segment is being rewritten in place");
@@ -100,10 +131,16 @@ export function materialize(host: ReadHost, found: ReadFound, faults: SharedArra
 function finishRead(host: ReadHost, token: ReadToken): ReadResult {
   // I3: no bytes of another slot, scope or generation than the token authorized are returned.
   let bytes: Uint8Array | null = null;
+  let owned = true;
   try {
     // close() closed the descriptor of a segment this read held (its number may be reused): fail closed.
     if (token.segment.isClosed) throw new StoreClosedError();
-    if (token.cached === undefined) bytes = preadSync(token.segment.fd, token.offset, token.length);
+    if (token.cached === undefined) {
+      // A block is the file's bytes at the authorized generation (or a pread made now): the same checks follow either way.
+      const block = host.blocks === null ? null : host.blocks.read(token.segment, host.gens, token.offset, token.length, token.segmentGeneration);
+      owned = block === null;
+      bytes = block ?? preadSync(token.segment.fd, token.offset, token.length);
+    }
   } finally {
     token.segment.leave(host.segmentsDir, host.gens);
   }
@@ -121,7 +158,7 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
     key: token.key,
     generation: token.generation,
     seq: token.version,
-  });
+  }, owned);
   if (typeof got === "string") throw new CorruptionError(token.segment.id, token.offset, `point read failed its ${got} check`);
   host.cache?.put(token.slot, got.value as string | Uint8Array, token.segment.id, token.offset, token.segmentGeneration);
   return { status: "OK", value: got.value as string | Uint8Array, version: token.version, generation: token.generation, scope: token.scope };

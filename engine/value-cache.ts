@@ -34,6 +34,7 @@ export function copyOf(src: Uint8Array): Uint8Array {
 }
 
 interface Entry {
+  slot: Slot;
   value: string | Uint8Array;
   seg: number;
   off: number;
@@ -45,7 +46,7 @@ interface Entry {
 export class ValueCache {
   private readonly entries = new Map<Slot, Entry>();
   /** Insertion order for eviction; may hold stale entries (already replaced or evicted). */
-  private order: Array<[Slot, Entry]> = [];
+  private order: Entry[] = [];
   private head = 0;
   private bytes = 0;
 
@@ -70,14 +71,15 @@ export class ValueCache {
       this.bytes -= old.bytes;
       this.entries.delete(slot);
     }
-    const entry = { value: typeof value === "string" ? value : new Uint8Array(value), seg, off, generation, bytes };
+    // The cache's own copy (pooled like a hit's): the caller keeps `value` and may change it.
+    const entry: Entry = { slot, value: typeof value === "string" ? value : copyOf(value), seg, off, generation, bytes };
     this.entries.set(slot, entry);
-    this.order.push([slot, entry]);
+    this.order.push(entry);
     this.bytes += bytes;
     while (this.bytes > this.bytesMax && this.head < this.order.length) {
-      const [victim, e] = this.order[this.head++] as [Slot, Entry];
-      if (this.entries.get(victim) !== e) continue;
-      this.entries.delete(victim);
+      const e = this.order[this.head++] as Entry;
+      if (this.entries.get(e.slot) !== e) continue;
+      this.entries.delete(e.slot);
       this.bytes -= e.bytes;
     }
     if (this.head > 1024 && this.head * 2 > this.order.length) {

@@ -26,7 +26,7 @@ export interface PgOptions {
 }
 
 /** Options that exist only for the embedded engine (its segment files, threads, cache, faults). */
-export const ENGINE_ONLY_OPTIONS = ["segmentBytes", "compaction", "cacheBytes", "faults"] as const;
+export const ENGINE_ONLY_OPTIONS = ["segmentBytes", "compaction", "cacheBytes", "blockCacheBytes", "faults"] as const;
 
 /** Validates OpenOptions for PostgreSQL; throws InvalidArgumentError for bad or engine-only ones. */
 export function resolvePgOptions(input: OpenOptions | undefined): PgOptions {

@@ -15,9 +15,12 @@ export const LIST_LIMIT_MAX = 1_000_000;
 
 type Opts = Record<string, unknown>;
 
-/** The options object of a call: undefined becomes {}, anything but a plain object is refused. */
+/** The options of a call that passed none: shared and frozen, so no call allocates one and none can change it. */
+const NO_OPTS: Opts = Object.freeze({});
+
+/** The options object of a call: undefined becomes an empty one, anything but a plain object is refused. */
 export function optsOf(v: unknown, call: string): Opts {
-  if (v === undefined || v === null) return {};
+  if (v === undefined || v === null) return NO_OPTS;
   if (typeof v !== "object" || Array.isArray(v)) throw new InvalidArgumentError(`${call}: options must be an object`);
   return v as Opts;
 }

@@ -78,6 +78,12 @@ export interface OpenOptions {
   maxValueBytes?: number;
   /** Budget of the hot-value cache in bytes (default 64 MiB; 0 turns it off). */
   cacheBytes?: number;
+  /**
+   * Budget of the block cache in bytes: sealed segments' bytes kept in 64 KiB blocks, so a read
+   * whose value is not cached costs a copy instead of a pread (default 64 MiB; 0 turns it off;
+   * otherwise 65536 – 16 GiB).
+   */
+  blockCacheBytes?: number;
   compaction?: CompactionOptions;
   retention?: RetentionOptions;
   tombstoneWrites?: "auto-clear" | "require-clear";

@@ -43,9 +43,13 @@ export function readRecordAt(fd: number, offset: number, length: number, expect:
   return checkRecordBytes(bytes, length, expect);
 }
 
-/** Decodes a record read at its offset and checks it against an expectation. */
-export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation): DecodedRecord | PointReadFault {
-  const got = decodeRecord(bytes, 0, bytes.length);
+/**
+ * Decodes a record read at its offset and checks it against an expectation. With `owned` (the
+ * point read's fresh buffer, handed to no one else) a binary value is a view of `bytes`; without
+ * (bytes shared with a cache) it is a copy.
+ */
+export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation, owned = true): DecodedRecord | PointReadFault {
+  const got = decodeRecord(bytes, 0, bytes.length, owned ? "view" : true);
   if (!isRecord(got)) return got;
   if (got.length !== length) return "length";
   return mismatch(got, expect) ?? got;

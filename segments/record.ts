@@ -36,7 +36,7 @@ export interface DecodedRecord {
   expiresAt: number;
   scope: string;
   key: string;
-  /** PUT: a string when RF_UTF8 is set, else bytes (a copy, never a view of the read buffer). */
+  /** PUT: a string when RF_UTF8 is set, else bytes: a copy, or with decodeRecord's "view" a view of the caller's own buffer. */
   value: string | Uint8Array | null;
   /** Total bytes of the record, checksum included. */
   length: number;
@@ -95,8 +95,8 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
  */
 export function encodeRecord(r: RecordInput, valueBytesMax: number = C.VALUE_BYTES_MAX): Buffer {
   assertInput(r, valueBytesMax);
-  const scopeLen = Buffer.byteLength(r.scope, "utf8");
-  const keyLen = Buffer.byteLength(r.key, "utf8");
+  const scopeLen = utf8Length(r.scope);
+  const keyLen = utf8Length(r.key);
   const value = r.value;
   const valueLen = value === undefined ? 0 : typeof value === "string" ? Buffer.byteLength(value, "utf8") : value.byteLength;
   const length = C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
@@ -113,13 +113,33 @@ export function encodeRecord(r: RecordInput, valueBytesMax: number = C.VALUE_BYT
   writeU64(buf, r.generation, C.R_GENERATION);
   writeU64(buf, r.expiresAt ?? 0, C.R_EXPIRES_AT);
   let at = C.RECORD_FIXED_BYTES;
-  at += buf.write(r.scope, at, "utf8");
-  at += buf.write(r.key, at, "utf8");
+  at += writeName(buf, r.scope, scopeLen, at);
+  at += writeName(buf, r.key, keyLen, at);
   if (typeof value === "string") at += buf.write(value, at, "utf8");
-  else if (value !== undefined) at += Buffer.from(value.buffer, value.byteOffset, value.byteLength).copy(buf, at);
+  else if (value !== undefined) {
+    buf.set(value, at); // a memcpy, without a Buffer object over the value
+    at += value.byteLength;
+  }
   if (at !== length - C.RECORD_CHECKSUM_BYTES) throw new Error(`record encode wrote ${at} of ${length - C.RECORD_CHECKSUM_BYTES} bytes`);
   buf.writeBigUInt64LE(checksum64(buf, 0, at), at);
   return buf;
+}
+
+/** Strings up to this many UTF-16 units are measured and written by a JS loop (no native call). */
+const SHORT_NAME_UNITS_MAX = 64;
+
+/** Bytes of `s` in UTF-8: counted in JS when `s` is short and ASCII, else by Buffer.byteLength. */
+function utf8Length(s: string): number {
+  if (s.length > SHORT_NAME_UNITS_MAX) return Buffer.byteLength(s, "utf8");
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) > 0x7f) return Buffer.byteLength(s, "utf8");
+  return s.length;
+}
+
+/** Writes `s` (`bytes` long in UTF-8) at `at`; returns `bytes`. ASCII (bytes === length) short names are copied unit by unit. */
+function writeName(buf: Buffer, s: string, bytes: number, at: number): number {
+  if (bytes !== s.length || bytes > SHORT_NAME_UNITS_MAX) return buf.write(s, at, "utf8");
+  for (let i = 0; i < bytes; i++) buf[at + i] = s.charCodeAt(i);
+  return bytes;
 }
 
 /**
@@ -161,9 +181,11 @@ function asBuffer(bytes: Uint8Array): Buffer {
 /**
  * Decodes the record at `at` (bytes up to `end` are available). Returns the record or the fault;
  * never throws on bad bytes, and never returns a record whose checksum failed. With `withValue`
- * false the value is not materialized (recovery and compaction need only the metadata).
+ * false the value is not materialized (recovery and compaction need only the metadata); with
+ * "view" a binary value is a view of `bytes` instead of a copy (for a caller that owns `bytes`
+ * and hands them on: a point read's fresh buffer).
  */
-export function decodeRecord(bytes: Uint8Array, at: number, end: number, withValue = true): DecodedRecord | RecordFault {
+export function decodeRecord(bytes: Uint8Array, at: number, end: number, withValue: boolean | "view" = true): DecodedRecord | RecordFault {
   const length = probeRecord(bytes, at, end);
   if (typeof length !== "number") return length;
   const buf = asBuffer(bytes);
@@ -188,8 +210,10 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
   try {
     scope = utf8(buf, scopeAt, scopeAt + scopeLen);
     key = utf8(buf, scopeAt + scopeLen, valueAt);
-    if (type === C.RecordType.PUT && withValue) {
-      value = (flags & C.RF_UTF8) !== 0 ? utf8(buf, valueAt, valueAt + valueLen) : new Uint8Array(buf.subarray(valueAt, valueAt + valueLen));
+    if (type === C.RecordType.PUT && withValue !== false) {
+      if ((flags & C.RF_UTF8) !== 0) value = utf8(buf, valueAt, valueAt + valueLen);
+      else if (withValue === "view") value = new Uint8Array(bytes.buffer, bytes.byteOffset + valueAt, valueLen);
+      else value = new Uint8Array(buf.subarray(valueAt, valueAt + valueLen));
     } else if (type === C.RecordType.GROUP) {
       value = new Uint8Array(buf.subarray(valueAt, valueAt + valueLen)); // always: the frame is the value
     } else if (type === C.RecordType.SCOPE_ERASE && valueLen > 0) {

@@ -1,0 +1,109 @@
+/**
+ * A bounded cache of sealed segments' bytes in aligned blocks (option `blockCacheBytes`), so that
+ * a read whose value is not in the value cache costs a memory copy instead of a pread once its
+ * block was read. A block is the file's bytes at one segment generation: a sealed segment changes
+ * only by an in-place compaction, which moves the generation (odd while rewriting, then a new even
+ * one), so a block is served only to a read authorized at the generation it was read at, and is
+ * cached only when the generation did not move while it was read (the read protocol's seqlock,
+ * engine/reads.ts). A block is tied to its Segment object, not its id, because ids of retired
+ * segments are never served again. The active segment is never cached: its zeroed space ahead of
+ * the append point is overwritten by later appends. Eviction is first-in first-out by bytes.
+ */
+import * as fs from "node:fs";
+import type { GenerationTable } from "./generations.js";
+import type { Segment } from "./segment.js";
+import { assert } from "../rules/assert.js";
+
+/** Size of one block (aligned in the file). */
+export const BLOCK_BYTES = 64 * 1024;
+/** Blocks per segment key: segments are at most 1 GiB (SEGMENT_BYTES_MAX), so an index fits in 15 bits. */
+const BLOCKS_PER_SEGMENT = 1 << 15;
+
+interface Block {
+  readonly segment: Segment;
+  readonly key: number;
+  readonly generation: number;
+  /** The file's bytes from the block's start; shorter than BLOCK_BYTES at the segment's end. */
+  readonly bytes: Buffer;
+}
+
+/** Sealed segments' bytes by (segment, block), bounded by `bytesMax`. */
+export class BlockCache {
+  private readonly blocks = new Map<number, Block>();
+  /** Insertion order for eviction; may hold stale entries (already replaced or evicted). */
+  private order: Block[] = [];
+  private head = 0;
+  private bytes = 0;
+
+  /**
+   * `checkGeneration` is false only in this cache's own test twin: it then serves a block read at
+   * any generation, which is the bug the generation key prevents.
+   */
+  constructor(readonly bytesMax: number, private readonly checkGeneration = true) {
+    assert(Number.isSafeInteger(bytesMax) && bytesMax >= BLOCK_BYTES, "a block cache holds at least one block");
+  }
+
+  /** Bytes held now (for tests and stats). */
+  get bytesHeld(): number {
+    return this.bytes;
+  }
+
+  /**
+   * The `length` bytes at `offset` of sealed `segment` as the file held them at `generation` (the
+   * generation the read was authorized at): from a cached block, or from one pread of the whole
+   * block, cached when the generation did not move meanwhile. Null when the range cannot come from
+   * a block (active segment, a range across a block boundary or past the data end): the caller
+   * preads it itself. The bytes are a view of the cache's block: the caller copies what it keeps.
+   */
+  read(segment: Segment, gens: GenerationTable, offset: number, length: number, generation: number): Uint8Array | null {
+    if (segment.writer !== null || offset + length > segment.dataEnd) return null;
+    const index = Math.floor(offset / BLOCK_BYTES);
+    const start = index * BLOCK_BYTES;
+    if (offset + length > start + BLOCK_BYTES) return null;
+    const key = segment.id * BLOCKS_PER_SEGMENT + index;
+    let block = this.blocks.get(key);
+    if (block !== undefined && (block.segment !== segment || (this.checkGeneration && block.generation !== generation))) block = undefined;
+    if (block === undefined) block = this.fill(segment, gens, key, start, generation);
+    if (offset + length > start + block.bytes.length) return null;
+    return block.bytes.subarray(offset - start, offset - start + length);
+  }
+
+  /** Reads the block at `start` with one pread; caches it only if the generation held still during the read. */
+  private fill(segment: Segment, gens: GenerationTable, key: number, start: number, generation: number): Block {
+    const want = Math.min(BLOCK_BYTES, segment.dataEnd - start);
+    const buf = Buffer.allocUnsafeSlow(want); // its own memory: the budget counts what is held
+    const n = fs.readSync(segment.fd, buf, 0, want, start);
+    const block: Block = { segment, key, generation, bytes: n === want ? buf : buf.subarray(0, n) };
+    // A rewrite that began during the pread may have torn these bytes: the caller's own check fails the read closed; never keep them.
+    if (gens.load(segment.cell) === generation) this.insert(block);
+    return block;
+  }
+
+  /** Takes a block in, evicting the oldest until the budget holds. */
+  private insert(block: Block): void {
+    const old = this.blocks.get(block.key);
+    if (old !== undefined) this.bytes -= old.bytes.length;
+    this.blocks.set(block.key, block);
+    this.order.push(block);
+    this.bytes += block.bytes.length;
+    while (this.bytes > this.bytesMax && this.head < this.order.length) {
+      const victim = this.order[this.head++] as Block;
+      if (this.blocks.get(victim.key) !== victim) continue;
+      this.blocks.delete(victim.key);
+      this.bytes -= victim.bytes.length;
+    }
+    if (this.head > 1024 && this.head * 2 > this.order.length) {
+      this.order = this.order.slice(this.head);
+      this.head = 0;
+    }
+    assert(this.bytes >= 0 && this.bytes <= Math.max(this.bytesMax, block.bytes.length), "the block cache stays within its budget");
+  }
+
+  /** Drops everything (close). */
+  clear(): void {
+    this.blocks.clear();
+    this.order = [];
+    this.head = 0;
+    this.bytes = 0;
+  }
+}
