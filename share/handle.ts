@@ -21,7 +21,7 @@ import { assert } from "../rules/assert.js";
 import { Store } from "../engine/store.js";
 import { readLockNote, type LockNote } from "../engine/lock.js";
 import { resolveOptions } from "../engine/options.js";
-import { Link, type LinkEnd, type Sent } from "./link.js";
+import { Link, ProtocolMismatchError, type LinkEnd, type Sent } from "./link.js";
 import { ShareServer } from "./server.js";
 import { frameBytesMaxFor } from "./protocol.js";
 import { checkOwnDir, checkSocketOwner, socketPathFor } from "./paths.js";
@@ -163,6 +163,15 @@ export class SharedStore implements T.Backend {
     return this.store?.faults ?? NO_FAULTS;
   }
 
+  /**
+   * Commit groups committed by this process's store since it took it, and the operations they
+   * carried (null while not the owner): a debug counter (bench/share.ts shows puts per group).
+   */
+  get commitCounts(): { groups: number; ops: number } | null {
+    const c = this.store?.log.committed;
+    return c === undefined ? null : { groups: c.groups, ops: c.ops };
+  }
+
   /** The socket server while owner (tests observe it). */
   get shareServer(): ShareServer | null {
     return this.server;
@@ -211,7 +220,8 @@ export class SharedStore implements T.Backend {
     let link: Link;
     try {
       link = await Link.connect(socket, Math.min(this.timeoutMs, 2000), this.timeoutMs);
-    } catch {
+    } catch (err) {
+      if (err instanceof ProtocolMismatchError) throw err; // waiting cannot help: another engram version owns the store
       return false;
     }
     if (this.closing !== null) {
