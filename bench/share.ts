@@ -40,11 +40,11 @@ const WINDOW_MS = QUICK ? 1000 : 3000;
 /** `--rounds-only`: only the alternating 1 × 64 / 4 × 16 rounds (A/B runs and profiles); `--rounds N` of them. */
 const ROUNDS_ONLY = process.argv.includes("--rounds-only");
 const ROUNDS = roundsArg(process.argv);
-/** `--profile-four DIR`: a V8 CPU profile of the owner during the 4 × 16 windows only, written to DIR. */
+/** `--profile-four DIR`: V8 CPU profiles of the owner during each 1 × 64 and 4 × 16 window of the rounds, written to DIR. */
 const PROFILE_FOUR = process.argv.includes("--profile-four") ? (process.argv[process.argv.indexOf("--profile-four") + 1] ?? "") : null;
 
-/** Runs `fn` under the V8 CPU profiler when PROFILE_FOUR is set; writes DIR/owner-four-N.cpuprofile. */
-async function profiled<T>(n: number, fn: () => Promise<T>): Promise<T> {
+/** Runs `fn` under the V8 CPU profiler when PROFILE_FOUR is set; writes DIR/owner-NAME.cpuprofile. */
+async function profiled<T>(name: string, fn: () => Promise<T>): Promise<T> {
   if (PROFILE_FOUR === null || PROFILE_FOUR === "") return fn();
   const session = new Session();
   session.connect();
@@ -53,7 +53,7 @@ async function profiled<T>(n: number, fn: () => Promise<T>): Promise<T> {
   const value = await fn();
   const { profile } = await session.post("Profiler.stop");
   fs.mkdirSync(PROFILE_FOUR, { recursive: true });
-  fs.writeFileSync(path.join(PROFILE_FOUR, `owner-four-${n}.cpuprofile`), JSON.stringify(profile));
+  fs.writeFileSync(path.join(PROFILE_FOUR, `owner-${name}.cpuprofile`), JSON.stringify(profile));
   session.disconnect();
   return value;
 }
@@ -261,8 +261,8 @@ async function fourRounds(handle: SharedStore, dir: string, log: (s: string) => 
   const ws4 = await workers(dir, 4, "c-");
   const rounds: Round[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    const sg = await perGroupOf(handle, () => cpuOf(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${r}-${i}`, VALUE))));
-    const fg = await profiled(r, () => perGroupOf(handle, () => cpuOf(() => Promise.all(ws4.map((w) => w.ask("writes 16"))))));
+    const sg = await profiled(`solo-${r}`, () => perGroupOf(handle, () => cpuOf(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${r}-${i}`, VALUE)))));
+    const fg = await profiled(`four-${r}`, () => perGroupOf(handle, () => cpuOf(() => Promise.all(ws4.map((w) => w.ask("writes 16"))))));
     const s = sg.value;
     const four = fg.value;
     const four4 = four.value.reduce((a, x) => a + Number(x["opsPerSec"]), 0);

@@ -259,7 +259,10 @@ export class Link {
     this.heardAt = Date.now();
     this.pinged = false;
     try {
-      for (const body of this.decoder.push(chunk)) this.onBody(body);
+      for (const body of this.decoder.push(chunk)) {
+        if (this.bye) break; // nothing follows a bye: the owner answered everything before it
+        this.onBody(body);
+      }
     } catch {
       this.socket.destroy(); // a broken owner: treated as gone
     }

@@ -109,6 +109,19 @@ export interface ServerLimits {
   stallMs: number;
   /** unsafe.shareAckBeforeCommit: answer writes when queued (the failure the ack rule prevents). */
   unsafeAckBeforeCommit: boolean;
+  /**
+   * Test-only twin switch (set on a live server's limits): a closing owner's bye leaves ahead of
+   * the replies still waiting for their frame — the failure the reply-before-bye rule prevents
+   * (the client resends calls that ran). Never set outside test/share-batched-frames.test.ts.
+   */
+  unsafeByeBeforeReplies?: boolean;
+}
+
+/** Frames and calls a server has taken in, and reply frames it sent (tests and the bench read them). */
+export interface ServerCounts {
+  callFrames: number;
+  calls: number;
+  replyFrames: number;
 }
 
 /** A backend that can say which sequence its last queued write took (the engine's Store). */
@@ -233,12 +246,19 @@ class Connection {
     const msg = m as Record<string, unknown>;
     if (!this.greeted) return this.onHello(msg);
     if (msg["t"] === "ping") return this.send({ t: "pong" }); // liveness: answered even while closing
+    const counts = this.server.counts;
     if (msg["t"] === "calls") {
-      for (const call of callsOf(msg)) this.onCall(call);
+      const calls = callsOf(msg);
+      counts.callFrames += 1;
+      counts.calls += calls.length;
+      for (const call of calls) this.onCall(call);
       return;
     }
     if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
-    this.onCall({ id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]) });
+    const call = { id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]) };
+    counts.callFrames += 1;
+    counts.calls += 1;
+    this.onCall(call);
   }
 
   private onHello(msg: Record<string, unknown>): void {
@@ -334,6 +354,7 @@ class Connection {
     if (r.length === 0) return;
     this.replies = [];
     this.replyBytes = 0;
+    this.server.counts.replyFrames += 1;
     if (this.trySend({ t: "replies", r })) return;
     for (let i = 0; i < r.length; i += 3) {
       if (this.trySend({ t: "replies", r: [r[i], r[i + 1], r[i + 2]] })) continue;
@@ -357,6 +378,7 @@ class Connection {
    * client would resend a call that ran). Frames queued in one turn leave in one write.
    */
   send(message: Message): void {
+    if (this.server.limits.unsafeByeBeforeReplies === true && message.t === "bye") return this.sendNow(message);
     this.frameReplies();
     this.sendNow(message);
   }
@@ -445,6 +467,8 @@ export class ShareServer {
   readonly limits: ServerLimits;
   /** Called with the reason whenever a connection is cut off (tests, logs). */
   onReject: ((why: string) => void) | null = null;
+  /** Frames and calls taken in, reply frames sent, since listen. */
+  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0 };
   closing = false;
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
