@@ -40,8 +40,12 @@ const WINDOW_MS = QUICK ? 1000 : 3000;
 /** `--rounds-only`: only the alternating 1 × 64 / 4 × 16 rounds (A/B runs and profiles); `--rounds N` of them. */
 const ROUNDS_ONLY = process.argv.includes("--rounds-only");
 const ROUNDS = roundsArg(process.argv);
-/** `--profile-four DIR`: V8 CPU profiles of the owner during each 1 × 64 and 4 × 16 window of the rounds, written to DIR. */
-const PROFILE_FOUR = process.argv.includes("--profile-four") ? (process.argv[process.argv.indexOf("--profile-four") + 1] ?? "") : null;
+/**
+ * `--profile-four DIR`: V8 CPU profiles of the owner during each 1 × 64 and 4 × 16 window of the
+ * rounds, and of each client process during its write windows, written to DIR.
+ */
+const PROFILE_FOUR = process.argv.includes("--profile-four") ? (process.argv[process.argv.indexOf("--profile-four") + 1] ?? "") : (process.env["BENCH_SHARE_PROFILE_DIR"] ?? null);
+if (PROFILE_FOUR !== null) process.env["BENCH_SHARE_PROFILE_DIR"] = PROFILE_FOUR; // the workers profile their windows too
 
 /** Runs `fn` under the V8 CPU profiler when PROFILE_FOUR is set; writes DIR/owner-NAME.cpuprofile. */
 async function profiled<T>(name: string, fn: () => Promise<T>): Promise<T> {
@@ -85,12 +89,34 @@ async function latencies(n: number, fn: (i: number) => Promise<unknown>): Promis
   return { p50: pct(xs, 50), p99: pct(xs, 99) };
 }
 
-/** Runs `fn`; returns its value and the CPU (µs, all threads) this process spent meanwhile. */
-async function cpuOf<T>(fn: () => Promise<T>): Promise<{ value: T; cpuUs: number }> {
+/**
+ * Context switches of this process so far, all threads (Linux /proc; zeros elsewhere): voluntary
+ * (the thread blocked: waited for I/O, a lock, the next event) and involuntary (the kernel took
+ * the CPU away: preempted, e.g. by a process its own write just woke).
+ */
+function contextSwitches(): { vol: number; invol: number } {
+  let vol = 0;
+  let invol = 0;
+  try {
+    for (const task of fs.readdirSync("/proc/self/task")) {
+      const status = fs.readFileSync(`/proc/self/task/${task}/status`, "utf8");
+      vol += Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0);
+      invol += Number(/nonvoluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    }
+  } catch {
+    // not Linux: no figures
+  }
+  return { vol, invol };
+}
+
+/** Runs `fn`; returns its value, the CPU (µs, all threads) and the context switches of this process meanwhile. */
+async function cpuOf<T>(fn: () => Promise<T>): Promise<{ value: T; cpuUs: number; vol: number; invol: number }> {
   const c0 = process.cpuUsage();
+  const s0 = contextSwitches();
   const value = await fn();
   const c = process.cpuUsage(c0);
-  return { value, cpuUs: c.user + c.system };
+  const s1 = contextSwitches();
+  return { value, cpuUs: c.user + c.system, vol: s1.vol - s0.vol, invol: s1.invol - s0.invol };
 }
 
 /** Sequential round trips (µs) of 40-byte messages to the echo server at `socketPath`. */
@@ -148,8 +174,8 @@ async function worker(dir: string, tag: string): Promise<void> {
     } else if (cmd === "reads") {
       out({ opsPerSec: await throughput(Number(arg), WINDOW_MS, (i) => store.read(`k${i % KEYS}`)) });
     } else if (cmd === "writes") {
-      const r = await cpuOf(() => throughput(Number(arg), WINDOW_MS, (i) => store.write(`t-${tag}-${i}`, VALUE)));
-      out({ opsPerSec: r.value, cpuUs: r.cpuUs });
+      const r = await profiled(`client-${tag}-${process.pid}`, () => cpuOf(() => throughput(Number(arg), WINDOW_MS, (i) => store.write(`t-${tag}-${i}`, VALUE))));
+      out({ opsPerSec: r.value, cpuUs: r.cpuUs, vol: r.vol, invol: r.invol });
     } else if (cmd === "close") {
       await store.close();
       process.exit(0);
@@ -240,7 +266,20 @@ function roundTripUs(batch: number): number {
 
 const f = (x: number, d = 0): string => x.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d });
 
-type Round = { solo: number; four: number; soloCpuUs: number; ownerCpuUs: number; clientCpuUs: number; soloPerGroup: number; fourPerGroup: number };
+/** Context switches per 1000 puts: voluntary and involuntary, of one side. */
+type Switches = { vol: number; invol: number };
+type Round = {
+  solo: number;
+  four: number;
+  soloCpuUs: number;
+  ownerCpuUs: number;
+  clientCpuUs: number;
+  soloPerGroup: number;
+  fourPerGroup: number;
+  soloSwitches: Switches;
+  ownerSwitches: Switches;
+  clientSwitches: Switches;
+};
 
 /** Runs `fn`; returns its value and the owner's operations per commit group meanwhile. */
 async function perGroupOf<T>(handle: SharedStore, fn: () => Promise<T>): Promise<{ value: T; perGroup: number }> {
@@ -268,9 +307,27 @@ async function fourRounds(handle: SharedStore, dir: string, log: (s: string) => 
     const four4 = four.value.reduce((a, x) => a + Number(x["opsPerSec"]), 0);
     const fourOps = four4 * (WINDOW_MS / 1000);
     const clientCpuUs = four.value.reduce((a, x) => a + Number(x["cpuUs"]), 0) / fourOps;
-    const row = { solo: s.value, four: four4, soloCpuUs: s.cpuUs / (s.value * (WINDOW_MS / 1000)), ownerCpuUs: four.cpuUs / fourOps, clientCpuUs, soloPerGroup: sg.perGroup, fourPerGroup: fg.perGroup };
+    const soloOps = s.value * (WINDOW_MS / 1000);
+    const per1000 = (n: number, ops: number): number => (1000 * n) / ops;
+    const sum = (k: "vol" | "invol"): number => four.value.reduce((a, x) => a + Number(x[k] ?? 0), 0);
+    const row: Round = {
+      solo: s.value,
+      four: four4,
+      soloCpuUs: s.cpuUs / soloOps,
+      ownerCpuUs: four.cpuUs / fourOps,
+      clientCpuUs,
+      soloPerGroup: sg.perGroup,
+      fourPerGroup: fg.perGroup,
+      soloSwitches: { vol: per1000(s.vol, soloOps), invol: per1000(s.invol, soloOps) },
+      ownerSwitches: { vol: per1000(four.vol, fourOps), invol: per1000(four.invol, fourOps) },
+      clientSwitches: { vol: per1000(sum("vol"), fourOps), invol: per1000(sum("invol"), fourOps) },
+    };
     rounds.push(row);
-    log(`round ${r}: 1 × 64 ${f(s.value)} puts/s (${f(row.soloCpuUs, 1)} µs CPU/put), 4 × 16 ${f(four4)} puts/s (owner ${f(row.ownerCpuUs, 1)} + clients ${f(clientCpuUs, 1)} µs CPU/put), puts per commit group ${f(row.soloPerGroup, 1)} vs ${f(row.fourPerGroup, 1)}, ratio ${f(four4 / s.value, 2)}`);
+    const sw = (x: Switches): string => `${f(x.vol)}+${f(x.invol)}`;
+    log(
+      `round ${r}: 1 × 64 ${f(s.value)} puts/s (${f(row.soloCpuUs, 1)} µs CPU/put), 4 × 16 ${f(four4)} puts/s (owner ${f(row.ownerCpuUs, 1)} + clients ${f(clientCpuUs, 1)} µs CPU/put), ` +
+        `puts per commit group ${f(row.soloPerGroup, 1)} vs ${f(row.fourPerGroup, 1)}, context switches per 1000 puts (voluntary+involuntary) solo ${sw(row.soloSwitches)}, owner ${sw(row.ownerSwitches)}, clients ${sw(row.clientSwitches)}, ratio ${f(four4 / s.value, 2)}`,
+    );
   }
   await closeAll(ws4);
   return rounds;
