@@ -45,6 +45,17 @@ const RETRY_MS_MAX = 50;
 /** A half-sent frame or a missing hello is cut off after this long (ENGRAM_SHARE_STALL_MS: tests shorten it). */
 export const STALL_MS = stallMsFromEnv(process.env["ENGRAM_SHARE_STALL_MS"]);
 
+/**
+ * Longest the owner holds a client's commit call to gather a fuller commit group
+ * (ENGRAM_SHARE_GATHER_MS, 0 to 100; 0 turns gathering off for A/B runs). docs/SHARING.md.
+ */
+export const GATHER_MS = gatherMsFromEnv(process.env["ENGRAM_SHARE_GATHER_MS"]);
+
+function gatherMsFromEnv(raw: string | undefined): number {
+  const n = Number(raw);
+  return raw !== undefined && raw !== "" && Number.isInteger(n) && n >= 0 && n <= 100 ? n : 2;
+}
+
 function stallMsFromEnv(raw: string | undefined): number {
   const n = Number(raw);
   return raw !== undefined && Number.isInteger(n) && n >= 10 && n <= 600_000 ? n : 10_000;
@@ -265,7 +276,7 @@ export class SharedStore implements T.Backend {
     try {
       const frameBytesMax = frameBytesMaxFor(store.options.valueBytesMax);
       const unsafeAckBeforeCommit = this.options.unsafe?.shareAckBeforeCommit === true;
-      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit };
+      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit, gatherMs: GATHER_MS };
       this.server = await ShareServer.listen(store, socket, limits);
       this.server.onReject = (why) => this.onEvent?.(`cut off a client: ${why}`);
     } catch (err) {

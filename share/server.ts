@@ -115,7 +115,17 @@ export interface ServerLimits {
    * (the client resends calls that ran). Never set outside test/share-batched-frames.test.ts.
    */
   unsafeByeBeforeReplies?: boolean;
+  /**
+   * Longest a commit call is held to gather a fuller commit group (0: never held). See
+   * ShareServer.shouldHold and docs/SHARING.md "Gathering commit groups".
+   */
+  gatherMs: number;
 }
+
+/** Calls held for gathering at most: past this many they are released at once. */
+export const GATHER_CALLS_MAX = 1024;
+/** Longest calls are held behind a commit group in flight (a slow fsync): then they join the log's queue. */
+export const GATHER_BUSY_MS_MAX = 100;
 
 /** Frames and calls a server has taken in, and reply frames it sent (tests and the bench read them). */
 export interface ServerCounts {
@@ -125,7 +135,7 @@ export interface ServerCounts {
 }
 
 /** A backend that can say which sequence its last queued write took (the engine's Store). */
-export type ServedStore = Backend & { readonly sequence?: number };
+export type ServedStore = Backend & { readonly sequence?: number; readonly log?: { readonly queued: { ops: number }; readonly committed: { groups: number } } };
 
 /** The operations a client may call, each as the owner's own call. */
 type Op = (store: ServedStore, args: unknown[], conn: Connection) => unknown;
@@ -196,6 +206,12 @@ class Connection {
   private paused = false;
   /** Calls of this connection accepted and waiting for the server's next deferred run. */
   private deferred = 0;
+  /**
+   * Answered down to nothing in flight, and silent since: a client in a loop sends again within
+   * a round trip, so the server may wait that long for it (gathering; a client that does not
+   * come back within gatherMs loses this mark until it calls again).
+   */
+  expectedBack = false;
   private readonly writer: FrameWriter;
   /** Results settled this turn and not yet framed: flat triples of id, ok, result or WireError. */
   private replies: unknown[] = [];
@@ -288,6 +304,7 @@ class Connection {
     // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
     if (!COMMIT_OPS.has(call.op) && this.deferred === 0) return this.run(call);
     this.deferred += 1;
+    this.expectedBack = false;
     this.server.defer(this, call);
   }
 
@@ -337,6 +354,7 @@ class Connection {
       this.paused = false;
       this.socket.resume();
     }
+    if (this.inFlight === 0) this.expectedBack = true;
     this.server.settled();
   }
 
@@ -476,6 +494,14 @@ export class ShareServer {
   /** Calls deferred to this turn's check phase, as pairs of connection and call, in arrival order. */
   private deferredRuns: Array<Connection | Call> = [];
   private deferredImmediate: NodeJS.Immediate | null = null;
+  /** Commit calls held to gather a fuller group, as pairs of connection and call, in arrival order. */
+  private held: Array<Connection | Call> = [];
+  /** The log's committed group count when the first held call was held (null: nothing held). */
+  private heldAtGroups: number | null = null;
+  /** The safety bound while held behind a busy log, then the wait for clients expected back. */
+  private gatherTimer: NodeJS.Timeout | null = null;
+  private gatherWaitingBack = false;
+  private recheck: NodeJS.Immediate | null = null;
   private statsAt = 0;
   private statsValue: StoreStats | null = null;
 
@@ -529,8 +555,68 @@ export class ShareServer {
     const runs = this.deferredRuns;
     this.deferredRuns = [];
     this.deferredImmediate = null;
-    for (let i = 0; i < runs.length; i += 2) (runs[i] as Connection).runDeferred(runs[i + 1] as Call);
+    for (const x of runs) this.held.push(x);
+    this.releaseOrHold();
   };
+
+  /** Whether commit calls are held now (connections answered meanwhile are expected back). */
+  get holding(): boolean {
+    return this.held.length > 0;
+  }
+
+  /**
+   * Gathering commit groups: whether the held calls should wait a little longer. While the
+   * commit log has a group in flight, calls handed to it would form the next group without the
+   * calls of the clients that group is about to answer; those come back one round trip later
+   * and would form a group (and an fsync) of their own — with several clients the groups stay
+   * split in two alternating halves. So calls are held while the log is busy, and once it is
+   * idle, until every connection answered meanwhile has sent again — never longer than
+   * `gatherMs` from the first held call, nor past GATHER_CALLS_MAX calls, nor while closing.
+   * Each call still runs as its own operation, in its connection's order; only the moment it
+   * reaches the commit log moves.
+   */
+  private shouldHold(): "busy" | "back" | null {
+    const log = this.store.log;
+    if (this.limits.gatherMs <= 0 || log === undefined || this.closing || this.held.length >= 2 * GATHER_CALLS_MAX) return null;
+    // Behind the group in flight when the first call was held: the next group cannot start before it ends anyway.
+    if (log.queued.ops > 0 && log.committed.groups === this.heldAtGroups) return "busy";
+    for (const c of this.connections) if (c.expectedBack) return "back";
+    return null;
+  }
+
+  private releaseOrHold(): void {
+    if (this.held.length === 0) return;
+    this.heldAtGroups ??= this.store.log?.committed.groups ?? 0;
+    const hold = this.shouldHold();
+    if (hold === null) return this.release();
+    if (hold === "busy") {
+      this.gatherTimer ??= setTimeout(this.releaseByTimer, GATHER_BUSY_MS_MAX);
+      return;
+    }
+    if (this.gatherWaitingBack) return;
+    // The wait that delays calls: at most gatherMs for the clients just answered to send again.
+    this.gatherWaitingBack = true;
+    if (this.gatherTimer !== null) clearTimeout(this.gatherTimer);
+    this.gatherTimer = setTimeout(this.releaseByTimer, this.limits.gatherMs);
+  }
+
+  /** The gathering window ended: whoever did not come back is not expected next time either. */
+  private readonly releaseByTimer = (): void => {
+    this.gatherTimer = null;
+    for (const c of this.connections) c.expectedBack = false;
+    this.release();
+  };
+
+  /** Hands every held call to the store, in arrival order. */
+  private release(): void {
+    if (this.gatherTimer !== null) clearTimeout(this.gatherTimer);
+    this.gatherTimer = null;
+    this.gatherWaitingBack = false;
+    this.heldAtGroups = null;
+    const runs = this.held;
+    this.held = [];
+    for (let i = 0; i < runs.length; i += 2) (runs[i] as Connection).runDeferred(runs[i + 1] as Call);
+  }
 
   /** Clients connected now. */
   get clientCount(): number {
@@ -542,12 +628,18 @@ export class ShareServer {
     this.settled();
   }
 
-  /** Called when a call settles or a connection goes: wakes close() once nothing is in flight. */
+  /** Called when a call settles or a connection goes: rechecks held calls; wakes close() once nothing is in flight. */
   settled(): void {
+    if (this.held.length > 0) this.recheck ??= setImmediate(this.recheckHeld);
     if (this.drained === null) return;
     for (const c of this.connections) if (c.pending > 0) return;
     this.drained();
   }
+
+  private readonly recheckHeld = (): void => {
+    this.recheck = null;
+    this.releaseOrHold();
+  };
 
   /**
    * Drops every connection without a bye and stops listening, leaving the store open (and the
@@ -567,6 +659,7 @@ export class ShareServer {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    this.release(); // held calls were accepted: they run (and are answered) before the bye
     const listening = new Promise<void>((resolve) => this.server.close(() => resolve()));
     await new Promise<void>((resolve) => {
       this.drained = resolve;
