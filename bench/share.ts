@@ -421,6 +421,15 @@ async function main(): Promise<void> {
       ...rounds.map((r, i) => `| ${i + 1} | ${f(r.solo)} | ${f(r.soloCpuUs, 1)} | ${f(r.four)} | ${f(r.ownerCpuUs, 1)} | ${f(r.clientCpuUs, 1)} | ${f(r.four / r.solo, 2)}× |`),
       `| median | ${f(soloMed)} | ${f(med(rounds.map((r) => r.soloCpuUs)), 1)} | ${f(four)} | ${f(med(rounds.map((r) => r.ownerCpuUs)), 1)} | ${f(med(rounds.map((r) => r.clientCpuUs)), 1)} | ${f(four / soloMed, 2)}× |`,
       ``,
+      `Commit groups and context switches in the same windows (switches per 1000 puts, all threads, voluntary + involuntary, from /proc):`,
+      ``,
+      `| round | puts per group, 1 × 64 | puts per group, 4 × 16 | switches, 1 × 64 | owner's switches, 4 × 16 | clients' switches, 4 × 16 |`,
+      `|---|---:|---:|---:|---:|---:|`,
+      ...rounds.map((r, i) => {
+        const sw = (x: Switches): string => `${f(x.vol)} + ${f(x.invol)}`;
+        return `| ${i + 1} | ${f(r.soloPerGroup, 1)} | ${f(r.fourPerGroup, 1)} | ${sw(r.soloSwitches)} | ${sw(r.ownerSwitches)} | ${sw(r.clientSwitches)} |`;
+      }),
+      ``,
       `msgpackr round trip of the protocol (encode call, frame, decode; encode reply, decode), in process: ${f(rt, 2)} µs per lone call, ${f(rt16, 2)} µs per call in frames of 16 calls and 16 results.`,
       `Targets (issue 10): client async read p50 ≤ 60 µs — ${lat.read.p50 <= 60 ? "met" : "not met"} (${f(lat.read.p50, 1)} µs); ` +
         `4 processes × 16 at least as fast as 1 × 64 — ${four >= soloMed ? "met" : "not met"} (median ${f(four / soloMed, 2)}×).`,
