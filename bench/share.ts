@@ -333,6 +333,30 @@ async function fourRounds(handle: SharedStore, dir: string, log: (s: string) => 
   return rounds;
 }
 
+/** `--latency-only`: the floor and a client's sequential read and write latencies, one line on stderr (A/B runs). */
+async function latencyOnly(): Promise<void> {
+  const root = fs.mkdtempSync(path.join(process.env["BENCH_TMPDIR"] ?? os.tmpdir(), "engram-bench-share-"));
+  try {
+    const dir = path.join(root, "store");
+    const owner = await Engram.open(dir, { share: true });
+    await owner.batch(Array.from({ length: KEYS }, (_, i) => ({ op: "write" as const, key: `k${i}`, value: VALUE })));
+    const echoPath = path.join(root, "echo.sock");
+    const echo = net.createServer((c) => c.on("data", (d) => c.write(d)));
+    await new Promise<void>((resolve) => echo.listen(echoPath, resolve));
+    const [one] = await workers(dir, 1, "l");
+    type Lat = { p50: number; p99: number };
+    const lat = (await (one as Worker).ask(`latency ${echoPath}`)) as { floor: Lat; read: Lat; readCpuUs: number; write: Lat };
+    await closeAll([one as Worker]);
+    echo.close();
+    await owner.close();
+    process.stderr.write(
+      `bench:share: load ${os.loadavg()[0]?.toFixed(2)}: echo p50 ${f(lat.floor.p50, 1)} µs; client read p50 ${f(lat.read.p50, 1)} µs (${f(lat.read.p50 / lat.floor.p50, 2)}× echo, client CPU ${f(lat.readCpuUs, 1)} µs/read); write p50 ${f(lat.write.p50)} µs\n`,
+    );
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+}
+
 /** `--rounds-only`: a store of the hot keys, then only the rounds; one line per round on stderr. */
 async function roundsOnly(): Promise<void> {
   const root = fs.mkdtempSync(path.join(process.env["BENCH_TMPDIR"] ?? os.tmpdir(), "engram-bench-share-"));
@@ -446,4 +470,5 @@ async function main(): Promise<void> {
 
 if (process.argv[2] === "worker") await worker(process.argv[3] as string, process.argv[4] as string);
 else if (ROUNDS_ONLY) await roundsOnly();
+else if (process.argv.includes("--latency-only")) await latencyOnly();
 else await main();

@@ -193,6 +193,7 @@ export class Link {
   private readonly frameBatchTick = (): void => {
     this.batchScheduled = false;
     this.frameBatch();
+    this.writer.flush(); // already at the end of this turn's calls: no second tick for the write
   };
 
   /**

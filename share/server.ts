@@ -361,6 +361,7 @@ class Connection {
   private readonly frameRepliesTick = (): void => {
     this.repliesScheduled = false;
     this.frameReplies();
+    this.writer.flush(); // already at the end of this turn's results: no second tick for the write
   };
 
   /**
