@@ -207,9 +207,9 @@ class Connection {
   /** Calls of this connection accepted and waiting for the server's next deferred run. */
   private deferred = 0;
   /**
-   * Answered down to nothing in flight, and silent since: a client in a loop sends again within
-   * a round trip, so the server may wait that long for it (gathering; a client that does not
-   * come back within gatherMs loses this mark until it calls again).
+   * Answered down to nothing in flight by a commit call, and silent since: a writing client in a
+   * loop sends again within a round trip, so the server may wait that long for it (gathering; a
+   * client that does not come back within gatherMs loses this mark until it calls again).
    */
   expectedBack = false;
   private readonly writer: FrameWriter;
@@ -295,6 +295,7 @@ class Connection {
   }
 
   private onCall(call: Call): void {
+    this.expectedBack = false; // it came back
     if (this.server.closing) return this.send({ t: "retry", id: call.id });
     this.inFlight += 1;
     if (this.inFlight >= CALLS_IN_FLIGHT_MAX && !this.paused) {
@@ -304,7 +305,6 @@ class Connection {
     // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
     if (!COMMIT_OPS.has(call.op) && this.deferred === 0) return this.run(call);
     this.deferred += 1;
-    this.expectedBack = false;
     this.server.defer(this, call);
   }
 
@@ -326,20 +326,22 @@ class Connection {
     }
     if (this.server.limits.unsafeAckBeforeCommit && call.op === "write") {
       outcome.catch(() => undefined); // unsafe: the caller already heard "ok"
-      return this.answer(call.id, true, { ok: true, version: this.server.store.sequence ?? 0, generation: 0 });
+      return this.answer(call.id, true, { ok: true, version: this.server.store.sequence ?? 0, generation: 0 }, true);
     }
     const id = call.id;
+    const commit = COMMIT_OPS.has(call.op);
     outcome.then(
-      (result) => this.answer(id, true, result),
-      (err: unknown) => this.answer(id, false, errorToWire(err)),
+      (result) => this.answer(id, true, result, commit),
+      (err: unknown) => this.answer(id, false, errorToWire(err), commit),
     );
   }
 
   /**
    * Queues the outcome of call `id` into this turn's `replies` frame (framed on process.nextTick:
-   * the results of one commit group reach this client in one frame and one write).
+   * the results of one commit group reach this client in one frame and one write). `commit`: it
+   * went through the commit log (a client answered down to nothing after one is expected back).
    */
-  private answer(id: number, ok: boolean, result: unknown): void {
+  private answer(id: number, ok: boolean, result: unknown, commit: boolean): void {
     this.inFlight -= 1;
     assert(this.inFlight >= 0, "calls in flight never go below zero");
     const bytes = roughBytes(result);
@@ -354,7 +356,7 @@ class Connection {
       this.paused = false;
       this.socket.resume();
     }
-    if (this.inFlight === 0) this.expectedBack = true;
+    if (this.inFlight === 0 && commit) this.expectedBack = true;
     this.server.settled();
   }
 
@@ -570,9 +572,10 @@ export class ShareServer {
    * commit log has a group in flight, calls handed to it would form the next group without the
    * calls of the clients that group is about to answer; those come back one round trip later
    * and would form a group (and an fsync) of their own — with several clients the groups stay
-   * split in two alternating halves. So calls are held while the log is busy, and once it is
-   * idle, until every connection answered meanwhile has sent again — never longer than
-   * `gatherMs` from the first held call, nor past GATHER_CALLS_MAX calls, nor while closing.
+   * split in two alternating halves. So calls are held while the group in flight when the first
+   * was held is busy (at most GATHER_BUSY_MS_MAX: the next group could not start sooner anyway),
+   * then until every connection answered meanwhile has sent again — at most `gatherMs` more —
+   * never past GATHER_CALLS_MAX calls, nor while closing.
    * Each call still runs as its own operation, in its connection's order; only the moment it
    * reaches the commit log moves.
    */

@@ -74,6 +74,16 @@ describe("gathering commit groups at the owner", () => {
     expect(t.ms).toBeLessThan(WINDOW_MS * 0.75);
   });
 
+  it("a client whose last call was a read is not waited for (its next call would be a read, never held)", async () => {
+    const { a, b } = await setup(WINDOW_MS);
+    await new Promise((r) => setTimeout(r, WINDOW_MS + 100)); // B's mark from its write expires with one held write below
+    await a.write("expire", "B's mark");
+    await b.read("b"); // B answered down to nothing by a read
+    const t = await timed(a.write("k", "v1"));
+    expect(t.value.ok).toBe(true);
+    expect(t.ms).toBeLessThan(WINDOW_MS * 0.75);
+  });
+
   it("a client that comes back ends the wait: its call and the held one are released together", async () => {
     const { a, b } = await setup(WINDOW_MS);
     const held = timed(a.write("k", "v1"));
