@@ -125,6 +125,11 @@ export class CommitLog {
   private queuedBytes = 0;
   private roomWaiters: Array<() => void> = [];
   private wakeScheduled = false;
+  /**
+   * Groups committed since open and the operations they carried: a debug counter only (read by
+   * bench/share.ts to compare how full shared and local puts fill the groups); nothing decides on it.
+   */
+  readonly committed = { groups: 0, ops: 0 };
 
   constructor(host: LogHost, active: Segment) {
     this.host = host;
@@ -318,6 +323,8 @@ export class CommitLog {
     group.segment.dataEnd = group.offset + group.bytes;
     if (group.segment.hint !== null) noteGroup(group.segment.hint, group.buffers, group.offset); // the hint written at seal (engine/hints.ts)
     this.dequeued(group);
+    this.committed.groups += 1;
+    this.committed.ops += group.ops.length;
     for (const o of group.ops) {
       for (const seq of o.op.seqs) group.segment.noteSeq(seq);
       try {

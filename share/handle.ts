@@ -21,7 +21,7 @@ import { assert } from "../rules/assert.js";
 import { Store } from "../engine/store.js";
 import { readLockNote, type LockNote } from "../engine/lock.js";
 import { resolveOptions } from "../engine/options.js";
-import { Link, type LinkEnd, type Sent } from "./link.js";
+import { Link, ProtocolMismatchError, type LinkEnd, type Sent } from "./link.js";
 import { ShareServer } from "./server.js";
 import { frameBytesMaxFor } from "./protocol.js";
 import { checkOwnDir, checkSocketOwner, socketPathFor } from "./paths.js";
@@ -44,6 +44,17 @@ const RETRY_MS_MIN = 2;
 const RETRY_MS_MAX = 50;
 /** A half-sent frame or a missing hello is cut off after this long (ENGRAM_SHARE_STALL_MS: tests shorten it). */
 export const STALL_MS = stallMsFromEnv(process.env["ENGRAM_SHARE_STALL_MS"]);
+
+/**
+ * Longest the owner holds a client's commit call to gather a fuller commit group
+ * (ENGRAM_SHARE_GATHER_MS, 0 to 100; 0 turns gathering off for A/B runs). docs/SHARING.md.
+ */
+export const GATHER_MS = gatherMsFromEnv(process.env["ENGRAM_SHARE_GATHER_MS"]);
+
+function gatherMsFromEnv(raw: string | undefined): number {
+  const n = Number(raw);
+  return raw !== undefined && raw !== "" && Number.isInteger(n) && n >= 0 && n <= 100 ? n : 2;
+}
 
 function stallMsFromEnv(raw: string | undefined): number {
   const n = Number(raw);
@@ -163,6 +174,15 @@ export class SharedStore implements T.Backend {
     return this.store?.faults ?? NO_FAULTS;
   }
 
+  /**
+   * Commit groups committed by this process's store since it took it, and the operations they
+   * carried (null while not the owner): a debug counter (bench/share.ts shows puts per group).
+   */
+  get commitCounts(): { groups: number; ops: number } | null {
+    const c = this.store?.log.committed;
+    return c === undefined ? null : { groups: c.groups, ops: c.ops };
+  }
+
   /** The socket server while owner (tests observe it). */
   get shareServer(): ShareServer | null {
     return this.server;
@@ -211,7 +231,8 @@ export class SharedStore implements T.Backend {
     let link: Link;
     try {
       link = await Link.connect(socket, Math.min(this.timeoutMs, 2000), this.timeoutMs);
-    } catch {
+    } catch (err) {
+      if (err instanceof ProtocolMismatchError) throw err; // waiting cannot help: another engram version owns the store
       return false;
     }
     if (this.closing !== null) {
@@ -255,7 +276,7 @@ export class SharedStore implements T.Backend {
     try {
       const frameBytesMax = frameBytesMaxFor(store.options.valueBytesMax);
       const unsafeAckBeforeCommit = this.options.unsafe?.shareAckBeforeCommit === true;
-      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit };
+      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit, gatherMs: GATHER_MS };
       this.server = await ShareServer.listen(store, socket, limits);
       this.server.onReject = (why) => this.onEvent?.(`cut off a client: ${why}`);
     } catch (err) {

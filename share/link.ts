@@ -11,10 +11,36 @@
  * `silent`, and its unanswered calls are reported exactly like those of a vanished owner.
  */
 import * as net from "node:net";
-import { InternalError } from "../rules/errors.js";
+import { InternalError, NotSupportedError } from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 import { VALUE_BYTES_MAX } from "../rules/limits.js";
-import { decodeBody, encodeFrame, errorFromWire, FRAME_BYTES_MIN, frameBytesMaxFor, FrameDecoder, FrameWriter, PROTOCOL_VERSION, type Reply, type Welcome } from "./protocol.js";
+import {
+  BATCH_BYTES_TARGET,
+  CALLS_PER_FRAME_MAX,
+  decodeBody,
+  encodeFrame,
+  errorFromWire,
+  FRAME_BYTES_MIN,
+  frameBytesMaxFor,
+  FrameDecoder,
+  FrameWriter,
+  PROTOCOL_VERSION,
+  roughBytes,
+  type Refused,
+  type Welcome,
+  type WireError,
+} from "./protocol.js";
+
+/** The owner refused this process's protocol version: attaching cannot work until both run one engram version. */
+export class ProtocolMismatchError extends NotSupportedError {}
+
+/** The calls of one turn not yet framed: ids `id`, `id + 1`, ... */
+interface Batch {
+  id: number;
+  ops: string[];
+  args: unknown[][];
+  bytes: number;
+}
 
 /** A call sent and not yet answered. */
 export interface Sent {
@@ -49,6 +75,9 @@ export class Link {
   private bye = false;
   private ended = false;
   private readonly writer: FrameWriter;
+  /** Calls of this turn not yet framed. */
+  private batch: Batch | null = null;
+  private batchScheduled = false;
   private onEnd: ((end: LinkEnd) => void) | null = null;
   private endedWith: LinkEnd | null = null;
   /** How long the owner may be silent while a call waits. */
@@ -96,8 +125,9 @@ export class Link {
         try {
           const bodies = decoder.push(chunk);
           if (bodies.length === 0) return;
-          const welcome = decodeBody(bodies[0] as Buffer) as Welcome;
-          if (welcome.t !== "welcome") throw new InternalError(`expected welcome, got ${String(welcome.t)}`);
+          const welcome = decodeBody(bodies[0] as Buffer) as Welcome | Refused;
+          if (welcome.t === "refused") throw new ProtocolMismatchError(`the owner of the shared store refused this process: ${String(welcome.message)}`);
+          if (welcome.t !== "welcome") throw new InternalError(`expected welcome, got ${String((welcome as { t: unknown }).t)}`);
           done = true;
           clearTimeout(timer);
           socket.removeAllListeners();
@@ -130,13 +160,70 @@ export class Link {
     return this.sent.size;
   }
 
-  /** Sends one call; its promise settles with the owner's reply. Throws (sync) when it cannot be framed. */
+  /**
+   * Sends one call; its promise settles with the owner's reply. The calls of one turn travel in
+   * one `calls` frame (cut at CALLS_PER_FRAME_MAX calls or about BATCH_BYTES_TARGET bytes), framed
+   * on process.nextTick; a call that cannot be framed rejects with LimitExceededError, alone.
+   */
   call(s: Sent): void {
     assert(!this.ended, "no call is sent on an ended link");
     const id = this.nextId++;
-    this.writer.send({ t: "call", id, op: s.op, args: s.args }); // calls made in one turn leave in one write
     if (this.sent.size === 0) this.heardAt = Date.now(); // silence counts from the first call that waits
     this.sent.set(id, s);
+    const bytes = roughBytes(s.args);
+    let batch = this.batch;
+    if (batch !== null && (batch.ops.length >= CALLS_PER_FRAME_MAX || batch.bytes + bytes > BATCH_BYTES_TARGET)) {
+      this.frameBatch();
+      batch = null;
+    }
+    if (batch === null) {
+      batch = { id, ops: [], args: [], bytes: 0 };
+      this.batch = batch;
+      if (!this.batchScheduled) {
+        this.batchScheduled = true;
+        process.nextTick(this.frameBatchTick);
+      }
+    }
+    assert(batch.id + batch.ops.length === id, "a batch's calls have consecutive ids");
+    batch.ops.push(s.op);
+    batch.args.push(s.args);
+    batch.bytes += bytes;
+  }
+
+  private readonly frameBatchTick = (): void => {
+    this.batchScheduled = false;
+    this.frameBatch();
+    this.writer.flush(); // already at the end of this turn's calls: no second tick for the write
+  };
+
+  /**
+   * Frames the open batch (the FrameWriter sends every frame of this turn in one write). A batch
+   * past the frame limit goes as one frame per call instead; a call too large even alone rejects.
+   */
+  private frameBatch(): void {
+    const batch = this.batch;
+    this.batch = null;
+    if (batch === null || this.ended) return;
+    try {
+      this.writer.send(batch.ops.length === 1 ? { t: "call", id: batch.id, op: batch.ops[0] as string, args: batch.args[0] as unknown[] } : { t: "calls", id: batch.id, ops: batch.ops, args: batch.args });
+      return;
+    } catch (err) {
+      if (batch.ops.length === 1) return this.refuse(batch.id, err);
+    }
+    for (let i = 0; i < batch.ops.length; i++) {
+      try {
+        this.writer.send({ t: "call", id: batch.id + i, op: batch.ops[i] as string, args: batch.args[i] as unknown[] });
+      } catch (err) {
+        this.refuse(batch.id + i, err);
+      }
+    }
+  }
+
+  /** Rejects call `id`, which was never sent (it cannot be framed). */
+  private refuse(id: number, err: unknown): void {
+    const s = this.sent.get(id);
+    this.sent.delete(id);
+    s?.reject(err);
   }
 
   /**
@@ -173,26 +260,38 @@ export class Link {
     this.heardAt = Date.now();
     this.pinged = false;
     try {
-      for (const body of this.decoder.push(chunk)) this.onBody(body);
+      for (const body of this.decoder.push(chunk)) {
+        if (this.bye) break; // nothing follows a bye: the owner answered everything before it
+        this.onBody(body);
+      }
     } catch {
       this.socket.destroy(); // a broken owner: treated as gone
     }
   }
 
   private onBody(body: Buffer): void {
-    const m = decodeBody(body) as Reply | { t: "retry"; id: number } | { t: "bye" } | { t: "pong" };
+    const m = decodeBody(body) as { t: "replies"; r: unknown[] } | { t: "retry"; id: number } | { t: "bye" } | { t: "pong" };
+    if (m.t === "replies") return this.onReplies(m.r);
     if (m.t === "bye") {
       this.bye = true;
       this.socket.destroy();
       return;
     }
-    if (m.t === "pong") return; // heard from: onData restarted the silence clock
-    const s = this.sent.get(m.id);
-    if (s === undefined) return;
-    if (m.t === "retry") return; // stays unanswered: resent to the next owner (it did not run)
-    this.sent.delete(m.id);
-    if (m.ok) s.resolve(m.result);
-    else s.reject(errorFromWire(m.error as NonNullable<Reply["error"]>));
+    // pong: heard from (onData restarted the silence clock); retry: the call did not run and
+    // stays unanswered, to be resent to the next owner
+  }
+
+  /** Settles the calls of a `replies` frame: triples of id, ok, result or error. */
+  private onReplies(r: unknown[]): void {
+    if (!Array.isArray(r) || r.length % 3 !== 0) throw new InternalError("a replies frame holds triples");
+    for (let i = 0; i < r.length; i += 3) {
+      const id = r[i] as number;
+      const s = this.sent.get(id);
+      if (s === undefined) continue;
+      this.sent.delete(id);
+      if (r[i + 1] === true) s.resolve(r[i + 2]);
+      else s.reject(errorFromWire(r[i + 2] as WireError));
+    }
   }
 
   /** Ends the link once (the socket closed, or `silentMs` of silence): reports the unanswered calls. */
@@ -200,6 +299,7 @@ export class Link {
     if (this.ended) return;
     this.ended = true;
     clearInterval(this.watch);
+    this.batch = null; // its calls are in `sent`: reported below, never sent
     if (silentMs > 0) this.socket.destroy(); // a stalled owner that wakes finds this connection gone
     const unanswered = [...this.sent.values()];
     this.sent.clear();

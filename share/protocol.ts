@@ -5,14 +5,27 @@
  * the receiver checks on the length prefix alone, before buffering a single byte of the body, so
  * a 4 GiB length claim costs nothing but a closed connection.
  *
- * Messages (client → owner): hello, call, ping. (owner → client): welcome, reply, retry, bye, pong.
+ * Messages (client → owner): hello, calls (N calls of one turn; call: one), ping. (owner → client):
+ * welcome or refused, replies (N results of one turn), retry, bye, pong. A frame of calls is not a
+ * transaction: each call runs as its own operation and gets its own result or error.
  */
 import { Packr } from "msgpackr";
 import * as E from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 
-/** Protocol version; an owner refuses a client speaking another one. */
-export const PROTOCOL_VERSION = 2;
+/**
+ * Protocol version; an owner refuses a client speaking another one with a `refused` frame that
+ * names both versions. 3: calls and replies travel N to a frame (calls, replies).
+ */
+export const PROTOCOL_VERSION = 3;
+/** Most calls in one `calls` frame, and most results in one `replies` frame. */
+export const CALLS_PER_FRAME_MAX = 256;
+/**
+ * A frame of calls (or replies) stops growing past about this many bytes of arguments (results):
+ * small calls share frames, a large one travels alone, and no batch is built far past the limit
+ * only to be refused.
+ */
+export const BATCH_BYTES_TARGET = 1024 * 1024;
 /** Bytes of the length prefix. */
 export const PREFIX_BYTES = 4;
 /** Room in a frame beyond the largest value (key, scope, options, message fields). */
@@ -42,6 +55,13 @@ export interface Welcome {
   stats: unknown;
 }
 
+/** The owner's answer to a hello of another protocol version: why, then a closed connection. */
+export interface Refused {
+  t: "refused";
+  version: number;
+  message: string;
+}
+
 /** One API call. `args` are the call's arguments exactly as the caller gave them. */
 export interface Call {
   t: "call";
@@ -50,13 +70,24 @@ export interface Call {
   args: unknown[];
 }
 
-/** The outcome of a call: `ok` with a result, or an error that crosses as class, code and fields. */
-export interface Reply {
-  t: "reply";
+/**
+ * The calls one client issued in one turn: call i has id `id + i`, operation `ops[i]` and
+ * arguments `args[i]`. At most CALLS_PER_FRAME_MAX; each runs (and fails) on its own.
+ */
+export interface Calls {
+  t: "calls";
   id: number;
-  ok: boolean;
-  result?: unknown;
-  error?: WireError;
+  ops: string[];
+  args: unknown[][];
+}
+
+/**
+ * Results the owner settled in one turn, for one client, as flat triples: id, ok, and the
+ * result (ok) or a WireError (not ok). At most CALLS_PER_FRAME_MAX triples.
+ */
+export interface Replies {
+  t: "replies";
+  r: unknown[];
 }
 
 /** The owner is closing and did not run this call: send it to the next owner. */
@@ -80,7 +111,25 @@ export interface Pong {
   t: "pong";
 }
 
-export type Message = Hello | Welcome | Call | Reply | Retry | Bye | Ping | Pong;
+export type Message = Hello | Welcome | Refused | Call | Calls | Replies | Retry | Bye | Ping | Pong;
+
+/** Depth to which roughBytes looks into arrays and objects (a batch's ops and their values). */
+const ROUGH_DEPTH_MAX = 3;
+
+/**
+ * About how many bytes `v` takes in a message: strings at 3 bytes per UTF-16 unit (their UTF-8
+ * bound), bytes at their length, containers as the sum of their first levels. Only decides where
+ * a batch of calls or replies is cut; the frame limit itself is checked on the encoded bytes.
+ */
+export function roughBytes(v: unknown, depth = 0): number {
+  if (typeof v === "string") return 5 + 3 * v.length;
+  if (v instanceof Uint8Array) return 5 + v.byteLength;
+  if (typeof v !== "object" || v === null || depth >= ROUGH_DEPTH_MAX) return 9;
+  let n = 5;
+  if (Array.isArray(v)) for (const x of v) n += roughBytes(x, depth + 1);
+  else for (const k in v) n += 5 + k.length + roughBytes((v as Record<string, unknown>)[k], depth + 1);
+  return n;
+}
 
 /** An error as it crosses the socket. */
 export interface WireError {

@@ -15,7 +15,18 @@ import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
 import type { Backend, ListEntry, StoreStats } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX } from "../rules/limits.js";
-import { decodeBody, errorToWire, FrameDecoder, FrameWriter, ProtocolError, PROTOCOL_VERSION, type Call, type Message } from "./protocol.js";
+import {
+  BATCH_BYTES_TARGET,
+  CALLS_PER_FRAME_MAX,
+  decodeBody,
+  errorToWire,
+  FrameDecoder,
+  FrameWriter,
+  ProtocolError,
+  PROTOCOL_VERSION,
+  roughBytes,
+  type Message,
+} from "./protocol.js";
 
 /** Calls one connection may have in flight before the owner stops reading it. */
 export const CALLS_IN_FLIGHT_MAX = 256;
@@ -48,6 +59,46 @@ const COMMIT_OPS: ReadonlySet<string> = new Set(["write", "forget", "forgetScope
 /** Most arguments of a call (write has three). */
 const ARGS_MAX = 4;
 
+/** One accepted call: its id, its checked operation, its arguments. */
+interface Call {
+  id: number;
+  op: string;
+  args: unknown[];
+}
+
+/** A call's checked operation name; throws ProtocolError for anything outside the API. */
+function opOf(op: unknown): string {
+  if (typeof op !== "string" || !Object.hasOwn(OPS, op)) throw new ProtocolError(`no such operation ${JSON.stringify(op)}`);
+  return op;
+}
+
+/** A call's checked argument list. */
+function argsOf(args: unknown): unknown[] {
+  if (!Array.isArray(args) || args.length > ARGS_MAX) throw new ProtocolError(`call args must be an array of at most ${ARGS_MAX}`);
+  return args;
+}
+
+/** A call's checked id (the first of a `calls` frame: the frame's last one must be safe too). */
+function idOf(id: unknown, count: number): number {
+  if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0 || !Number.isSafeInteger(id + count)) throw new ProtocolError("call id must be a non-negative integer");
+  return id;
+}
+
+/**
+ * The checked calls of one `calls` frame, all of them before any runs (a frame with one bad call
+ * runs none): 1 to CALLS_PER_FRAME_MAX calls, ops and args of the same length.
+ */
+function callsOf(msg: Record<string, unknown>): Call[] {
+  const ops = msg["ops"];
+  const args = msg["args"];
+  if (!Array.isArray(ops) || !Array.isArray(args) || ops.length !== args.length || ops.length === 0) throw new ProtocolError("a calls frame holds ops and args of one non-zero length");
+  if (ops.length > CALLS_PER_FRAME_MAX) throw new ProtocolError(`a calls frame of ${ops.length} calls exceeds the limit of ${CALLS_PER_FRAME_MAX}`);
+  const first = idOf(msg["id"], ops.length);
+  const calls: Call[] = new Array<Call>(ops.length);
+  for (let i = 0; i < ops.length; i++) calls[i] = { id: first + i, op: opOf(ops[i]), args: argsOf(args[i]) };
+  return calls;
+}
+
 /** Tunables of a server (tests shorten the timeouts). */
 export interface ServerLimits {
   frameBytesMax: number;
@@ -58,10 +109,33 @@ export interface ServerLimits {
   stallMs: number;
   /** unsafe.shareAckBeforeCommit: answer writes when queued (the failure the ack rule prevents). */
   unsafeAckBeforeCommit: boolean;
+  /**
+   * Test-only twin switch (set on a live server's limits): a closing owner's bye leaves ahead of
+   * the replies still waiting for their frame — the failure the reply-before-bye rule prevents
+   * (the client resends calls that ran). Never set outside test/share-batched-frames.test.ts.
+   */
+  unsafeByeBeforeReplies?: boolean;
+  /**
+   * Longest a commit call is held to gather a fuller commit group (0: never held). See
+   * ShareServer.shouldHold and docs/SHARING.md "Gathering commit groups".
+   */
+  gatherMs: number;
+}
+
+/** Calls held for gathering at most: past this many they are released at once. */
+export const GATHER_CALLS_MAX = 1024;
+/** Longest calls are held behind a commit group in flight (a slow fsync): then they join the log's queue. */
+export const GATHER_BUSY_MS_MAX = 100;
+
+/** Frames and calls a server has taken in, and reply frames it sent (tests and the bench read them). */
+export interface ServerCounts {
+  callFrames: number;
+  calls: number;
+  replyFrames: number;
 }
 
 /** A backend that can say which sequence its last queued write took (the engine's Store). */
-export type ServedStore = Backend & { readonly sequence?: number };
+export type ServedStore = Backend & { readonly sequence?: number; readonly log?: { readonly queued: { ops: number }; readonly committed: { groups: number } } };
 
 /** The operations a client may call, each as the owner's own call. */
 type Op = (store: ServedStore, args: unknown[], conn: Connection) => unknown;
@@ -126,11 +200,24 @@ class Connection {
   private readonly server: ShareServer;
   private readonly decoder: FrameDecoder;
   private greeted = false;
+  /** Refused at hello (another protocol version): the connection is closing, its bytes are ignored. */
+  private refused = false;
   private inFlight = 0;
   private paused = false;
   /** Calls of this connection accepted and waiting for the server's next deferred run. */
   private deferred = 0;
+  /**
+   * Answered down to nothing in flight by a commit call, and silent since: a writing client in a
+   * loop sends again within a round trip, so the server may wait that long for it (gathering; a
+   * client that does not come back within gatherMs loses this mark until it calls again).
+   */
+  expectedBack = false;
   private readonly writer: FrameWriter;
+  /** Results settled this turn and not yet framed: flat triples of id, ok, result or WireError. */
+  private replies: unknown[] = [];
+  private replyBytes = 0;
+  private repliesScheduled = false;
+  private lastSendError: unknown = null;
   private stallTimer: NodeJS.Timeout | null = null;
   private readonly cursors = new Map<number, AsyncIterator<unknown>>();
   private nextCursor = 1;
@@ -152,6 +239,7 @@ class Connection {
   }
 
   private onData(chunk: Buffer): void {
+    if (this.refused) return;
     try {
       for (const body of this.decoder.push(chunk)) this.onMessage(decodeBody(body));
       this.armStall();
@@ -174,17 +262,32 @@ class Connection {
     const msg = m as Record<string, unknown>;
     if (!this.greeted) return this.onHello(msg);
     if (msg["t"] === "ping") return this.send({ t: "pong" }); // liveness: answered even while closing
+    const counts = this.server.counts;
+    if (msg["t"] === "calls") {
+      const calls = callsOf(msg);
+      counts.callFrames += 1;
+      counts.calls += calls.length;
+      for (const call of calls) this.onCall(call);
+      return;
+    }
     if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
-    const id = msg["id"];
-    const op = msg["op"];
-    const args = msg["args"];
-    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0) throw new ProtocolError("call id must be a non-negative integer");
-    if (typeof op !== "string" || !Object.hasOwn(OPS, op)) throw new ProtocolError(`no such operation ${JSON.stringify(op)}`);
-    if (!Array.isArray(args) || args.length > ARGS_MAX) throw new ProtocolError("call args must be an array of at most 4");
-    this.onCall({ t: "call", id, op, args });
+    const call = { id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]) };
+    counts.callFrames += 1;
+    counts.calls += 1;
+    this.onCall(call);
   }
 
   private onHello(msg: Record<string, unknown>): void {
+    if (msg["t"] === "hello" && typeof msg["version"] === "number" && msg["version"] !== PROTOCOL_VERSION) {
+      // An engram of another version: say so before the connection closes (its open() then fails with this reason).
+      const message = `the owner (pid ${process.pid}) speaks share protocol version ${PROTOCOL_VERSION}, this client ${msg["version"]}: run the same engram version in every process that shares the store`;
+      this.send({ t: "refused", version: PROTOCOL_VERSION, message });
+      this.flush();
+      this.refused = true;
+      this.server.onReject?.(message);
+      this.socket.end(); // after the refusal has been written; whatever the peer sends next is ignored
+      return;
+    }
     if (msg["t"] !== "hello" || msg["version"] !== PROTOCOL_VERSION) throw new ProtocolError(`expected hello of protocol version ${PROTOCOL_VERSION}`);
     this.greeted = true;
     const limits = this.server.limits;
@@ -192,6 +295,7 @@ class Connection {
   }
 
   private onCall(call: Call): void {
+    this.expectedBack = false; // it came back
     if (this.server.closing) return this.send({ t: "retry", id: call.id });
     this.inFlight += 1;
     if (this.inFlight >= CALLS_IN_FLIGHT_MAX && !this.paused) {
@@ -201,10 +305,14 @@ class Connection {
     // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
     if (!COMMIT_OPS.has(call.op) && this.deferred === 0) return this.run(call);
     this.deferred += 1;
-    this.server.defer(() => {
-      this.deferred -= 1;
-      this.run(call);
-    });
+    this.server.defer(this, call);
+  }
+
+  /** Runs a call the server deferred to its check phase. */
+  runDeferred(call: Call): void {
+    this.deferred -= 1;
+    assert(this.deferred >= 0, "deferred calls never go below zero");
+    this.run(call);
   }
 
   /** Runs one accepted call on the owner's store and answers it once it settled (S1). */
@@ -218,36 +326,86 @@ class Connection {
     }
     if (this.server.limits.unsafeAckBeforeCommit && call.op === "write") {
       outcome.catch(() => undefined); // unsafe: the caller already heard "ok"
-      return this.answer({ t: "reply", id: call.id, ok: true, result: { ok: true, version: this.server.store.sequence ?? 0, generation: 0 } });
+      return this.answer(call.id, true, { ok: true, version: this.server.store.sequence ?? 0, generation: 0 }, true);
     }
+    const id = call.id;
+    const commit = COMMIT_OPS.has(call.op);
     outcome.then(
-      (result) => this.answer({ t: "reply", id: call.id, ok: true, result }),
-      (err: unknown) => this.answer({ t: "reply", id: call.id, ok: false, error: errorToWire(err) }),
+      (result) => this.answer(id, true, result, commit),
+      (err: unknown) => this.answer(id, false, errorToWire(err), commit),
     );
   }
 
-  private answer(reply: Message): void {
+  /**
+   * Queues the outcome of call `id` into this turn's `replies` frame (framed on process.nextTick:
+   * the results of one commit group reach this client in one frame and one write). `commit`: it
+   * went through the commit log (a client answered down to nothing after one is expected back).
+   */
+  private answer(id: number, ok: boolean, result: unknown, commit: boolean): void {
     this.inFlight -= 1;
     assert(this.inFlight >= 0, "calls in flight never go below zero");
-    try {
-      this.send(reply);
-    } catch (err) {
-      // A result too large for a frame: the caller learns why instead of waiting.
-      const id = (reply as { id: number }).id;
-      this.send({ t: "reply", id, ok: false, error: errorToWire(err) });
+    const bytes = roughBytes(result);
+    if (this.replies.length >= 3 * CALLS_PER_FRAME_MAX || this.replyBytes + bytes > BATCH_BYTES_TARGET) this.frameReplies();
+    this.replies.push(id, ok, result);
+    this.replyBytes += bytes;
+    if (!this.repliesScheduled) {
+      this.repliesScheduled = true;
+      process.nextTick(this.frameRepliesTick);
     }
     if (this.paused && this.inFlight < CALLS_IN_FLIGHT_MAX / 2) {
       this.paused = false;
       this.socket.resume();
     }
+    if (this.inFlight === 0 && commit) this.expectedBack = true;
     this.server.settled();
   }
 
+  private readonly frameRepliesTick = (): void => {
+    this.repliesScheduled = false;
+    this.frameReplies();
+    this.writer.flush(); // already at the end of this turn's results: no second tick for the write
+  };
+
   /**
-   * Queues a frame; a client that lets too much pile up unread is cut off. Frames queued in one
-   * turn (the replies of one commit group) leave in one write (FrameWriter).
+   * Frames the queued results as one `replies` frame; past the frame limit, one frame each, and a
+   * result too large even alone becomes its caller's LimitExceededError instead of a silence.
+   */
+  private frameReplies(): void {
+    const r = this.replies;
+    if (r.length === 0) return;
+    this.replies = [];
+    this.replyBytes = 0;
+    this.server.counts.replyFrames += 1;
+    if (this.trySend({ t: "replies", r })) return;
+    for (let i = 0; i < r.length; i += 3) {
+      if (this.trySend({ t: "replies", r: [r[i], r[i + 1], r[i + 2]] })) continue;
+      this.trySend({ t: "replies", r: [r[i], false, errorToWire(this.lastSendError)] });
+    }
+  }
+
+  /** Sends `message`; false (the error kept in lastSendError) when it cannot be framed. */
+  private trySend(message: Message): boolean {
+    try {
+      this.sendNow(message);
+      return true;
+    } catch (err) {
+      this.lastSendError = err;
+      return false;
+    }
+  }
+
+  /**
+   * Queues a frame, after the results queued before it (a bye must never overtake a reply: the
+   * client would resend a call that ran). Frames queued in one turn leave in one write.
    */
   send(message: Message): void {
+    if (this.server.limits.unsafeByeBeforeReplies === true && message.t === "bye") return this.sendNow(message);
+    this.frameReplies();
+    this.sendNow(message);
+  }
+
+  /** Queues a frame; a client that lets too much pile up unread is cut off. */
+  private sendNow(message: Message): void {
     if (this.socket.destroyed) return;
     this.writer.send(message);
     if (this.socket.writableLength + this.writer.queuedBytes > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
@@ -255,6 +413,7 @@ class Connection {
 
   /** Hands every queued frame to the socket now (before end(): a write after end is an error). */
   flush(): void {
+    this.frameReplies();
     this.writer.flush();
   }
 
@@ -329,12 +488,23 @@ export class ShareServer {
   readonly limits: ServerLimits;
   /** Called with the reason whenever a connection is cut off (tests, logs). */
   onReject: ((why: string) => void) | null = null;
+  /** Frames and calls taken in, reply frames sent, since listen. */
+  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0 };
   closing = false;
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
   private drained: (() => void) | null = null;
-  private deferredRuns: Array<() => void> = [];
+  /** Calls deferred to this turn's check phase, as pairs of connection and call, in arrival order. */
+  private deferredRuns: Array<Connection | Call> = [];
   private deferredImmediate: NodeJS.Immediate | null = null;
+  /** Commit calls held to gather a fuller group, as pairs of connection and call, in arrival order. */
+  private held: Array<Connection | Call> = [];
+  /** The log's committed group count when the first held call was held (null: nothing held). */
+  private heldAtGroups: number | null = null;
+  /** The safety bound while held behind a busy log, then the wait for clients expected back. */
+  private gatherTimer: NodeJS.Timeout | null = null;
+  private gatherWaitingBack = false;
+  private recheck: NodeJS.Immediate | null = null;
   private statsAt = 0;
   private statsValue: StoreStats | null = null;
 
@@ -378,15 +548,78 @@ export class ShareServer {
     return this.statsValue;
   }
 
-  /** Runs `fn` in the check phase of this turn, with every other call deferred in it, in order. */
-  defer(fn: () => void): void {
-    this.deferredRuns.push(fn);
-    this.deferredImmediate ??= setImmediate(() => {
-      const runs = this.deferredRuns;
-      this.deferredRuns = [];
-      this.deferredImmediate = null;
-      for (const run of runs) run();
-    });
+  /** Runs `call` of `conn` in the check phase of this turn, with every other call deferred in it, in order. */
+  defer(conn: Connection, call: Call): void {
+    this.deferredRuns.push(conn, call);
+    this.deferredImmediate ??= setImmediate(this.runDeferred);
+  }
+
+  private readonly runDeferred = (): void => {
+    const runs = this.deferredRuns;
+    this.deferredRuns = [];
+    this.deferredImmediate = null;
+    for (const x of runs) this.held.push(x);
+    this.releaseOrHold();
+  };
+
+  /** Whether commit calls are held now (connections answered meanwhile are expected back). */
+  get holding(): boolean {
+    return this.held.length > 0;
+  }
+
+  /**
+   * Gathering commit groups: whether the held calls should wait a little longer. While the
+   * commit log has a group in flight, calls handed to it would form the next group without the
+   * calls of the clients that group is about to answer; those come back one round trip later
+   * and would form a group (and an fsync) of their own — with several clients the groups stay
+   * split in two alternating halves. So calls are held while the group in flight when the first
+   * was held is busy (at most GATHER_BUSY_MS_MAX: the next group could not start sooner anyway),
+   * then until every connection answered meanwhile has sent again — at most `gatherMs` more —
+   * never past GATHER_CALLS_MAX calls, nor while closing.
+   * Each call still runs as its own operation, in its connection's order; only the moment it
+   * reaches the commit log moves.
+   */
+  private shouldHold(): "busy" | "back" | null {
+    const log = this.store.log;
+    if (this.limits.gatherMs <= 0 || log === undefined || this.closing || this.held.length >= 2 * GATHER_CALLS_MAX) return null;
+    // Behind the group in flight when the first call was held: the next group cannot start before it ends anyway.
+    if (log.queued.ops > 0 && log.committed.groups === this.heldAtGroups) return "busy";
+    for (const c of this.connections) if (c.expectedBack) return "back";
+    return null;
+  }
+
+  private releaseOrHold(): void {
+    if (this.held.length === 0) return;
+    this.heldAtGroups ??= this.store.log?.committed.groups ?? 0;
+    const hold = this.shouldHold();
+    if (hold === null) return this.release();
+    if (hold === "busy") {
+      this.gatherTimer ??= setTimeout(this.releaseByTimer, GATHER_BUSY_MS_MAX);
+      return;
+    }
+    if (this.gatherWaitingBack) return;
+    // The wait that delays calls: at most gatherMs for the clients just answered to send again.
+    this.gatherWaitingBack = true;
+    if (this.gatherTimer !== null) clearTimeout(this.gatherTimer);
+    this.gatherTimer = setTimeout(this.releaseByTimer, this.limits.gatherMs);
+  }
+
+  /** The gathering window ended: whoever did not come back is not expected next time either. */
+  private readonly releaseByTimer = (): void => {
+    this.gatherTimer = null;
+    for (const c of this.connections) c.expectedBack = false;
+    this.release();
+  };
+
+  /** Hands every held call to the store, in arrival order. */
+  private release(): void {
+    if (this.gatherTimer !== null) clearTimeout(this.gatherTimer);
+    this.gatherTimer = null;
+    this.gatherWaitingBack = false;
+    this.heldAtGroups = null;
+    const runs = this.held;
+    this.held = [];
+    for (let i = 0; i < runs.length; i += 2) (runs[i] as Connection).runDeferred(runs[i + 1] as Call);
   }
 
   /** Clients connected now. */
@@ -399,12 +632,18 @@ export class ShareServer {
     this.settled();
   }
 
-  /** Called when a call settles or a connection goes: wakes close() once nothing is in flight. */
+  /** Called when a call settles or a connection goes: rechecks held calls; wakes close() once nothing is in flight. */
   settled(): void {
+    if (this.held.length > 0) this.recheck ??= setImmediate(this.recheckHeld);
     if (this.drained === null) return;
     for (const c of this.connections) if (c.pending > 0) return;
     this.drained();
   }
+
+  private readonly recheckHeld = (): void => {
+    this.recheck = null;
+    this.releaseOrHold();
+  };
 
   /**
    * Drops every connection without a bye and stops listening, leaving the store open (and the
@@ -424,6 +663,7 @@ export class ShareServer {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    this.release(); // held calls were accepted: they run (and are answered) before the bye
     const listening = new Promise<void>((resolve) => this.server.close(() => resolve()));
     await new Promise<void>((resolve) => {
       this.drained = resolve;

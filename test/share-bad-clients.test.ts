@@ -117,7 +117,7 @@ describe("bad clients of a sharing owner", () => {
       const c = await raw();
       c.s.write(Buffer.concat([HELLO, frame({ t: "call", id: 1, op, args: [] })]));
       await within(c.closed, 10_000, `${op} closed`);
-      expect(c.data().includes(Buffer.from("reply"))).toBe(false); // no answer: the call never ran ("close" would have closed the owner)
+      expect(c.data().includes(Buffer.from("replies"))).toBe(false); // no answer: the call never ran ("close" would have closed the owner)
       await ownerServes(`op-${op}`);
     }
   });
@@ -132,7 +132,7 @@ describe("bad clients of a sharing owner", () => {
     }
     await within(
       (async () => {
-        while (!c.data().includes(Buffer.from("reply"))) await new Promise((r) => setTimeout(r, 5));
+        while (!c.data().includes(Buffer.from("replies"))) await new Promise((r) => setTimeout(r, 5));
       })(),
       10_000,
       "reply to a split frame",
