@@ -17,7 +17,7 @@ import { CorruptionError, LimitExceededError } from "../rules/errors.js";
 import { parseSegmentFileName, segmentFileName } from "../segments/file-names.js";
 import { readHeader } from "../segments/header-io.js";
 import { fsyncDir } from "../segments/io.js";
-import { readWholeFile } from "../segments/whole-file.js";
+import { readFileRange, readWholeFile } from "../segments/whole-file.js";
 import type { DecodedRecord } from "../segments/record.js";
 import { blankEntry, decodeEntry, HINT_VERSION_1, HintBuilder, parseHintFileName, readHint, unlinkHint, writeHintFile, type LoadedHint } from "../segments/hint.js";
 import { HintSlots } from "./hint-index.js";
@@ -182,14 +182,7 @@ function readTail(fd: number, from: number): Uint8Array {
   const size = fs.fstatSync(fd).size;
   // Not zero-filled: a 64 MiB active segment's prefix would cost a memset of every page per open
   // (half of a hinted open's time), for bytes nothing reads.
-  const buf = Buffer.allocUnsafeSlow(size);
-  let done = from;
-  while (done < size) {
-    const n = fs.readSync(fd, buf, done, size - done, done);
-    if (n === 0) break;
-    done += n;
-  }
-  return done === size ? buf : buf.subarray(0, done);
+  return readFileRange(fd, Buffer.allocUnsafeSlow(size), from);
 }
 
 /** The valid hint of an opened segment, or null: its checks (segments/hint.ts) plus the file's length. */

@@ -4,8 +4,17 @@ import * as fs from "node:fs";
 /** Reads a whole file into memory (segments are bounded by segmentBytes). */
 export function readWholeFile(fd: number): Uint8Array {
   const size = fs.fstatSync(fd).size;
-  const buf = Buffer.allocUnsafe(size);
-  let done = 0;
+  return readFileRange(fd, Buffer.allocUnsafe(size), 0);
+}
+
+/**
+ * Fills `buf` with the file's bytes from offset `from` to `buf.length` (offsets in `buf` are file
+ * offsets; the bytes before `from` are left as they are). Returns `buf`, or its prefix up to where
+ * the file ended if it is shorter than `buf`.
+ */
+export function readFileRange(fd: number, buf: Buffer, from: number): Uint8Array {
+  const size = buf.length;
+  let done = from;
   while (done < size) {
     const n = fs.readSync(fd, buf, done, size - done, done);
     if (n === 0) break;
@@ -54,14 +63,6 @@ export class ReadScratch {
 
   /** Reads the whole file behind `fd` into take()'s buffer; release() it when done. */
   readWholeFile(fd: number): Uint8Array {
-    const size = fs.fstatSync(fd).size;
-    const buf = this.take(size);
-    let done = 0;
-    while (done < size) {
-      const n = fs.readSync(fd, buf, done, size - done, done);
-      if (n === 0) break;
-      done += n;
-    }
-    return done === size ? buf : buf.subarray(0, done);
+    return readFileRange(fd, this.take(fs.fstatSync(fd).size), 0);
   }
 }
