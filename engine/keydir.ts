@@ -140,6 +140,17 @@ export class Keydir {
     this.deferred = source;
   }
 
+  /**
+   * Drops every slot, erasure and deferred entry (close(): a closed store that its caller still
+   * references must not keep its whole index alive on the JS heap).
+   */
+  release(): void {
+    this.byScope.clear();
+    this.erases.clear();
+    this.count = 0;
+    this.deferred = null;
+  }
+
   /** True while some entries are not applied yet. */
   get isDeferred(): boolean {
     return this.deferred !== null;

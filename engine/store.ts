@@ -691,6 +691,7 @@ export class Store implements T.Backend {
     this.blocks?.clear();
     registerFaultTable(this.segmentsDir, null);
     this.closed = true;
+    this.keydir.release();
     this.lock.release();
     if (first !== null) throw first;
   }
