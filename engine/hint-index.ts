@@ -13,8 +13,7 @@ import * as C from "../segments/constants.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 import { buildIndex, entryPresent, entryUsable, ENTRY_FIXED_BYTES, HintBuilder, sameBytes, slotHash, unlinkHint, type LoadedHint } from "../segments/hint.js";
 import { scanRecords, walkSealed } from "../segments/scan.js";
-import { readWholeFile } from "../segments/whole-file.js";
-import * as fs from "node:fs";
+import { readFileRange, readWholeFile } from "../segments/whole-file.js";
 import { CorruptionError } from "../rules/errors.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { applyClear, applyPut, applyTombstone, type DeferredSlots, type Keydir, type Location, type Slot } from "./keydir.js";
@@ -178,12 +177,8 @@ export class HintSlots implements DeferredSlots {
       if (bytes.length !== end) throw new CorruptionError(seg.id, bytes.length, `the sealed segment is ${bytes.length} bytes, its hint said ${end}`);
       walkSealed(bytes, seg.id, (off) => builder.addRecord(bytes, off, off));
     } else {
-      const bytes = Buffer.allocUnsafe(end);
-      for (let done = 0; done < end; ) {
-        const n = fs.readSync(seg.fd, bytes, done, end - done, done);
-        if (n === 0) throw new CorruptionError(seg.id, done, `the segment ends before the ${end} bytes its hint described`);
-        done += n;
-      }
+      const bytes = readFileRange(seg.fd, Buffer.allocUnsafe(end), 0);
+      if (bytes.length !== end) throw new CorruptionError(seg.id, bytes.length, `the segment ends before the ${end} bytes its hint described`);
       const scanned = scanRecords(bytes, seg.id, false, (_r, off) => builder.addRecord(bytes, off, off), false, true, C.DATA_START);
       if (scanned.end !== end || scanned.torn !== null) throw new CorruptionError(seg.id, scanned.end, `the records its hint described end at ${scanned.end}, not ${end}`);
     }
