@@ -24,7 +24,7 @@ import { HintSlots } from "./hint-index.js";
 import { writeSealedHint } from "./hints.js";
 import { decodeEraseList } from "../segments/erase-list.js";
 import { isFramed } from "../segments/header.js";
-import { assertSealedEnd, scanRecords } from "../segments/scan.js";
+import { assertSealedEnd, scanRecords, type ScanEnd } from "../segments/scan.js";
 import { committedAtOf, killedVersionOf } from "../segments/record-kinds.js";
 import { SegmentWriter } from "../segments/writer.js";
 import * as io from "../segments/io.js";
@@ -178,11 +178,43 @@ function dropOrphanHints(dir: string, ids: readonly number[]): void {
  * stay file offsets); the bytes before `from` are unspecified and never read (a hint described
  * them): the scan starts at `from` and looks only forward.
  */
-function readTail(fd: number, from: number): Uint8Array {
-  const size = fs.fstatSync(fd).size;
+function readTail(fd: number, from: number, size: number): Uint8Array {
   // Not zero-filled: a 64 MiB active segment's prefix would cost a memset of every page per open
   // (half of a hinted open's time), for bytes nothing reads.
   return readFileRange(fd, Buffer.allocUnsafeSlow(size), from);
+}
+
+/** Bytes per read of the zero check of a hinted tail (one buffer, reused: few pages to fault in). */
+const TAIL_CHUNK_BYTES = 256 * 1024;
+/** TAIL_CHUNK_BYTES of zeros, the other side of every comparison of the zero check. */
+const TAIL_ZEROS = new Uint8Array(TAIL_CHUNK_BYTES);
+/** Test only (the unsafe twin of test/hint-tail.test.ts): when true, a hinted tail is taken as empty unread. */
+let trustHintTail = false;
+
+/** Test only: makes recovery take the bytes after an active segment's hint as zeros without reading them (true), or check them again (false). */
+export function unsafeTrustHintTail(trust: boolean): void {
+  trustHintTail = trust;
+}
+
+/**
+ * True when the file's bytes [from, size) are all zero, read in small chunks into one buffer.
+ * This is the common tail after a clean close (the hint covers every record, the rest is
+ * preallocated), and there a framed scan from `from` would find the empty group at `from`, see
+ * zeros to the end and report a clean end at `from` with nothing delivered: so the caller can
+ * skip it, without the buffer of the file's size that the scan needs (64 MiB to allocate and
+ * fault in, most of a hinted open's time). Any non-zero byte returns false and the scan decides.
+ */
+function tailIsZero(fd: number, from: number, size: number): boolean {
+  if (trustHintTail) return true;
+  const chunk = Buffer.allocUnsafe(Math.min(TAIL_CHUNK_BYTES, Math.max(0, size - from)));
+  for (let at = from; at < size; ) {
+    const want = Math.min(chunk.length, size - at);
+    const got = fs.readSync(fd, chunk, 0, want, at);
+    if (got === 0) return false; // the file shrank under us: let the scan see what is there
+    if (Buffer.compare(chunk.subarray(0, got), TAIL_ZEROS.subarray(0, got)) !== 0) return false;
+    at += got;
+  }
+  return true;
 }
 
 /** The valid hint of an opened segment, or null: its checks (segments/hint.ts) plus the file's length. */
@@ -280,17 +312,23 @@ function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | nu
   const builder = new HintBuilder();
   if (hint !== null) builder.addLoaded(hint);
   const from = hint?.coversEnd ?? C.DATA_START;
-  const bytes = hint === null ? readWholeFile(o.fd) : readTail(o.fd, from);
-  const end = scanRecords(bytes, o.id, sealed, (r, off) => {
-    applyRecord(keydir, seg, r, off);
-    builder.addRecord(bytes, off, off);
-  }, false, isFramed(o.header), from);
-  if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
+  const size = fs.fstatSync(o.fd).size;
+  let end: ScanEnd;
+  if (hint !== null && !sealed && tailIsZero(o.fd, from, size)) {
+    end = { end: from, torn: null, records: 0, covered: from }; // what scanFramed returns for zeros from `from` on
+  } else {
+    const bytes = hint === null ? readWholeFile(o.fd) : readTail(o.fd, from, size);
+    end = scanRecords(bytes, o.id, sealed, (r, off) => {
+      applyRecord(keydir, seg, r, off);
+      builder.addRecord(bytes, off, off);
+    }, false, isFramed(o.header), from);
+    if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
+  }
   seg.dataEnd = end.end;
   if (end.torn !== null) {
     // Cut the torn tail and re-zero the preallocated space after it.
     io.truncate("io:seal", o.fd, end.end);
-    io.truncate("io:seal", o.fd, Math.max(bytes.length, end.end));
+    io.truncate("io:seal", o.fd, Math.max(size, end.end));
     io.datasyncSync("io:seal", o.fd);
   }
   seg.hint = builder;
@@ -302,7 +340,7 @@ function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | nu
     if (seg.hintOnDiskEnd !== end.end) io.datasyncSync("io:seal", o.fd);
     seg.syncedEnd = end.end;
     seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
-    seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(bytes.length, end.end));
+    seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(size, end.end));
   }
   return end.torn !== null;
 }
