@@ -49,6 +49,8 @@ export interface Recovered {
   journalsReplayed: number;
   /** Segments loaded from a valid hint file (the active one counts when its prefix was). */
   hinted: number;
+  /** Unsealed hinted segments whose bytes after the hint were all zeros, so were checked and not scanned. */
+  zeroTails: number;
   /** The manifest as read at open (null: none), so the store rewrites it only when it changed. */
   manifest: Manifest | null;
 }
@@ -277,6 +279,7 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   }
   let seq = 0;
   let tornTails = 0;
+  let zeroTails = 0;
   const unhinted: Segment[] = [];
   for (const o of opened) {
     const seg = segments.get(o.id) as Segment;
@@ -288,8 +291,9 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
       if (h.hint.version === HINT_VERSION_1) rewriteHint(dir, seg, h.hint); // once: the next open maps its index
       continue;
     }
-    const torn = scanInto(keydir, seg, o, h?.hint ?? null, o.id === activeId);
-    if (torn) tornTails += 1;
+    const how = scanInto(keydir, seg, o, h?.hint ?? null, o.id === activeId);
+    if (how === "torn") tornTails += 1;
+    if (how === "zeros") zeroTails += 1;
     seq = Math.max(seq, seg.maxSeq);
     if (!sealed && o.id !== activeId) sealOnOpen(seg);
     if (o.id !== activeId) unhinted.push(seg);
@@ -299,22 +303,23 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   keydir.forEachHeld((slot) => {
     if (slot.physical === 0) slot.reclaimedAt = now; // deferred slots get the same rule when built (hint-index.ts)
   });
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted: hinted.size };
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted: hinted.size, zeroTails };
 }
 
 /**
  * Scans one segment into the keydir — all of it, or an unsealed one from where its hint ends —
  * collecting its hint entries on the way; cuts a torn tail; readies the active segment for
- * appends. Returns whether a torn tail was cut.
+ * appends. Returns how the segment ended: a torn tail cut, a hinted tail of zeros (not scanned), or clean.
  */
-function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | null, active: boolean): boolean {
+function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | null, active: boolean): "torn" | "zeros" | "clean" {
   const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
   const builder = new HintBuilder();
   if (hint !== null) builder.addLoaded(hint);
   const from = hint?.coversEnd ?? C.DATA_START;
   const size = fs.fstatSync(o.fd).size;
   let end: ScanEnd;
-  if (hint !== null && !sealed && tailIsZero(o.fd, from, size)) {
+  const zeros = hint !== null && !sealed && tailIsZero(o.fd, from, size);
+  if (zeros) {
     end = { end: from, torn: null, records: 0, covered: from }; // what scanFramed returns for zeros from `from` on
   } else {
     const bytes = hint === null ? readWholeFile(o.fd) : readTail(o.fd, from, size);
@@ -342,5 +347,5 @@ function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | nu
     seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
     seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(size, end.end));
   }
-  return end.torn !== null;
+  return end.torn !== null ? "torn" : zeros ? "zeros" : "clean";
 }

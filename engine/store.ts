@@ -81,8 +81,8 @@ export class Store implements T.Backend {
   /** close() finished: everything is released. */
   private closed = false;
   private syncTimer: NodeJS.Timeout | null = null;
-  /** What the open found: segments loaded from hint files out of all, torn tails cut, journals replayed. */
-  readonly opened: { hinted: number; segments: number; tornTails: number; journalsReplayed: number };
+  /** What the open found: segments loaded from hint files out of all, torn tails cut, journals replayed, hinted tails found all zeros (not scanned). */
+  readonly opened: { hinted: number; segments: number; tornTails: number; journalsReplayed: number; zeroTails: number };
 
   private constructor(dir: string, options: ResolvedOptions, lock: DirLock, gens: GenerationTable) {
     this.dir = dir;
@@ -104,7 +104,7 @@ export class Store implements T.Backend {
       throw err;
     }
     this.keydir = rec.keydir;
-    this.opened = { hinted: rec.hinted, segments: rec.segments.size, tornTails: rec.tornTails, journalsReplayed: rec.journalsReplayed };
+    this.opened = { hinted: rec.hinted, segments: rec.segments.size, tornTails: rec.tornTails, journalsReplayed: rec.journalsReplayed, zeroTails: rec.zeroTails };
     this.segments = rec.segments;
     this.seq = rec.seq;
     this.nextId = rec.maxId + 1;
