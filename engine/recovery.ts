@@ -208,6 +208,8 @@ export function unsafeTrustHintTail(trust: boolean): void {
  */
 function tailIsZero(fd: number, from: number, size: number): boolean {
   if (trustHintTail) return true;
+  // Fewer than 4 bytes after the hint are a "short" group to the scan (a torn tail), not an empty one: let it say so.
+  if (size - from > 0 && size - from < 4) return false;
   const chunk = Buffer.allocUnsafe(Math.min(TAIL_CHUNK_BYTES, Math.max(0, size - from)));
   for (let at = from; at < size; ) {
     const want = Math.min(chunk.length, size - at);

@@ -218,6 +218,18 @@ describe("the active segment's tail after its hint", () => {
     expect((await openState(dir, KEYS)).state).toEqual((await scanned(dir, KEYS)).state);
   });
 
+  it("two zero bytes after the hint's end: the scan decides (a short group, cut), as without the check", async () => {
+    const dir = await build();
+    const seg = segFile(dir);
+    fs.truncateSync(seg, coversEnd(dir) + 2);
+    const ref = await scanned(dir, KEYS);
+    const got = await openState(dir, KEYS);
+    expect(got.opened.hinted).toBe(1);
+    expect(got.opened.zeroTails).toBe(0);
+    expect(got.opened.tornTails).toBe(ref.opened.tornTails);
+    expect(got.state).toEqual(ref.state);
+  });
+
   it("a bit flipped in the hint: refused, the segment scanned, the state the scan's", async () => {
     const dir = await build();
     const seg = segFile(dir);
