@@ -20,7 +20,7 @@
  * arrival order for room (`admission`) before deciding anything — backpressure, not memory.
  */
 import * as C from "../segments/constants.js";
-import { encodeGroupFrame } from "../segments/group.js";
+import { contiguousRuns, encodeGroupFrame } from "../segments/group.js";
 import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
 import { IoError } from "../rules/errors.js";
@@ -306,7 +306,7 @@ export class CommitLog {
     try {
       const writer = group.segment.writer as NonNullable<Segment["writer"]>;
       group.buffers[0] = frameFor(group);
-      writer.writeAtSync(group.buffers, group.offset);
+      writer.writeAtSync(contiguousRuns(group.buffers), group.offset); // a batch's arena-carved records go as a few iovecs
       await hitAsync(this.host.faults, "write:after-append");
       if (this.host.durability === "sync") {
         if (this.syncInline(group)) {
