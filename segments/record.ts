@@ -224,6 +224,32 @@ function utf8(buf: Buffer, start: number, end: number): string {
   return text;
 }
 
+/** The scope and key a reader expects (a point read's token): decoding reuses them when the bytes match. */
+export interface ExpectedNames {
+  scope?: string;
+  key?: string;
+}
+
+/**
+ * The strict UTF-8 string at buf[start, end), without decoding when the bytes are exactly the
+ * ASCII encoding of `known` (then they decode to `known` and nothing else, so `known` itself is
+ * returned: no new string per point read). Any other bytes are decoded as by utf8().
+ */
+function utf8Known(buf: Buffer, start: number, end: number, known: string | undefined): string {
+  if (known !== undefined && asciiEquals(buf, start, end, known)) return known;
+  return utf8(buf, start, end);
+}
+
+/** True when buf[start, end) is `s` and `s` is short ASCII (each byte < 0x80 equals its UTF-16 unit). */
+function asciiEquals(buf: Buffer, start: number, end: number, s: string): boolean {
+  if (end - start !== s.length || s.length > SHORT_NAME_UNITS_MAX) return false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c > 0x7f || buf[start + i] !== c) return false;
+  }
+  return true;
+}
+
 /** `bytes` as a Buffer over the same memory (no copy). */
 function asBuffer(bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -236,7 +262,7 @@ function asBuffer(bytes: Uint8Array): Buffer {
  * "view" a binary value is a view of `bytes` instead of a copy (for a caller that owns `bytes`
  * and hands them on: a point read's fresh buffer).
  */
-export function decodeRecord(bytes: Uint8Array, at: number, end: number, withValue: boolean | "view" = true): DecodedRecord | RecordFault {
+export function decodeRecord(bytes: Uint8Array, at: number, end: number, withValue: boolean | "view" = true, names?: ExpectedNames): DecodedRecord | RecordFault {
   const length = probeRecord(bytes, at, end);
   if (typeof length !== "number") return length;
   const buf = asBuffer(bytes);
@@ -259,8 +285,8 @@ export function decodeRecord(bytes: Uint8Array, at: number, end: number, withVal
   let key: string;
   let value: string | Uint8Array | null = null;
   try {
-    scope = utf8(buf, scopeAt, scopeAt + scopeLen);
-    key = utf8(buf, scopeAt + scopeLen, valueAt);
+    scope = utf8Known(buf, scopeAt, scopeAt + scopeLen, names?.scope);
+    key = utf8Known(buf, scopeAt + scopeLen, valueAt, names?.key);
     if (type === C.RecordType.PUT && withValue !== false) {
       if ((flags & C.RF_UTF8) !== 0) value = utf8(buf, valueAt, valueAt + valueLen);
       else if (withValue === "view") value = new Uint8Array(bytes.buffer, bytes.byteOffset + valueAt, valueLen);
