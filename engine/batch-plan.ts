@@ -10,7 +10,7 @@ import * as C from "../segments/constants.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { InvalidArgumentError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
 import { BATCH_BYTES_MAX } from "../rules/args.js";
-import type { RecordInput } from "../segments/record.js";
+import { RecordArena, type RecordInput } from "../segments/record.js";
 import { batchCommitInput, tombstoneInput } from "../segments/record-kinds.js";
 import type { Logical } from "./intents.js";
 import type { Location } from "./keydir.js";
@@ -23,8 +23,8 @@ export interface BatchHost {
   readonly options: Pick<ResolvedOptions, "tombstoneWrites" | "scopeRules" | "ttlMs">;
   /** The state a mutation of (scope, key) is decided against: queued intents over the keydir. */
   logical(scope: string, key: string, now: number): Logical;
-  /** Encodes one record (the store's value limit, and its round-trip check under tests). */
-  encode(r: RecordInput): Buffer;
+  /** Encodes one record (the store's value limit, and its round-trip check under tests), into `arena` when given. */
+  encode(r: RecordInput, arena?: RecordArena): Buffer;
 }
 
 /** One decided PUT or TOMBSTONE, as the store applies it once committed. */
@@ -84,6 +84,8 @@ export class BatchPlan {
    */
   private readonly overlay = new Map<string, Map<string, Logical>>();
   private readonly flags: number;
+  /** A batch's records are carved from one arena (contiguous: hashed and written as a few runs); a lone op's record is allocated alone. */
+  private readonly arena: RecordArena | undefined;
   private bytes = 0;
   private sealed = false;
   /** The last sequence the plan took (the store's sequence before it, until the first op). */
@@ -96,6 +98,7 @@ export class BatchPlan {
   constructor(private readonly host: BatchHost, first: number, private readonly now: number, readonly inBatch: boolean) {
     this.seq = first - 1;
     this.flags = inBatch ? C.RF_IN_BATCH : 0;
+    this.arena = inBatch ? new RecordArena() : undefined;
   }
 
   /** The state (scope, key) is decided against: what an earlier op of this plan left, else the store's. */
@@ -127,7 +130,7 @@ export class BatchPlan {
     const generation = decideWrite(this.host.options.tombstoneWrites, w.key, before, w.expected, w.clearTombstone);
     const expiresAt = expiryFor(this.host.options, w.scope, w.ttlMs, this.now);
     const seq = this.seq + 1;
-    const record = this.host.encode({ type: C.RecordType.PUT, flags: this.flags, seq, generation, expiresAt, scope: w.scope, key: w.key, value: w.value });
+    const record = this.host.encode({ type: C.RecordType.PUT, flags: this.flags, seq, generation, expiresAt, scope: w.scope, key: w.key, value: w.value }, this.arena);
     const logical: Logical = { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true };
     this.seq = seq;
     this.push({ kind: "put", scope: w.scope, key: w.key, seq, generation, expiresAt, logical }, record);
@@ -140,7 +143,7 @@ export class BatchPlan {
     if (!before.live) return { ok: true, tombstoneSeq: null, generation: before.exists ? before.generation : null };
     const seq = this.seq + 1;
     const killed = before.version as number;
-    const record = this.host.encode(tombstoneInput({ flags: this.flags, seq, killedGeneration: before.generation, killedVersion: killed, scope, key }));
+    const record = this.host.encode(tombstoneInput({ flags: this.flags, seq, killedGeneration: before.generation, killedVersion: killed, scope, key }), this.arena);
     const logical: Logical = { seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true };
     this.seq = seq;
     this.push({ kind: "forget", scope, key, seq, generation: before.generation, expiresAt: killed, logical }, record);
@@ -151,7 +154,7 @@ export class BatchPlan {
   seal(): void {
     assert(this.inBatch && !this.sealed && this.ops.length > 0, "only a batch with ops is sealed, once");
     this.seq += 1;
-    this.records.push(this.host.encode(batchCommitInput({ seq: this.seq, opCount: this.ops.length })));
+    this.records.push(this.host.encode(batchCommitInput({ seq: this.seq, opCount: this.ops.length }), this.arena));
     this.seqs.push(this.seq);
     this.sealed = true;
   }

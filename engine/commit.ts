@@ -20,7 +20,7 @@
  * arrival order for room (`admission`) before deciding anything — backpressure, not memory.
  */
 import * as C from "../segments/constants.js";
-import { encodeGroupFrame } from "../segments/group.js";
+import { contiguousRuns, encodeGroupFrame } from "../segments/group.js";
 import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
 import { IoError } from "../rules/errors.js";
@@ -306,8 +306,9 @@ export class CommitLog {
     try {
       const writer = group.segment.writer as NonNullable<Segment["writer"]>;
       group.buffers[0] = frameFor(group);
-      writer.writeAtSync(group.buffers, group.offset);
-      await hitAsync(this.host.faults, "write:after-append");
+      writer.writeAtSync(contiguousRuns(group.buffers), group.offset); // a batch's arena-carved records go as a few iovecs
+      const faults = this.host.faults;
+      if (faults !== null) await hitAsync(faults, "write:after-append"); // no fault table: no promise and no microtask hop per group
       if (this.host.durability === "sync") {
         if (this.syncInline(group)) {
           writer.syncSync();
@@ -315,7 +316,7 @@ export class CommitLog {
         } else await writer.sync();
         group.segment.syncedEnd = group.offset + group.bytes;
       } else this.unsynced.add(group.segment);
-      await hitAsync(this.host.faults, "write:after-sync");
+      if (faults !== null) await hitAsync(faults, "write:after-sync");
     } catch (err) {
       group.segment.coveredEnd = coveredBefore; // the frame that would have proved it is cut (repair)
       return err;

@@ -17,7 +17,7 @@ import { unlinkQuietly } from "../segments/io.js";
 import { registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
-import { decodeRecord, encodeRecord, isRecord, type RecordInput } from "../segments/record.js";
+import { decodeRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
 import { batchCommitInput, clearInput, scopeEraseInput } from "../segments/record-kinds.js";
 import * as A from "../rules/args.js";
@@ -259,8 +259,8 @@ export class Store implements T.Backend {
   }
 
   /** Encodes one record with the store's value limit (checked by decoding it back under tests). */
-  encode(r: RecordInput): Buffer {
-    const bytes = encodeRecord(r, this.options.valueBytesMax);
+  encode(r: RecordInput, arena?: RecordArena): Buffer {
+    const bytes = encodeRecord(r, this.options.valueBytesMax, arena);
     if (DEBUG_CHECKS) checkEncoded(bytes, r);
     return bytes;
   }

@@ -6,10 +6,10 @@
  * group proves it was durable — whatever order the kernel wrote the group's pages in (the issue's
  * "zero only the first page of a 100-write group" case, DESIGN.md "Group framing").
  */
-import { checksum64 } from "./checksum.js";
+import { checksum64, checksum64Of } from "./checksum.js";
 import * as C from "./constants.js";
 import { decodeRecord, encodeRecord, isRecord, type RecordFault } from "./record.js";
-import { elementAt } from "../rules/assert.js";
+import { assert } from "../rules/assert.js";
 
 /** A group frame read back from bytes whose body checksum passed. */
 export interface GroupFrame {
@@ -24,14 +24,36 @@ export interface GroupFrame {
 /** Why bytes at an offset are not a whole group: a record fault of the frame, or "unframed". */
 export type GroupFault = RecordFault | "unframed";
 
-/** xxh64 of the concatenated `body` buffers (one copy only when there is more than one). */
-function bodyChecksum(body: readonly Uint8Array[]): bigint {
-  if (body.length === 1) {
-    const only = elementAt(body, 0, "a body of one buffer");
-    return checksum64(only, 0, only.length);
+/**
+ * `buffers` with every run of neighbours that lie back to back in one ArrayBuffer merged into one
+ * view (a batch's records carved from one RecordArena chunk, segments/record.ts): the same bytes
+ * in the same order, as few pieces as memory allows. Returns `buffers` itself when nothing merges.
+ */
+export function contiguousRuns(buffers: readonly Uint8Array[]): Uint8Array[] {
+  const runs: Uint8Array[] = [];
+  let first = buffers[0];
+  let runBytes = first?.byteLength ?? 0;
+  let runLength = 1;
+  for (let i = 1; i <= buffers.length; i++) {
+    const b = buffers[i];
+    if (first !== undefined && b !== undefined && b.buffer === first.buffer && first.byteOffset + runBytes === b.byteOffset) {
+      runBytes += b.byteLength;
+      runLength += 1;
+      continue;
+    }
+    if (first !== undefined) runs.push(runLength === 1 ? first : new Uint8Array(first.buffer, first.byteOffset, runBytes));
+    first = b;
+    runBytes = b?.byteLength ?? 0;
+    runLength = 1;
   }
-  const all = Buffer.concat(body);
-  return checksum64(all, 0, all.length);
+  assert(runs.length <= buffers.length, "merging never adds a piece");
+  return runs.length === buffers.length ? (buffers as Uint8Array[]) : runs;
+}
+
+/** xxh64 of the concatenated `body` buffers, hashed run by run (no concatenated copy). */
+function bodyChecksum(body: readonly Uint8Array[]): bigint {
+  if (body.length === 0) return checksum64(new Uint8Array(0), 0, 0);
+  return checksum64Of(contiguousRuns(body));
 }
 
 /**

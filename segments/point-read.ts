@@ -49,7 +49,7 @@ export function readRecordAt(fd: number, offset: number, length: number, expect:
  * (bytes shared with a cache) it is a copy.
  */
 export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation, owned = true): DecodedRecord | PointReadFault {
-  const got = decodeRecord(bytes, 0, bytes.length, owned ? "view" : true);
+  const got = decodeRecord(bytes, 0, bytes.length, owned ? "view" : true, expect); // expected names are reused, not decoded again, when they match
   if (!isRecord(got)) return got;
   if (got.length !== length) return "length";
   return mismatch(got, expect) ?? got;
