@@ -22,10 +22,12 @@ import {
   errorToWire,
   FrameDecoder,
   FrameWriter,
+  LEGACY_VERSIONS,
   ProtocolError,
   PROTOCOL_VERSION,
   roughBytes,
   type Message,
+  type WireError,
 } from "./protocol.js";
 
 /** Calls one connection may have in flight before the owner stops reading it. */
@@ -99,6 +101,11 @@ function callsOf(msg: Record<string, unknown>): Call[] {
   return calls;
 }
 
+/** Why a client of protocol `version` cannot be served, in words that say what to do. */
+function versionMessage(version: number): string {
+  return `the owner (pid ${process.pid}) speaks share protocol version ${PROTOCOL_VERSION}, this client ${version}: run the same engram version in every process that shares the store`;
+}
+
 /** Tunables of a server (tests shorten the timeouts). */
 export interface ServerLimits {
   frameBytesMax: number;
@@ -115,6 +122,12 @@ export interface ServerLimits {
    * (the client resends calls that ran). Never set outside test/share-batched-frames.test.ts.
    */
   unsafeByeBeforeReplies?: boolean;
+  /**
+   * Test-only twin switch: a protocol-1/2 hello gets the `refused` frame it cannot read (what
+   * such a client met before: STORE_LOCKED at its deadline). Never set outside
+   * test/share-old-protocol.test.ts.
+   */
+  unsafeRefuseLegacyByFrame?: boolean;
   /**
    * Longest a commit call is held to gather a fuller commit group (0: never held). See
    * ShareServer.shouldHold and docs/SHARING.md "Gathering commit groups".
@@ -202,6 +215,11 @@ class Connection {
   private greeted = false;
   /** Refused at hello (another protocol version): the connection is closing, its bytes are ignored. */
   private refused = false;
+  /**
+   * The reason every call of a protocol-1/2 client is refused (it was welcomed so that it hears
+   * the reason on its first call instead of waiting out its deadline); null: a current client.
+   */
+  private legacyRefusal: WireError | null = null;
   private inFlight = 0;
   private paused = false;
   /** Calls of this connection accepted and waiting for the server's next deferred run. */
@@ -262,6 +280,7 @@ class Connection {
     const msg = m as Record<string, unknown>;
     if (!this.greeted) return this.onHello(msg);
     if (msg["t"] === "ping") return this.send({ t: "pong" }); // liveness: answered even while closing
+    if (this.legacyRefusal !== null) return this.refuseLegacyCall(msg);
     const counts = this.server.counts;
     if (msg["t"] === "calls") {
       const calls = callsOf(msg);
@@ -278,9 +297,10 @@ class Connection {
   }
 
   private onHello(msg: Record<string, unknown>): void {
+    if (msg["t"] === "hello" && typeof msg["version"] === "number" && LEGACY_VERSIONS.has(msg["version"]) && this.server.limits.unsafeRefuseLegacyByFrame !== true) return this.welcomeLegacy(msg["version"]);
     if (msg["t"] === "hello" && typeof msg["version"] === "number" && msg["version"] !== PROTOCOL_VERSION) {
       // An engram of another version: say so before the connection closes (its open() then fails with this reason).
-      const message = `the owner (pid ${process.pid}) speaks share protocol version ${PROTOCOL_VERSION}, this client ${msg["version"]}: run the same engram version in every process that shares the store`;
+      const message = versionMessage(msg["version"]);
       this.send({ t: "refused", version: PROTOCOL_VERSION, message });
       this.flush();
       this.refused = true;
@@ -292,6 +312,26 @@ class Connection {
     this.greeted = true;
     const limits = this.server.limits;
     this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: limits.frameBytesMax, maxValueBytes: limits.maxValueBytes, stats: this.stats() });
+  }
+
+  /**
+   * A protocol-1/2 client: it knows no `refused` frame, so it is welcomed (it attaches) and each
+   * call it sends is answered, unrun, with NOT_SUPPORTED naming both versions — its caller fails
+   * at once with the reason instead of STORE_LOCKED at its deadline. It can reach nothing else.
+   */
+  private welcomeLegacy(version: number): void {
+    const message = versionMessage(version);
+    this.legacyRefusal = errorToWire(new NotSupportedError(message));
+    this.greeted = true;
+    this.server.onReject?.(message);
+    const limits = this.server.limits;
+    this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: limits.frameBytesMax, maxValueBytes: limits.maxValueBytes, stats: this.stats() }); // its stats() reads this snapshot: null would throw StoreClosedError there
+  }
+
+  /** Answers a protocol-1/2 `call` with the refusal (nothing runs); any other message breaks the protocol. */
+  private refuseLegacyCall(msg: Record<string, unknown>): void {
+    if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])} from a protocol-2 client`);
+    this.send({ t: "reply", id: idOf(msg["id"], 0), ok: false, error: this.legacyRefusal as WireError });
   }
 
   private onCall(call: Call): void {
