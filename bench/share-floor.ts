@@ -167,7 +167,7 @@ function frameOf(ids: number[]): Buffer {
 
 /** Splits a byte stream into frames of u32 ids. */
 class Frames {
-  private buf = Buffer.alloc(0);
+  private buf: Buffer = Buffer.alloc(0);
   push(chunk: Buffer): number[][] {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
     const out: number[][] = [];
