@@ -3,7 +3,7 @@
  * × 16 durable puts in flight at least as fast as 1 process × 64" reachable on this machine by
  * any design that commits in groups through one owner process?
  *
- *   node --import tsx bench/share-floor.ts [--rounds N] [--window-ms MS] [--work-us US] [--client-work-us US]
+ *   node --import tsx bench/share-floor.ts [--rounds N] [--window-ms MS] [--work-us US] [--client-work-us US] [--pool-replies]
  *
  * Two setups run in alternating windows in the same run, doing the same durable work:
  * - **solo**: one process keeps 64 puts in flight. A put burns `--work-us` of CPU (what the
@@ -12,7 +12,7 @@
  *   the group with one write and one fdatasync (in the libuv thread pool, as engram does), then
  *   completes its puts, each of which issues the next put at once.
  * - **four**: this process is the owner of a Unix socket; 4 child processes keep 16 puts each in
- *   flight, sending the puts of one turn as one frame. The owner burns the same `--work-us` per
+ *   flight, sending the puts of one turn (ids and records) as one frame. The owner burns the same `--work-us` per
  *   put as it reads them, appends them to the open group, and starts a group when the log is idle
  *   and every client it answered has sent again (or 2 ms passed: gathering, as engram does),
  *   then answers each client with one frame. A client burns `--client-work-us` per reply (0 by
@@ -35,6 +35,7 @@ const GATHER_MS = 2;
 const CLIENTS = 4;
 const PER_CLIENT = 16;
 const SOLO_IN_FLIGHT = CLIENTS * PER_CLIENT;
+const POOL_REPLIES = process.argv.includes("--pool-replies");
 
 function numArg(name: string, fallback: number): number {
   const i = process.argv.indexOf(name);
@@ -183,6 +184,22 @@ class Frames {
   }
 }
 
+/** Splits a byte stream into frame bodies (4-byte length prefix). */
+class RawFrames {
+  private buf: Buffer = Buffer.alloc(0);
+  push(chunk: Buffer): Buffer[] {
+    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    const out: Buffer[] = [];
+    while (this.buf.length >= 4) {
+      const n = this.buf.readUInt32BE(0);
+      if (this.buf.length < 4 + n) break;
+      out.push(this.buf.subarray(4, 4 + n));
+      this.buf = this.buf.subarray(4 + n);
+    }
+    return out;
+  }
+}
+
 /** A client process: 16 puts in flight, the puts of one turn in one frame (each put carries its record). */
 function clientMain(sock: string, clientWorkUs: number): void {
   calibrate();
@@ -191,16 +208,16 @@ function clientMain(sock: string, clientWorkUs: number): void {
   let next = 1;
   const record = Buffer.alloc(RECORD_BYTES, 2);
   const send = (count: number): void => {
-    const ids: number[] = [];
-    for (let i = 0; i < count; i++) ids.push(next++);
-    // The ids frame, then each put's record as its own frame body (the owner copies it into the group).
-    const parts = [frameOf(ids)];
+    // One frame for the puts of this turn: count, then each put's id and record.
+    const b = Buffer.allocUnsafe(8 + count * (4 + RECORD_BYTES));
+    b.writeUInt32BE(4 + count * (4 + RECORD_BYTES), 0);
+    b.writeUInt32BE(count, 4);
     for (let i = 0; i < count; i++) {
-      const h = Buffer.allocUnsafe(4);
-      h.writeUInt32BE(RECORD_BYTES, 0);
-      parts.push(h, record);
+      const at = 8 + i * (4 + RECORD_BYTES);
+      b.writeUInt32BE(next++, at);
+      record.copy(b, at + 4);
     }
-    s.write(Buffer.concat(parts));
+    s.write(b);
   };
   s.on("connect", () => send(PER_CLIENT));
   s.on("data", (chunk: Buffer) => {
@@ -232,25 +249,20 @@ async function four(file: string, ms: number, workUs: number): Promise<{ w: Wind
   const server = net.createServer((s) => {
     const conn = { s, expected: false, acks: [] as number[] };
     conns.add(conn);
-    const frames = new Frames();
-    let ids: number[] | null = null;
-    let got = 0;
+    const frames = new RawFrames();
     s.on("data", (chunk: Buffer) => {
       conn.expected = false;
-      for (const f of frames.push(chunk)) {
-        if (ids === null) {
-          ids = f;
-          got = 0;
-          continue;
+      for (const body of frames.push(chunk)) {
+        const count = body.readUInt32BE(0);
+        for (let i = 0; i < count; i++) {
+          const at = 4 + i * (4 + RECORD_BYTES);
+          const id = body.readUInt32BE(at);
+          burn(workUs);
+          log.append(body.subarray(at + 4, at + 4 + RECORD_BYTES), () => {
+            conn.acks.push(id);
+            if (conn.acks.length === 1) process.nextTick(() => flushAcks(conn));
+          });
         }
-        // f is a record frame (its bytes read as ids here; only its length matters to the floor)
-        const id = ids[got++] as number;
-        burn(workUs);
-        log.append(Buffer.alloc(RECORD_BYTES, 3), () => {
-          conn.acks.push(id);
-          if (conn.acks.length === 1) process.nextTick(() => flushAcks(conn));
-        });
-        if (got === ids.length) ids = null;
       }
       log.kick();
     });
@@ -266,7 +278,13 @@ async function four(file: string, ms: number, workUs: number): Promise<{ w: Wind
       for (const c of conns) c.expected = false; // not back within the window: not waited for
       log.kick();
     }, GATHER_MS);
-    conn.s.write(frameOf(acks));
+    const frame = frameOf(acks);
+    // --pool-replies: the write (and the wake-up of the client it causes) runs on a libuv pool
+    // thread, so a client woken onto the owner's core preempts that thread, not the event loop.
+    // Safe here only because nothing else writes these sockets.
+    const fd = (conn.s as unknown as { _handle?: { fd?: number } })._handle?.fd;
+    if (POOL_REPLIES && fd !== undefined && fd >= 0) fs.write(fd, frame, (err) => err && conn.s.write(frame));
+    else conn.s.write(frame);
   };
   await new Promise<void>((r) => server.listen(sockPath, r));
   const children: ChildProcess[] = [];
@@ -311,7 +329,7 @@ async function main(): Promise<void> {
   const windowMs = numArg("--window-ms", 3000);
   const workUs = numArg("--work-us", 15);
   const dir = fs.mkdtempSync(path.join(process.env["BENCH_TMPDIR"] ?? os.tmpdir(), "engram-bench-floor-"));
-  console.log(`share-floor: ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, work ${workUs} µs/put on the owner, ${numArg("--client-work-us", 0)} µs/put on each client, ${windowMs} ms windows`);
+  console.log(`share-floor: ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, work ${workUs} µs/put on the owner, ${numArg("--client-work-us", 0)} µs/put on each client, ${windowMs} ms windows${POOL_REPLIES ? ", replies written from the thread pool" : ""}`);
   console.log("| round | solo 1 × 64 puts/s | CPU µs/put | puts/group | four 4 × 16 puts/s | owner CPU µs/put | clients' CPU µs/put | puts/group | ratio |");
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   const ratios: number[] = [];
