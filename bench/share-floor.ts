@@ -3,7 +3,8 @@
  * × 16 durable puts in flight at least as fast as 1 process × 64" reachable on this machine by
  * any design that commits in groups through one owner process?
  *
- *   node --import tsx bench/share-floor.ts [--rounds N] [--window-ms MS] [--work-us US] [--client-work-us US] [--pool-replies]
+ *   node --import tsx bench/share-floor.ts [--rounds N] [--window-ms MS] [--work-us US] [--owner-work-us US]
+ *                                          [--client-work-us US] [--pool-replies]
  *
  * Two setups run in alternating windows in the same run, doing the same durable work:
  * - **solo**: one process keeps 64 puts in flight. A put burns `--work-us` of CPU (what the
@@ -16,7 +17,9 @@
  *   put as it reads them, appends them to the open group, and starts a group when the log is idle
  *   and every client it answered has sent again (or 2 ms passed: gathering, as engram does),
  *   then answers each client with one frame. A client burns `--client-work-us` per reply (0 by
- *   default: the most favourable case for the shared side).
+ *   default: the most favourable case for the shared side). `--owner-work-us` (default: the
+ *   same as solo) models clients that take part of a put's work off the owner (move it to
+ *   `--client-work-us`).
  * Reported per window: puts/s, CPU per put of each side (process.cpuUsage, all threads), puts per
  * group, and the ratio four / solo. If even this floor stays below 1.0×, the remaining gap of the
  * engram figure is the process boundary (wake-ups of separate processes on this machine's cores),
@@ -328,14 +331,15 @@ async function main(): Promise<void> {
   const rounds = numArg("--rounds", 3);
   const windowMs = numArg("--window-ms", 3000);
   const workUs = numArg("--work-us", 15);
+  const ownerWorkUs = numArg("--owner-work-us", workUs);
   const dir = fs.mkdtempSync(path.join(process.env["BENCH_TMPDIR"] ?? os.tmpdir(), "engram-bench-floor-"));
-  console.log(`share-floor: ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, work ${workUs} µs/put on the owner, ${numArg("--client-work-us", 0)} µs/put on each client, ${windowMs} ms windows${POOL_REPLIES ? ", replies written from the thread pool" : ""}`);
+  console.log(`share-floor: ${os.cpus().length} cores, load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, work ${workUs} µs/put solo, ${ownerWorkUs} on the owner, ${numArg("--client-work-us", 0)} µs/put on each client, ${windowMs} ms windows${POOL_REPLIES ? ", replies written from the thread pool" : ""}`);
   console.log("| round | solo 1 × 64 puts/s | CPU µs/put | puts/group | four 4 × 16 puts/s | owner CPU µs/put | clients' CPU µs/put | puts/group | ratio |");
   console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   const ratios: number[] = [];
   for (let r = 0; r < rounds; r++) {
     const a = await solo(path.join(dir, `solo-${r}`), windowMs, workUs);
-    const b = await four(path.join(dir, `four-${r}`), windowMs, workUs);
+    const b = await four(path.join(dir, `four-${r}`), windowMs, ownerWorkUs);
     const ra = (a.puts / a.ms) * 1000;
     const rb = (b.w.puts / b.w.ms) * 1000;
     ratios.push(rb / ra);
