@@ -130,10 +130,30 @@ export class CommitLog {
    * bench/share.ts to compare how full shared and local puts fill the groups); nothing decides on it.
    */
   readonly committed = { groups: 0, ops: 0 };
+  /**
+   * While set, the next queued group does not start (write, fdatasync) before it resolves: a
+   * sharing owner gathers its clients' calls into one group while they are already decided and
+   * encoded (share/server.ts). Only the start moves; nothing is acknowledged or applied sooner.
+   */
+  private startGate: Promise<void> | null = null;
 
   constructor(host: LogHost, active: Segment) {
     this.host = host;
     this.active = active;
+  }
+
+  /** Whether a group is being written or synced now. */
+  get writing(): boolean {
+    return this.inFlight !== null;
+  }
+
+  /**
+   * Holds the start of the next queued group until `until` resolves; the caller guarantees it
+   * resolves, within a bounded time. One group starts after each resolved gate, even if a new
+   * gate was set meanwhile (that one holds the group after it): a gate never starves the log.
+   */
+  holdStarts(until: Promise<void>): void {
+    this.startGate = until;
   }
 
   /** The segment appends go to now. */
@@ -266,7 +286,14 @@ export class CommitLog {
     if (this.draining) return;
     this.draining = true;
     try {
-      for (let group = this.groups.shift(); group !== undefined; group = this.groups.shift()) {
+      for (;;) {
+        const gate = this.startGate;
+        if (gate !== null) {
+          await gate;
+          if (this.startGate === gate) this.startGate = null;
+        }
+        const group = this.groups.shift();
+        if (group === undefined) break;
         this.inFlight = group;
         const err = await this.commitGroup(group);
         this.inFlight = null;

@@ -62,6 +62,24 @@ export interface Refused {
   message: string;
 }
 
+/**
+ * Oldest protocol versions a refusal must reach in their own words: versions 1 and 2 know no
+ * `refused` frame (their open took it for a missing owner and failed STORE_LOCKED at its
+ * deadline), but they attach on any `welcome` and settle a call on a `reply` frame.
+ */
+export const LEGACY_VERSIONS: ReadonlySet<number> = new Set([1, 2]);
+
+/**
+ * The outcome of one call in protocols 1 and 2 — sent by this owner only to refuse their calls
+ * (ok false, a NotSupportedError naming both versions), never to run one.
+ */
+export interface LegacyReply {
+  t: "reply";
+  id: number;
+  ok: false;
+  error: WireError;
+}
+
 /** One API call. `args` are the call's arguments exactly as the caller gave them. */
 export interface Call {
   t: "call";
@@ -111,7 +129,7 @@ export interface Pong {
   t: "pong";
 }
 
-export type Message = Hello | Welcome | Refused | Call | Calls | Replies | Retry | Bye | Ping | Pong;
+export type Message = Hello | Welcome | Refused | LegacyReply | Call | Calls | Replies | Retry | Bye | Ping | Pong;
 
 /** Depth to which roughBytes looks into arrays and objects (a batch's ops and their values). */
 const ROUGH_DEPTH_MAX = 3;

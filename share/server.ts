@@ -22,10 +22,12 @@ import {
   errorToWire,
   FrameDecoder,
   FrameWriter,
+  LEGACY_VERSIONS,
   ProtocolError,
   PROTOCOL_VERSION,
   roughBytes,
   type Message,
+  type WireError,
 } from "./protocol.js";
 
 /** Calls one connection may have in flight before the owner stops reading it. */
@@ -99,6 +101,11 @@ function callsOf(msg: Record<string, unknown>): Call[] {
   return calls;
 }
 
+/** Why a client of protocol `version` cannot be served, in words that say what to do. */
+function versionMessage(version: number): string {
+  return `the owner (pid ${process.pid}) speaks share protocol version ${PROTOCOL_VERSION}, this client ${version}: run the same engram version in every process that shares the store`;
+}
+
 /** Tunables of a server (tests shorten the timeouts). */
 export interface ServerLimits {
   frameBytesMax: number;
@@ -116,15 +123,21 @@ export interface ServerLimits {
    */
   unsafeByeBeforeReplies?: boolean;
   /**
+   * Test-only twin switch: a protocol-1/2 hello gets the `refused` frame it cannot read (what
+   * such a client met before: STORE_LOCKED at its deadline). Never set outside
+   * test/share-old-protocol.test.ts.
+   */
+  unsafeRefuseLegacyByFrame?: boolean;
+  /**
    * Longest a commit call is held to gather a fuller commit group (0: never held). See
    * ShareServer.shouldHold and docs/SHARING.md "Gathering commit groups".
    */
   gatherMs: number;
 }
 
-/** Calls held for gathering at most: past this many they are released at once. */
+/** Operations queued in the commit log at most while its next group is held: past this many it starts at once. */
 export const GATHER_CALLS_MAX = 1024;
-/** Longest calls are held behind a commit group in flight (a slow fsync): then they join the log's queue. */
+/** Longest the next group is held at all (behind a slow fsync, or waiting for clients): then it starts. */
 export const GATHER_BUSY_MS_MAX = 100;
 
 /** Frames and calls a server has taken in, and reply frames it sent (tests and the bench read them). */
@@ -135,7 +148,10 @@ export interface ServerCounts {
 }
 
 /** A backend that can say which sequence its last queued write took (the engine's Store). */
-export type ServedStore = Backend & { readonly sequence?: number; readonly log?: { readonly queued: { ops: number }; readonly committed: { groups: number } } };
+export type ServedStore = Backend & {
+  readonly sequence?: number;
+  readonly log?: { readonly queued: { ops: number }; readonly committed: { groups: number }; readonly writing: boolean; holdStarts(until: Promise<void>): void };
+};
 
 /** The operations a client may call, each as the owner's own call. */
 type Op = (store: ServedStore, args: unknown[], conn: Connection) => unknown;
@@ -202,6 +218,11 @@ class Connection {
   private greeted = false;
   /** Refused at hello (another protocol version): the connection is closing, its bytes are ignored. */
   private refused = false;
+  /**
+   * The reason every call of a protocol-1/2 client is refused (it was welcomed so that it hears
+   * the reason on its first call instead of waiting out its deadline); null: a current client.
+   */
+  private legacyRefusal: WireError | null = null;
   private inFlight = 0;
   private paused = false;
   /** Calls of this connection accepted and waiting for the server's next deferred run. */
@@ -262,6 +283,7 @@ class Connection {
     const msg = m as Record<string, unknown>;
     if (!this.greeted) return this.onHello(msg);
     if (msg["t"] === "ping") return this.send({ t: "pong" }); // liveness: answered even while closing
+    if (this.legacyRefusal !== null) return this.refuseLegacyCall(msg);
     const counts = this.server.counts;
     if (msg["t"] === "calls") {
       const calls = callsOf(msg);
@@ -278,9 +300,10 @@ class Connection {
   }
 
   private onHello(msg: Record<string, unknown>): void {
+    if (msg["t"] === "hello" && typeof msg["version"] === "number" && LEGACY_VERSIONS.has(msg["version"]) && this.server.limits.unsafeRefuseLegacyByFrame !== true) return this.welcomeLegacy(msg["version"]);
     if (msg["t"] === "hello" && typeof msg["version"] === "number" && msg["version"] !== PROTOCOL_VERSION) {
       // An engram of another version: say so before the connection closes (its open() then fails with this reason).
-      const message = `the owner (pid ${process.pid}) speaks share protocol version ${PROTOCOL_VERSION}, this client ${msg["version"]}: run the same engram version in every process that shares the store`;
+      const message = versionMessage(msg["version"]);
       this.send({ t: "refused", version: PROTOCOL_VERSION, message });
       this.flush();
       this.refused = true;
@@ -292,6 +315,26 @@ class Connection {
     this.greeted = true;
     const limits = this.server.limits;
     this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: limits.frameBytesMax, maxValueBytes: limits.maxValueBytes, stats: this.stats() });
+  }
+
+  /**
+   * A protocol-1/2 client: it knows no `refused` frame, so it is welcomed (it attaches) and each
+   * call it sends is answered, unrun, with NOT_SUPPORTED naming both versions — its caller fails
+   * at once with the reason instead of STORE_LOCKED at its deadline. It can reach nothing else.
+   */
+  private welcomeLegacy(version: number): void {
+    const message = versionMessage(version);
+    this.legacyRefusal = errorToWire(new NotSupportedError(message));
+    this.greeted = true;
+    this.server.onReject?.(message);
+    const limits = this.server.limits;
+    this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: limits.frameBytesMax, maxValueBytes: limits.maxValueBytes, stats: this.stats() }); // its stats() reads this snapshot: null would throw StoreClosedError there
+  }
+
+  /** Answers a protocol-1/2 `call` with the refusal (nothing runs); any other message breaks the protocol. */
+  private refuseLegacyCall(msg: Record<string, unknown>): void {
+    if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])} from a protocol-2 client`);
+    this.send({ t: "reply", id: idOf(msg["id"], 0), ok: false, error: this.legacyRefusal as WireError });
   }
 
   private onCall(call: Call): void {
@@ -497,10 +540,8 @@ export class ShareServer {
   /** Calls deferred to this turn's check phase, as pairs of connection and call, in arrival order. */
   private deferredRuns: Array<Connection | Call> = [];
   private deferredImmediate: NodeJS.Immediate | null = null;
-  /** Commit calls held to gather a fuller group, as pairs of connection and call, in arrival order. */
-  private held: Array<Connection | Call> = [];
-  /** The log's committed group count when the first held call was held (null: nothing held). */
-  private heldAtGroups: number | null = null;
+  /** Opens the commit log's start gate (null: not holding). */
+  private gateOpen: (() => void) | null = null;
   /** The safety bound while held behind a busy log, then the wait for clients expected back. */
   private gatherTimer: NodeJS.Timeout | null = null;
   private gatherWaitingBack = false;
@@ -554,51 +595,59 @@ export class ShareServer {
     this.deferredImmediate ??= setImmediate(this.runDeferred);
   }
 
+  /**
+   * Runs this turn's deferred calls in arrival order. When gathering, the log's next group is
+   * gated first, so the calls are decided and encoded now (the owner's CPU overlaps the fsync in
+   * flight and the other clients' round trips) while the group they join waits to start.
+   */
   private readonly runDeferred = (): void => {
     const runs = this.deferredRuns;
     this.deferredRuns = [];
     this.deferredImmediate = null;
-    for (const x of runs) this.held.push(x);
+    if (this.shouldHold() !== null) this.closeGate();
+    for (let i = 0; i < runs.length; i += 2) (runs[i] as Connection).runDeferred(runs[i + 1] as Call);
     this.releaseOrHold();
   };
 
-  /** Whether commit calls are held now (connections answered meanwhile are expected back). */
+  /** Whether the log's next group is held now (connections answered meanwhile are expected back). */
   get holding(): boolean {
-    return this.held.length > 0;
+    return this.gateOpen !== null;
   }
 
   /**
-   * Gathering commit groups: whether the held calls should wait a little longer. While the
-   * commit log has a group in flight, calls handed to it would form the next group without the
-   * calls of the clients that group is about to answer; those come back one round trip later
+   * Gathering commit groups: whether the next group should wait a little longer before it starts.
+   * Started at once, it would carry only the calls that reached the owner so far, without those
+   * of the clients the group in flight is about to answer; those come back one round trip later
    * and would form a group (and an fsync) of their own — with several clients the groups stay
-   * split in two alternating halves. So calls are held while the group in flight when the first
-   * was held is busy (at most GATHER_BUSY_MS_MAX: the next group could not start sooner anyway),
-   * then until every connection answered meanwhile has sent again — at most `gatherMs` more —
-   * never past GATHER_CALLS_MAX calls, nor while closing.
-   * Each call still runs as its own operation, in its connection's order; only the moment it
-   * reaches the commit log moves.
+   * split in two alternating halves. So the next group waits while the group in flight is busy
+   * (at most GATHER_BUSY_MS_MAX: it could not start sooner anyway), then until every connection
+   * answered meanwhile has sent again — at most `gatherMs` more — never past GATHER_CALLS_MAX
+   * queued operations, nor while closing. Each call runs as its own operation, in its
+   * connection's order, as soon as it arrives; only the moment its group starts moves.
    */
   private shouldHold(): "busy" | "back" | null {
     const log = this.store.log;
-    if (this.limits.gatherMs <= 0 || log === undefined || this.closing || this.held.length >= 2 * GATHER_CALLS_MAX) return null;
-    // Behind the group in flight when the first call was held: the next group cannot start before it ends anyway.
-    if (log.queued.ops > 0 && log.committed.groups === this.heldAtGroups) return "busy";
+    if (this.limits.gatherMs <= 0 || log === undefined || this.closing || log.queued.ops >= GATHER_CALLS_MAX) return null;
+    if (log.writing) return "busy"; // while the gate is closed, this is the group in flight when it closed
     for (const c of this.connections) if (c.expectedBack) return "back";
     return null;
   }
 
+  /** Holds the start of the log's next group until release() (bounded: every hold arms a timer). */
+  private closeGate(): void {
+    if (this.gateOpen !== null) return;
+    const log = this.store.log;
+    assert(log !== undefined, "only a store with a commit log is gated");
+    log.holdStarts(new Promise<void>((resolve) => (this.gateOpen = resolve)));
+    this.gatherTimer = setTimeout(this.releaseByTimer, GATHER_BUSY_MS_MAX);
+  }
+
   private releaseOrHold(): void {
-    if (this.held.length === 0) return;
-    this.heldAtGroups ??= this.store.log?.committed.groups ?? 0;
+    if (this.gateOpen === null) return;
     const hold = this.shouldHold();
     if (hold === null) return this.release();
-    if (hold === "busy") {
-      this.gatherTimer ??= setTimeout(this.releaseByTimer, GATHER_BUSY_MS_MAX);
-      return;
-    }
-    if (this.gatherWaitingBack) return;
-    // The wait that delays calls: at most gatherMs for the clients just answered to send again.
+    if (hold === "busy" || this.gatherWaitingBack) return; // the busy bound is armed (closeGate)
+    // The wait that delays groups: at most gatherMs for the clients just answered to send again.
     this.gatherWaitingBack = true;
     if (this.gatherTimer !== null) clearTimeout(this.gatherTimer);
     this.gatherTimer = setTimeout(this.releaseByTimer, this.limits.gatherMs);
@@ -611,15 +660,14 @@ export class ShareServer {
     this.release();
   };
 
-  /** Hands every held call to the store, in arrival order. */
+  /** Lets the log's next group start (with every call run meanwhile). */
   private release(): void {
     if (this.gatherTimer !== null) clearTimeout(this.gatherTimer);
     this.gatherTimer = null;
     this.gatherWaitingBack = false;
-    this.heldAtGroups = null;
-    const runs = this.held;
-    this.held = [];
-    for (let i = 0; i < runs.length; i += 2) (runs[i] as Connection).runDeferred(runs[i + 1] as Call);
+    const open = this.gateOpen;
+    this.gateOpen = null;
+    open?.();
   }
 
   /** Clients connected now. */
@@ -634,7 +682,7 @@ export class ShareServer {
 
   /** Called when a call settles or a connection goes: rechecks held calls; wakes close() once nothing is in flight. */
   settled(): void {
-    if (this.held.length > 0) this.recheck ??= setImmediate(this.recheckHeld);
+    if (this.gateOpen !== null) this.recheck ??= setImmediate(this.recheckHeld);
     if (this.drained === null) return;
     for (const c of this.connections) if (c.pending > 0) return;
     this.drained();
@@ -663,7 +711,7 @@ export class ShareServer {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    this.release(); // held calls were accepted: they run (and are answered) before the bye
+    this.release(); // calls run meanwhile were accepted: their group starts now, and they are answered before the bye
     const listening = new Promise<void>((resolve) => this.server.close(() => resolve()));
     await new Promise<void>((resolve) => {
       this.drained = resolve;

@@ -12,7 +12,7 @@
  * any frame rejects alone with LimitExceededError while large legal values travel alone; raw
  * frames past the call-count limit, with ops and args of different lengths, with one call
  * outside the API, or with ids that overflow are cut off before any of their calls runs, while
- * a frame of exactly the limit is served; a hello of protocol version 2 is answered with a
+ * a frame of exactly the limit is served; a hello of a newer protocol version is answered with a
  * `refused` frame naming both versions, and a link meeting such an answer rejects with
  * NOT_SUPPORTED. Last, the ordering rule a closing owner keeps: every reply leaves before its
  * bye (a client resends what the bye left unanswered). Its twin (`unsafeByeBeforeReplies`)
@@ -241,15 +241,15 @@ describe("batched frames: N calls in one frame, each on its own", () => {
     c.s.destroy();
   });
 
-  it("a hello of protocol version 2 gets a refused frame naming both versions; a link meeting one rejects with NOT_SUPPORTED", async () => {
+  it("a hello of a newer protocol version gets a refused frame naming both versions; a link meeting one rejects with NOT_SUPPORTED", async () => {
     const { dir, client } = await pair();
     const socketPath = readLockNote(dir)?.socket as string;
     const c = await raw(socketPath);
-    c.s.write(frame({ t: "hello", version: 2, pid: 1 }));
+    c.s.write(frame({ t: "hello", version: PROTOCOL_VERSION + 1, pid: 1 })); // versions 1 and 2: test/share-old-protocol.test.ts
     await within(c.closed, 10_000, "an old hello closed");
     expect(c.messages).toHaveLength(1);
     expect(c.messages[0]).toMatchObject({ t: "refused", version: PROTOCOL_VERSION });
-    expect(String(c.messages[0]?.["message"])).toMatch(new RegExp(`version ${PROTOCOL_VERSION}, this client 2`));
+    expect(String(c.messages[0]?.["message"])).toMatch(new RegExp(`version ${PROTOCOL_VERSION}, this client ${PROTOCOL_VERSION + 1}`));
     expect((await client.write("still", "served")).ok).toBe(true);
 
     // The other side: an owner of another version, as this process's Link sees it.
