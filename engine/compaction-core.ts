@@ -95,7 +95,11 @@ export interface CompactionResult {
  */
 const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
 const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
-const backScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+/** The output being assembled (a merged output up to 16 MiB keeps its buffer: no fresh pages faulted in per output). */
+const outScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+/** The copy is read back in pieces of this size for its check. */
+const BACK_CHUNK_BYTES = 1024 * 1024;
+const backScratch = new ReadScratch(BACK_CHUNK_BYTES);
 
 /** Pauses or crashes at a fault point: blocking in a worker, awaited inline. */
 export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
@@ -112,7 +116,16 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
   assert(task.sources.length >= 1 && task.sources.length <= MERGE_SOURCES_MAX, `a compaction has 1..${MERGE_SOURCES_MAX} sources, got ${task.sources.length}`);
   if (task.mode === "in-place") return runInPlace(task, elementAt(task.sources, 0, "an in-place task has one source"), hit);
   assert(task.sources.every((src) => src.segmentId !== task.targetId), `copy-on-write output ${task.targetId} is none of its sources`);
-  const out = Buffer.allocUnsafe(task.sources.reduce((n, src) => n + liveBytesOf(src.live), 0));
+  const out = outScratch.take(task.sources.reduce((n, src) => n + liveBytesOf(src.live), 0));
+  try {
+    return await copyAll(task, out, hit);
+  } finally {
+    outScratch.release(out);
+  }
+}
+
+/** copy-on-write: every source's survivors copied into `out` (exactly their size), then written as the output. */
+async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promise<CompactionResult> {
   const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: 0, hinted: false };
   let first: SegmentHeader | null = null;
   let minSeq = 0;
@@ -344,10 +357,13 @@ function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
   const header = choice.header;
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
   assert(header.sealedBytes === C.DATA_START + out.length && fs.fstatSync(fd).size === header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
-  const back = backScratch.take(out.length);
+  const back = backScratch.take(Math.min(BACK_CHUNK_BYTES, out.length));
   try {
-    const n = fs.readSync(fd, back, 0, out.length, C.DATA_START);
-    assert(n === out.length && back.equals(out), `copy ${targetId}: data read back equals data written`);
+    for (let at = 0; at < out.length; at += back.length) {
+      const want = Math.min(back.length, out.length - at);
+      const n = fs.readSync(fd, back, 0, want, C.DATA_START + at);
+      assert(n === want && back.subarray(0, want).equals(out.subarray(at, at + want)), `copy ${targetId}: data read back equals data written`);
+    }
   } finally {
     backScratch.release(back);
   }

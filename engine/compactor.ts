@@ -102,6 +102,8 @@ export class Compactor {
   /** When a value last died (performance.now()); the store-wide space rule waits for quiet. */
   private lastDeathAt = 0;
   private quietTimer: NodeJS.Timeout | null = null;
+  /** Sources unlinked in this pass whose unlink no directory fsync has followed yet. */
+  private readonly unsynced: Segment[] = [];
   /** Each source's dead bytes when the running pass planned (what died since is the output's garbage). */
   private readonly deadAtPlan = new Map<number, number>();
   /** Retired segments whose descriptor a read still held when they were retired. */
@@ -384,8 +386,9 @@ export class Compactor {
   /**
    * Retires `segs`, replaced by `target` (or emptied: null). The manifest is rewritten once — the
    * output listed, the sources not — before any source file is unlinked, so a crash in between
-   * deletes the sources at open instead of reading them (I6); then every source is unlinked and
-   * the directory fsynced once. When the manifest write or the first unlink fails, the sources stay
+   * deletes the sources at open instead of reading them (I6); then every source is unlinked, and
+   * one directory fsync follows (the next output's manifest write, or the pass's end: syncUnlinks).
+   * When the manifest write or the first unlink fails, the sources stay
    * published and the output is withdrawn (the manifest rewritten without it before its file
    * goes, so it never names a missing file) and the IoError propagates. A failure after the first
    * unlink leaves the merge committed (the manifest no longer lists the sources: a file that stayed
@@ -396,7 +399,8 @@ export class Compactor {
     let unlinked = 0;
     try {
       this.host.recordSegments(); // listed no more before the unlink: a crash between deletes them at open
-      hitCrashOnly(this.host.faults.buffer, "compaction:after-rename"); // the output is published by this manifest
+      this.unlinksSynced(); // its directory fsync came after the previous output's unlinks
+      if (target !== null) hitCrashOnly(this.host.faults.buffer, "compaction:after-rename"); // the output is published by this manifest
       hitCrashOnly(this.host.faults.buffer, "compaction:before-unlink");
       for (const seg of segs) {
         seg.unlinkFile(this.host.segmentsDir);
@@ -414,27 +418,40 @@ export class Compactor {
   }
 
   /**
-   * Makes the first `unlinked` sources' unlinks durable (one directory fsync, tried twice) and
-   * marks every source retired; returns the first failure (`failure`, or the fsync's), or null.
+   * Marks every source retired; the first `unlinked` wait for a directory fsync to be gone — the
+   * next output's manifest write makes it (its directory fsync follows these unlinks), or
+   * syncUnlinks at the end of the pass. Returns `failure`.
    */
   private retireAll(segs: readonly Segment[], unlinked: number, failure: unknown): unknown {
-    let synced = true;
-    try {
-      fsyncDir(this.host.segmentsDir);
-    } catch {
-      try {
-        fsyncDir(this.host.segmentsDir);
-      } catch (err) {
-        synced = false;
-        failure ??= err;
-      }
-    }
     for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
     segs.forEach((seg, i) => {
-      seg.markRetired(this.host.gens, synced && i < unlinked);
+      seg.markRetired(this.host.gens);
+      if (i < unlinked) this.unsynced.push(seg);
       if (!seg.isClosed) this.held.add(seg);
     });
     return failure;
+  }
+
+  /** A directory fsync just followed every unlink so far (a manifest write, or syncUnlinks): those sources are gone. */
+  private unlinksSynced(): void {
+    for (const seg of this.unsynced) seg.markGone();
+    this.unsynced.length = 0;
+  }
+
+  /**
+   * Makes the pass's remaining unlinks durable with one directory fsync (tried twice). The manifest
+   * already retired those files durably (an unlisted file below nextId is deleted at open, before
+   * anything is read), so this sync is for I8 — the bytes of an eager erasure are gone from the
+   * directory when forgetScope resolves — and runs before the pass returns.
+   */
+  private syncUnlinks(): void {
+    if (this.unsynced.length === 0) return;
+    try {
+      fsyncDir(this.host.segmentsDir);
+    } catch {
+      fsyncDir(this.host.segmentsDir);
+    }
+    this.unlinksSynced();
   }
 
   /**
@@ -546,7 +563,11 @@ export class Compactor {
     const jobs = this.jobsOf(ready, mode, plans);
     if (jobs.length === 0) return report;
     if (jobs.some((j) => j.mode === "copy-on-write")) this.host.recordSegments(); // reserves the output ids
-    await this.runJobs(jobs, plans, now, report);
+    try {
+      await this.runJobs(jobs, plans, now, report);
+    } finally {
+      this.syncUnlinks();
+    }
     report.durationMs = performance.now() - started;
     return report;
   }

@@ -126,16 +126,20 @@ export class Segment {
   }
 
   /**
-   * Marks the segment retired once the manifest no longer lists it. `unlinked`: its unlink is
-   * durable (the caller fsynced the directory after it), so `gone` resolves (I8); otherwise the
-   * file stays until the next open deletes it (unlisted, below nextId) and `gone` stays pending.
-   * A read still holding it keeps its descriptor; the last one out closes it (or close() does).
+   * Marks the segment retired once the manifest no longer lists it (recovery deletes such a file
+   * before reading anything). A read still holding it keeps its descriptor; the last one out
+   * closes it (or close() does). `gone` waits for markGone.
    */
-  markRetired(gens: GenerationTable, unlinked: boolean): void {
+  markRetired(gens: GenerationTable): void {
     assert(!this.retired, `segment ${this.id} is retired once`);
     this.retired = true;
-    if (unlinked) this.goneResolve?.();
     if (this.readers === 0) this.close(gens);
+  }
+
+  /** A retired segment's unlink is durable (a directory fsync followed it): `gone` resolves (I8). */
+  markGone(): void {
+    assert(this.retired, `segment ${this.id}: only a retired segment is gone`);
+    this.goneResolve?.();
   }
 
   /** True once the descriptor is closed: a read must not use it (the number may be reused). */
