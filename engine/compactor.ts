@@ -222,6 +222,17 @@ export class Compactor {
     this.countDead(tallySegments(this.host, this.host.options.clock()));
   }
 
+  /**
+   * Recomputes the active segment's dead bytes alone (compact() asks whether to seal it): a plan
+   * of that one segment, which skips every slot with no record there (the full recount follows in
+   * the pass's own plan).
+   */
+  private recountActive(): void {
+    const active = this.host.log.activeSegment;
+    const plan = planSegments(this.host, this.host.options.clock(), new Set([active.id])).get(active.id);
+    active.deadBytes = active.dataEnd - C.DATA_START - liveBytesOf(plan);
+  }
+
   /** Sets every segment's dead bytes from a tally of what survives (`tally`: planSegments or tallySegments). */
   private countDead(tally: ReadonlyMap<number, { liveBytes: number } | SegmentPlan>): void {
     for (const seg of this.host.segments.values()) {
@@ -640,7 +651,7 @@ export class Compactor {
       if (ids === undefined) {
         // The write path's estimate already says whether the active segment holds garbage; only
         // when it says none can expiry have made some (a recount tells).
-        if (this.host.log.activeSegment.deadBytes === 0) this.recount();
+        if (this.host.log.activeSegment.deadBytes === 0) this.recountActive();
         await this.sealActiveIfDirty();
       }
       // Without ids: every segment with garbage, recounted by the plan itself (after the seal).
