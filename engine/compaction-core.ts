@@ -39,6 +39,11 @@ export interface SourceTask {
   segmentId: number;
   /** Surviving records as [offset, length] pairs, sorted by offset. */
   live: number[];
+  /**
+   * Offsets (ascending) of dead PUT records the main thread already knows (its slots point at
+   * them): each must be a PUT record start; the worker does not name them in the result.
+   */
+  known: number[];
   /** The segment's generation cell (in-place publishes through it). */
   cell: number;
 }
@@ -63,7 +68,7 @@ export interface SourceResult {
   segmentId: number;
   /** New offset (in the output) of each live record, in the order of the source's `live`. */
   newOffsets: number[];
-  /** PUT records dropped: scope, key and old offset of each. */
+  /** PUT records dropped, but for the `known` ones: scope, key and old offset of each. */
   droppedScopes: string[];
   droppedKeys: string[];
   droppedOffsets: number[];
@@ -228,7 +233,9 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
   const srcBuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const source: SourceResult = { segmentId: id, newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: bytes.length };
   let dropped = 0;
+  const known = src.known;
   let next = 0; // index into live of the next survivor, which the walk must meet in file order
+  let nextKnown = 0; // index into known of the next dead PUT the main thread already knows
   let runFrom = -1; // source offset where the current run of adjacent survivors starts
   let runTo = -1;
   let cursor = base; // bytes of out filled by closed runs
@@ -242,6 +249,13 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
     if (offset !== wantAt) {
       if (wantAt >= 0 && wantAt < offset) throw new CorruptionError(id, wantAt, "live location is not a record start");
       dropped += 1;
+      const knownAt = nextKnown < known.length ? (known[nextKnown] as number) : -1;
+      if (knownAt >= 0 && knownAt < offset) throw new CorruptionError(id, knownAt, "dead location is not a record start");
+      if (knownAt === offset) {
+        if (type !== C.RecordType.PUT) throw new CorruptionError(id, offset, "dead location is not a PUT record");
+        nextKnown += 1;
+        return;
+      }
       if (type === C.RecordType.PUT) {
         const names = recordNamesAt(bytes, offset);
         source.droppedScopes.push(names.scope);
@@ -263,6 +277,7 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
   flushRun();
   assertSealedEnd(id, sealedBytes, scanned, bytes.length);
   if (next !== live.length) throw new CorruptionError(id, 0, `${(live.length - next) / 2} live locations are not record starts`);
+  if (nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - nextKnown} dead locations are not record starts`);
   const copied = cursor - base;
   assert(copied === liveBytesOf(live), `segment ${id}: copied ${copied} of ${liveBytesOf(live)} live bytes`);
   return { source, copied, kept: live.length / 2, dropped };

@@ -323,8 +323,10 @@ export class Compactor {
   private taskOf(group: readonly Segment[], mode: Mode, targetId: number, plans: ReadonlyMap<number, SegmentPlan>): CompactionTask {
     const sources = group.map((seg) => {
       const live: number[] = [];
-      for (const k of plans.get(seg.id)?.survivors ?? []) live.push(k.off, k.len);
-      return { segmentId: seg.id, live, cell: seg.cell };
+      const plan = plans.get(seg.id);
+      for (const k of plan?.survivors ?? []) live.push(k.off, k.len);
+      const known = (plan?.deadPuts ?? []).map((k) => k.off).sort((a, b) => a - b);
+      return { segmentId: seg.id, live, known, cell: seg.cell };
     });
     assert(mode === "copy-on-write" || (group.length === 1 && targetId === elementAt(group, 0, "one segment").id), "in-place rewrites one segment onto itself");
     return { mode, segmentsDir: this.host.segmentsDir, sources, targetId, gens: this.host.gens.buffer, faults: this.host.faults.buffer };
@@ -361,9 +363,9 @@ export class Compactor {
     segs.forEach((seg, i) => {
       const part = elementAt(result.sources, i, "a result per source");
       assert(part.segmentId === seg.id, `result ${i} is of segment ${seg.id}`);
-      const plan = plans.get(seg.id) ?? { survivors: [], droppable: [] };
+      const plan = plans.get(seg.id) ?? { survivors: [], droppable: [], deadPuts: [] };
       // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
-      const touched = this.dropRecords(seg, part, now);
+      const touched = this.dropRecords(seg, part, plan.deadPuts, now);
       if (target !== null) plan.survivors.forEach((k, j) => relocate(this.host.keydir, k, seg.id, target.id, elementAt(part.newOffsets, j, "the worker returns a new offset per kept record")));
       this.clearDroppable(seg, plan.droppable, touched);
       // Values that died while the worker ran were counted on the source (their slots pointed
@@ -501,10 +503,23 @@ export class Compactor {
     return out;
   }
 
-  /** Accounts for the PUT records the compaction dropped; returns the slots it touched. */
-  private dropRecords(seg: Segment, result: SourceResult, now: number): Set<Slot> {
+  /**
+   * Accounts for the PUT records the compaction dropped — the dead current values the plan named
+   * (`deadPuts`, each verified by the worker to be a PUT record there) and the rest, which the
+   * worker named — and returns the slots it touched.
+   */
+  private dropRecords(seg: Segment, result: SourceResult, deadPuts: readonly PlannedRecord[], now: number): Set<Slot> {
     const keydir = this.host.keydir;
     const touched = new Set<Slot>();
+    for (const d of deadPuts) {
+      if (d.kind !== "put") continue;
+      const slot = d.slot;
+      assert(slot.physical > 0, `physical record count of ${slot.scope}/${slot.key} never goes below zero`);
+      slot.physical -= 1;
+      if (slot.physical === 0) slot.reclaimedAt = now;
+      if (slot.seg === seg.id && slot.off === d.off) slot.seg = 0;
+      touched.add(slot);
+    }
     for (let i = 0; i < result.droppedKeys.length; i++) {
       const slot = keydir.get(elementAt(result.droppedScopes, i, "a scope per dropped record"), elementAt(result.droppedKeys, i, "a key per dropped record"));
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
