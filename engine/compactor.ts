@@ -1,12 +1,14 @@
 /**
  * Compaction scheduling and publication, on the main thread. The main thread decides which
- * records of a sealed segment survive (from the keydir and gc-policy.ts), hands their locations
- * to a piscina worker (compaction-core.ts), and applies the returned relocation map in one
- * synchronous turn — only to keydir entries still pointing at the old location — then publishes:
- * in-place, by bumping the shared generation to even; copy-on-write, by registering the new
- * segment and retiring the old one (unlinked when its last reader leaves).
+ * records of the sealed segments survive (from the keydir and gc-policy.ts), groups copy-on-write
+ * sources into merged outputs, hands their locations to a piscina worker (compaction-core.ts), and
+ * applies each returned relocation map in one synchronous turn — only to keydir entries still
+ * pointing at the old location — then publishes: in-place, by bumping the shared generation to
+ * even; copy-on-write, by one manifest write that lists the output in place of its sources, whose
+ * files are then unlinked (a reader still holding one keeps its descriptor until it leaves).
  *
- * Compactions run one at a time (a promise chain); the main thread keeps serving meanwhile.
+ * Passes run one at a time (a promise chain); within a pass the worker may copy the next group
+ * while the main thread publishes the previous one; the main thread keeps serving meanwhile.
  * What survives is decided by compaction-plan.ts; the store is reached only through
  * CompactorHost (no import of store.ts: the two files form no cycle).
  */
