@@ -298,12 +298,16 @@ export class Compactor {
 
   /**
    * Groups the copy-on-write sources of one pass, in the order given, into outputs of at most
-   * outputBytesMax surviving bytes and MERGE_SOURCES_MAX sources: several small or half-dead
+   * max(segmentBytes, MERGE_OUTPUT_BYTES_MIN) surviving bytes (and a quarter of the free disk
+   * space) and MERGE_SOURCES_MAX sources: several small or half-dead
    * segments become one file, so that the pass pays one data sync, one hint, one manifest write and
    * one directory fsync per output instead of per source.
    */
   private group(segs: readonly Segment[], plans: ReadonlyMap<number, SegmentPlan>): Segment[][] {
-    const room = Math.max(this.host.options.segmentBytes, MERGE_OUTPUT_BYTES_MIN) - C.DATA_START;
+    // A merged output exists beside all its sources until it is published: on a nearly full disk
+    // merge only into what a quarter of the free space holds (two outputs may be in flight), and
+    // with no room one source per output, as an unmerged pass needs.
+    const room = Math.min(Math.max(this.host.options.segmentBytes, MERGE_OUTPUT_BYTES_MIN), freeBytes(this.host.segmentsDir) / 4) - C.DATA_START;
     const groups: Segment[][] = [];
     let current: Segment[] = [];
     let bytes = 0;
@@ -718,6 +722,16 @@ export class Compactor {
     if (this.quietTimer !== null) clearTimeout(this.quietTimer);
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
+  }
+}
+
+/** Free bytes of the file system holding `dir` for an unprivileged writer (0 when it cannot be asked). */
+function freeBytes(dir: string): number {
+  try {
+    const st = fs.statfsSync(dir);
+    return st.bavail * st.bsize;
+  } catch {
+    return 0;
   }
 }
 
