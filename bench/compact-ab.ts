@@ -4,7 +4,9 @@
  * Loads `keys` keys (values 256 B) into 4 MiB segments (non-durable, auto compaction off),
  * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact():
  * prints one JSON line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker
- * threads included: less sensitive to a busy machine), MBperCpuS, segments, load}.
+ * threads included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, load,
+ * and syncs: the file fdatasyncs and directory fsyncs compact() made, counted by segments/io.ts's
+ * observer of the main thread — so only with workers 0, where every call runs there}.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -42,9 +44,21 @@ if (prof !== undefined) {
   await session.post("Profiler.enable");
   await session.post("Profiler.start");
 }
+const syncs = { file: 0, dir: 0, unlink: 0, rename: 0 };
+const ioEntry = entry.endsWith(".ts") ? path.resolve(tree, "segments/io.ts") : path.resolve(tree, "dist/segments/io.js");
+const io = (await import(pathToFileURL(ioEntry).href)) as typeof import("../segments/io.js");
+if (workers === 0) {
+  io.setIoObserver((e) => {
+    if (e.op === "sync") syncs.file += 1;
+    else if (e.op === "dir-sync") syncs.dir += 1;
+    else if (e.op === "unlink") syncs.unlink += 1;
+    else if (e.op === "rename") syncs.rename += 1;
+  });
+}
 const t0 = performance.now();
 const cpu0 = process.cpuUsage();
 const rep = await store.compact({ mode });
+io.setIoObserver(null);
 const seconds = (performance.now() - t0) / 1000;
 const cpu = process.cpuUsage(cpu0);
 const cpuSeconds = (cpu.user + cpu.system) / 1e6;
@@ -54,4 +68,4 @@ if (session !== null && prof !== undefined) {
 }
 await store.close();
 fs.rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({ tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, load: (os.loadavg()[0] ?? 0).toFixed(2) }));
+console.log(JSON.stringify({ tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) }));

@@ -1,13 +1,16 @@
 /**
- * One compaction of one sealed segment, in either mode. Runs in a piscina worker (or inline when
+ * One compaction in either mode: copy-on-write merges one or more sealed segments into one output;
+ * in-place rewrites one sealed segment. Runs in a piscina worker (or inline when
  * `compaction.workers` is 0); imports only segments/ and worker-safe engine modules, never fs-ext.
  *
- * The main thread chooses what survives (`live`, from the keydir); this code copies exactly those
- * records, verifying each one's checksum on the way, and reports where each went and which PUT
- * records it dropped, so the main thread can apply the move in one turn.
+ * The main thread chooses what survives (`live` per source, from the keydir); this code copies
+ * exactly those records, verifying each one's checksum on the way, and reports where each went and
+ * which PUT records it dropped, so the main thread can apply the move in one turn.
  *
- * copy-on-write: write NNNN.seg.tmp, fdatasync, rename to its final name, fsync the directory.
- *   The old file stays until the main thread has published the new one and its last reader ended.
+ * copy-on-write: write NNNN.seg.tmp (every source's survivors, in source order), fdatasync, rename
+ *   to its final name, fsync the directory. The output's id was reserved in the manifest before
+ *   (an unlisted file below nextId is deleted at open), so the file is published only by the main
+ *   thread's manifest write that lists it in place of its sources; they stay until then.
  * in-place: write a redo journal holding the surviving bytes, fdatasync it and the directory; make
  *   the shared generation odd; overwrite the segment from the front; truncate; fdatasync; write
  *   the header copy with generation+2; delete the journal. A crash at any byte either finds no
@@ -23,7 +26,7 @@ import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { ReadScratch, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
-import { HintBuilder, hintFileName, unlinkHint, writeHintFile } from "../segments/hint.js";
+import { HintBuilder, hintFileName, unlinkHint } from "../segments/hint.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { decodeJournal, encodeJournal } from "../segments/journal.js";
@@ -31,28 +34,53 @@ import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
 import { assert, elementAt } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
 
+/** One source segment of a compaction: which of its records survive. */
+export interface SourceTask {
+  segmentId: number;
+  /** Surviving records as [offset, length] pairs, sorted by offset. */
+  live: number[];
+  /**
+   * Offsets (ascending) of dead PUT records the main thread already knows (its slots point at
+   * them): each must be a PUT record start; the worker does not name them in the result.
+   */
+  known: number[];
+  /** The segment's generation cell (in-place publishes through it). */
+  cell: number;
+}
+
+/** Most sources merged into one copy-on-write output (bounds a task's descriptors and result). */
+export const MERGE_SOURCES_MAX = 64;
+
 /** What the main thread asks a worker to do. */
 export interface CompactionTask {
   mode: "copy-on-write" | "in-place";
   segmentsDir: string;
-  segmentId: number;
-  /** copy-on-write: the id of the new segment; in-place: equal to segmentId. */
+  /** copy-on-write: 1..MERGE_SOURCES_MAX sources, merged in this order; in-place: exactly one. */
+  sources: SourceTask[];
+  /** copy-on-write: the id of the new segment (reserved in the manifest); in-place: the source's id. */
   targetId: number;
-  /** Surviving records as [offset, length] pairs, sorted by offset. */
-  live: number[];
   gens: SharedArrayBuffer;
-  cell: number;
   faults: SharedArrayBuffer | null;
+}
+
+/** What a compaction did to one source. */
+export interface SourceResult {
+  segmentId: number;
+  /** New offset (in the output) of each live record, in the order of the source's `live`. */
+  newOffsets: number[];
+  /** PUT records dropped, but for the `known` ones: scope, key and old offset of each. */
+  droppedScopes: string[];
+  droppedKeys: string[];
+  droppedOffsets: number[];
+  /** The source file's size. */
+  bytesBefore: number;
 }
 
 /** What a compaction did. */
 export interface CompactionResult {
-  /** New offset of each live record, in the order of `task.live`. */
-  newOffsets: number[];
-  /** PUT records dropped: scope, key and old offset of each. */
-  droppedScopes: string[];
-  droppedKeys: string[];
-  droppedOffsets: number[];
+  /** Per source, in the order of `task.sources`. */
+  sources: SourceResult[];
+  /** All sources' sizes together. */
   bytesBefore: number;
   bytesAfter: number;
   recordsKept: number;
@@ -72,36 +100,82 @@ export interface CompactionResult {
  */
 const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
 const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
-const backScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+/** The output being assembled (a merged output up to 16 MiB keeps its buffer: no fresh pages faulted in per output). */
+const outScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+/** The copy is read back in pieces of this size for its check. */
+const BACK_CHUNK_BYTES = 1024 * 1024;
+const backScratch = new ReadScratch(BACK_CHUNK_BYTES);
 
 /** Pauses or crashes at a fault point: blocking in a worker, awaited inline. */
 export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
 
 
 /**
- * Runs one compaction task on a sealed segment: copies the surviving records (checking each), then
- * publishes them durably — copy-on-write as a new file renamed into place, in-place through the
+ * Runs one compaction task: copies the surviving records of its sources (checking each), then
+ * writes them durably — copy-on-write as one new file renamed into place, in-place through the
  * redo journal — and reports where each went. Never changes the keydir: the main thread applies it.
  */
 export async function runCompaction(task: CompactionTask, hit: FaultHit): Promise<CompactionResult> {
-  // I9: a crash at any step loses nothing live: copy-on-write publishes by tmp, fsync, rename, fsync dir; in-place by its redo journal.
+  // I9: a crash at any step loses nothing live: copy-on-write publishes by tmp, fsync, rename, fsync dir, manifest; in-place by its redo journal.
   io.registerFaultTable(task.segmentsDir, task.faults);
-  const file = path.join(task.segmentsDir, segmentFileName(task.segmentId));
-  const fd = task.mode === "in-place" ? io.openFile("io:rewrite", file, "r+") : fs.openSync(file, "r");
+  assert(task.sources.length >= 1 && task.sources.length <= MERGE_SOURCES_MAX, `a compaction has 1..${MERGE_SOURCES_MAX} sources, got ${task.sources.length}`);
+  if (task.mode === "in-place") return runInPlace(task, elementAt(task.sources, 0, "an in-place task has one source"), hit);
+  assert(task.sources.every((src) => src.segmentId !== task.targetId), `copy-on-write output ${task.targetId} is none of its sources`);
+  const out = outScratch.take(task.sources.reduce((n, src) => n + liveBytesOf(src.live), 0));
+  try {
+    return await copyAll(task, out, hit);
+  } finally {
+    outScratch.release(out);
+  }
+}
+
+/** copy-on-write: every source's survivors copied into `out` (exactly their size), then written as the output. */
+async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promise<CompactionResult> {
+  const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: 0, hinted: false };
+  let first: SegmentHeader | null = null;
+  let minSeq = 0;
+  let maxSeq = 0;
+  let cursor = 0;
+  for (const src of task.sources) {
+    const fd = fs.openSync(path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r");
+    const bytes = sourceScratch.readWholeFile(fd);
+    try {
+      const header = sealedHeader(bytes, src.segmentId);
+      first ??= header;
+      if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
+      maxSeq = Math.max(maxSeq, header.maxSeq);
+      const part = copySurvivors(bytes, src, header.sealedBytes, out, cursor);
+      cursor += part.copied;
+      addSource(result, part);
+    } finally {
+      sourceScratch.release(bytes);
+      io.closeQuietly(fd);
+    }
+  }
+  assert(first !== null && cursor === out.length, `output ${task.targetId}: copied ${cursor} of ${out.length} live bytes`);
+  finishTotals(result, cursor);
+  if (result.empty) return result;
+  result.hinted = await writeCopy(task, { ...first, minSeq, maxSeq }, out, result, hit);
+  return result;
+}
+
+/** in-place: one sealed segment rewritten through its redo journal (see the file comment). */
+async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit): Promise<CompactionResult> {
+  assert(task.sources.length === 1 && task.targetId === src.segmentId, `in-place rewrites one segment onto itself`);
+  const fd = io.openFile("io:rewrite", path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r+");
   let bytes: Uint8Array | null = null;
   try {
     bytes = sourceScratch.readWholeFile(fd);
-    const { header } = chooseHeader(bytes, task.segmentId);
-    if ((header.flags & C.FLAG_SEALED) === 0) throw new Error(`segment ${task.segmentId} is not sealed`);
-    const plan = planCopy(bytes, task, header.sealedBytes);
-    const result: CompactionResult = { ...plan.result, generation: header.generation, hinted: false };
-    if (plan.result.empty) return result;
-    if (task.mode === "copy-on-write") {
-      result.hinted = await writeCopy(task, header, plan, hit);
-    } else {
-      result.generation = await rewriteInPlace(fd, task, { generation: header.generation, original: bytes }, plan.out, hit);
-      result.hinted = writeOutputHint(task, readHeader(fd, task.segmentId), plan.out, result.newOffsets);
-    }
+    const header = sealedHeader(bytes, src.segmentId);
+    const out = Buffer.allocUnsafe(liveBytesOf(src.live));
+    const part = copySurvivors(bytes, src, header.sealedBytes, out, 0);
+    const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: header.generation, hinted: false };
+    addSource(result, part);
+    finishTotals(result, part.copied);
+    if (result.empty) return result;
+    const rewritten = await rewriteInPlace(fd, task, src, { generation: header.generation, original: bytes }, out, hit, part.source.newOffsets);
+    result.generation = rewritten.generation;
+    result.hinted = rewritten.hinted;
     return result;
   } finally {
     if (bytes !== null) sourceScratch.release(bytes);
@@ -109,88 +183,127 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
   }
 }
 
+/** The current header of a source segment read whole into `bytes`; it must be sealed. */
+function sealedHeader(bytes: Uint8Array, segmentId: number): SegmentHeader {
+  const { header } = chooseHeader(bytes, segmentId);
+  if ((header.flags & C.FLAG_SEALED) === 0) throw new Error(`segment ${segmentId} is not sealed`);
+  return header;
+}
+
+/** Total bytes of a live list ([offset, length] pairs). */
+function liveBytesOf(live: readonly number[]): number {
+  let n = 0;
+  for (let i = 1; i < live.length; i += 2) n += elementAt(live, i, "live offsets come in pairs");
+  return n;
+}
+
+/** Adds one source's part to the task's result. */
+function addSource(result: CompactionResult, part: CopiedSource): void {
+  result.sources.push(part.source);
+  result.bytesBefore += part.source.bytesBefore;
+  result.recordsKept += part.kept;
+  result.recordsDropped += part.dropped;
+}
+
+/** Sets the output's size once every source is copied (`copied` data bytes; none: empty). */
+function finishTotals(result: CompactionResult, copied: number): void {
+  result.empty = result.recordsKept === 0;
+  assert(result.empty === (copied === 0), `a compaction keeps records exactly when it copies bytes`);
+  result.bytesAfter = result.empty ? 0 : C.DATA_START + copied;
+}
+
+/** What copySurvivors did to one source. */
+interface CopiedSource {
+  source: SourceResult;
+  /** Bytes it added to the output. */
+  copied: number;
+  kept: number;
+  dropped: number;
+}
+
 /**
  * Scans the whole segment (every record's fixed fields and checksum), checks that every live
- * location is a record start of the planned length, and copies the survivors into one buffer of
- * exactly their total length — one copy per run of adjacent survivors, no per-record allocation.
- * Each dropped PUT record is named (scope, key, old offset) for the main thread's accounting.
+ * location is a record start of the planned length, and copies the survivors into `out` from
+ * `base` on — one copy per run of adjacent survivors, no per-record allocation. Each dropped PUT
+ * record is named (scope, key, old offset) for the main thread's accounting.
  */
-function planCopy(bytes: Uint8Array, task: CompactionTask, sealedBytes: number): { out: Buffer; result: Omit<CompactionResult, "generation" | "hinted"> } {
-  const live = task.live;
-  let liveBytes = 0;
-  for (let i = 1; i < live.length; i += 2) liveBytes += elementAt(live, i, "live offsets come in pairs");
-  const src = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const out = Buffer.allocUnsafe(liveBytes);
-  const result: Omit<CompactionResult, "generation" | "hinted"> = {
-    newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [],
-    bytesBefore: bytes.length, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false,
-  };
+function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, out: Buffer, base: number): CopiedSource {
+  const live = src.live;
+  const id = src.segmentId;
+  const srcBuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const source: SourceResult = { segmentId: id, newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: bytes.length };
+  let dropped = 0;
+  const known = src.known;
   let next = 0; // index into live of the next survivor, which the walk must meet in file order
+  let nextKnown = 0; // index into known of the next dead PUT the main thread already knows
   let runFrom = -1; // source offset where the current run of adjacent survivors starts
   let runTo = -1;
-  let cursor = 0; // bytes of out filled by closed runs
+  let cursor = base; // bytes of out filled by closed runs
   const flushRun = (): void => {
     if (runFrom < 0) return;
-    cursor += src.copy(out, cursor, runFrom, runTo);
+    cursor += srcBuf.copy(out, cursor, runFrom, runTo);
     runFrom = -1;
   };
-  const scanned = walkSealed(bytes, task.segmentId, (offset, recordLength, type) => {
+  const scanned = walkSealed(bytes, id, (offset, recordLength, type) => {
     const wantAt = next < live.length ? (live[next] as number) : -1;
     if (offset !== wantAt) {
-      if (wantAt >= 0 && wantAt < offset) throw new CorruptionError(task.segmentId, wantAt, "live location is not a record start");
-      result.recordsDropped += 1;
+      if (wantAt >= 0 && wantAt < offset) throw new CorruptionError(id, wantAt, "live location is not a record start");
+      dropped += 1;
+      const knownAt = nextKnown < known.length ? (known[nextKnown] as number) : -1;
+      if (knownAt >= 0 && knownAt < offset) throw new CorruptionError(id, knownAt, "dead location is not a record start");
+      if (knownAt === offset) {
+        if (type !== C.RecordType.PUT) throw new CorruptionError(id, offset, "dead location is not a PUT record");
+        nextKnown += 1;
+        return;
+      }
       if (type === C.RecordType.PUT) {
         const names = recordNamesAt(bytes, offset);
-        result.droppedScopes.push(names.scope);
-        result.droppedKeys.push(names.key);
-        result.droppedOffsets.push(offset);
+        source.droppedScopes.push(names.scope);
+        source.droppedKeys.push(names.key);
+        source.droppedOffsets.push(offset);
       }
       return;
     }
     const length = live[next + 1] as number;
-    if (length !== recordLength) throw new CorruptionError(task.segmentId, offset, `keydir length ${length} != record length ${recordLength}`);
+    if (length !== recordLength) throw new CorruptionError(id, offset, `keydir length ${length} != record length ${recordLength}`);
     next += 2;
     if (runFrom < 0 || runTo !== offset) {
       flushRun();
       runFrom = offset;
     }
     runTo = offset + length;
-    result.newOffsets.push(C.DATA_START + cursor + (offset - runFrom));
+    source.newOffsets.push(C.DATA_START + cursor + (offset - runFrom));
   });
   flushRun();
-  assertSealedEnd(task.segmentId, sealedBytes, scanned, bytes.length);
-  if (next !== live.length) throw new CorruptionError(task.segmentId, 0, `${(live.length - next) / 2} live locations are not record starts`);
-  assert(cursor === liveBytes, `segment ${task.segmentId}: copied ${cursor} of ${liveBytes} live bytes`);
-  const found = live.length / 2;
-  result.recordsKept = found;
-  result.empty = found === 0;
-  result.bytesAfter = found === 0 ? 0 : C.DATA_START + cursor;
-  return { out, result };
+  assertSealedEnd(id, sealedBytes, scanned, bytes.length);
+  if (next !== live.length) throw new CorruptionError(id, 0, `${(live.length - next) / 2} live locations are not record starts`);
+  if (nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - nextKnown} dead locations are not record starts`);
+  const copied = cursor - base;
+  assert(copied === liveBytesOf(live), `segment ${id}: copied ${copied} of ${liveBytesOf(live)} live bytes`);
+  return { source, copied, kept: live.length / 2, dropped };
 }
 
 /**
- * The hint (segments/hint.ts) of a compaction output whose data is `out` and whose header on disk
- * is now `header`: built from the copied records themselves (no rescan of the written file), and
- * written with the hint's own durability order after the bytes it describes are durable. A failed
- * write leaves no hint (recovery then scans); returns whether one was written.
+ * The hint file's bytes (segments/hint.ts) for a compaction output whose data is `out` and whose
+ * header on disk is `header`: built from the copied records themselves (no rescan of the written
+ * file). `newOffsets` lists every record's offset in the output, in file order. Null when the
+ * builder cannot encode it (then no hint: recovery scans).
  */
-function writeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): boolean {
-  return writeHintFile(task.segmentsDir, task.targetId, encodeOutputHint(task, header, out, newOffsets));
-}
-
-/** The hint file's bytes for a compaction output (see writeOutputHint); null when the builder cannot encode it (then no hint). */
-function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): Buffer | null {
-  const hint = new HintBuilder(Math.max(1024, newOffsets.length * 64));
-  for (const off of newOffsets) hint.addRecord(out, off - C.DATA_START, off);
+function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly (readonly number[])[]): Buffer | null {
+  let records = 0;
+  for (const offs of newOffsets) records += offs.length;
+  const hint = new HintBuilder(Math.max(1024, records * 64));
+  for (const offs of newOffsets) for (const off of offs) hint.addRecord(out, off - C.DATA_START, off);
   return hint.encode(task.targetId, header, C.DATA_START + out.length, true);
 }
 
 /**
- * copy-on-write: the output's hint written as `.hint.tmp`, fdatasynced and renamed to its name
- * (fault point io:hint), WITHOUT its own directory fsync — the caller's fsync after the output's
- * rename covers both names. A failure leaves no hint and no .tmp; returns whether it was staged.
+ * The output's hint written as `.hint.tmp`, fdatasynced and renamed to its name (fault point
+ * io:hint), WITHOUT its own directory fsync — the caller's next directory fsync covers it (with
+ * the output's rename, or the journal's removal). A failure leaves no hint and no .tmp; returns
+ * whether it was staged.
  */
-function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly number[]): boolean {
+function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly (readonly number[])[]): boolean {
   const file = path.join(task.segmentsDir, hintFileName(task.targetId));
   const bytes = encodeOutputHint(task, header, out, newOffsets);
   if (bytes === null) return false;
@@ -205,18 +318,20 @@ function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer
 }
 
 /**
- * copy-on-write output: NNNN.seg.tmp written and fdatasynced, renamed, directory fsynced. A
- * failure at any step removes what it created (no .seg.tmp left per retry, no unpublished .seg
- * that a later recovery would read) and rethrows; the source segment is untouched throughout.
+ * copy-on-write output: NNNN.seg.tmp written and fdatasynced, renamed, directory fsynced (the
+ * output is published later, by the main thread's manifest write). `source` is the header the
+ * output inherits (the first source's, with every source's sequence range). A failure at any
+ * step removes what it created (no .seg.tmp left per retry, no .seg that a later recovery would
+ * have to drop) and rethrows; the sources are untouched throughout.
  */
-async function writeCopy(task: CompactionTask, source: SegmentHeader, plan: { out: Buffer; result: { newOffsets: number[] } }, hit: FaultHit): Promise<boolean> {
-  const out = plan.out;
+async function writeCopy(task: CompactionTask, source: SegmentHeader, out: Buffer, result: CompactionResult, hit: FaultHit): Promise<boolean> {
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
   const final = path.join(task.segmentsDir, segmentFileName(task.targetId));
+  const replacesId = elementAt(task.sources, 0, "a copy has a source").segmentId;
   const fd = io.openFile("io:copy", tmp, "wx+", FILE_MODE);
   let written: HeaderChoice;
   try {
-    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId: task.segmentId, sealedBytes: C.DATA_START + out.length });
+    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId, sealedBytes: C.DATA_START + out.length });
     io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
     io.writeAllSync("io:copy", fd, [out], C.DATA_START);
@@ -231,8 +346,8 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, plan: { ou
   await hit(task.faults, "compaction:before-swap");
   // The output's hint goes in with the output: its bytes are durable before either name is, and
   // the one directory fsync below makes both names durable (a hint whose segment never got its
-  // name is an orphan, deleted at open; a crash at after-rename finds both).
-  const hinted = stageOutputHint(task, written, out, plan.result.newOffsets);
+  // name, or was never listed, is an orphan, deleted at open).
+  const hinted = stageOutputHint(task, written, out, result.sources.map((x) => x.newOffsets));
   let renamed = false;
   try {
     io.rename("io:rename", tmp, final);
@@ -243,7 +358,6 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, plan: { ou
     if (hinted) unlinkHint(task.segmentsDir, task.targetId);
     throw err;
   }
-  await hit(task.faults, "compaction:after-rename");
   return hinted;
 }
 
@@ -258,10 +372,13 @@ function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
   const header = choice.header;
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
   assert(header.sealedBytes === C.DATA_START + out.length && fs.fstatSync(fd).size === header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
-  const back = backScratch.take(out.length);
+  const back = backScratch.take(Math.min(BACK_CHUNK_BYTES, out.length));
   try {
-    const n = fs.readSync(fd, back, 0, out.length, C.DATA_START);
-    assert(n === out.length && back.equals(out), `copy ${targetId}: data read back equals data written`);
+    for (let at = 0; at < out.length; at += back.length) {
+      const want = Math.min(back.length, out.length - at);
+      const n = fs.readSync(fd, back, 0, want, C.DATA_START + at);
+      assert(n === want && back.subarray(0, want).equals(out.subarray(at, at + want)), `copy ${targetId}: data read back equals data written`);
+    }
   } finally {
     backScratch.release(back);
   }
@@ -272,12 +389,12 @@ function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
  * Paired check before the generation goes odd: the journal read back from disk is complete, names
  * this segment and generation, and holds exactly the bytes the rewrite will put in place.
  */
-function checkJournal(task: CompactionTask, generation: number, out: Buffer): void {
-  const journal = decodeJournal(readWholePath(path.join(task.segmentsDir, journalFileName(task.segmentId))));
-  assert(journal !== null, `journal of ${task.segmentId}: magic and checksum`);
-  assert(journal.segmentId === task.segmentId && journal.generation === generation, `journal of ${task.segmentId}: id and generation ${generation}`);
-  assert(journal.dataBytes === out.length && journal.data.length === out.length, `journal of ${task.segmentId}: length`);
-  assert(Buffer.compare(journal.data, out) === 0, `journal of ${task.segmentId}: data`);
+function checkJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): void {
+  const journal = decodeJournal(readWholePath(path.join(task.segmentsDir, journalFileName(src.segmentId))));
+  assert(journal !== null, `journal of ${src.segmentId}: magic and checksum`);
+  assert(journal.segmentId === src.segmentId && journal.generation === generation, `journal of ${src.segmentId}: id and generation ${generation}`);
+  assert(journal.dataBytes === out.length && journal.data.length === out.length, `journal of ${src.segmentId}: length`);
+  assert(Buffer.compare(journal.data, out) === 0, `journal of ${src.segmentId}: data`);
 }
 
 /** The segment as it was before an in-place rewrite: its header generation and every byte. */
@@ -292,35 +409,38 @@ interface Before {
  * still in memory) and the generation is made even again in every case, so that no read ever
  * waits on it forever (issue 9, defect 16). Returns the published generation.
  */
-async function rewriteInPlace(fd: number, task: CompactionTask, before: Before, out: Buffer, hit: FaultHit): Promise<number> {
+async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask, before: Before, out: Buffer, hit: FaultHit, newOffsets: readonly number[]): Promise<{ generation: number; hinted: boolean }> {
   const generation = before.generation;
-  const shared = loadShared(task.gens, task.cell);
-  if (shared !== generation || generation % 2 !== 0) throw new Error(`segment ${task.segmentId}: header generation ${generation}, shared ${shared}`);
+  const shared = loadShared(task.gens, src.cell);
+  if (shared !== generation || generation % 2 !== 0) throw new Error(`segment ${src.segmentId}: header generation ${generation}, shared ${shared}`);
   const next = generation + 2;
-  assert(next <= GENERATION_MAX, `segment ${task.segmentId}: generation ${next} fits the 31-bit shared cell`);
-  const journal = path.join(task.segmentsDir, journalFileName(task.segmentId));
+  assert(next <= GENERATION_MAX, `segment ${src.segmentId}: generation ${next} fits the 31-bit shared cell`);
+  const journal = path.join(task.segmentsDir, journalFileName(src.segmentId));
   try {
-    writeJournal(task, next, out);
-    checkJournal(task, next, out);
+    writeJournal(task, src, next, out);
+    checkJournal(task, src, next, out);
   } catch (err) {
     unlinkQuietly(journal);
     throw err;
   }
   await hit(task.faults, "compaction:after-journal");
-  const odd = bumpShared(task.gens, task.cell); // odd: bytes are about to move
-  assert(odd === generation + 1 && odd % 2 === 1, `segment ${task.segmentId}: the worker bumps even ${generation} to odd, got ${odd}`);
+  const odd = bumpShared(task.gens, src.cell); // odd: bytes are about to move
+  assert(odd === generation + 1 && odd % 2 === 1, `segment ${src.segmentId}: the worker bumps even ${generation} to odd, got ${odd}`);
   try {
     const firstLength = out.readUInt32LE(0);
     io.writeAllSync("io:rewrite", fd, [out.subarray(0, firstLength)], C.DATA_START);
     await hit(task.faults, "compaction:mid-rewrite");
     io.writeAllSync("io:rewrite", fd, [out.subarray(firstLength)], C.DATA_START + firstLength);
-    finishRewrite(fd, task.segmentId, next, out.length);
+    finishRewrite(fd, src.segmentId, next, out.length);
   } catch (err) {
-    restoreOriginal(fd, task, before.original, next);
-    bumpShared(task.gens, task.cell); // even again (next): the old bytes are back, or reads fail closed
+    restoreOriginal(fd, task, src, before.original, next);
+    bumpShared(task.gens, src.cell); // even again (next): the old bytes are back, or reads fail closed
     throw err;
   }
   await hit(task.faults, "compaction:after-rewrite");
+  // The new hint (keyed by the header just written) is staged first, so that the journal's
+  // removal and the hint's rename share one directory fsync.
+  const hinted = stageOutputHint(task, readHeader(fd, src.segmentId), out, [newOffsets]);
   try {
     io.unlink("io:unlink", journal);
     fsyncDir(task.segmentsDir);
@@ -328,7 +448,7 @@ async function rewriteInPlace(fd: number, task: CompactionTask, before: Before, 
     // The rewrite is complete and its header durable; a leftover journal holds exactly these bytes
     // and replays idempotently (or is dropped as stale: replayJournal) at the next open.
   }
-  return next;
+  return { generation: next, hinted };
 }
 
 /**
@@ -336,14 +456,14 @@ async function rewriteInPlace(fd: number, task: CompactionTask, before: Before, 
  * (the shared cell goes to `next` too, so the two stay equal), makes it durable, and drops the
  * journal. If that fails too, the journal is the segment's one good copy and stays for recovery.
  */
-function restoreOriginal(fd: number, task: CompactionTask, original: Uint8Array, next: number): void {
+function restoreOriginal(fd: number, task: CompactionTask, src: SourceTask, original: Uint8Array, next: number): void {
   try {
     io.writeAllSync("io:rewrite", fd, [original], 0);
     io.truncate("io:rewrite", fd, original.length);
     io.datasyncSync("io:rewrite", fd);
-    const current = readHeader(fd, task.segmentId);
+    const current = readHeader(fd, src.segmentId);
     writeHeader(fd, current, { ...current.header, generation: next }, "io:rewrite");
-    io.unlink("io:unlink", path.join(task.segmentsDir, journalFileName(task.segmentId)));
+    io.unlink("io:unlink", path.join(task.segmentsDir, journalFileName(src.segmentId)));
     fsyncDir(task.segmentsDir);
   } catch {
     // reported through the first failure; recovery replays the journal
@@ -359,9 +479,9 @@ function finishRewrite(fd: number, segmentId: number, generation: number, dataBy
 }
 
 /** Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it and its name durable. */
-function writeJournal(task: CompactionTask, generation: number, out: Buffer): void {
-  const body = encodeJournal(task.segmentId, generation, out);
-  const file = path.join(task.segmentsDir, journalFileName(task.segmentId));
+function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): void {
+  const body = encodeJournal(src.segmentId, generation, out);
+  const file = path.join(task.segmentsDir, journalFileName(src.segmentId));
   io.writeFileSynced("io:journal", file, body, FILE_MODE);
   io.syncDir("io:journal", task.segmentsDir);
 }

@@ -14,10 +14,15 @@ export type PlannedRecord =
   | { kind: "put" | "tomb" | "clear"; slot: Slot; off: number; len: number }
   | { kind: "erase"; scope: string; off: number; len: number };
 
-/** What one compaction of a segment keeps (survivors, by offset), and which retention records it may drop (droppable). */
+/**
+ * What one compaction of a segment keeps (survivors, by offset), which retention records it may
+ * drop (droppable), and which current PUT records are dead (deadPuts: the slot still points at
+ * them, so the worker need not name them and the main thread need not look them up).
+ */
 export interface SegmentPlan {
   survivors: PlannedRecord[];
   droppable: PlannedRecord[];
+  deadPuts: PlannedRecord[];
 }
 
 /** Per-segment live accounting from one pass over the keydir. */
@@ -42,12 +47,16 @@ export interface PlanHost {
 export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null): Map<number, SegmentPlan> {
   const keydir = host.keydir;
   const out = new Map<number, SegmentPlan>();
-  const add = (seg: number, k: PlannedRecord, keep: boolean): void => {
+  const planOf = (seg: number): SegmentPlan => {
     let p = out.get(seg);
     if (p === undefined) {
-      p = { survivors: [], droppable: [] };
+      p = { survivors: [], droppable: [], deadPuts: [] };
       out.set(seg, p);
     }
+    return p;
+  };
+  const add = (seg: number, k: PlannedRecord, keep: boolean): void => {
+    const p = planOf(seg);
     (keep ? p.survivors : p.droppable).push(k);
   };
   const wanted = (seg: number): boolean => seg !== 0 && (only === null || only.has(seg));
@@ -56,7 +65,11 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
   for (const slot of keydir.all()) {
     if (!wanted(slot.seg) && !wanted(slot.tombSeg) && !wanted(slot.clearSeg)) continue;
     const retention = rules ? host.retentionMsFor(slot.scope) : fixedRetention;
-    if (wanted(slot.seg) && P.valueRecordLive(keydir, slot, now, retention)) add(slot.seg, { kind: "put", slot, off: slot.off, len: slot.len }, true);
+    if (wanted(slot.seg)) {
+      const put: PlannedRecord = { kind: "put", slot, off: slot.off, len: slot.len };
+      if (P.valueRecordLive(keydir, slot, now, retention)) add(slot.seg, put, true);
+      else planOf(slot.seg).deadPuts.push(put);
+    }
     if (wanted(slot.tombSeg)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen }, P.tombstoneRecordLive(slot, now, retention));
     if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention, keydir));
   }

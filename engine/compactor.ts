@@ -1,12 +1,14 @@
 /**
  * Compaction scheduling and publication, on the main thread. The main thread decides which
- * records of a sealed segment survive (from the keydir and gc-policy.ts), hands their locations
- * to a piscina worker (compaction-core.ts), and applies the returned relocation map in one
- * synchronous turn — only to keydir entries still pointing at the old location — then publishes:
- * in-place, by bumping the shared generation to even; copy-on-write, by registering the new
- * segment and retiring the old one (unlinked when its last reader leaves).
+ * records of the sealed segments survive (from the keydir and gc-policy.ts), groups copy-on-write
+ * sources into merged outputs, hands their locations to a piscina worker (compaction-core.ts), and
+ * applies each returned relocation map in one synchronous turn — only to keydir entries still
+ * pointing at the old location — then publishes: in-place, by bumping the shared generation to
+ * even; copy-on-write, by one manifest write that lists the output in place of its sources, whose
+ * files are then unlinked (a reader still holding one keeps its descriptor until it leaves).
  *
- * Compactions run one at a time (a promise chain); the main thread keeps serving meanwhile.
+ * Passes run one at a time (a promise chain); within a pass the worker may copy the next group
+ * while the main thread publishes the previous one; the main thread keeps serving meanwhile.
  * What survives is decided by compaction-plan.ts; the store is reached only through
  * CompactorHost (no import of store.ts: the two files form no cycle).
  */
@@ -19,11 +21,11 @@ import { assert, elementAt } from "../rules/assert.js";
 import { segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
-import { unlinkQuietly } from "../segments/io.js";
+import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
-import { runCompaction, type CompactionResult, type CompactionTask } from "./compaction-core.js";
+import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
 import { planSegments, tallySegments, type PlannedRecord, type PlanHost, type SegmentPlan } from "./compaction-plan.js";
-import { hitAsync, type FaultController } from "./faults.js";
+import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import * as P from "./gc-policy.js";
 import type { Keydir, Slot } from "./keydir.js";
@@ -36,6 +38,28 @@ type Mode = "copy-on-write" | "in-place";
 
 /** The automatic pass seals a mostly-garbage active segment only from this size on (or half a segment). */
 const ACTIVE_SEAL_BYTES_MIN = 4 * 1024 * 1024;
+
+/**
+ * A merged copy-on-write output holds up to this many surviving bytes (or segmentBytes, if
+ * larger): merging pays one data sync, one manifest write and one directory fsync per output; the
+ * worker holds the output and one source in memory.
+ */
+const MERGE_OUTPUT_BYTES_MIN = 16 * 1024 * 1024;
+
+/** One compaction of a pass: the sources, the mode, and the output id (in-place: the source's). */
+interface Job {
+  group: Segment[];
+  mode: Mode;
+  targetId: number;
+}
+
+/** A job whose worker task has started. */
+interface Running {
+  job: Job;
+  task: CompactionTask;
+  done: Promise<CompactionResult>;
+  started: number;
+}
 
 /** The commit log's part in compaction: the active segment, and sealing it. */
 export interface SealingLog {
@@ -80,6 +104,10 @@ export class Compactor {
   /** When a value last died (performance.now()); the store-wide space rule waits for quiet. */
   private lastDeathAt = 0;
   private quietTimer: NodeJS.Timeout | null = null;
+  /** Sources unlinked in this pass whose unlink no directory fsync has followed yet. */
+  private readonly unsynced: Segment[] = [];
+  /** Each source's dead bytes when the running pass planned (what died since is the output's garbage). */
+  private readonly deadAtPlan = new Map<number, number>();
   /** Retired segments whose descriptor a read still held when they were retired. */
   private readonly held = new Set<Segment>();
   /** When the store opened (performance.now()): the first count of dead bytes waits STORE_QUIET_MS after it. */
@@ -196,6 +224,17 @@ export class Compactor {
     this.countDead(tallySegments(this.host, this.host.options.clock()));
   }
 
+  /**
+   * Recomputes the active segment's dead bytes alone (compact() asks whether to seal it): a plan
+   * of that one segment, which skips every slot with no record there (the full recount follows in
+   * the pass's own plan).
+   */
+  private recountActive(): void {
+    const active = this.host.log.activeSegment;
+    const plan = planSegments(this.host, this.host.options.clock(), new Set([active.id])).get(active.id);
+    active.deadBytes = active.dataEnd - C.DATA_START - liveBytesOf(plan);
+  }
+
   /** Sets every segment's dead bytes from a tally of what survives (`tally`: planSegments or tallySegments). */
   private countDead(tally: ReadonlyMap<number, { liveBytes: number } | SegmentPlan>): void {
     for (const seg of this.host.segments.values()) {
@@ -252,94 +291,186 @@ export class Compactor {
     });
   }
 
-  /**
-   * Compacts one sealed segment by `plan` (made after a flush: the records that make the dropped
-   * ones dead must be durable before the drop is). Returns what it did, or null when the segment
-   * was not compactable.
-   */
-  private async compactSegment(seg: Segment, mode: Mode, plan: SegmentPlan, now: number): Promise<T.CompactionReport | null> {
-    if (seg.writer !== null || seg.retired || seg.compacting || !this.host.segments.has(seg.id)) return null;
-    // A segment hard-linked into a backup must never be rewritten in place (backup.ts).
-    if (mode === "in-place" && fs.fstatSync(seg.fd).nlink > 1) mode = "copy-on-write";
-    const started = performance.now();
-    const survivors = plan.survivors;
-    const live: number[] = [];
-    for (const k of survivors) live.push(k.off, k.len);
-    const task: CompactionTask = {
-      mode,
-      segmentsDir: this.host.segmentsDir,
-      segmentId: seg.id,
-      targetId: mode === "copy-on-write" ? this.host.allocateId() : seg.id,
-      live,
-      gens: this.host.gens.buffer,
-      cell: seg.cell,
-      faults: this.host.faults.buffer,
-    };
-    seg.compacting = true;
-    let result: CompactionResult;
-    try {
-      result = await this.run(task);
-    } finally {
-      seg.compacting = false;
-    }
-    await this.publish(seg, task, plan, result, now);
-    this.completed += 1;
-    return {
-      segments: [seg.id], mode, bytesBefore: result.bytesBefore, bytesAfter: result.empty ? 0 : result.bytesAfter,
-      recordsKept: result.recordsKept, recordsDropped: result.recordsDropped, durationMs: performance.now() - started,
-    };
+  /** True while `seg` may be compacted now: sealed, published, not retired or in a compaction. */
+  private compactable(seg: Segment): boolean {
+    return seg.writer === null && !seg.retired && !seg.compacting && this.host.segments.has(seg.id);
   }
 
   /**
-   * Applies a finished compaction. A replaced (copy-on-write) or emptied segment is retired first
-   * — unlinked, directory fsynced — and only then are its dropped records counted gone, in the
-   * same turn: GC's counts never run ahead of the unlink (I6, issue 9 defect 1), so a later gc
-   * can drop a tombstone only once no file holds the value it kills.
+   * Groups the copy-on-write sources of one pass, in the order given, into outputs of at most
+   * max(segmentBytes, MERGE_OUTPUT_BYTES_MIN) surviving bytes (and a quarter of the free disk
+   * space) and MERGE_SOURCES_MAX sources: several small or half-dead
+   * segments become one file, so that the pass pays one data sync, one hint, one manifest write and
+   * one directory fsync per output instead of per source.
    */
-  private async publish(seg: Segment, task: CompactionTask, plan: SegmentPlan, result: CompactionResult, now: number): Promise<void> {
-    const keptScopes = scopesOfPuts(plan.survivors);
-    const target = result.empty ? null : task.mode === "copy-on-write" ? this.openOutput(task.targetId, result, keptScopes) : seg;
-    if (target !== seg) {
-      await hitAsync(this.host.faults.buffer, "compaction:before-unlink");
-      this.unpublish(seg, target);
-      for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
-      if (!seg.isClosed) this.held.add(seg);
-    }
-    // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
-    const touched = this.dropRecords(seg, result, now);
-    if (target !== null) plan.survivors.forEach((k, i) => relocate(this.host.keydir, k, seg.id, target.id, elementAt(result.newOffsets, i, "the worker returns a new offset per kept record")));
-    this.clearDroppable(seg, plan.droppable, touched);
-    if (target === seg) {
-      seg.header = readHeader(seg.fd, seg.id);
-      seg.dataEnd = result.bytesAfter;
-      seg.deadBytes = 0;
-      seg.scopes.clear();
-      for (const s of keptScopes) seg.scopes.add(s);
-      const published = this.host.gens.bump(seg.cell);
-      assert(published % 2 === 0, `segment ${seg.id}: the main thread bumps odd to even, got ${published}`);
-      if (published !== result.generation || published !== seg.header.header.generation) {
-        throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
+  private group(segs: readonly Segment[], plans: ReadonlyMap<number, SegmentPlan>): Segment[][] {
+    // A merged output exists beside all its sources until it is published: on a nearly full disk
+    // merge only into what a quarter of the free space holds (two outputs may be in flight), and
+    // with no room one source per output, as an unmerged pass needs.
+    const room = Math.min(Math.max(this.host.options.segmentBytes, MERGE_OUTPUT_BYTES_MIN), freeBytes(this.host.segmentsDir) / 4) - C.DATA_START;
+    const groups: Segment[][] = [];
+    let current: Segment[] = [];
+    let bytes = 0;
+    for (const seg of segs) {
+      const live = liveBytesOf(plans.get(seg.id));
+      if (current.length > 0 && (bytes + live > room || current.length >= MERGE_SOURCES_MAX)) {
+        groups.push(current);
+        current = [];
+        bytes = 0;
       }
+      current.push(seg);
+      bytes += live;
+    }
+    if (current.length > 0) groups.push(current);
+    return groups;
+  }
+
+  /** The worker task of one group: copy-on-write into `targetId`, or in-place of its one segment. */
+  private taskOf(group: readonly Segment[], mode: Mode, targetId: number, plans: ReadonlyMap<number, SegmentPlan>): CompactionTask {
+    const sources = group.map((seg) => {
+      const live: number[] = [];
+      const plan = plans.get(seg.id);
+      for (const k of plan?.survivors ?? []) live.push(k.off, k.len);
+      const known = (plan?.deadPuts ?? []).map((k) => k.off).sort((a, b) => a - b);
+      return { segmentId: seg.id, live, known, cell: seg.cell };
+    });
+    assert(mode === "copy-on-write" || (group.length === 1 && targetId === elementAt(group, 0, "one segment").id), "in-place rewrites one segment onto itself");
+    return { mode, segmentsDir: this.host.segmentsDir, sources, targetId, gens: this.host.gens.buffer, faults: this.host.faults.buffer };
+  }
+
+  /** Starts a group's compaction (its sources marked compacting until it settles). */
+  private start(job: Job, plans: ReadonlyMap<number, SegmentPlan>): Running {
+    const task = this.taskOf(job.group, job.mode, job.targetId, plans);
+    for (const seg of job.group) seg.compacting = true;
+    const started = performance.now();
+    const done = this.run(task).finally(() => {
+      for (const seg of job.group) seg.compacting = false;
+    });
+    done.catch(() => undefined); // awaited by the pass; never an unhandled rejection meanwhile
+    return { job, task, done, started };
+  }
+
+  /**
+   * Applies a finished compaction in one synchronous turn. Replaced (copy-on-write) or emptied
+   * sources are retired first — the manifest lists the output in their place, durably, then their
+   * files are unlinked behind one directory fsync — and only then are their dropped records
+   * counted gone: GC's counts never run ahead of the retirement (I6, issue 9 defect 1), so a later
+   * gc can drop a tombstone only once no file recovery reads holds the value it kills.
+   */
+  private publish(run: Running, result: CompactionResult, plans: ReadonlyMap<number, SegmentPlan>, now: number): T.CompactionReport {
+    const { job, task } = run;
+    const segs = job.group;
+    const inPlace = task.mode === "in-place" && !result.empty;
+    const keptScopes = new Set<string>();
+    for (const seg of segs) for (const sc of scopesOfPuts(plans.get(seg.id)?.survivors ?? [])) keptScopes.add(sc);
+    const target = result.empty ? null : inPlace ? elementAt(segs, 0, "one segment") : this.openOutput(task.targetId, result, keptScopes);
+    const failure = inPlace ? null : this.replace(segs, target);
+    let diedDuring = 0;
+    segs.forEach((seg, i) => {
+      const part = elementAt(result.sources, i, "a result per source");
+      assert(part.segmentId === seg.id, `result ${i} is of segment ${seg.id}`);
+      const plan = plans.get(seg.id) ?? { survivors: [], droppable: [], deadPuts: [] };
+      // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
+      const touched = this.dropRecords(seg, part, plan.deadPuts, now);
+      if (target !== null) plan.survivors.forEach((k, j) => relocate(this.host.keydir, k, seg.id, target.id, elementAt(part.newOffsets, j, "the worker returns a new offset per kept record")));
+      this.clearDroppable(seg, plan.droppable, touched);
+      // Values that died while the worker ran were counted on the source (their slots pointed
+      // there); they sit in the output now: its garbage from the start.
+      diedDuring += Math.max(0, seg.deadBytes - (this.deadAtPlan.get(seg.id) ?? seg.deadBytes));
+    });
+    if (inPlace) this.publishInPlace(elementAt(segs, 0, "one segment"), result, keptScopes);
+    else if (target !== null) target.deadBytes += diedDuring;
+    this.completed += segs.length;
+    if (failure !== null) throw failure;
+    return {
+      segments: segs.map((x) => x.id), mode: task.mode, bytesBefore: result.bytesBefore, bytesAfter: result.empty ? 0 : result.bytesAfter,
+      recordsKept: result.recordsKept, recordsDropped: result.recordsDropped, durationMs: performance.now() - run.started,
+    };
+  }
+
+  /** in-place: the rewritten segment's new header, size and scopes; the generation goes even in this turn. */
+  private publishInPlace(seg: Segment, result: CompactionResult, keptScopes: ReadonlySet<string>): void {
+    seg.header = readHeader(seg.fd, seg.id);
+    seg.dataEnd = result.bytesAfter;
+    seg.deadBytes = 0;
+    seg.scopes.clear();
+    for (const sc of keptScopes) seg.scopes.add(sc);
+    const published = this.host.gens.bump(seg.cell);
+    assert(published % 2 === 0, `segment ${seg.id}: the main thread bumps odd to even, got ${published}`);
+    if (published !== result.generation || published !== seg.header.header.generation) {
+      throw new Error(`segment ${seg.id}: published generation ${published}, header ${seg.header.header.generation}, worker ${result.generation}`);
     }
   }
 
   /**
-   * Retires `seg`, replaced by `target` (or emptied: null). The manifest stops listing it before
-   * its file is unlinked, so a crash in between deletes the file at open instead of reading it
-   * (I6). When the manifest write or the unlink fails, the old segment stays published and a
-   * copy-on-write output is withdrawn — the manifest is rewritten without the output before the
-   * output's file goes, so it never names a missing file — and the IoError propagates.
+   * Retires `segs`, replaced by `target` (or emptied: null). The manifest is rewritten once — the
+   * output listed, the sources not — before any source file is unlinked, so a crash in between
+   * deletes the sources at open instead of reading them (I6); then every source is unlinked, and
+   * one directory fsync follows (the next output's manifest write, or the pass's end: syncUnlinks).
+   * When the manifest write or the first unlink fails, the sources stay
+   * published and the output is withdrawn (the manifest rewritten without it before its file
+   * goes, so it never names a missing file) and the IoError propagates. A failure after the first
+   * unlink leaves the merge committed (the manifest no longer lists the sources: a file that stayed
+   * is deleted at the next open): it is returned, to be thrown once the keydir has moved.
    */
-  private unpublish(seg: Segment, target: Segment | null): void {
-    this.host.segments.delete(seg.id);
+  private replace(segs: readonly Segment[], target: Segment | null): unknown {
+    for (const seg of segs) this.host.segments.delete(seg.id);
+    let unlinked = 0;
     try {
-      this.host.recordSegments(); // listed no more before the unlink: a crash between deletes it at open
-      seg.retire(this.host.segmentsDir, this.host.gens);
+      this.host.recordSegments(); // listed no more before the unlink: a crash between deletes them at open
+      this.unlinksSynced(); // its directory fsync came after the previous output's unlinks
+      if (target !== null) hitCrashOnly(this.host.faults.buffer, "compaction:after-rename"); // the output is published by this manifest
+      hitCrashOnly(this.host.faults.buffer, "compaction:before-unlink");
+      for (const seg of segs) {
+        seg.unlinkFile(this.host.segmentsDir);
+        unlinked += 1;
+      }
     } catch (err) {
-      this.host.segments.set(seg.id, seg);
-      if (target !== null) this.withdrawOutput(target);
-      throw err;
+      if (unlinked === 0) {
+        for (const seg of segs) this.host.segments.set(seg.id, seg);
+        if (target !== null) this.withdrawOutput(target);
+        throw err;
+      }
+      return this.retireAll(segs, unlinked, err);
     }
+    return this.retireAll(segs, unlinked, null);
+  }
+
+  /**
+   * Marks every source retired; the first `unlinked` wait for a directory fsync to be gone — the
+   * next output's manifest write makes it (its directory fsync follows these unlinks), or
+   * syncUnlinks at the end of the pass. Returns `failure`.
+   */
+  private retireAll(segs: readonly Segment[], unlinked: number, failure: unknown): unknown {
+    for (const h of this.held) if (h.isClosed) this.held.delete(h); // bounded: only segments a read still holds
+    segs.forEach((seg, i) => {
+      seg.markRetired(this.host.gens);
+      if (i < unlinked) this.unsynced.push(seg);
+      if (!seg.isClosed) this.held.add(seg);
+    });
+    return failure;
+  }
+
+  /** A directory fsync just followed every unlink so far (a manifest write, or syncUnlinks): those sources are gone. */
+  private unlinksSynced(): void {
+    for (const seg of this.unsynced) seg.markGone();
+    this.unsynced.length = 0;
+  }
+
+  /**
+   * Makes the pass's remaining unlinks durable with one directory fsync (tried twice). The manifest
+   * already retired those files durably (an unlisted file below nextId is deleted at open, before
+   * anything is read), so this sync is for I8 — the bytes of an eager erasure are gone from the
+   * directory when forgetScope resolves — and runs before the pass returns.
+   */
+  private syncUnlinks(): void {
+    if (this.unsynced.length === 0) return;
+    try {
+      fsyncDir(this.host.segmentsDir);
+    } catch {
+      fsyncDir(this.host.segmentsDir);
+    }
+    this.unlinksSynced();
   }
 
   /**
@@ -378,10 +509,23 @@ export class Compactor {
     return out;
   }
 
-  /** Accounts for the PUT records the compaction dropped; returns the slots it touched. */
-  private dropRecords(seg: Segment, result: CompactionResult, now: number): Set<Slot> {
+  /**
+   * Accounts for the PUT records the compaction dropped — the dead current values the plan named
+   * (`deadPuts`, each verified by the worker to be a PUT record there) and the rest, which the
+   * worker named — and returns the slots it touched.
+   */
+  private dropRecords(seg: Segment, result: SourceResult, deadPuts: readonly PlannedRecord[], now: number): Set<Slot> {
     const keydir = this.host.keydir;
     const touched = new Set<Slot>();
+    for (const d of deadPuts) {
+      if (d.kind !== "put") continue;
+      const slot = d.slot;
+      assert(slot.physical > 0, `physical record count of ${slot.scope}/${slot.key} never goes below zero`);
+      slot.physical -= 1;
+      if (slot.physical === 0) slot.reclaimedAt = now;
+      if (slot.seg === seg.id && slot.off === d.off) slot.seg = 0;
+      touched.add(slot);
+    }
     for (let i = 0; i < result.droppedKeys.length; i++) {
       const slot = keydir.get(elementAt(result.droppedScopes, i, "a scope per dropped record"), elementAt(result.droppedKeys, i, "a key per dropped record"));
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
@@ -430,9 +574,12 @@ export class Compactor {
   }
 
   /**
-   * Compacts `segs` one after the other, from one flush and one plan. "garbage": every sealed
-   * segment holding dead bytes, as counted by that same plan (one keydir walk both recounts the
-   * dead bytes and plans the compactions).
+   * Compacts `segs` from one flush and one plan. "garbage": every sealed segment holding dead
+   * bytes, as counted by that same plan (one keydir walk both recounts the dead bytes and plans).
+   * copy-on-write merges them into outputs (group), whose ids one manifest write reserves first
+   * (nextId past them: an output the manifest does not list yet is deleted at open, never read);
+   * in-place rewrites one segment after the other (a segment hard-linked into a backup is merged
+   * by copy instead: backup.ts).
    */
   private async compactMany(which: Segment[] | "garbage", mode: Mode): Promise<T.CompactionReport> {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
@@ -442,19 +589,74 @@ export class Compactor {
     const now = this.host.options.clock();
     const plans = planSegments(this.host, now, which === "garbage" ? null : new Set(which.map((x) => x.id)));
     if (which === "garbage") this.countDead(plans);
-    const segs = which === "garbage" ? this.sealedWithGarbage() : which;
-    for (const seg of segs) {
-      if (this.closed) break;
-      const r = await this.compactSegment(seg, mode, plans.get(seg.id) ?? { survivors: [], droppable: [] }, now);
-      if (r === null) continue;
-      report.segments.push(...r.segments);
-      report.bytesBefore += r.bytesBefore;
-      report.bytesAfter += r.bytesAfter;
-      report.recordsKept += r.recordsKept;
-      report.recordsDropped += r.recordsDropped;
+    const ready = (which === "garbage" ? this.sealedWithGarbage() : which).filter((s) => this.compactable(s));
+    this.deadAtPlan.clear();
+    for (const seg of ready) this.deadAtPlan.set(seg.id, seg.deadBytes);
+    const jobs = this.jobsOf(ready, mode, plans);
+    if (jobs.length === 0) return report;
+    if (jobs.some((j) => j.mode === "copy-on-write")) this.host.recordSegments(); // reserves the output ids
+    try {
+      await this.runJobs(jobs, plans, now, report);
+    } finally {
+      this.syncUnlinks();
     }
     report.durationMs = performance.now() - started;
     return report;
+  }
+
+  /** The pass's jobs: merged copy-on-write groups (ids allocated now), then in-place segments one by one. */
+  private jobsOf(ready: readonly Segment[], mode: Mode, plans: ReadonlyMap<number, SegmentPlan>): Job[] {
+    // A segment hard-linked into a backup must never be rewritten in place (backup.ts).
+    const copied = mode === "copy-on-write" ? ready : ready.filter((s) => fs.fstatSync(s.fd).nlink > 1);
+    const jobs: Job[] = this.group(copied, plans).map((group) => ({ group, mode: "copy-on-write" as const, targetId: this.host.allocateId() }));
+    if (mode === "in-place") for (const s of ready) if (!copied.includes(s)) jobs.push({ group: [s], mode, targetId: s.id });
+    return jobs;
+  }
+
+  /**
+   * Runs the jobs in order. A copy-on-write job's worker starts on the next job before the main
+   * thread publishes this one (two cores: one copies while the other syncs the manifest and
+   * unlinks); the groups are disjoint and every plan was made before either ran, and publication
+   * moves a keydir pointer only if it still names the planned place, so the overlap changes no
+   * decision. In-place jobs run strictly one after the other (an in-place result must be published).
+   * After a failure, a copy already started is awaited and its unpublished output removed.
+   */
+  private async runJobs(jobs: readonly Job[], plans: ReadonlyMap<number, SegmentPlan>, now: number, report: T.CompactionReport): Promise<void> {
+    const canOverlap = this.host.options.compaction.workers > 0;
+    let next = 0;
+    let running: Running | null = null;
+    const startNext = (): Running | null => {
+      while (next < jobs.length && !this.closed) {
+        const job = elementAt(jobs, next++, "a job");
+        if (job.group.every((s) => this.compactable(s))) return this.start(job, plans);
+      }
+      return null;
+    };
+    running = startNext();
+    try {
+      while (running !== null) {
+        const result = await running.done;
+        const current: Running = running;
+        running = canOverlap && current.job.mode === "copy-on-write" && jobs[next]?.mode === "copy-on-write" ? startNext() : null;
+        addReport(report, this.publish(current, result, plans, now));
+        running ??= startNext();
+      }
+    } catch (err) {
+      if (running !== null) await this.discard(running);
+      throw err;
+    }
+  }
+
+  /** Waits for a started copy-on-write job that will not be published and removes its output files. */
+  private async discard(run: Running): Promise<void> {
+    try {
+      const result = await run.done;
+      if (result.empty) return;
+      unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(run.task.targetId)));
+      unlinkHint(this.host.segmentsDir, run.task.targetId);
+    } catch {
+      // its own failure removed what it wrote; the pass reports the first failure
+    }
   }
 
   /** compact(): the given segments, or every segment holding garbage (sealing the active one). */
@@ -470,7 +672,7 @@ export class Compactor {
       if (ids === undefined) {
         // The write path's estimate already says whether the active segment holds garbage; only
         // when it says none can expiry have made some (a recount tells).
-        if (this.host.log.activeSegment.deadBytes === 0) this.recount();
+        if (this.host.log.activeSegment.deadBytes === 0) this.recountActive();
         await this.sealActiveIfDirty();
       }
       // Without ids: every segment with garbage, recounted by the plan itself (after the seal).
@@ -521,6 +723,32 @@ export class Compactor {
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
   }
+}
+
+/** Free bytes of the file system holding `dir` for an unprivileged writer (0 when it cannot be asked). */
+function freeBytes(dir: string): number {
+  try {
+    const st = fs.statfsSync(dir);
+    return st.bavail * st.bsize;
+  } catch {
+    return 0;
+  }
+}
+
+/** Bytes that survive by `plan` (none without one). */
+function liveBytesOf(plan: SegmentPlan | undefined): number {
+  let n = 0;
+  for (const k of plan?.survivors ?? []) n += k.len;
+  return n;
+}
+
+/** Adds one compaction's report to the pass's. */
+function addReport(report: T.CompactionReport, r: T.CompactionReport): void {
+  report.segments.push(...r.segments);
+  report.bytesBefore += r.bytesBefore;
+  report.bytesAfter += r.bytesAfter;
+  report.recordsKept += r.recordsKept;
+  report.recordsDropped += r.recordsDropped;
 }
 
 /** The scopes of the PUT records among `survivors` (a segment's `scopes`, for eager erasure). */

@@ -109,6 +109,39 @@ export class Segment {
     if (this.readers === 0) this.close(gens);
   }
 
+  /**
+   * Unlinks this sealed segment's file (and its hint) WITHOUT the directory fsync, trying once
+   * more after a failure: a merged compaction unlinks several sources behind one fsync, then calls
+   * markRetired. Throws the IoError when the file may still be named in the directory.
+   */
+  unlinkFile(dir: string): void {
+    assert(!this.retired && this.writer === null, `segment ${this.id}: only a published sealed segment is unlinked`);
+    const file = path.join(dir, segmentFileName(this.id));
+    try {
+      io.unlink("io:unlink", file);
+    } catch {
+      io.unlink("io:unlink", file); // a transient EIO must not fail a compaction that is otherwise done
+    }
+    unlinkHint(dir, this.id); // swallows failures: an orphan hint is never read
+  }
+
+  /**
+   * Marks the segment retired once the manifest no longer lists it (recovery deletes such a file
+   * before reading anything). A read still holding it keeps its descriptor; the last one out
+   * closes it (or close() does). `gone` waits for markGone.
+   */
+  markRetired(gens: GenerationTable): void {
+    assert(!this.retired, `segment ${this.id} is retired once`);
+    this.retired = true;
+    if (this.readers === 0) this.close(gens);
+  }
+
+  /** A retired segment's unlink is durable (a directory fsync followed it): `gone` resolves (I8). */
+  markGone(): void {
+    assert(this.retired, `segment ${this.id}: only a retired segment is gone`);
+    this.goneResolve?.();
+  }
+
   /** True once the descriptor is closed: a read must not use it (the number may be reused). */
   get isClosed(): boolean {
     return this.closed;
