@@ -81,8 +81,9 @@ export class BatchPlan {
   /**
    * The state each (scope, key) the plan touched is left in, by scope then key: two lookups of
    * strings whose hashes are cached, instead of a "scope\0key" string built and hashed per op.
+   * Made by a batch's first op only: a lone op reads and writes no overlay.
    */
-  private readonly overlay = new Map<string, Map<string, Logical>>();
+  private overlay: Map<string, Map<string, Logical>> | null = null;
   private readonly flags: number;
   /** A batch's records are carved from one arena (contiguous: hashed and written as a few runs); a lone op's record is allocated alone. */
   private readonly arena: RecordArena | undefined;
@@ -103,7 +104,7 @@ export class BatchPlan {
 
   /** The state (scope, key) is decided against: what an earlier op of this plan left, else the store's. */
   private state(scope: string, key: string): Logical {
-    return this.overlay.get(scope)?.get(key) ?? this.host.logical(scope, key, this.now);
+    return this.overlay?.get(scope)?.get(key) ?? this.host.logical(scope, key, this.now);
   }
 
   /** Takes a decided op and its record into the plan (a batch's bytes bounded), and into the overlay later ops read. */
@@ -116,6 +117,7 @@ export class BatchPlan {
     this.seqs.push(op.seq);
     this.ops.push(op);
     if (!this.inBatch) return; // a lone op reads no overlay
+    this.overlay ??= new Map();
     let keys = this.overlay.get(op.scope);
     if (keys === undefined) {
       keys = new Map();

@@ -37,7 +37,7 @@ import { BlockCache } from "./block-cache.js";
 import { backupStore } from "./backup.js";
 import { exportEntries } from "./export.js";
 import { Segment } from "./segment.js";
-import { BatchPlan, type PlannedOp } from "./batch-plan.js";
+import { BatchPlan, type PlannedOp, type WriteOp } from "./batch-plan.js";
 import { storeStats } from "./stats.js";
 import { verifySegments } from "./verify.js";
 import { HintBuilder } from "../segments/hint.js";
@@ -265,22 +265,29 @@ export class Store implements T.Backend {
     return bytes;
   }
 
-  /** write(): see API.md. */
-  async write(key: unknown, value: unknown, options?: unknown): Promise<T.WriteResult> {
-    this.assertOpen();
-    const o = A.optsOf(options, "write");
-    const scope = A.scopeOf(o);
-    const k = A.keyOf(key);
-    const v = A.valueOf(value);
-    const expected = A.expectedVersionOf(o);
-    const clear = A.boolOf(o, "clearTombstone", false);
-    const ttl = A.ttlOf(o);
-    const room = this.admitted();
-    if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
+  /**
+   * write(): see API.md. Not an async function: with room in the queue the call decides, encodes
+   * and queues in the caller's turn and returns the log's own promise, which resolves with the
+   * result (no promise layer per call frame); a thrown check becomes a rejection, as before.
+   */
+  write(key: unknown, value: unknown, options?: unknown): Promise<T.WriteResult> {
+    try {
+      this.assertOpen();
+      const o = A.optsOf(options, "write");
+      const w: WriteOp = { scope: A.scopeOf(o), key: A.keyOf(key), value: A.valueOf(value), expected: A.expectedVersionOf(o), clearTombstone: A.boolOf(o, "clearTombstone", false), ttlMs: A.ttlOf(o) };
+      const room = this.admitted();
+      if (room !== null) return room.then(() => this.queueWrite(w)); // only when the queue is full: decisions stay in the caller's turn
+      return this.queueWrite(w);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  /** Decides and queues a checked write; resolves with its result once committed. Throws (queuing nothing) on a conflict. */
+  private queueWrite(w: WriteOp): Promise<T.WriteResult> {
     const plan = new BatchPlan(this, this.nextSeq(), this.options.clock(), false);
-    const result = plan.write({ scope, key: k, value: v, expected, clearTombstone: clear, ttlMs: ttl });
-    await this.commitPlan(plan);
-    return result;
+    const result = plan.write(w);
+    return this.queuePlan(plan, result);
   }
 
   /**
@@ -288,11 +295,16 @@ export class Store implements T.Backend {
    * queuing nothing, when it cannot); the sequence moves by exactly the plan's records (I7); each
    * op's state becomes the intent later mutations are decided against. Resolves once durable.
    */
-  private async commitPlan(plan: BatchPlan): Promise<void> {
-    const done = this.log.append({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp) });
+  private commitPlan(plan: BatchPlan): Promise<void> {
+    return this.queuePlan(plan, undefined);
+  }
+
+  /** commitPlan, resolving with `value` once the plan is committed. */
+  private queuePlan<R>(plan: BatchPlan, value: R): Promise<R> {
+    const done = this.log.appendWith({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp) }, value);
     this.advanceSeq(plan.seq, plan.seqs.length);
     for (const op of plan.ops) this.intents.set(op.scope, op.key, op.logical);
-    await done;
+    return done;
   }
 
   /** Applies one committed PUT or TOMBSTONE of a plan at its location. */

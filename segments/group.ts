@@ -8,7 +8,8 @@
  */
 import { checksum64, checksum64Of } from "./checksum.js";
 import * as C from "./constants.js";
-import { decodeRecord, encodeRecord, isRecord, type RecordFault } from "./record.js";
+import { decodeRecord, encodeRecord, isRecord, writeChecksum, type RecordFault } from "./record.js";
+import { writeU64 } from "./u64.js";
 import { assert } from "../rules/assert.js";
 
 /** A group frame read back from bytes whose body checksum passed. */
@@ -56,18 +57,33 @@ function bodyChecksum(body: readonly Uint8Array[]): bigint {
   return checksum64Of(contiguousRuns(body));
 }
 
+/** Offset of a frame's value (body length u64, then body checksum u64): after the fixed fields and the scope "global". */
+const FRAME_VALUE_AT = C.RECORD_FIXED_BYTES + Buffer.byteLength(C.ROOT_SCOPE, "utf8");
+/** The bytes every frame shares (length, type, flags, name lengths, scope, empty key), made once by the general encoder. */
+let frameTemplate: Buffer | null = null;
+
 /**
  * Encodes the frame of a group whose body is `body` (the group's records in order), whose first
  * record has sequence `firstSeq`, written while the segment was durable up to `syncedEnd`.
+ * Byte for byte what encodeRecord makes of the GROUP record (test/group-frame-fast.test.ts): the
+ * fixed part is copied from a template and only seq, syncedEnd, the value and the checksum are
+ * written, since one frame per commit group was ~10 µs of a lone put through the general encoder.
  */
 export function encodeGroupFrame(firstSeq: number, syncedEnd: number, body: readonly Uint8Array[]): Buffer {
+  assert(Number.isSafeInteger(firstSeq) && firstSeq > 0 && firstSeq <= C.SEQ_MAX, `a group's first sequence ${firstSeq} is a positive sequence`);
+  assert(Number.isSafeInteger(syncedEnd) && syncedEnd >= 0 && syncedEnd <= C.SEQ_MAX, `a group's synced end ${syncedEnd} is a non-negative safe integer`);
   let bytes = 0;
   for (const b of body) bytes += b.byteLength;
-  const value = Buffer.alloc(C.GROUP_VALUE_BYTES);
-  value.writeBigUInt64LE(BigInt(bytes), 0);
-  value.writeBigUInt64LE(bodyChecksum(body), 8);
-  const frame = encodeRecord({ type: C.RecordType.GROUP, seq: firstSeq, generation: syncedEnd, scope: C.ROOT_SCOPE, key: "", value });
-  if (frame.length !== C.GROUP_FRAME_BYTES) throw new Error(`group frame is ${frame.length} bytes, not ${C.GROUP_FRAME_BYTES}`);
+  frameTemplate ??= encodeRecord({ type: C.RecordType.GROUP, seq: 1, generation: 0, scope: C.ROOT_SCOPE, key: "", value: new Uint8Array(C.GROUP_VALUE_BYTES) });
+  assert(frameTemplate.length === C.GROUP_FRAME_BYTES && FRAME_VALUE_AT + C.GROUP_VALUE_BYTES + C.RECORD_CHECKSUM_BYTES === C.GROUP_FRAME_BYTES, "a frame is its fixed part, the scope, its value and its checksum");
+  const frame = Buffer.allocUnsafe(C.GROUP_FRAME_BYTES);
+  frameTemplate.copy(frame, 0, 0, FRAME_VALUE_AT);
+  writeU64(frame, firstSeq, C.R_SEQ);
+  writeU64(frame, syncedEnd, C.R_GENERATION);
+  writeU64(frame, bytes, FRAME_VALUE_AT);
+  writeChecksum(frame, bodyChecksum(body), FRAME_VALUE_AT + 8);
+  const sumAt = C.GROUP_FRAME_BYTES - C.RECORD_CHECKSUM_BYTES;
+  writeChecksum(frame, checksum64(frame, 0, sumAt), sumAt);
   return frame;
 }
 

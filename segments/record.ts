@@ -136,7 +136,7 @@ const HOST_LITTLE_ENDIAN = ((): boolean => {
 })();
 
 /** Writes the u64 checksum `sum` little-endian at buf[at, at + 8). */
-function writeChecksum(buf: Buffer, sum: bigint, at: number): void {
+export function writeChecksum(buf: Buffer, sum: bigint, at: number): void {
   if (!HOST_LITTLE_ENDIAN) {
     buf.writeBigUInt64LE(sum, at);
     return;
