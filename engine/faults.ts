@@ -34,6 +34,13 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
 ];
 
 
+/**
+ * The points that lie inside one synchronous main-thread turn (a seal's truncate, a copy-on-write
+ * output's publication): a synchronous path cannot pause, so they take `crashAt` only, and
+ * `pauseAt` naming one is refused at open (it would never pause, and `waitFor` would never resolve).
+ */
+export const CRASH_ONLY_POINTS: readonly FaultPoint[] = ["seal:after-truncate", "compaction:after-rename", "compaction:before-unlink"];
+
 const CELLS = 2;
 const ARMED = 0;
 const STATE = 1;

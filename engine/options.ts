@@ -4,7 +4,7 @@
  */
 import { TTL_MS_MAX, VALUE_BYTES_MAX } from "../rules/limits.js";
 import { checkTtl } from "../rules/args.js";
-import { isFaultPoint } from "./faults.js";
+import { CRASH_ONLY_POINTS, isFaultPoint } from "./faults.js";
 import { FAIL_ERRNOS, FAIL_TIMES_MAX, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 import type { FaultPoint, OpenOptions } from "../rules/types.js";
 import { fail, int, object, oneOf, valueBytesMaxOf } from "../rules/option-checks.js";
@@ -78,6 +78,8 @@ function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null
   const f = object("faults", v);
   const pauseAt = f["pauseAt"] ?? [];
   if (!Array.isArray(pauseAt) || !pauseAt.every(isFaultPoint)) fail("faults.pauseAt", "an array of fault point names", pauseAt);
+  const crashOnly = (pauseAt as FaultPoint[]).find((p) => CRASH_ONLY_POINTS.includes(p));
+  if (crashOnly !== undefined) fail("faults.pauseAt", `points that can pause (${crashOnly} lies in a synchronous turn: use crashAt for it)`, crashOnly);
   const crashAt = f["crashAt"] ?? null;
   if (crashAt !== null && !isFaultPoint(crashAt)) fail("faults.crashAt", "a fault point name", crashAt);
   return { pauseAt: [...pauseAt], crashAt, failAt: failAt(f["failAt"]) };

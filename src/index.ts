@@ -4,7 +4,7 @@
 export { Engram, type Faults } from "./engram.js";
 export * from "./errors.js";
 export type * from "./types.js";
-export { FAULT_POINTS, IO_FAULT_POINTS } from "../engine/faults.js";
+export { CRASH_ONLY_POINTS, FAULT_POINTS, IO_FAULT_POINTS } from "../engine/faults.js";
 export { tools, handleToolCall, listTools, validateToolCall, toolArgSchemas, isValidScope, toWireError, isWireError } from "./tools.js";
 export type {
   MemoryStore,
