@@ -194,7 +194,7 @@ export class Store implements T.Backend {
    */
   createSegment(): Segment {
     const cell = this.gens.allocate(0);
-    if (cell === null) throw new LimitExceededError("too many open segments; run gc() to retire the segments that hold only garbage (compaction does not merge live ones), or open with a larger segmentBytes so that fewer are made");
+    if (cell === null) throw new LimitExceededError("too many open segments; run compact() to merge half-dead segments into fewer (copy-on-write mode) and gc() to retire the ones that hold only garbage, or open with a larger segmentBytes so that fewer are made");
     const id = this.allocateId();
     const header = { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: this.seq, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 };
     const prealloc = Math.min(this.options.segmentBytes, 8 * 1024 * 1024);
