@@ -381,6 +381,16 @@ export class HintSlots implements DeferredSlots {
 /** Scratch of load: pairs (table number, entry number) of the entries to apply. */
 const FOUND: number[] = [];
 
+/**
+ * The slot hash that load() probes with for (scope, key), and the UTF-8 bytes it compares
+ * entries with (a copy); hash -1 when the name is longer than any stored one. For tests: it is
+ * what must equal slotHash over the name's UTF-8 bytes, whatever scope came before.
+ */
+export function queryHash(scope: string, key: string): { hash: number; bytes: Buffer } {
+  const hash = writeQuery(scope, key);
+  return { hash, bytes: hash < 0 ? Buffer.alloc(0) : Buffer.from(QUERY.subarray(0, queryScopeLen + queryKeyLen)) };
+}
+
 /** True when the entry at `at` names the scope and key in query[0, scopeLen + keyLen). */
 function sameName(body: Buffer, at: number, query: Buffer, scopeLen: number, keyLen: number): boolean {
   const f = at + 4;
