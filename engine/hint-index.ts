@@ -88,7 +88,8 @@ class HintTable {
   /** The body offset of keyed entry `i` with the entry's bytes present, or -1. */
   entry(i: number): number {
     const at = this.u32(this.entryAt, i);
-    // Whole: entryPresent's answer without its ensure calls (an offset past the body cannot be present).
+    if (this.hint.bytes === null) return at; // in memory: entryPresent is always true
+    // Every block loaded: entryPresent's answer without its ensure calls (only an offset past the body is absent).
     if (this.whole) return at <= this.body.length ? at : -1;
     return at >= 0 && entryPresent(this.hint, at) ? at : -1;
   }
