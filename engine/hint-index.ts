@@ -37,6 +37,12 @@ class HintTable {
   readonly count: number;
   /** Per keyed entry: 1 once applied. Allocated at first use (an open allocates nothing per entry). */
   private doneBytes: Uint8Array | null = null;
+  /**
+   * True once every byte of the hint is present and checked (a hint in memory, or every block
+   * loaded): the accessors then read the views directly, without asking HintBytes per access.
+   * It only ever turns true (blocks are never unloaded).
+   */
+  private whole: boolean;
 
   constructor(hint: LoadedHint) {
     this.segmentId = hint.segmentId;
@@ -47,6 +53,7 @@ class HintTable {
     this.table = hint.index.table;
     this.mask = this.table.length - 1;
     this.count = hint.index.keyed;
+    this.whole = hint.bytes === null || hint.bytes.complete;
     assert(this.entryAt.length === this.count && this.hashes.length === this.count, "one offset and one hash per keyed entry");
     assert(this.table.length >= 2 * this.count && (this.table.length & this.mask) === 0, "a table of a power of two cells, at most half full");
   }
@@ -60,9 +67,10 @@ class HintTable {
   /** Element `i` of a u32 view of the file (its bytes made present first), or -1. */
   private u32(view: Uint32Array | Int32Array, i: number): number {
     const bytes = this.hint.bytes;
-    if (bytes !== null) {
+    if (bytes !== null && !this.whole) {
       const at = view.byteOffset - bytes.buf.byteOffset + 4 * i;
       if (!bytes.ensure(at, at + 4)) return -1;
+      if (bytes.complete) this.whole = true;
     }
     return view[i] as number; // in bounds: callers pass i below the view's length
   }
@@ -80,6 +88,9 @@ class HintTable {
   /** The body offset of keyed entry `i` with the entry's bytes present, or -1. */
   entry(i: number): number {
     const at = this.u32(this.entryAt, i);
+    if (this.hint.bytes === null) return at; // in memory: entryPresent is always true
+    // Every block loaded: entryPresent's answer without its ensure calls (only an offset past the body is absent).
+    if (this.whole) return at <= this.body.length ? at : -1;
     return at >= 0 && entryPresent(this.hint, at) ? at : -1;
   }
 
@@ -98,6 +109,53 @@ class HintUnreadable extends Error {
 
 /** Scratch for a looked-up slot's scope and key bytes. */
 const QUERY = Buffer.allocUnsafe(SCOPE_BYTES_MAX + KEY_BYTES_MAX);
+/**
+ * The scope whose UTF-8 bytes QUERY starts with (null: none), their length, and the slot hash's
+ * state after them and the separator (slotHash's prefix): consecutive lookups mostly share a
+ * scope, so it is encoded and hashed once, not per lookup.
+ */
+let queryScope: string | null = null;
+let queryScopeLen = 0;
+let queryScopeHash = 0;
+/** Bytes of the key that follows the scope in QUERY (set by writeQuery). */
+let queryKeyLen = 0;
+
+/**
+ * Puts the UTF-8 bytes of `scope` then `key` in QUERY (lengths in queryScopeLen, queryKeyLen) and
+ * returns their slotHash; -1 when they do not fit (longer than any stored name). An ASCII key is
+ * copied and hashed in one pass; any other goes through Buffer.write and slotHash. Either way the
+ * bytes and the hash are those of slotHash over the UTF-8 encoding (test/hint-slot-build.test.ts).
+ */
+function writeQuery(scope: string, key: string): number {
+  if (scope !== queryScope) {
+    queryScope = null; // QUERY is rewritten: no scope is cached until this one is whole
+    const n = QUERY.write(scope, 0, "utf8");
+    if (Buffer.byteLength(scope, "utf8") !== n) return -1;
+    queryScopeLen = n;
+    queryScopeHash = slotHash(QUERY, 0, n, n, 0); // FNV over the scope and the separator: the key's bytes continue it
+    queryScope = scope;
+  }
+  const scopeLen = queryScopeLen;
+  let h = queryScopeHash;
+  const keyChars = key.length;
+  if (scopeLen + keyChars <= QUERY.length) {
+    let i = 0;
+    for (; i < keyChars; i++) {
+      const c = key.charCodeAt(i);
+      if (c >= 0x80) break;
+      QUERY[scopeLen + i] = c;
+      h = Math.imul(h ^ c, 0x01000193);
+    }
+    if (i === keyChars) {
+      queryKeyLen = keyChars;
+      return h >>> 0;
+    }
+  }
+  const keyLen = QUERY.write(key, scopeLen, "utf8");
+  if (Buffer.byteLength(key, "utf8") !== keyLen) return -1;
+  queryKeyLen = keyLen;
+  return slotHash(QUERY, 0, scopeLen, scopeLen, keyLen);
+}
 
 /** Deferred entries of every hinted segment of one open. */
 export class HintSlots implements DeferredSlots {
@@ -222,10 +280,10 @@ export class HintSlots implements DeferredSlots {
 
   load(keydir: Keydir, scope: string, key: string): void {
     if (this.refused !== null) throw this.refused;
-    const scopeLen = QUERY.write(scope, 0, "utf8");
-    const keyLen = QUERY.write(key, scopeLen, "utf8");
-    if (Buffer.byteLength(scope, "utf8") !== scopeLen || Buffer.byteLength(key, "utf8") !== keyLen) return; // longer than any stored name
-    const h = slotHash(QUERY, 0, scopeLen, scopeLen, keyLen);
+    const h = writeQuery(scope, key);
+    if (h < 0) return; // longer than any stored name
+    const scopeLen = queryScopeLen;
+    const keyLen = queryKeyLen;
     // A table found unreadable is rebuilt from a scan (never unreadable again): at most one retry each.
     for (let attempt = 0; ; attempt++) {
       try {
@@ -323,6 +381,16 @@ export class HintSlots implements DeferredSlots {
 
 /** Scratch of load: pairs (table number, entry number) of the entries to apply. */
 const FOUND: number[] = [];
+
+/**
+ * The slot hash that load() probes with for (scope, key), and the UTF-8 bytes it compares
+ * entries with (a copy); hash -1 when the name is longer than any stored one. For tests: it is
+ * what must equal slotHash over the name's UTF-8 bytes, whatever scope came before.
+ */
+export function queryHash(scope: string, key: string): { hash: number; bytes: Buffer } {
+  const hash = writeQuery(scope, key);
+  return { hash, bytes: hash < 0 ? Buffer.alloc(0) : Buffer.from(QUERY.subarray(0, queryScopeLen + queryKeyLen)) };
+}
 
 /** True when the entry at `at` names the scope and key in query[0, scopeLen + keyLen). */
 function sameName(body: Buffer, at: number, query: Buffer, scopeLen: number, keyLen: number): boolean {

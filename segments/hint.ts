@@ -457,6 +457,14 @@ export class HintBytes {
     return this.load(k, last);
   }
 
+  /**
+   * True once every block is loaded and checked: from then on every ensure() inside the region
+   * is true, so a caller may skip it (blocks are never unloaded, and a failure needs a load).
+   */
+  get complete(): boolean {
+    return this.missing === 0;
+  }
+
   /** ensure() of the whole region. */
   ensureAll(): boolean {
     return this.missing === 0 || this.ensure(0, this.buf.length);
