@@ -13,22 +13,12 @@ import * as C from "../segments/constants.js";
 import { checksum64, initChecksum } from "../segments/checksum.js";
 import { encodeGroupFrame, readGroupFrame } from "../segments/group.js";
 import { encodeRecord } from "../segments/record.js";
+import { rng } from "./helpers/rng.js";
 
 beforeAll(async () => {
   await initChecksum();
 });
 
-/** A small deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** The GROUP record the general encoder makes: the frame as it was built before the template. */
 function reference(firstSeq: number, syncedEnd: number, bodyBytes: number, bodySum: bigint): Buffer {
