@@ -24,27 +24,17 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { CorruptionError } from "../rules/errors.js";
-import { checkHint, forEachEntry, hintFileName, HINT_HEADER_BYTES } from "../segments/hint.js";
-import { readHeader } from "../segments/header-io.js";
+import { checkHint, forEachEntry, HINT_HEADER_BYTES } from "../segments/hint.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { dropHints, hintIds } from "./helpers/hints.js";
 import { rng } from "./helpers/rng.js";
+import { copyDir, headerOf, hintPath, openState, recoveredState, scannedState } from "./helpers/recovered-state.js";
 import { resealHint, sectionsOf } from "./helpers/hint-layout.js";
 
 const NOW = 1_800_000_000_000;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false }, clock: () => NOW };
 const SCOPES = ["global", "user:alice", "user:alice/notes", "user:bob"];
-
-function copyDir(src: string, label: string): string {
-  const dst = tempDir(label);
-  fs.cpSync(src, dst, { recursive: true });
-  return dst;
-}
-
-function hintPath(dir: string, id: number): string {
-  return path.join(dir, "segments", hintFileName(id));
-}
 
 /** The seeded workload; returns the directory, closed. */
 async function build(): Promise<string> {
@@ -71,53 +61,13 @@ async function build(): Promise<string> {
   return dir;
 }
 
-/** Everything recovery rebuilds, as plain data. */
-function stateOf(s: Store): unknown {
-  const slots = [...s.keydir.all()]
-    .map((x) => ({
-      scope: x.scope, key: x.key, putSeq: x.putSeq, putGen: x.putGen, seg: x.seg, off: x.off, len: x.len, expiresAt: x.expiresAt, generation: x.generation,
-      tombSeq: x.tombSeq, tombGen: x.tombGen, tombSeg: x.tombSeg, tombOff: x.tombOff, tombLen: x.tombLen,
-      clearSeq: x.clearSeq, clearSeg: x.clearSeg, clearOff: x.clearOff, clearLen: x.clearLen,
-      physical: x.physical, listedSeq: x.listedSeq, reclaimedAt: x.reclaimedAt > 0,
-    }))
-    .sort((a, b) => (a.scope + "\u0000" + a.key < b.scope + "\u0000" + b.key ? -1 : 1));
-  const erases = [...s.keydir.erases.entries()].sort();
-  const segs = [...s.segments.values()]
-    .map((g) => ({ id: g.id, dataEnd: g.dataEnd, minSeq: g.minSeq, maxSeq: g.maxSeq, scopes: [...g.scopes].sort(), sealed: g.writer === null }))
-    .sort((a, b) => a.id - b.id);
-  return { slots, erases, segs, seq: s.sequence };
-}
-
-/** Opens `dir`, returns its state and what the open found, closes it. */
-async function openState(dir: string): Promise<{ state: unknown; hinted: number; segments: number }> {
-  const s = await Store.open(dir, OPTS);
-  try {
-    return { state: stateOf(s), hinted: s.opened.hinted, segments: s.opened.segments };
-  } finally {
-    await s.close();
-  }
-}
-
-/** The reference: what a scan of every segment rebuilds. */
-async function scanned(dir: string): Promise<unknown> {
-  const copy = copyDir(dir, "hints-ref");
-  dropHints(copy);
-  const r = await openState(copy);
-  expect(r.hinted).toBe(0);
-  return r.state;
-}
+/** Opens `dir` with OPTS: its state and what the open found. */
+const open = (dir: string): ReturnType<typeof openState> => openState(dir, OPTS);
+/** The reference state: a scan of a hint-less copy of `dir`. */
+const scanned = (dir: string): Promise<unknown> => scannedState(dir, OPTS, "hints-ref");
 
 /** Recomputes a hint's checksums after a change (the protection taken away): its block sums and trailer. */
 const reseal = resealHint;
-
-function headerOf(dir: string, id: number): ReturnType<typeof readHeader> {
-  const fd = fs.openSync(path.join(dir, "segments", `${String(id).padStart(8, "0")}.seg`), "r");
-  try {
-    return readHeader(fd, id);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 describe("hint files", () => {
   let base = "";
@@ -127,7 +77,7 @@ describe("hint files", () => {
     base = await build();
     reference = await scanned(base);
     const ids = hintIds(base);
-    const r = await openState(copyDir(base, "hints-all"));
+    const r = await open(copyDir(base, "hints-all"));
     expect(r.segments).toBeGreaterThan(5);
     expect(ids.length).toBe(r.segments); // every segment, the active one included (its prefix)
     expect(r.hinted).toBe(r.segments);
@@ -162,7 +112,7 @@ describe("hint files", () => {
       const bad = Buffer.from(good);
       bad[at] = (bad[at] as number) ^ 0x10;
       fs.writeFileSync(hintPath(dir, id), bad);
-      const r = await openState(dir);
+      const r = await open(dir);
       // Header, summary, trailer: refused at open. The checksummed blocks of the entries and index
       // (version 2): refused at open when the open reads that block, else found at first use and
       // the segment rescanned (test/hint-v2.test.ts); the state is exact either way.
@@ -180,7 +130,7 @@ describe("hint files", () => {
     bad[HINT_HEADER_BYTES + 4 + 24] = (bad[HINT_HEADER_BYTES + 4 + 24] as number) ^ 0x04; // the first entry's generation
     reseal(bad);
     fs.writeFileSync(hintPath(dir, id), bad);
-    const r = await openState(dir);
+    const r = await open(dir);
     expect(r.hinted).toBe(r.segments);
     expect(r.state).not.toEqual(reference);
   });
@@ -203,11 +153,11 @@ describe("hint files", () => {
     for (const [what, damage] of cases) {
       const dir = copyDir(base, "hints-case");
       damage(hintPath(dir, id));
-      const r = await openState(dir);
+      const r = await open(dir);
       expect(r.hinted, what).toBe(r.segments - 1);
       expect(r.state, what).toEqual(reference);
       expect(checkHint(fs.readFileSync(hintPath(dir, id)), id, headerOf(dir, id)), `${what}: rewritten at open`).not.toBeNull();
-      expect((await openState(dir)).hinted, `${what}: the next open uses it`).toBe(r.segments);
+      expect((await open(dir)).hinted, `${what}: the next open uses it`).toBe(r.segments);
     }
   }, 60_000);
 
@@ -225,7 +175,7 @@ describe("hint files", () => {
     expect(fs.existsSync(path.join(dir, "segments", `${String(victim.id).padStart(8, "0")}.seg`)), "the victim keeps live records").toBe(true);
     expect(headerOf(dir, victim.id).header.generation, "rewritten in place").toBeGreaterThan(0);
     fs.writeFileSync(hintPath(dir, victim.id), old);
-    const r = await openState(dir);
+    const r = await open(dir);
     expect(r.hinted).toBe(r.segments - 1);
     expect(r.state).toEqual(await scanned(dir));
     // Twin: without the identity check the stale hint would pass (it is whole and well formed for
@@ -255,7 +205,7 @@ describe("hint files", () => {
     for (const id of gone) expect(fs.existsSync(hintPath(dir, id)), `hint of retired ${id}`).toBe(false);
     for (const id of gone) fs.copyFileSync(hintPath(base, id), hintPath(dir, id));
     const want = await scanned(dir);
-    const r = await openState(dir);
+    const r = await open(dir);
     for (const id of gone) expect(fs.existsSync(hintPath(dir, id)), `planted hint of ${id}`).toBe(false);
     expect(r.state).toEqual(want);
   }, 60_000);
@@ -292,7 +242,7 @@ describe("hint files", () => {
     const crashed = copyDir(dir, "hints-active-crash"); // what a SIGKILL leaves: the close-time hint, more records after it
     await s.close();
     const want = await scanned(crashed);
-    const r = await openState(crashed);
+    const r = await open(crashed);
     expect(r.hinted).toBe(r.segments);
     expect(r.state).toEqual(want);
     expect((r.state as { slots: Array<{ key: string }> }).slots.filter((x) => x.key.startsWith("after")).length).toBe(5);
@@ -325,7 +275,7 @@ describe("hint files", () => {
         if (i % 7 === 2) for (const t of [s, ref]) await t.undelete(key, { scope }).catch(() => undefined);
       }
       await ask();
-      expect(stateOf(s)).toEqual(stateOf(ref));
+      expect(recoveredState(s)).toEqual(recoveredState(ref));
       expect(s.keydir.isDeferred, "a pass over all slots applies the rest").toBe(false);
     } finally {
       await s.close();
@@ -361,7 +311,7 @@ describe("hint files", () => {
     const segs = names.filter((n) => n.endsWith(".seg")).length;
     expect(names.filter((n) => n.endsWith(".hint")).length).toBe(segs - 2); // not the active one, and not the one whose hint failed
     await s.close();
-    const r = await openState(dir);
+    const r = await open(dir);
     expect(r.hinted).toBe(r.segments - 1);
     for (let i = 0; i < 40; i++) expect(r.state).toBeDefined();
   }, 60_000);

@@ -20,40 +20,20 @@
  * v1 layout) are still read, give the exact state, and are rewritten as version 2.
  */
 import * as fs from "node:fs";
-import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { CorruptionError } from "../rules/errors.js";
-import { blankEntry, checkHint, decodeEntry, hintFileName, HINT_HEADER_BYTES, HINT_TRAILER_BYTES, HINT_V1_HEADER_BYTES, unsafeSkipHintEntryChecks } from "../segments/hint.js";
-import { readHeader } from "../segments/header-io.js";
+import { blankEntry, checkHint, decodeEntry, HINT_HEADER_BYTES, HINT_TRAILER_BYTES, HINT_V1_HEADER_BYTES, unsafeSkipHintEntryChecks } from "../segments/hint.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { dropHints, hintIds } from "./helpers/hints.js";
 import { rng } from "./helpers/rng.js";
+import { copyDir, headerOf, hintPath, openState, recoveredState, scannedState } from "./helpers/recovered-state.js";
 import { resealHint, sectionsOf, type Sections } from "./helpers/hint-layout.js";
 
 const NOW = 1_800_000_000_000;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false }, clock: () => NOW };
 const SCOPES = ["global", "user:alice", "user:alice/notes", "user:bob"];
-
-function copyDir(src: string, label: string): string {
-  const dst = tempDir(label);
-  fs.cpSync(src, dst, { recursive: true });
-  return dst;
-}
-
-function hintPath(dir: string, id: number): string {
-  return path.join(dir, "segments", hintFileName(id));
-}
-
-function headerOf(dir: string, id: number): ReturnType<typeof readHeader> {
-  const fd = fs.openSync(path.join(dir, "segments", `${String(id).padStart(8, "0")}.seg`), "r");
-  try {
-    return readHeader(fd, id);
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 /** The seeded workload; returns the directory, closed (every segment hinted). */
 async function build(): Promise<string> {
@@ -73,39 +53,10 @@ async function build(): Promise<string> {
   return dir;
 }
 
-/** Everything recovery rebuilds, as plain data (as in hint-files.test.ts). */
-function stateOf(s: Store): unknown {
-  const slots = [...s.keydir.all()]
-    .map((x) => ({
-      scope: x.scope, key: x.key, putSeq: x.putSeq, putGen: x.putGen, seg: x.seg, off: x.off, len: x.len, expiresAt: x.expiresAt, generation: x.generation,
-      tombSeq: x.tombSeq, tombGen: x.tombGen, tombSeg: x.tombSeg, tombOff: x.tombOff, tombLen: x.tombLen,
-      clearSeq: x.clearSeq, clearSeg: x.clearSeg, clearOff: x.clearOff, clearLen: x.clearLen,
-      physical: x.physical, listedSeq: x.listedSeq, reclaimedAt: x.reclaimedAt > 0,
-    }))
-    .sort((a, b) => (a.scope + "\u0000" + a.key < b.scope + "\u0000" + b.key ? -1 : 1));
-  const erases = [...s.keydir.erases.entries()].sort();
-  const segs = [...s.segments.values()]
-    .map((g) => ({ id: g.id, dataEnd: g.dataEnd, minSeq: g.minSeq, maxSeq: g.maxSeq, scopes: [...g.scopes].sort(), sealed: g.writer === null }))
-    .sort((a, b) => a.id - b.id);
-  return { slots, erases, segs, seq: s.sequence };
-}
-
-async function openState(dir: string): Promise<{ state: unknown; hinted: number; segments: number }> {
-  const s = await Store.open(dir, OPTS);
-  try {
-    return { state: stateOf(s), hinted: s.opened.hinted, segments: s.opened.segments };
-  } finally {
-    await s.close();
-  }
-}
-
-async function scanned(dir: string): Promise<unknown> {
-  const copy = copyDir(dir, "hints2-ref");
-  dropHints(copy);
-  const r = await openState(copy);
-  expect(r.hinted).toBe(0);
-  return r.state;
-}
+/** Opens `dir` with OPTS: its state and what the open found. */
+const open = (dir: string): ReturnType<typeof openState> => openState(dir, OPTS);
+/** The reference state: a scan of a hint-less copy of `dir`. */
+const scanned = (dir: string): Promise<unknown> => scannedState(dir, OPTS, "hints2-ref");
 
 /** Recomputes a hint's checksums after a change (the protection taken away). */
 const reseal = resealHint;
@@ -153,7 +104,7 @@ describe("hint files version 2", () => {
     });
     expect(candidates.length, "some sealed hint holds keyed entries, erasures and scopes").toBeGreaterThan(0);
     rich = candidates[0] as number;
-    const r = await openState(copyDir(base, "hints2-all"));
+    const r = await open(copyDir(base, "hints2-all"));
     expect(r.hinted).toBe(r.segments);
     expect(r.state).toEqual(reference);
   }, 60_000);
@@ -187,7 +138,7 @@ describe("hint files version 2", () => {
             const o = { scope, inherit: false };
             expect(s.readSync(key, o), `${what}: ${scope}/${key}`).toEqual(ref.readSync(key, o));
           }
-          expect(stateOf(s), what).toEqual(reference);
+          expect(recoveredState(s), what).toEqual(reference);
         } finally {
           await s.close();
         }
@@ -230,7 +181,7 @@ describe("hint files version 2", () => {
             const o = { scope, inherit: false };
             if (JSON.stringify(s.readSync(key, o)) !== JSON.stringify(ref.readSync(key, o))) differ += 1;
           }
-          const state = stateOf(s);
+          const state = recoveredState(s);
           expect(differ > 0 || JSON.stringify(state) !== JSON.stringify(reference), what).toBe(true);
         } finally {
           await s.close();
@@ -258,12 +209,12 @@ describe("hint files version 2", () => {
     bad.writeUInt32LE(eraseAt + 1, x.summary); // points one byte into the erase entry
     reseal(bad);
     expect(checkHint(bad, rich, headerOf(base, rich))).toBeNull();
-    const r = await openState(planted(base, rich, bad, "hints2-erase"));
+    const r = await open(planted(base, rich, bad, "hints2-erase"));
     expect(r.hinted).toBe(r.segments - 1);
     expect(r.state).toEqual(reference);
     unsafeSkipHintEntryChecks(true);
     expect(checkHint(bad, rich, headerOf(base, rich)), "the unsafe twin loads it").not.toBeNull();
-    const wrong = await openState(planted(base, rich, bad, "hints2-erase-twin")).then((t) => t.state, (err: unknown) => err);
+    const wrong = await open(planted(base, rich, bad, "hints2-erase-twin")).then((t) => t.state, (err: unknown) => err);
     expect(wrong).not.toEqual(reference);
   }, 60_000);
 
@@ -307,7 +258,7 @@ describe("hint files version 2", () => {
     } finally {
       await s.close().catch(() => undefined);
     }
-    const after = await openState(dir);
+    const after = await open(dir);
     expect(after.hinted).toBe(after.segments - 1);
     expect(after.state).toEqual(reference);
 
@@ -324,7 +275,7 @@ describe("hint files version 2", () => {
         }
       })();
       expect(served, "not the scan's answer").not.toEqual(refReads.get("victim"));
-      expect(stateOf(twin), "the unchecked entry is applied").not.toEqual(reference);
+      expect(recoveredState(twin), "the unchecked entry is applied").not.toEqual(reference);
     } finally {
       await twin.close();
     }
@@ -344,7 +295,7 @@ describe("hint files version 2", () => {
     const refDir = copyDir(dir, "hints2-big-ref");
     dropHints(refDir);
     const ref = await Store.open(refDir, big);
-    const want = stateOf(ref);
+    const want = recoveredState(ref);
     const names = [...ref.keydir.all()].map((t) => [t.scope, t.key] as const);
     try {
       const at = x.table + 4 * Math.floor(x.cells / 2) + 1; // a table block in the middle
@@ -367,8 +318,8 @@ describe("hint files version 2", () => {
           }
           if (exact) {
             expect(differ, label).toBe(0);
-            expect(stateOf(s), label).toEqual(want);
-          } else expect(differ > 0 || JSON.stringify(stateOf(s)) !== JSON.stringify(want), `${label}: only the block sum stood between them`).toBe(true);
+            expect(recoveredState(s), label).toEqual(want);
+          } else expect(differ > 0 || JSON.stringify(recoveredState(s)) !== JSON.stringify(want), `${label}: only the block sum stood between them`).toBe(true);
         } finally {
           await s.close();
         }
@@ -401,7 +352,7 @@ describe("hint files version 2", () => {
     await s1.close();
     expect(fs.existsSync(hintPath(dir, id)), "the unreadable prefix hint is removed at close").toBe(false);
     const want = await scanned(dir);
-    const r = await openState(dir);
+    const r = await open(dir);
     expect(r.hinted).toBe(0);
     expect(r.state).toEqual(want);
     expect((r.state as { slots: unknown[] }).slots.length).toBe(6001);
@@ -424,14 +375,14 @@ describe("hint files version 2", () => {
       expect(h?.index.keyed).toBe(x.keyed);
       fs.writeFileSync(hintPath(dir, id), v1);
     }
-    const r = await openState(dir);
+    const r = await open(dir);
     expect(r.hinted).toBe(r.segments);
     expect(r.state).toEqual(reference);
     for (const id of hintIds(dir)) {
       const sealed = (headerOf(dir, id).header.flags & 1) !== 0;
       if (sealed) expect(fs.readFileSync(hintPath(dir, id))[4], `sealed hint ${id} rewritten`).toBe(2);
     }
-    const again = await openState(dir);
+    const again = await open(dir);
     expect(again.hinted).toBe(again.segments);
     expect(again.state).toEqual(reference);
   }, 60_000);
