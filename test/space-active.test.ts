@@ -18,42 +18,15 @@
  * removed, case (2) stays at 1.61×: both checked.) Property stressed: no garbage is out of the space rule's
  * sight, wherever it sits and whenever it died.
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { tempDir } from "./helpers/tmp.js";
+import { amplification, churn, eventually } from "./helpers/space.js";
+import { dropHints } from "./helpers/hints.js";
 
 const T = 30_000;
 const BOUND = 1.1;
 const value = (i: number): string => `v${i}:${"a".repeat(240)}`;
-
-/** Writes `keys` keys, then forgets 40% of them (i % 5 < 2), spread over the whole range. */
-async function churn(store: Engram, keys: number): Promise<Set<number>> {
-  for (let i = 0; i < keys; i += 100) await store.batch(Array.from({ length: Math.min(100, keys - i) }, (_, j) => ({ op: "write" as const, key: `k${i + j}`, value: value(i + j) })));
-  const gone = new Set<number>();
-  for (let i = 0; i < keys; i++) if (i % 5 < 2) gone.add(i);
-  const order = [...gone];
-  for (let b = 0; b < order.length; b += 100) await store.batch(order.slice(b, b + 100).map((i) => ({ op: "forget" as const, key: `k${i}` })));
-  await store.flush();
-  return gone;
-}
-
-/** Segment bytes over what the live records need (1 = no garbage). */
-function amplification(store: Engram): number {
-  const st = store.stats();
-  return st.totalBytes / Math.max(1, st.liveBytes);
-}
-
-/** Polls `cond` every 20 ms until it holds or `ms` pass; returns whether it held. */
-async function eventually(cond: () => boolean, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return true;
-}
 
 /** Reopens `dir` without compaction and checks every key: gone or its value. */
 async function checkAll(dir: string, options: OpenOptions, keys: number, gone: Set<number>): Promise<void> {
@@ -69,6 +42,13 @@ async function checkAll(dir: string, options: OpenOptions, keys: number, gone: S
   }
 }
 
+/** Waits (deadline T) until the background has brought segment bytes within BOUND of the live bytes, by at least one pass. */
+async function expectCompactedToBound(store: Engram): Promise<void> {
+  const reached = await eventually(() => amplification(store) <= BOUND, T);
+  expect(reached, `segment bytes / live bytes reached ${BOUND} (now ${amplification(store).toFixed(2)})`).toBe(true);
+  expect(store.stats().compactions, "the background pass ran").toBeGreaterThan(0);
+}
+
 describe("garbage in the active segment", () => {
   // 1 MiB segments: 3000 records of ~300 B (~0.9 MB) stay in the active segment, past half of it.
   const OPTS: OpenOptions = { segmentBytes: 1 << 20, durability: "none" };
@@ -79,11 +59,9 @@ describe("garbage in the active segment", () => {
     const store = await Engram.open(dir, OPTS);
     let gone: Set<number>;
     try {
-      gone = await churn(store, KEYS);
+      gone = await churn(store, KEYS, value, 100);
       expect(store.stats().segments.filter((s) => s.sealed), "everything sits in the active segment").toEqual([]);
-      const reached = await eventually(() => amplification(store) <= BOUND, T);
-      expect(reached, `segment bytes / live bytes reached ${BOUND} (now ${amplification(store).toFixed(2)})`).toBe(true);
-      expect(store.stats().compactions, "the background pass ran").toBeGreaterThan(0);
+      await expectCompactedToBound(store);
     } finally {
       await store.close();
     }
@@ -93,7 +71,7 @@ describe("garbage in the active segment", () => {
   it("twin: with auto compaction off the same store stays over the bound", async () => {
     const store = await Engram.open(tempDir("space-active-twin"), { ...OPTS, compaction: { auto: false } });
     try {
-      await churn(store, KEYS);
+      await churn(store, KEYS, value, 100);
       expect(store.stats().segments.filter((s) => s.sealed)).toEqual([]);
       expect(amplification(store)).toBeGreaterThan(BOUND);
     } finally {
@@ -112,13 +90,12 @@ describe("garbage that existed before the open", () => {
     const store = await Engram.open(dir, { ...OPTS, compaction: { auto: false } });
     let gone: Set<number>;
     try {
-      gone = await churn(store, KEYS);
+      gone = await churn(store, KEYS, value, 100);
       expect(amplification(store), "prepared half-garbage").toBeGreaterThan(BOUND);
     } finally {
       await store.close();
     }
-    const segments = path.join(dir, "segments");
-    for (const f of fs.readdirSync(segments)) if (f.endsWith(".hint")) fs.rmSync(path.join(segments, f));
+    dropHints(dir);
     return { dir, gone };
   }
 
@@ -126,9 +103,7 @@ describe("garbage that existed before the open", () => {
     const { dir, gone } = await prepared("space-reopen");
     const store = await Engram.open(dir, OPTS);
     try {
-      const reached = await eventually(() => amplification(store) <= BOUND, T);
-      expect(reached, `segment bytes / live bytes reached ${BOUND} (now ${amplification(store).toFixed(2)})`).toBe(true);
-      expect(store.stats().compactions, "the background pass ran").toBeGreaterThan(0);
+      await expectCompactedToBound(store);
     } finally {
       await store.close();
     }

@@ -20,6 +20,7 @@ import { describe, expect, it } from "vitest";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { chooseForSpace, SEGMENT_GARBAGE_MIN, STORE_GARBAGE_HIGH, STORE_GARBAGE_LOW, type SpaceCandidate } from "../engine/gc-policy.js";
 import { tempDir } from "./helpers/tmp.js";
+import { amplification, churn, eventually } from "./helpers/space.js";
 import { within } from "./helpers/io-faults.js";
 
 const T = 30_000;
@@ -56,33 +57,6 @@ describe("chooseForSpace", () => {
   });
 });
 
-/** Writes KEYS keys, then forgets 40% of each segment's worth (every key with i % 5 < 2). */
-async function churn(store: Engram): Promise<Set<number>> {
-  for (let i = 0; i < KEYS; i += 50) await store.batch(Array.from({ length: 50 }, (_, j) => ({ op: "write" as const, key: `k${i + j}`, value: value(i + j) })));
-  const gone = new Set<number>();
-  for (let i = 0; i < KEYS; i++) if (i % 5 < 2) gone.add(i);
-  const order = [...gone];
-  for (let b = 0; b < order.length; b += 50) await store.batch(order.slice(b, b + 50).map((i) => ({ op: "forget" as const, key: `k${i}` })));
-  await store.flush();
-  return gone;
-}
-
-/** Segment bytes over what the live records need (1 = no garbage). */
-function amplification(store: Engram): number {
-  const st = store.stats();
-  return st.totalBytes / Math.max(1, st.liveBytes);
-}
-
-/** Polls `cond` every 20 ms until it holds or `ms` pass; returns whether it held. */
-async function eventually(cond: () => boolean, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return true;
-}
-
 describe("background reclamation of thinly spread garbage", () => {
   const BASE: OpenOptions = { segmentBytes: 32 * 1024, durability: "none" };
   const BOUND = 1.1;
@@ -92,7 +66,7 @@ describe("background reclamation of thinly spread garbage", () => {
     const store = await Engram.open(dir, BASE);
     let gone: Set<number>;
     try {
-      gone = await churn(store);
+      gone = await churn(store, KEYS, value, 50);
       const reached = await eventually(() => amplification(store) <= BOUND, T);
       expect(reached, `segment bytes / live bytes reached ${BOUND} (now ${amplification(store).toFixed(2)})`).toBe(true);
       expect(store.stats().compactions, "the background pass ran").toBeGreaterThan(0);
@@ -114,7 +88,7 @@ describe("background reclamation of thinly spread garbage", () => {
   it("twin: with auto compaction off the same store stays over the bound", async () => {
     const store = await Engram.open(tempDir("space-twin"), { ...BASE, compaction: { auto: false } });
     try {
-      await churn(store);
+      await churn(store, KEYS, value, 50);
       const segments = store.stats().segments.filter((s) => s.sealed);
       expect(segments.length, "the workload spans several sealed segments").toBeGreaterThan(3);
       for (const s of segments) expect(s.liveBytes / Math.max(1, s.bytes), `segment ${s.id} is under the 0.5 ratio`).toBeGreaterThan(0.45);
