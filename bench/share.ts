@@ -333,6 +333,26 @@ async function fourRounds(handle: SharedStore, dir: string, log: (s: string) => 
   return rounds;
 }
 
+/** A client process's sequential read and write latencies and, between the same two processes, the floor: a bare echo over a Unix socket. */
+async function clientLatencies(root: string, dir: string): Promise<{ floor: Lat; read: Lat; readCpuUs: number; write: Lat }> {
+  const echoPath = path.join(root, "echo.sock");
+  const echo = net.createServer((c) => c.on("data", (d) => c.write(d)));
+  await new Promise<void>((resolve) => echo.listen(echoPath, resolve));
+  try {
+    const [one] = await workers(dir, 1, "l");
+    try {
+      return (await (one as Worker).ask(`latency ${echoPath}`)) as { floor: Lat; read: Lat; readCpuUs: number; write: Lat };
+    } finally {
+      await closeAll([one as Worker]);
+    }
+  } finally {
+    echo.close();
+  }
+}
+
+/** Percentiles of one latency sample, in µs. */
+type Lat = { p50: number; p99: number };
+
 /** `--latency-only`: the floor and a client's sequential read and write latencies, one line on stderr (A/B runs). */
 async function latencyOnly(): Promise<void> {
   const root = fs.mkdtempSync(path.join(process.env["BENCH_TMPDIR"] ?? os.tmpdir(), "engram-bench-share-"));
@@ -340,14 +360,7 @@ async function latencyOnly(): Promise<void> {
     const dir = path.join(root, "store");
     const owner = await Engram.open(dir, { share: true });
     await owner.batch(Array.from({ length: KEYS }, (_, i) => ({ op: "write" as const, key: `k${i}`, value: VALUE })));
-    const echoPath = path.join(root, "echo.sock");
-    const echo = net.createServer((c) => c.on("data", (d) => c.write(d)));
-    await new Promise<void>((resolve) => echo.listen(echoPath, resolve));
-    const [one] = await workers(dir, 1, "l");
-    type Lat = { p50: number; p99: number };
-    const lat = (await (one as Worker).ask(`latency ${echoPath}`)) as { floor: Lat; read: Lat; readCpuUs: number; write: Lat };
-    await closeAll([one as Worker]);
-    echo.close();
+    const lat = await clientLatencies(root, dir);
     await owner.close();
     process.stderr.write(
       `bench:share: load ${os.loadavg()[0]?.toFixed(2)}: echo p50 ${f(lat.floor.p50, 1)} µs; client read p50 ${f(lat.read.p50, 1)} µs (${f(lat.read.p50 / lat.floor.p50, 2)}× echo, client CPU ${f(lat.readCpuUs, 1)} µs/read); write p50 ${f(lat.write.p50)} µs\n`,
@@ -392,14 +405,7 @@ async function main(): Promise<void> {
     log(`owner: read p50 ${f(ownRead.p50, 1)} µs, write p50 ${f(ownWrite.p50)} µs`);
     // The client's latencies right after the owner's, on the same small store, next to the floor:
     // a bare echo over a Unix socket between the same two processes.
-    const echoPath = path.join(root, "echo.sock");
-    const echo = net.createServer((c) => c.on("data", (d) => c.write(d)));
-    await new Promise<void>((resolve) => echo.listen(echoPath, resolve));
-    const [one] = await workers(dir, 1, "l");
-    type Lat = { p50: number; p99: number };
-    const lat = (await (one as Worker).ask(`latency ${echoPath}`)) as { floor: Lat; read: Lat; readCpuUs: number; write: Lat };
-    await closeAll([one as Worker]);
-    echo.close();
+    const lat = await clientLatencies(root, dir);
     log(`echo floor p50 ${f(lat.floor.p50, 1)} µs; client: read p50 ${f(lat.read.p50, 1)} µs (client CPU ${f(lat.readCpuUs, 1)} µs/read), write p50 ${f(lat.write.p50)} µs`);
     const solo = await ownerCpu(() => throughput(64, WINDOW_MS, (i) => owner.write(`solo-${i}`, VALUE)));
     const solo64 = solo.value;
