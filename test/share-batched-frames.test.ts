@@ -22,36 +22,25 @@
  * Property stressed: batching changes how calls travel, never what each call does or whether it
  * runs once; every frame is bounded in calls and bytes, and an over-limit frame runs nothing.
  */
-import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
 import { pack } from "msgpackr";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Engram, EngramError, InvalidArgumentError, LimitExceededError, NotSupportedError, VersionConflictError } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { Link, ProtocolMismatchError } from "../share/link.js";
 import { readLockNote } from "../engine/lock.js";
-import { tempDir as freshDir } from "./helpers/tmp.js";
+import { shareFixture } from "./helpers/share-fixture.js";
 import { CALLS_PER_FRAME_MAX, decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
 import type { ShareServer } from "../share/server.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
-const dirs: string[] = [];
-const open: Array<{ close(): Promise<void> }> = [];
-afterAll(async () => {
-  for (const s of open.reverse()) await s.close().catch(() => undefined);
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-});
+const { storeDir, open } = shareFixture("share-f");
 
-function tempDir(): string {
-  const d = freshDir("share-f");
-  dirs.push(d);
-  return path.join(d, "store");
-}
 
 /** An owner handle (its server observable) and a client handle on one fresh directory. */
 async function pair(extra: object = {}): Promise<{ dir: string; ownerHandle: SharedStore; server: ShareServer; owner: Engram; client: Engram }> {
-  const dir = tempDir();
+  const dir = storeDir();
   const ownerHandle = await SharedStore.open(dir, { ...OPTS, ...extra, share: true });
   open.push(ownerHandle);
   const client = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true }));
@@ -281,7 +270,7 @@ describe("a closing owner's replies leave before its bye", () => {
    * after the bye, although it ran, fails with VERSION_CONFLICT at the next owner.
    */
   async function closeDuringCommit(byeFirst: boolean): Promise<{ ok: number; conflicts: number; other: string[] }> {
-    const dir = tempDir();
+    const dir = storeDir();
     const ownerHandle = await SharedStore.open(dir, { ...OPTS, share: true, faults: { pauseAt: ["write:after-append"] } });
     open.push(ownerHandle);
     const client = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true }));

@@ -23,29 +23,19 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
 import { pack } from "msgpackr";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Engram, InvalidArgumentError, NotSupportedError, OwnerLostError, StoreLockedError, TombstonedSlotError, VersionConflictError } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
-import { tempDir as freshDir } from "./helpers/tmp.js";
+import { shareFixture } from "./helpers/share-fixture.js";
 import { PROTOCOL_VERSION } from "../share/protocol.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
-const dirs: string[] = [];
-const open: Array<{ close(): Promise<void> }> = [];
-afterAll(async () => {
-  for (const s of open.reverse()) await s.close().catch(() => undefined);
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-});
+const { storeDir, open } = shareFixture("share-c");
 
-function tempDir(): string {
-  const d = freshDir("share-c");
-  dirs.push(d);
-  return path.join(d, "store");
-}
 
 async function pair(extra: object = {}): Promise<{ dir: string; owner: Engram; client: Engram }> {
-  const dir = tempDir();
+  const dir = storeDir();
   const owner = await Engram.open(dir, { ...OPTS, ...extra, share: true });
   open.push(owner);
   const client = await Engram.open(dir, { ...OPTS, share: true });
@@ -140,7 +130,7 @@ describe("a shared store's client", () => {
     expect(excl).toBeInstanceOf(StoreLockedError);
     expect(String((excl as Error).message)).toMatch(/shared by its owner, pid \d+: open it with share: true/);
 
-    const other = tempDir();
+    const other = storeDir();
     const holder = await Engram.open(other, OPTS);
     try {
       const t0 = Date.now();
@@ -154,7 +144,7 @@ describe("a shared store's client", () => {
   });
 
   it("a store path too long for a socket name serves from a private runtime directory named in DIR/LOCK", async () => {
-    let dir = tempDir();
+    let dir = storeDir();
     while (Buffer.byteLength(path.join(dir, "engram.sock")) <= 110) dir = path.join(dir, "a-rather-long-directory-name");
     const owner = await Engram.open(dir, { ...OPTS, share: true });
     open.push(owner);
@@ -176,7 +166,7 @@ describe("a shared store's client", () => {
   });
 
   it("an owner closes on time even while a client that never reads holds unread replies", async () => {
-    const dir = tempDir();
+    const dir = storeDir();
     const owner = await Engram.open(dir, { ...OPTS, share: true });
     open.push(owner);
     await owner.write("big", new Uint8Array(1024 * 1024));
@@ -206,7 +196,7 @@ describe("a shared store's client", () => {
   });
 
   it("owner hangs up holding the lock: in-flight call OWNER_LOST, a queued call rejects by its deadline unrun, then takeover", async () => {
-    const dir = tempDir();
+    const dir = storeDir();
     const owner = await SharedStore.open(dir, { ...OPTS, share: true });
     open.push(owner);
     const client = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true, shareTimeoutMs: 300 }));

@@ -16,28 +16,16 @@
  *
  * Property stressed: deciding early never acknowledges early.
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { Store } from "../engine/store.js";
 import type { ShareServer } from "../share/server.js";
-import { tempDir as freshDir } from "./helpers/tmp.js";
+import { shareFixture } from "./helpers/share-fixture.js";
 
 const WINDOW_MS = 400;
-const dirs: string[] = [];
-const open: Array<{ close(): Promise<void> }> = [];
-afterAll(async () => {
-  for (const s of open.reverse()) await s.close().catch(() => undefined);
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-});
+const { storeDir, open } = shareFixture("share-gate");
 
-function tempDir(): string {
-  const d = freshDir("share-gate");
-  dirs.push(d);
-  return path.join(d, "store");
-}
 
 /** Whether `p` has settled after the event loop ran its pending I/O and timers once more. */
 async function settledYet(p: Promise<unknown>): Promise<boolean> {
@@ -62,7 +50,7 @@ async function until(pred: () => boolean, ms: number, what: string): Promise<voi
 
 describe("the commit log's start gate", () => {
   it("a write decided under a closed gate is queued, unacknowledged and unread until the gate opens", async () => {
-    const store = await Store.open(tempDir(), { durability: "sync", compaction: { workers: 0 } });
+    const store = await Store.open(storeDir(), { durability: "sync", compaction: { workers: 0 } });
     open.push(store);
     let openGate: () => void = () => undefined;
     store.log.holdStarts(new Promise<void>((r) => (openGate = r)));
@@ -80,7 +68,7 @@ describe("the commit log's start gate", () => {
   });
 
   it("a gate never starves the log: one group starts after each opened gate, even when a new one closes at once", async () => {
-    const store = await Store.open(tempDir(), { durability: "sync", compaction: { workers: 0 } });
+    const store = await Store.open(storeDir(), { durability: "sync", compaction: { workers: 0 } });
     open.push(store);
     let openFirst: () => void = () => undefined;
     store.log.holdStarts(new Promise<void>((r) => (openFirst = r)));
@@ -99,7 +87,7 @@ describe("the commit log's start gate", () => {
 
 /** An owner (sync durability) and clients A and B; B wrote once and is expected back; the window is long. */
 async function gathering(unsafe: boolean): Promise<{ server: ShareServer; owner: Engram; a: Engram; b: Engram }> {
-  const dir = tempDir();
+  const dir = storeDir();
   const opts = { durability: "sync" as const, compaction: { workers: 0 } };
   const ownerHandle = await SharedStore.open(dir, { ...opts, share: true, ...(unsafe ? { unsafe: { shareAckBeforeCommit: true } } : {}) });
   open.push(ownerHandle);

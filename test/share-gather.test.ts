@@ -17,28 +17,19 @@
  * Property stressed: gathering moves when a call reaches the commit log, never whether or in
  * which order it runs, and never for longer than its window.
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import type { ShareServer } from "../share/server.js";
-import { tempDir as freshDir } from "./helpers/tmp.js";
+import { shareFixture } from "./helpers/share-fixture.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const WINDOW_MS = 400;
-const dirs: string[] = [];
-const open: Array<{ close(): Promise<void> }> = [];
-afterAll(async () => {
-  for (const s of open.reverse()) await s.close().catch(() => undefined);
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-});
+const { storeDir, open } = shareFixture("share-g");
 
 /** An owner and clients A and B; the owner's server gathers for `gatherMs`. B has written once and gone quiet. */
 async function setup(gatherMs: number): Promise<{ ownerHandle: SharedStore; server: ShareServer; a: Engram; b: Engram }> {
-  const d = freshDir("share-g");
-  dirs.push(d);
-  const dir = path.join(d, "store");
+  const dir = storeDir();
   const ownerHandle = await SharedStore.open(dir, { ...OPTS, share: true });
   open.push(ownerHandle);
   const a = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true }));

@@ -18,33 +18,24 @@
  *
  * Property stressed: a version mismatch is reported at the first call, in words, and runs nothing.
  */
-import * as fs from "node:fs";
 import * as net from "node:net";
-import * as path from "node:path";
 import { pack } from "msgpackr";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { Engram, NotSupportedError } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
-import { tempDir as freshDir } from "./helpers/tmp.js";
+import { shareFixture } from "./helpers/share-fixture.js";
 import { decodeBody, errorFromWire, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION, type WireError } from "../share/protocol.js";
 import type { ShareServer } from "../share/server.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 /** Far below any shareTimeoutMs a client would use (10 s by default): "at once". */
 const FAST_MS = 2000;
-const dirs: string[] = [];
-const open: Array<{ close(): Promise<void> }> = [];
-afterAll(async () => {
-  for (const s of open.reverse()) await s.close().catch(() => undefined);
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
-});
+const { storeDir, open } = shareFixture("share-o");
 
 /** An owner handle (its server observable) and a current client on one fresh directory. */
 async function pair(): Promise<{ dir: string; server: ShareServer; owner: Engram; client: Engram; rejects: string[] }> {
-  const d = freshDir("share-o");
-  dirs.push(d);
-  const dir = path.join(d, "store");
+  const dir = storeDir();
   const ownerHandle = await SharedStore.open(dir, { ...OPTS, share: true });
   open.push(ownerHandle);
   const client = await Engram.open(dir, { ...OPTS, share: true });
