@@ -9,6 +9,8 @@
  * Fault tables are found by directory: a store (or a compaction worker) registers its segments
  * directory; a path-based call looks up its own directory, an fd-based call the directory of the
  * path the fd was opened on (this module keeps that map; it never holds data).
+ * Each call catches its own system call's error inline (a try/catch in the function itself, no
+ * closure per call: a closure around every pwritev cost 2–3 µs on the write path).
  * Reads are not routed here: they change nothing and fail closed on their own.
  * This file imports nothing from fs-ext: workers load it.
  */
@@ -70,15 +72,6 @@ function inject(point: FaultPoint, file: string, operation: string): void {
   if (errno !== null) throw new IoError(errno, operation, `${file}, injected at ${point}`);
 }
 
-/** Runs `call`; a failed system call becomes an IoError naming errno, operation and file. */
-function guarded<R>(operation: string, file: string, call: () => R): R {
-  try {
-    return call();
-  } catch (err) {
-    throw asIoError(err, operation, file);
-  }
-}
-
 /** An error of a system call as an IoError; EngramErrors and programming errors pass through. */
 export function asIoError(err: unknown, operation: string, file: string): unknown {
   if (err instanceof EngramError) return err;
@@ -90,7 +83,12 @@ export function asIoError(err: unknown, operation: string, file: string): unknow
 /** open(2) for writing (or for reading a file this store may change); returns the fd. */
 export function openFile(point: FaultPoint, file: string, flags: string, mode?: number): number {
   inject(point, file, `open ${flags}`);
-  const fd = guarded(`open ${flags}`, file, () => fs.openSync(file, flags, mode));
+  let fd: number;
+  try {
+    fd = fs.openSync(file, flags, mode);
+  } catch (err) {
+    throw asIoError(err, `open ${flags}`, file);
+  }
   fdPaths.set(fd, file);
   observer?.({ op: "open", fd, path: file, flags });
   return fd;
@@ -100,7 +98,11 @@ export function openFile(point: FaultPoint, file: string, flags: string, mode?: 
 export function closeFile(fd: number): void {
   const file = pathOfFd(fd);
   fdPaths.delete(fd);
-  guarded("close", file, () => fs.closeSync(fd));
+  try {
+    fs.closeSync(fd);
+  } catch (err) {
+    throw asIoError(err, "close", file);
+  }
   observer?.({ op: "close", fd, path: file });
 }
 
@@ -125,13 +127,15 @@ export function writeAllSync(point: FaultPoint, fd: number, buffers: readonly Ui
   const file = pathOfFd(fd);
   inject(point, file, "write");
   const want = sum(buffers);
-  guarded("write", file, () => {
+  try {
     let done = fs.writevSync(fd, buffers as Uint8Array[], offset);
     if (done < want) {
       const all = Buffer.concat(buffers as Uint8Array[]);
       while (done < want) done += fs.writevSync(fd, [all.subarray(done)], offset + done);
     }
-  });
+  } catch (err) {
+    throw asIoError(err, "write", file);
+  }
   observer?.({ op: "write", fd, path: file, offset, data: buffers, bytes: want });
 }
 
@@ -156,7 +160,11 @@ export async function writeAll(point: FaultPoint, fd: number, buffers: readonly 
 export function truncate(point: FaultPoint, fd: number, bytes: number): void {
   const file = pathOfFd(fd);
   inject(point, file, "ftruncate");
-  guarded("ftruncate", file, () => fs.ftruncateSync(fd, bytes));
+  try {
+    fs.ftruncateSync(fd, bytes);
+  } catch (err) {
+    throw asIoError(err, "ftruncate", file);
+  }
   observer?.({ op: "truncate", fd, path: file, bytes });
 }
 
@@ -164,7 +172,11 @@ export function truncate(point: FaultPoint, fd: number, bytes: number): void {
 export function datasyncSync(point: FaultPoint, fd: number): void {
   const file = pathOfFd(fd);
   inject(point, file, "fdatasync");
-  guarded("fdatasync", file, () => fs.fdatasyncSync(fd));
+  try {
+    fs.fdatasyncSync(fd);
+  } catch (err) {
+    throw asIoError(err, "fdatasync", file);
+  }
   observer?.({ op: "sync", fd, path: file });
 }
 
@@ -183,7 +195,11 @@ export async function datasync(point: FaultPoint, fd: number): Promise<void> {
 /** rename(2); durable only after the directory is synced. */
 export function rename(point: FaultPoint, from: string, to: string): void {
   inject(point, from, "rename");
-  guarded("rename", from, () => fs.renameSync(from, to));
+  try {
+    fs.renameSync(from, to);
+  } catch (err) {
+    throw asIoError(err, "rename", from);
+  }
   for (const [fd, p] of fdPaths) if (p === from) fdPaths.set(fd, to);
   observer?.({ op: "rename", path: from, to });
 }
@@ -191,21 +207,27 @@ export function rename(point: FaultPoint, from: string, to: string): void {
 /** unlink(2); a missing file is not an error. Durable only after the directory is synced. */
 export function unlink(point: FaultPoint, file: string): void {
   inject(point, file, "unlink");
-  guarded("unlink", file, () => fs.rmSync(file, { force: true }));
+  try {
+    fs.rmSync(file, { force: true });
+  } catch (err) {
+    throw asIoError(err, "unlink", file);
+  }
   observer?.({ op: "unlink", path: file });
 }
 
 /** fsyncs a directory so that creates, renames and unlinks in it are durable. */
 export function syncDir(point: FaultPoint, dir: string): void {
   inject(point, dir, "directory fsync");
-  guarded("directory fsync", dir, () => {
+  try {
     const fd = fs.openSync(dir, "r");
     try {
       fs.fsyncSync(fd);
     } finally {
       fs.closeSync(fd);
     }
-  });
+  } catch (err) {
+    throw asIoError(err, "directory fsync", dir);
+  }
   observer?.({ op: "dir-sync", path: dir });
 }
 
