@@ -11,7 +11,7 @@ import { assert, elementAt } from "../rules/assert.js";
 import { InvalidArgumentError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
 import { BATCH_BYTES_MAX } from "../rules/args.js";
 import { RecordArena, type RecordInput } from "../segments/record.js";
-import { batchCommitInput, tombstoneInput } from "../segments/record-kinds.js";
+import { batchCommitInput } from "../segments/record-kinds.js";
 import type { Logical } from "./intents.js";
 import type { Location } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
@@ -25,20 +25,22 @@ export interface BatchHost {
   logical(scope: string, key: string, now: number): Logical;
   /** Encodes one record (the store's value limit, and its round-trip check under tests), into `arena` when given. */
   encode(r: RecordInput, arena?: RecordArena): Buffer;
+  /** encode() for a PUT or TOMBSTONE whose scope and key rules/args.ts already checked (segments/record.ts encodeNamedRecord). */
+  encodeNamed(type: C.RecordTypeValue, flags: number, seq: number, generation: number, expiresAt: number, scope: string, key: string, value: string | Uint8Array | undefined, arena?: RecordArena): Buffer;
 }
 
-/** One decided PUT or TOMBSTONE, as the store applies it once committed. */
-export interface PlannedOp {
+/**
+ * One decided PUT or TOMBSTONE, as the store applies it once committed; it is also the state the
+ * op leaves its slot in, as later mutations see it (its Logical fields: one object per op, not two).
+ * `seq` is the op's record's sequence and `generation` the slot's (PUT: the generation written,
+ * TOMBSTONE: the generation killed) in both roles.
+ */
+export interface PlannedOp extends Logical {
   readonly kind: "put" | "forget";
   readonly scope: string;
   readonly key: string;
-  readonly seq: number;
-  /** PUT: the slot generation written. TOMBSTONE: the generation killed. */
-  readonly generation: number;
   /** PUT: the expiry (ms, 0 = never). TOMBSTONE: the version it kills. */
   readonly expiresAt: number;
-  /** The state the op leaves the slot in, as later mutations see it. */
-  readonly logical: Logical;
 }
 
 /** A write's arguments, already checked (rules/args.ts). */
@@ -123,7 +125,7 @@ export class BatchPlan {
       keys = new Map();
       this.overlay.set(op.scope, keys);
     }
-    keys.set(op.key, op.logical);
+    keys.set(op.key, op);
   }
 
   /** Decides and encodes a write; throws (and the plan takes nothing) when it conflicts. */
@@ -132,10 +134,9 @@ export class BatchPlan {
     const generation = decideWrite(this.host.options.tombstoneWrites, w.key, before, w.expected, w.clearTombstone);
     const expiresAt = expiryFor(this.host.options, w.scope, w.ttlMs, this.now);
     const seq = this.seq + 1;
-    const record = this.host.encode({ type: C.RecordType.PUT, flags: this.flags, seq, generation, expiresAt, scope: w.scope, key: w.key, value: w.value }, this.arena);
-    const logical: Logical = { seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true };
+    const record = this.host.encodeNamed(C.RecordType.PUT, this.flags, seq, generation, expiresAt, w.scope, w.key, w.value, this.arena);
     this.seq = seq;
-    this.push({ kind: "put", scope: w.scope, key: w.key, seq, generation, expiresAt, logical }, record);
+    this.push({ kind: "put", scope: w.scope, key: w.key, expiresAt, seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true }, record);
     return { ok: true, version: seq, generation };
   }
 
@@ -145,10 +146,10 @@ export class BatchPlan {
     if (!before.live) return { ok: true, tombstoneSeq: null, generation: before.exists ? before.generation : null };
     const seq = this.seq + 1;
     const killed = before.version as number;
-    const record = this.host.encode(tombstoneInput({ flags: this.flags, seq, killedGeneration: before.generation, killedVersion: killed, scope, key }), this.arena);
-    const logical: Logical = { seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true };
+    // A TOMBSTONE's fields: the killed generation in `generation`, the killed version in `expires at` (record-kinds.ts tombstoneInput).
+    const record = this.host.encodeNamed(C.RecordType.TOMBSTONE, this.flags, seq, before.generation, killed, scope, key, undefined, this.arena);
     this.seq = seq;
-    this.push({ kind: "forget", scope, key, seq, generation: before.generation, expiresAt: killed, logical }, record);
+    this.push({ kind: "forget", scope, key, expiresAt: killed, seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true }, record);
     return { ok: true, tombstoneSeq: seq, generation: before.generation };
   }
 

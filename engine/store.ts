@@ -17,7 +17,7 @@ import { unlinkQuietly } from "../segments/io.js";
 import { registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
-import { decodeRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
+import { decodeRecord, encodeNamedRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
 import { batchCommitInput, clearInput, scopeEraseInput } from "../segments/record-kinds.js";
 import * as A from "../rules/args.js";
@@ -266,6 +266,16 @@ export class Store implements T.Backend {
   }
 
   /**
+   * encode() for a plan's PUT or TOMBSTONE whose scope and key rules/args.ts already checked
+   * (segments/record.ts encodeNamedRecord); the same round-trip check under tests.
+   */
+  encodeNamed(type: C.RecordTypeValue, flags: number, seq: number, generation: number, expiresAt: number, scope: string, key: string, value: string | Uint8Array | undefined, arena?: RecordArena): Buffer {
+    const bytes = encodeNamedRecord(type, flags, seq, generation, expiresAt, scope, key, value, this.options.valueBytesMax, arena);
+    if (DEBUG_CHECKS) checkEncoded(bytes, { type, flags, seq, generation, expiresAt, scope, key, value });
+    return bytes;
+  }
+
+  /**
    * write(): see API.md. Not an async function: with room in the queue the call decides, encodes
    * and queues in the caller's turn and returns the log's own promise, which resolves with the
    * result (no promise layer per call frame); a thrown check becomes a rejection, as before.
@@ -303,7 +313,7 @@ export class Store implements T.Backend {
   private queuePlan<R>(plan: BatchPlan, value: R): Promise<R> {
     const done = this.log.appendWith({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp) }, value);
     this.advanceSeq(plan.seq, plan.seqs.length);
-    for (const op of plan.ops) this.intents.set(op.scope, op.key, op.logical);
+    for (const op of plan.ops) this.intents.set(op.scope, op.key, op); // a planned op is the state it leaves
     return done;
   }
 
@@ -331,7 +341,7 @@ export class Store implements T.Backend {
 
   /** Applies a committed PUT: the value it replaces counts as dead, its scope is noted on its segment, its intent settles. */
   private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, loc: Location): void {
-    const slot = this.keydir.ensure(scope, key);
+    const slot = this.keydir.ensureSlot(scope, key);
     if (seq > slot.putSeq) this.valueDied(slot);
     applyPut(slot, seq, generation, expiresAt, loc);
     this.segments.get(loc.seg)?.scopes.add(scope);
@@ -356,7 +366,7 @@ export class Store implements T.Backend {
 
   /** Applies a committed TOMBSTONE: the value it kills counts as dead, its intent settles. */
   private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, loc: Location): void {
-    const slot = this.keydir.ensure(scope, key);
+    const slot = this.keydir.ensureSlot(scope, key);
     if (seq > slot.tombSeq && slot.putSeq < seq) this.valueDied(slot);
     applyTombstone(slot, seq, generation, version, loc);
     this.intents.settle(scope, key, seq);

@@ -72,14 +72,7 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
     assertKey(r.key);
   }
   if (r.type === C.RecordType.PUT) {
-    if (typeof r.value !== "string" && !(r.value instanceof Uint8Array)) {
-      throw new InvalidArgumentError("value must be a string or a Uint8Array");
-    }
-    const bytes = typeof r.value === "string" ? Buffer.byteLength(r.value, "utf8") : r.value.byteLength;
-    if (bytes > Math.min(valueBytesMax, C.VALUE_BYTES_MAX)) {
-      throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${Math.min(valueBytesMax, C.VALUE_BYTES_MAX)} (valueBytesMax)`);
-    }
-    if (typeof r.value === "string" && !r.value.isWellFormed()) throw new InvalidArgumentError("value string must be well-formed UTF-16");
+    assertValue(r.value, valueBytesMax);
   } else if (r.type === C.RecordType.SCOPE_ERASE && r.value instanceof Uint8Array) {
     // An erasure carries the retention records of the slots it kills (segments/erase-list.ts).
     if (r.value.byteLength > C.VALUE_BYTES_MAX) throw new InvalidArgumentError(`erasure list is ${r.value.byteLength} bytes; at most ${C.VALUE_BYTES_MAX}`);
@@ -96,26 +89,75 @@ function assertInput(r: RecordInput, valueBytesMax: number): void {
  */
 export function encodeRecord(r: RecordInput, valueBytesMax: number = C.VALUE_BYTES_MAX, arena?: RecordArena): Buffer {
   assertInput(r, valueBytesMax);
-  const scopeLen = utf8Length(r.scope);
-  const keyLen = utf8Length(r.key);
-  const value = r.value;
+  return encodeFields(r.type, r.flags ?? 0, r.seq, r.generation, r.expiresAt ?? 0, r.scope, r.key, r.value, arena);
+}
+
+/**
+ * encodeRecord for a PUT (with its value) or a TOMBSTONE (value undefined) whose scope and key the
+ * caller already checked against the grammar (rules/args.ts, before anything was decided) and
+ * whose integers the engine itself made: only the value is checked again here (its type, the
+ * byte limit, well-formed UTF-16), so a batch's record costs no second pass over its names and
+ * no RecordInput object. Throws InvalidArgumentError (producing nothing) for a bad value.
+ */
+export function encodeNamedRecord(
+  type: C.RecordTypeValue,
+  flags: number,
+  seq: number,
+  generation: number,
+  expiresAt: number,
+  scope: string,
+  key: string,
+  value: string | Uint8Array | undefined,
+  valueBytesMax: number,
+  arena?: RecordArena,
+): Buffer {
+  // Paired with assertInput: what this path does not check again must hold by construction.
+  assert((type === C.RecordType.PUT) === (value !== undefined) && (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE), "a named record is a PUT with a value or a TOMBSTONE without");
+  assert(seq > 0 && seq <= C.SEQ_MAX && (flags & ~C.RF_IN_BATCH) === 0 && typeof scope === "string" && typeof key === "string" && key.length > 0, "a named record's fields were checked before it was decided");
+  if (value !== undefined) assertValue(value, valueBytesMax);
+  return encodeFields(type, flags, seq, generation, expiresAt, scope, key, value, arena);
+}
+
+/** The value checks of assertInput for a PUT: a string or bytes, within the limit, well-formed UTF-16. */
+function assertValue(value: unknown, valueBytesMax: number): void {
+  if (typeof value !== "string" && !(value instanceof Uint8Array)) throw new InvalidArgumentError("value must be a string or a Uint8Array");
+  const bytes = typeof value === "string" ? Buffer.byteLength(value, "utf8") : value.byteLength;
+  const max = Math.min(valueBytesMax, C.VALUE_BYTES_MAX);
+  if (bytes > max) throw new InvalidArgumentError(`value is ${bytes} bytes; at most ${max} (valueBytesMax)`);
+  if (typeof value === "string" && !value.isWellFormed()) throw new InvalidArgumentError("value string must be well-formed UTF-16");
+}
+
+/** Lays out checked fields as a record (from `arena` when given) and writes its checksum. */
+function encodeFields(
+  type: C.RecordTypeValue,
+  givenFlags: number,
+  seq: number,
+  generation: number,
+  expiresAt: number,
+  scope: string,
+  key: string,
+  value: string | Uint8Array | undefined,
+  arena: RecordArena | undefined,
+): Buffer {
+  const scopeLen = utf8Length(scope);
+  const keyLen = utf8Length(key);
   const valueLen = value === undefined ? 0 : typeof value === "string" ? Buffer.byteLength(value, "utf8") : value.byteLength;
   const length = C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
   const buf = arena === undefined ? Buffer.allocUnsafe(length) : arena.take(length);
-  const flags = (r.flags ?? 0) | (typeof value === "string" ? C.RF_UTF8 : 0);
+  const flags = givenFlags | (typeof value === "string" ? C.RF_UTF8 : 0);
   buf.writeUInt32LE(length, C.R_LENGTH);
-  buf[C.R_TYPE] = r.type;
+  buf[C.R_TYPE] = type;
   buf[C.R_FLAGS] = flags;
   buf.writeUInt16LE(scopeLen, C.R_SCOPE_LEN);
   buf.writeUInt16LE(keyLen, C.R_KEY_LEN);
   buf.writeUInt16LE(0, C.R_RESERVED);
   buf.writeUInt32LE(valueLen, C.R_VALUE_LEN);
-  writeU64(buf, r.seq, C.R_SEQ);
-  writeU64(buf, r.generation, C.R_GENERATION);
-  writeU64(buf, r.expiresAt ?? 0, C.R_EXPIRES_AT);
+  writeU64(buf, seq, C.R_SEQ);
+  writeU64(buf, generation, C.R_GENERATION);
+  writeU64(buf, expiresAt, C.R_EXPIRES_AT);
   let at = C.RECORD_FIXED_BYTES;
-  at += writeName(buf, r.scope, scopeLen, at);
-  at += writeName(buf, r.key, keyLen, at);
+  at += writeName(buf, scope, scopeLen, at);
+  at += writeName(buf, key, keyLen, at);
   if (typeof value === "string") at += buf.write(value, at, "utf8");
   else if (value !== undefined) {
     buf.set(value, at); // a memcpy, without a Buffer object over the value
