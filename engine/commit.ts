@@ -89,11 +89,11 @@ interface SealWaiter {
 const FRAME_PLACEHOLDER = Buffer.alloc(C.GROUP_FRAME_BYTES);
 
 /**
- * The frame of `group`: its body's length and checksum, its first sequence, and how far its
- * segment was durable when it is written. Paired check: the frame covers exactly the group.
+ * The frame of `group`, whose records are `body` (the group's buffers after the frame, in order,
+ * as any pieces): its body's length and checksum, its first sequence, and how far its segment was
+ * durable when it is written. Paired check: the frame covers exactly the group.
  */
-function frameFor(group: Group): Buffer {
-  const body = group.buffers.slice(1);
+function frameFor(group: Group, body: readonly Uint8Array[]): Buffer {
   const first = group.ops[0]?.op.seqs[0];
   assert(first !== undefined && first > 0, "a group holds at least one record with a sequence");
   assert(group.segment.syncedEnd <= group.offset, "a segment is never durable past a group not yet written");
@@ -390,8 +390,14 @@ export class CommitLog {
   /** Frames `group` and writes it at its offset; returns its segment's writer. Throws the write's IoError. */
   private writeGroup(group: Group): NonNullable<Segment["writer"]> {
     const writer = group.segment.writer as NonNullable<Segment["writer"]>;
-    group.buffers[0] = frameFor(group);
-    writer.writeAtSync(contiguousRuns(group.buffers), group.offset); // a batch's arena-carved records go as a few iovecs
+    // A batch's arena-carved records go as a few iovecs, merged once for both the frame's body
+    // checksum and the write. The placeholder has a buffer of its own, so it is always runs[0].
+    const runs = contiguousRuns(group.buffers);
+    assert(runs[0] === FRAME_PLACEHOLDER, "a group's first piece is its frame's placeholder");
+    const frame = frameFor(group, runs.slice(1));
+    group.buffers[0] = frame;
+    runs[0] = frame;
+    writer.writeAtSync(runs, group.offset);
     return writer;
   }
 
