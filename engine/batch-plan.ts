@@ -162,6 +162,22 @@ export class BatchPlan {
     this.sealed = true;
   }
 
+  /**
+   * applyAll() for a plan committed from `offset` of segment `seg`: each op's location follows from
+   * its record's length (the records lie back to back, the BATCH_COMMIT last and not applied).
+   * One Location object serves every op: `apply` copies its fields and keeps no reference to it.
+   */
+  applyRun(seg: number, offset: number, apply: (op: PlannedOp, loc: Location) => void): void {
+    assert(this.inBatch === this.sealed, "a batch is sealed before it commits");
+    assert(this.records.length === this.ops.length + (this.sealed ? 1 : 0), "a plan has one record per op, plus a batch's BATCH_COMMIT");
+    const loc: Location = { seg, off: offset, len: 0 };
+    for (let i = 0; i < this.ops.length; i++) {
+      loc.len = (this.records[i] as Buffer).length; // in bounds: i < ops.length <= records.length
+      apply(this.ops[i] as PlannedOp, loc);
+      loc.off += loc.len;
+    }
+  }
+
   /** Applies every committed op in record order, op i at `locs[i]` (the BATCH_COMMIT's location is not applied). */
   applyAll(locs: Location[], apply: (op: PlannedOp, loc: Location) => void): void {
     assert(this.inBatch === this.sealed, "a batch is sealed before it commits");

@@ -311,7 +311,7 @@ export class Store implements T.Backend {
 
   /** commitPlan, resolving with `value` once the plan is committed. */
   private queuePlan<R>(plan: BatchPlan, value: R): Promise<R> {
-    const done = this.log.appendWith({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp) }, value);
+    const done = this.log.appendWith({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, this.applyOp) }, value);
     this.advanceSeq(plan.seq, plan.seqs.length);
     for (const op of plan.ops) this.intents.set(op.scope, op.key, op); // a planned op is the state it leaves
     return done;

@@ -12,7 +12,9 @@
  * forgotten, compare-and-set) answers exactly as the same ops committed one by one (twin: a
  * compare-and-set against the version before the batch conflicts). (4) segments/io.ts catches each
  * system call's error inline: a real failed call still becomes an IoError naming errno, operation
- * and file; a programming error passes through unchanged.
+ * and file; a programming error passes through unchanged. (5) engine/batch-plan.ts `applyRun` (a
+ * committed plan's locations found from its records' lengths, one scratch Location) applies the
+ * same (op, location) pairs as `applyAll` with one Location per record (twin: a run one byte off).
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import * as fs from "node:fs";
@@ -20,7 +22,9 @@ import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
 import { encodeNamedRecord, encodeRecord, RecordArena, type RecordInput } from "../segments/record.js";
-import { Keydir, type DeferredSlots } from "../engine/keydir.js";
+import { Keydir, type DeferredSlots, type Location } from "../engine/keydir.js";
+import { BatchPlan, type BatchHost } from "../engine/batch-plan.js";
+import type { Logical } from "../engine/intents.js";
 import { Engram } from "../src/index.js";
 import { IoError, InvalidArgumentError } from "../rules/errors.js";
 import { closeFile, openFile, rename, writeAllSync } from "../segments/io.js";
@@ -223,5 +227,63 @@ describe("io errors caught inline", () => {
     } finally {
       closeFile(fd2);
     }
+  });
+});
+
+/** A plan host over an empty store: every name absent, the store's real encoders. */
+function hostOf(): BatchHost {
+  const absent: Logical = { seq: 0, live: false, version: null, lastVersion: 0, generation: 0, tombstoned: false, killSeq: 0, exists: false };
+  return {
+    options: { tombstoneWrites: "auto-clear", scopeRules: [], ttlMs: null },
+    logical: () => absent,
+    encode: (r, arena) => encodeRecord(r, C.VALUE_BYTES_MAX, arena),
+    encodeNamed: (type, flags, seq, generation, expiresAt, scope, key, value, arena) => encodeNamedRecord(type, flags, seq, generation, expiresAt, scope, key, value, C.VALUE_BYTES_MAX, arena),
+  };
+}
+
+describe("BatchPlan.applyRun", () => {
+  /** A sealed batch of 300 random writes and forgets over 40 keys. */
+  function planOf(seed: number): BatchPlan {
+    const next = rng(seed);
+    const plan = new BatchPlan(hostOf(), 10, 1_000, true);
+    for (let i = 0; i < 300; i++) {
+      const key = `k${Math.floor(next() * 40)}`;
+      if (next() < 0.7) plan.write({ scope: "global", key, value: "v".repeat(Math.floor(next() * 300)), expected: undefined, clearTombstone: false, ttlMs: undefined });
+      else plan.forget("global", key);
+    }
+    plan.seal();
+    return plan;
+  }
+
+  /** The (op index, seg, off, len) of every apply, copied at the call (applyRun reuses its Location). */
+  function applied(run: (apply: (op: unknown, loc: Location) => void) => void, ops: readonly unknown[]): string[] {
+    const out: string[] = [];
+    run((op, loc) => out.push(`${ops.indexOf(op)}:${loc.seg}:${loc.off}:${loc.len}`));
+    return out;
+  }
+
+  /** applyAll's input: one Location per record, laid back to back from `offset`. */
+  function locsOf(plan: BatchPlan, offset: number): Location[] {
+    let off = offset;
+    return plan.records.map((r) => {
+      const loc = { seg: 3, off, len: r.length };
+      off += r.length;
+      return loc;
+    });
+  }
+
+  it("applies the same ops at the same locations as applyAll", () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const plan = planOf(seed);
+      const want = applied((f) => plan.applyAll(locsOf(plan, 4096), f), plan.ops);
+      expect(applied((f) => plan.applyRun(3, 4096, f), plan.ops)).toEqual(want);
+      expect(want.length).toBe(plan.ops.length);
+    }
+  });
+
+  it("twin: a run that starts one byte later is told apart", () => {
+    const plan = planOf(99);
+    const want = applied((f) => plan.applyAll(locsOf(plan, 4096), f), plan.ops);
+    expect(applied((f) => plan.applyRun(3, 4097, f), plan.ops)).not.toEqual(want);
   });
 });
