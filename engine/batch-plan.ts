@@ -13,7 +13,7 @@ import { BATCH_BYTES_MAX } from "../rules/args.js";
 import { RecordArena, type RecordInput } from "../segments/record.js";
 import { batchCommitInput } from "../segments/record-kinds.js";
 import type { Logical } from "./intents.js";
-import type { Location } from "./keydir.js";
+import type { Location, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
 import { matchScopeRule } from "../rules/scope-rules.js";
 import type * as T from "../rules/types.js";
@@ -23,6 +23,10 @@ export interface BatchHost {
   readonly options: Pick<ResolvedOptions, "tombstoneWrites" | "scopeRules" | "ttlMs">;
   /** The state a mutation of (scope, key) is decided against: queued intents over the keydir. */
   logical(scope: string, key: string, now: number): Logical;
+  /** What the last logical() call found in the keydir: the slot, undefined (absent), null (not asked). */
+  foundSlot(): Slot | undefined | null;
+  /** The keydir's count of slots made or dropped (Keydir.changes). */
+  keydirChanges(): number;
   /** Encodes one record (the store's value limit, and its round-trip check under tests), into `arena` when given. */
   encode(r: RecordInput, arena?: RecordArena): Buffer;
   /** encode() for a PUT or TOMBSTONE whose scope and key rules/args.ts already checked (segments/record.ts encodeNamedRecord). */
@@ -41,6 +45,11 @@ export interface PlannedOp extends Logical {
   readonly key: string;
   /** PUT: the expiry (ms, 0 = never). TOMBSTONE: the version it kills. */
   readonly expiresAt: number;
+  /**
+   * The keydir's slot its decision found (undefined: the name was absent there), valid while the
+   * keydir's `changes` equal the plan's `keydirMark`; null when the decision did not ask the keydir.
+   */
+  readonly slot: Slot | undefined | null;
 }
 
 /** A write's arguments, already checked (rules/args.ts). */
@@ -93,6 +102,14 @@ export class BatchPlan {
   private sealed = false;
   /** The last sequence the plan took (the store's sequence before it, until the first op). */
   seq: number;
+  /**
+   * The keydir's `changes` when the ops' slots were found (after the last decision; the store
+   * moves it by the slots it makes for them while applying): while the keydir still says this,
+   * each op's `slot` is what the keydir holds for its name.
+   */
+  keydirMark = -1;
+  /** The slot the last state() found in the keydir (see PlannedOp.slot). */
+  private found: Slot | undefined | null = null;
 
   /**
    * A plan whose first record takes sequence `first` (the store's nextSeq()). `inBatch` marks its
@@ -106,7 +123,15 @@ export class BatchPlan {
 
   /** The state (scope, key) is decided against: what an earlier op of this plan left, else the store's. */
   private state(scope: string, key: string): Logical {
-    return this.overlay?.get(scope)?.get(key) ?? this.host.logical(scope, key, this.now);
+    const earlier = this.overlay?.get(scope)?.get(key);
+    if (earlier !== undefined) {
+      this.found = null;
+      return earlier;
+    }
+    const state = this.host.logical(scope, key, this.now);
+    this.found = this.host.foundSlot();
+    this.keydirMark = this.host.keydirChanges(); // deferred slots built by this decision are counted
+    return state;
   }
 
   /** Takes a decided op and its record into the plan (a batch's bytes bounded), and into the overlay later ops read. */
@@ -136,7 +161,7 @@ export class BatchPlan {
     const seq = this.seq + 1;
     const record = this.host.encodeNamed(C.RecordType.PUT, this.flags, seq, generation, expiresAt, w.scope, w.key, w.value, this.arena);
     this.seq = seq;
-    this.push({ kind: "put", scope: w.scope, key: w.key, expiresAt, seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true }, record);
+    this.push({ kind: "put", scope: w.scope, key: w.key, expiresAt, slot: this.found, seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true }, record);
     return { ok: true, version: seq, generation };
   }
 
@@ -149,7 +174,7 @@ export class BatchPlan {
     // A TOMBSTONE's fields: the killed generation in `generation`, the killed version in `expires at` (record-kinds.ts tombstoneInput).
     const record = this.host.encodeNamed(C.RecordType.TOMBSTONE, this.flags, seq, before.generation, killed, scope, key, undefined, this.arena);
     this.seq = seq;
-    this.push({ kind: "forget", scope, key, expiresAt: killed, seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true }, record);
+    this.push({ kind: "forget", scope, key, expiresAt: killed, slot: this.found, seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true }, record);
     return { ok: true, tombstoneSeq: seq, generation: before.generation };
   }
 

@@ -50,9 +50,22 @@ export class Intents {
   private readonly slots = new Map<string, Map<string, Logical>>();
   private readonly erases = new Map<string, number>();
 
+  /**
+   * What the last logical() call found in the keydir: its slot, undefined when the name was
+   * absent there, null when a queued state answered and the keydir was not asked (read by a plan
+   * right after its decision, engine/batch-plan.ts; no object per call).
+   */
+  lastSlot: Slot | undefined | null = null;
+
   /** The logical state of (scope, key) at `now`. */
   logical(keydir: Keydir, scope: string, key: string, now: number): Logical {
-    const base = this.slots.get(scope)?.get(key) ?? fromSlot(keydir, keydir.get(scope, key), now);
+    let base = this.slots.get(scope)?.get(key);
+    if (base !== undefined) this.lastSlot = null;
+    else {
+      const slot = keydir.get(scope, key);
+      this.lastSlot = slot;
+      base = fromSlot(keydir, slot, now);
+    }
     const erased = this.pendingEraseSeq(scope);
     // The same rule as keydir.isTombstoned once the erasure is applied: it kills every slot of the
     // subtree that has a retention record, live or not (cleared, expired, reclaimed).

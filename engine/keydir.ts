@@ -10,6 +10,7 @@
 import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { lineageMax, scopeWithin } from "../rules/names.js";
+import { assert } from "../rules/assert.js";
 
 /**
  * The fields of a slot that most slots never set: its tombstone, its undelete, its erase-list
@@ -134,6 +135,17 @@ export class Keydir {
   readonly erases = new Map<string, EraseRecord>();
   private count = 0;
   private deferred: DeferredSlots | null = null;
+  /**
+   * Counts every slot made or dropped (and release()): while it is unchanged, a slot found
+   * earlier is still the one held for its name, and a name found absent is still absent — what
+   * lets a committed plan apply to the slots its decisions found (engine/store.ts slotForOp).
+   */
+  private moved = 0;
+
+  /** The count of slots made or dropped so far (see `moved`). */
+  get changes(): number {
+    return this.moved;
+  }
 
   /** Installs the source of entries not applied yet (recovery, before it applies anything else). */
   defer(source: DeferredSlots): void {
@@ -146,6 +158,7 @@ export class Keydir {
    */
   release(): void {
     this.byScope.clear();
+    this.moved += 1;
     this.erases.clear();
     this.count = 0;
     this.deferred = null;
@@ -219,6 +232,27 @@ export class Keydir {
     slot = new Slot(scope, key);
     keys.set(key, slot);
     this.count += 1;
+    this.moved += 1;
+    return slot;
+  }
+
+  /**
+   * Makes the slot of a name known to be absent — not held, nothing deferred for it — with no
+   * lookup first: the caller found it absent (get) and `changes` has not moved since. Paired
+   * check: the map grows by exactly one, so a name that was held after all fails loudly.
+   */
+  createAbsent(scope: string, key: string): Slot {
+    let keys = this.byScope.get(scope);
+    if (keys === undefined) {
+      keys = new Map();
+      this.byScope.set(scope, keys);
+    }
+    const before = keys.size;
+    const slot = new Slot(scope, key);
+    keys.set(key, slot);
+    assert(keys.size === before + 1, `a slot made for an absent name (${scope}, ${key}) replaced none`);
+    this.count += 1;
+    this.moved += 1;
     return slot;
   }
 
@@ -237,6 +271,7 @@ export class Keydir {
       slot = new Slot(scope, key);
       keys.set(key, slot);
       this.count += 1;
+      this.moved += 1;
     }
     return slot;
   }
@@ -247,6 +282,7 @@ export class Keydir {
     if (keys?.get(slot.key) !== slot) return;
     keys.delete(slot.key);
     this.count -= 1;
+    this.moved += 1;
     if (keys.size === 0) this.byScope.delete(slot.scope);
   }
 

@@ -311,7 +311,7 @@ export class Store implements T.Backend {
 
   /** commitPlan, resolving with `value` once the plan is committed. */
   private queuePlan<R>(plan: BatchPlan, value: R): Promise<R> {
-    const done = this.log.appendWith({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, this.applyOp) }, value);
+    const done = this.log.appendWith({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, (op, loc) => this.applyPlanned(plan, op, loc)) }, value);
     this.advanceSeq(plan.seq, plan.seqs.length);
     for (const op of plan.ops) this.intents.set(op.scope, op.key, op); // a planned op is the state it leaves
     return done;
@@ -319,9 +319,36 @@ export class Store implements T.Backend {
 
   /** Applies one committed PUT or TOMBSTONE of a plan at its location. */
   private readonly applyOp = (op: PlannedOp, loc: Location): void => {
-    if (op.kind === "put") this.applyPut(op.scope, op.key, op.seq, op.generation, op.expiresAt, loc);
-    else this.applyTombstone(op.scope, op.key, op.seq, op.generation, op.expiresAt, loc);
+    const slot = this.keydir.ensureSlot(op.scope, op.key);
+    if (op.kind === "put") this.applyPut(slot, op.seq, op.generation, op.expiresAt, loc);
+    else this.applyTombstone(slot, op.seq, op.generation, op.expiresAt, loc);
   };
+
+  /** applyOp for an op of `plan`, on the slot its decision found when the keydir has not moved since (slotForOp). */
+  private applyPlanned(plan: BatchPlan, op: PlannedOp, loc: Location): void {
+    const slot = this.slotForOp(plan, op);
+    if (op.kind === "put") this.applyPut(slot, op.seq, op.generation, op.expiresAt, loc);
+    else this.applyTombstone(slot, op.seq, op.generation, op.expiresAt, loc);
+  }
+
+  /**
+   * The keydir's slot for a committed op of `plan`. While the keydir has made or dropped no slot
+   * since the plan's decisions (its `changes` equal the plan's mark), the slot a decision found is
+   * still the one held, and a name found absent is still absent (nothing deferred for it either:
+   * the decision's lookup asked the source): no lookup, or a creation without one. Otherwise, or
+   * when the decision did not ask the keydir, ensureSlot. The slots made here move the mark along.
+   */
+  private slotForOp(plan: BatchPlan, op: PlannedOp): Slot {
+    const inStep = this.keydir.changes === plan.keydirMark;
+    let slot: Slot;
+    if (inStep && op.slot !== null && op.slot !== undefined) slot = op.slot;
+    else {
+      slot = inStep && op.slot === undefined ? this.keydir.createAbsent(op.scope, op.key) : this.keydir.ensureSlot(op.scope, op.key);
+      if (inStep) plan.keydirMark = this.keydir.changes; // only this op's own name moved
+    }
+    if (DEBUG_CHECKS) assert(this.keydir.get(op.scope, op.key) === slot, "an op applies to the slot the keydir holds for its name");
+    return slot;
+  }
 
   /** null when the commit queue has room; otherwise resolves once it has (backpressure), rejecting after close(). */
   private admitted(): Promise<void> | null {
@@ -340,12 +367,11 @@ export class Store implements T.Backend {
   }
 
   /** Applies a committed PUT: the value it replaces counts as dead, its scope is noted on its segment, its intent settles. */
-  private applyPut(scope: string, key: string, seq: number, generation: number, expiresAt: number, loc: Location): void {
-    const slot = this.keydir.ensureSlot(scope, key);
+  private applyPut(slot: Slot, seq: number, generation: number, expiresAt: number, loc: Location): void {
     if (seq > slot.putSeq) this.valueDied(slot);
     applyPut(slot, seq, generation, expiresAt, loc);
-    this.segments.get(loc.seg)?.scopes.add(scope);
-    this.intents.settle(scope, key, seq);
+    this.segments.get(loc.seg)?.scopes.add(slot.scope);
+    this.intents.settle(slot.scope, slot.key, seq);
   }
 
   /** forget(): tombstones the live value of (scope, key); null tombstoneSeq when nothing was live. */
@@ -365,11 +391,10 @@ export class Store implements T.Backend {
   }
 
   /** Applies a committed TOMBSTONE: the value it kills counts as dead, its intent settles. */
-  private applyTombstone(scope: string, key: string, seq: number, generation: number, version: number, loc: Location): void {
-    const slot = this.keydir.ensureSlot(scope, key);
+  private applyTombstone(slot: Slot, seq: number, generation: number, version: number, loc: Location): void {
     if (seq > slot.tombSeq && slot.putSeq < seq) this.valueDied(slot);
     applyTombstone(slot, seq, generation, version, loc);
-    this.intents.settle(scope, key, seq);
+    this.intents.settle(slot.scope, slot.key, seq);
   }
 
   /** undelete(): clears a tombstone by moving the slot to a higher generation; no-op otherwise. */
@@ -491,6 +516,16 @@ export class Store implements T.Backend {
   /** The state a mutation of (scope, key) is decided against. */
   logical(scope: string, key: string, now: number): Logical {
     return this.intents.logical(this.keydir, scope, key, now);
+  }
+
+  /** What the last logical() call found in the keydir (Intents.lastSlot). */
+  foundSlot(): Slot | undefined | null {
+    return this.intents.lastSlot;
+  }
+
+  /** The keydir's count of slots made or dropped (Keydir.changes). */
+  keydirChanges(): number {
+    return this.keydir.changes;
   }
 
   /** Finds the nearest readable slot for a read. */

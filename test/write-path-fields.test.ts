@@ -236,6 +236,8 @@ function hostOf(): BatchHost {
   return {
     options: { tombstoneWrites: "auto-clear", scopeRules: [], ttlMs: null },
     logical: () => absent,
+    foundSlot: () => undefined,
+    keydirChanges: () => 0,
     encode: (r, arena) => encodeRecord(r, C.VALUE_BYTES_MAX, arena),
     encodeNamed: (type, flags, seq, generation, expiresAt, scope, key, value, arena) => encodeNamedRecord(type, flags, seq, generation, expiresAt, scope, key, value, C.VALUE_BYTES_MAX, arena),
   };

@@ -1,0 +1,80 @@
+/**
+ * CPU time of W3's bulk load and W2's durable batches, per record: N puts of 256 B in random key
+ * order, atomic batches of 1000, one batch in flight; durability "none" (bulk, timed up to and
+ * including close) or "sync" (durable). Measured as the main thread's time on CPU
+ * (/proc/thread-self/schedstat) and wall time. Given several built trees (their `dist/`), it
+ * alternates them round by round in one process, so a loaded machine shifts all of them alike.
+ *
+ *   node --import tsx bench/bulk-cpu.ts [--n 200000] [--rounds 4] [--mode bulk|durable] [--dir D] distA distB ...
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { pathToFileURL } from "node:url";
+import { keyOf, permutation } from "./common.js";
+
+interface Store {
+  batch(ops: Array<{ op: "write"; key: string; value: Uint8Array }>): Promise<unknown>;
+  close(): Promise<void>;
+}
+interface EngramModule {
+  Engram: { open(dir: string, options: object): Promise<Store> };
+}
+
+const args = process.argv.slice(2);
+function flag(name: string, fallback: string): string {
+  const i = args.indexOf(name);
+  if (i < 0) return fallback;
+  const v = args[i + 1] ?? fallback;
+  args.splice(i, 2);
+  return v;
+}
+const n = Number(flag("--n", "200000"));
+const rounds = Number(flag("--rounds", "4"));
+const mode = flag("--mode", "bulk");
+const base = flag("--dir", os.tmpdir());
+const trees = args;
+if (trees.length === 0 || (mode !== "bulk" && mode !== "durable")) throw new Error("usage: bulk-cpu.ts [--n N] [--rounds R] [--mode bulk|durable] [--dir D] distA [distB ...]");
+
+/** The main thread's time on CPU so far, in µs (schedstat's first field is ns). */
+function mainCpuUs(): number {
+  return Number(fs.readFileSync("/proc/thread-self/schedstat", "utf8").split(" ")[0]) / 1000;
+}
+
+const values = Array.from({ length: 1024 }, (_, i) => new Uint8Array(256).fill(i & 0xff));
+const perm = permutation(n, 31);
+const batches: Array<Array<{ op: "write"; key: string; value: Uint8Array }>> = [];
+for (let b = 0; b < n; b += 1000) {
+  const batch: Array<{ op: "write"; key: string; value: Uint8Array }> = [];
+  for (let j = b; j < Math.min(b + 1000, n); j++) batch.push({ op: "write", key: keyOf(perm[j] as number), value: values[j % 1024] as Uint8Array });
+  batches.push(batch);
+}
+
+/** One round on tree `dist`: main-thread CPU and wall µs per record. */
+async function round(dist: string): Promise<{ main: number; wall: number }> {
+  const mod = (await import(pathToFileURL(path.resolve(dist, "src/index.js")).href)) as EngramModule;
+  const dir = fs.mkdtempSync(path.join(base, "bulk-cpu-"));
+  const db = await mod.Engram.open(dir, { durability: mode === "bulk" ? "none" : "sync" });
+  const m0 = mainCpuUs();
+  const t0 = process.hrtime.bigint();
+  for (const b of batches) await db.batch(b);
+  await db.close();
+  const wall = Number(process.hrtime.bigint() - t0) / 1000 / n;
+  const main = (mainCpuUs() - m0) / n;
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { main, wall };
+}
+
+const got = new Map<string, Array<{ main: number; wall: number }>>(trees.map((t) => [t, []]));
+for (let r = 0; r < rounds; r++) {
+  for (const t of r % 2 === 0 ? trees : [...trees].reverse()) {
+    const res = await round(t);
+    got.get(t)?.push(res);
+    process.stderr.write(`round ${r + 1} ${t}: main ${res.main.toFixed(2)} µs/record, wall ${res.wall.toFixed(2)}\n`);
+  }
+}
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+for (const [t, rs] of got) {
+  process.stdout.write(`${t}: ${mode} n=${n}, median of ${rs.length}: main-thread CPU ${median(rs.map((x) => x.main)).toFixed(2)} µs/record, wall ${median(rs.map((x) => x.wall)).toFixed(2)} µs/record (${Math.round(1e6 / median(rs.map((x) => x.wall)))}/s)\n`);
+}
+process.exit(0);
