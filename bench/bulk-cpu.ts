@@ -3,14 +3,16 @@
  * order, atomic batches of 1000, one batch in flight; durability "none" (bulk, timed up to and
  * including close) or "sync" (durable). Measured as the main thread's time on CPU
  * (/proc/thread-self/schedstat) and wall time. Given several built trees (their `dist/`), it
- * alternates them round by round in one process, so a loaded machine shifts all of them alike.
+ * alternates them round by round, each round in a child process of its own (two trees in one
+ * process favoured whichever ran first by 10–20 %), so a loaded machine shifts all of them alike.
  *
  *   node --import tsx bench/bulk-cpu.ts [--n 200000] [--rounds 4] [--mode bulk|durable] [--dir D] distA distB ...
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { pathToFileURL } from "node:url";
+import { execFileSync } from "node:child_process";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { keyOf, permutation } from "./common.js";
 
 interface Store {
@@ -33,8 +35,9 @@ const n = Number(flag("--n", "200000"));
 const rounds = Number(flag("--rounds", "4"));
 const mode = flag("--mode", "bulk");
 const base = flag("--dir", os.tmpdir());
+const child = flag("--child", "");
 const trees = args;
-if (trees.length === 0 || (mode !== "bulk" && mode !== "durable")) throw new Error("usage: bulk-cpu.ts [--n N] [--rounds R] [--mode bulk|durable] [--dir D] distA [distB ...]");
+if (child === "" && trees.length === 0 || (mode !== "bulk" && mode !== "durable")) throw new Error("usage: bulk-cpu.ts [--n N] [--rounds R] [--mode bulk|durable] [--dir D] distA [distB ...]");
 
 /** The main thread's time on CPU so far, in µs (schedstat's first field is ns). */
 function mainCpuUs(): number {
@@ -65,10 +68,22 @@ async function round(dist: string): Promise<{ main: number; wall: number }> {
   return { main, wall };
 }
 
+if (child !== "") {
+  process.stdout.write(JSON.stringify(await round(child)));
+  process.exit(0);
+}
+
+/** One round of tree `dist` in a child process of its own (same flags). */
+function roundApart(dist: string): { main: number; wall: number } {
+  const me = fileURLToPath(import.meta.url);
+  const out = execFileSync(process.execPath, [...process.execArgv, me, "--n", String(n), "--mode", mode, "--dir", base, "--child", dist], { encoding: "utf8", maxBuffer: 1 << 20 });
+  return JSON.parse(out) as { main: number; wall: number };
+}
+
 const got = new Map<string, Array<{ main: number; wall: number }>>(trees.map((t) => [t, []]));
 for (let r = 0; r < rounds; r++) {
   for (const t of r % 2 === 0 ? trees : [...trees].reverse()) {
-    const res = await round(t);
+    const res = roundApart(t);
     got.get(t)?.push(res);
     process.stderr.write(`round ${r + 1} ${t}: main ${res.main.toFixed(2)} µs/record, wall ${res.wall.toFixed(2)}\n`);
   }
