@@ -247,6 +247,17 @@ export class HintSlots implements DeferredSlots {
     this.tables[ti] = fresh;
   }
 
+  /**
+   * Table `ti` could not make its bytes present: a block that failed to read or its checksum is
+   * damage (rescan); a version-3 block that passed its checksum but does not decode was written
+   * that way, like a malformed entry, and fails closed.
+   */
+  private rescanOrRefuse(ti: number): void {
+    const t = elementAt(this.tables, ti, "a table per hint");
+    if (t.hint.bytes !== null && t.hint.bytes.malformed) this.refuse(t, 0, "a packed block whose checksum holds does not decode");
+    this.rescan(ti);
+  }
+
   /** Applies the entry at `at` of `t` to `slot` (the apply* of recovery's applyRecord). */
   private apply(t: HintTable, at: number, slot: Slot): void {
     const body = t.body;
@@ -291,7 +302,7 @@ export class HintSlots implements DeferredSlots {
         return;
       } catch (err) {
         if (!(err instanceof HintUnreadable) || attempt > this.tables.length) throw err;
-        this.rescan(err.table);
+        this.rescanOrRefuse(err.table);
       }
     }
   }
@@ -336,7 +347,7 @@ export class HintSlots implements DeferredSlots {
     // is applied (a malformed one then leaves nothing half built).
     for (let ti = 0; ti < this.tables.length; ti++) {
       const bytes = elementAt(this.tables, ti, "a table per hint").hint.bytes;
-      if (bytes !== null && !bytes.ensureAll()) this.rescan(ti);
+      if (bytes !== null && !bytes.ensureAll()) this.rescanOrRefuse(ti);
       const t = elementAt(this.tables, ti, "a table per hint");
       const done = t.done;
       // Every byte is present now (ensureAll, or a table in memory): the entries are checked directly.
