@@ -41,7 +41,7 @@ const B_NO_EXPIRY = 0x80;
 
 /** Where each section of a version-3 hint file starts (docs/FORMAT.md), from its header's counts. */
 export interface LayoutV3 {
-  /** Packed entries [HINT_V3_HEADER_BYTES, +packed); the index (hashes, table) starts at `index`. */
+  /** Bytes of packed entries, at [HINT_V3_HEADER_BYTES, index); the index (hashes, table) follows at once. */
   packed: number;
   index: number;
   /** Bytes of the index: 4K + 4T. */
@@ -63,7 +63,7 @@ export interface LayoutV3 {
 
 /** The sections of a version-3 hint with these counts. */
 export function layoutV3(bodyBytes: number, packed: number, keyed: number, cells: number, erases: number, scopesBytes: number, entryBlocks: number, blockBytes: number): LayoutV3 {
-  const index = HINT_V3_HEADER_BYTES + Math.ceil(packed / 4) * 4;
+  const index = HINT_V3_HEADER_BYTES + packed; // no padding: every byte of the file is under a checksum
   const indexBytes = 4 * keyed + 4 * cells;
   const summary = index + indexBytes;
   const scopes = summary + 4 * erases;
