@@ -122,16 +122,16 @@ export function packEntries(body: Buffer, minSeq: number): Packed {
     const f = at + 4;
     const type = body[f + C.R_TYPE] as number;
     const flags = body[f + C.R_FLAGS] as number;
-    const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
-    const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
-    const valueLen = body.readUInt32LE(f + C.R_VALUE_LEN);
+    const scopeLen = u16(body, f + C.R_SCOPE_LEN);
+    const keyLen = u16(body, f + C.R_KEY_LEN);
+    const valueLen = u32(body, f + C.R_VALUE_LEN);
     const scopeAt = f + C.RECORD_FIXED_BYTES;
-    const offset = body.readUInt32LE(at);
-    const seq = body.readUInt32LE(f + C.R_SEQ + 4) * 0x1_0000_0000 + body.readUInt32LE(f + C.R_SEQ);
-    const gen = body.readUInt32LE(f + C.R_GENERATION + 4) * 0x1_0000_0000 + body.readUInt32LE(f + C.R_GENERATION);
-    const exp = body.readUInt32LE(f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + body.readUInt32LE(f + C.R_EXPIRES_AT);
+    const offset = u32(body, at);
+    const seq = u32(body, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32(body, f + C.R_SEQ);
+    const gen = u32(body, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32(body, f + C.R_GENERATION);
+    const exp = u32(body, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32(body, f + C.R_EXPIRES_AT);
     assert(flags <= C.RECORD_FLAGS_KNOWN && type >= 1 && type < C.RecordType.GROUP && offset >= prevEnd, "a packed entry is a well-formed record in file order");
-    if (!(lastScopeAt >= 0 && lastScopeLen === scopeLen && body.compare(body, lastScopeAt, lastScopeAt + scopeLen, scopeAt, scopeAt + scopeLen) === 0)) {
+    if (!sameRange(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
       const name = body.toString("latin1", scopeAt, scopeAt + scopeLen);
       let id = scopeIds.get(name);
       if (id === undefined) {
@@ -146,16 +146,26 @@ export function packEntries(body: Buffer, minSeq: number): Packed {
     const id = scopeId;
     if (type === C.RecordType.PUT) (scopes[id] as ScopeItem).put = true;
     out[q++] = type | (flags << 3) | (id === prevScope ? B_SAME_SCOPE : 0) | (seq < prevSeq ? B_SEQ_DOWN : 0) | (exp === 0 ? B_NO_EXPIRY : 0);
-    q = putVarint(out, q, offset - prevEnd);
-    q = putVarint(out, q, seq < prevSeq ? prevSeq - seq : seq - prevSeq);
+    // Most values are below 128: one byte without a call.
+    const gap = offset - prevEnd;
+    if (gap < 0x80) out[q++] = gap;
+    else q = putVarint(out, q, gap);
+    const dSeq = seq < prevSeq ? prevSeq - seq : seq - prevSeq;
+    if (dSeq < 0x80) out[q++] = dSeq;
+    else q = putVarint(out, q, dSeq);
     if (type === C.RecordType.PUT || type === C.RecordType.SCOPE_ERASE) q = putVarint(out, q, valueLen);
-    q = putVarint(out, q, gen);
+    if (gen < 0x80) out[q++] = gen;
+    else q = putVarint(out, q, gen);
     if (exp !== 0) q = putVarint(out, q, exp);
     if (id !== prevScope) q = putVarint(out, q, id);
-    q = putVarint(out, q, keyLen);
+    if (keyLen < 0x80) out[q++] = keyLen;
+    else q = putVarint(out, q, keyLen);
     const keyAt = scopeAt + scopeLen;
     const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
-    q += body.copy(out, q, keyAt, keyAt + keyLen + tail);
+    const n = keyLen + tail;
+    if (n <= 32) for (let i = 0; i < n; i++) out[q + i] = body[keyAt + i] as number; // short names: a loop beats a native call
+    else body.copy(out, q, keyAt, keyAt + n);
+    q += n;
     if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) keyed++;
     at = keyAt + keyLen + tail;
     prevEnd = offset + C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
@@ -171,6 +181,23 @@ export function packEntries(body: Buffer, minSeq: number): Packed {
   }
   assert(q <= body.length, "packed entries are never larger than the v2 entries");
   return { bytes: out.subarray(0, q), rows, scopes: encodeScopeList(scopes) };
+}
+
+/** The u16 LE at b[at] (callers stay inside b: packEntries walks well-formed entries). */
+function u16(b: Buffer, at: number): number {
+  return (b[at] as number) | ((b[at + 1] as number) << 8);
+}
+
+/** The u32 LE at b[at] (inside b, as u16). */
+function u32(b: Buffer, at: number): number {
+  return ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16)) + (b[at + 3] as number) * 0x100_0000;
+}
+
+/** True when bytes[a, a + aLen) equals bytes[b, b + bLen) (a < 0: no range yet). */
+function sameRange(bytes: Buffer, a: number, aLen: number, b: number, bLen: number): boolean {
+  if (a < 0 || aLen !== bLen) return false;
+  for (let i = 0; i < bLen; i++) if (bytes[a + i] !== bytes[b + i]) return false;
+  return true;
 }
 
 /** The v3 scope list: per scope a flag byte (bit 0: a PUT names it), its UTF-8 length (u16), its bytes. */
