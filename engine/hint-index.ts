@@ -33,7 +33,8 @@ class HintTable {
   readonly entryAt: Uint32Array;
   readonly hashes: Uint32Array;
   readonly table: Int32Array;
-  readonly mask: number;
+  /** Cells of the table (a power of two in versions 1 and 2, 2K in version 3): probes start at hash mod cells. */
+  readonly cells: number;
   readonly count: number;
   /** Per keyed entry: 1 once applied. Allocated at first use (an open allocates nothing per entry). */
   private doneBytes: Uint8Array | null = null;
@@ -51,11 +52,11 @@ class HintTable {
     this.entryAt = hint.index.entryAt;
     this.hashes = hint.index.hashes;
     this.table = hint.index.table;
-    this.mask = this.table.length - 1;
+    this.cells = this.table.length;
     this.count = hint.index.keyed;
     this.whole = hint.bytes === null || hint.bytes.complete;
     assert(this.entryAt.length === this.count && this.hashes.length === this.count, "one offset and one hash per keyed entry");
-    assert(this.table.length >= 2 * this.count && (this.table.length & this.mask) === 0, "a table of a power of two cells, at most half full");
+    assert(this.table.length >= 2 * this.count && this.table.length >= 16, "a table at most half full");
   }
 
   /** The applied flags (allocated on first call). */
@@ -314,7 +315,8 @@ export class HintSlots implements DeferredSlots {
     for (let ti = 0; ti < this.tables.length; ti++) {
       const t = elementAt(this.tables, ti, "a table per hint");
       // At most every cell once: a damaged table that is full cannot loop.
-      for (let p = h & t.mask, n = 0; n <= t.mask; p = (p + 1) & t.mask, n++) {
+      const cells = t.cells;
+      for (let p = h % cells, n = 0; n < cells; p = p + 1 === cells ? 0 : p + 1, n++) {
         const cell = t.cell(p);
         if (cell < 0) throw new HintUnreadable(ti);
         if (cell === 0) break;

@@ -89,7 +89,7 @@ export function setHintVersionWritten(version: 2 | 3): void {
 
 /** Highest high word of a u64 field that holds a safe integer (2^53 - 1 >> 32). */
 const U64_HIGH_MAX = 0x1fffff;
-/** Fewest cells of a table (a power of two). */
+/** Fewest cells of a table. */
 const CELLS_MIN = 16;
 
 /** "00000042.hint" for segment 42. */
@@ -223,8 +223,8 @@ export class HintBuilder {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
     const body = this.entriesBody();
     if (body === null) return null;
+    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, buildIndex(body, false));
     const index = buildIndex(body);
-    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, index);
     const scopes = encodeScopes(index.scopes);
     const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(layout.total);
@@ -394,7 +394,7 @@ export function slotHash(bytes: Uint8Array, scopeAt: number, scopeLen: number, k
 /**
  * The slot index of one hint's entries: the body offset and slot hash of every keyed entry (PUT,
  * TOMBSTONE, CLEAR) in file order, an open-addressing table of their numbers plus one (0 = empty
- * cell, linear probing from `hash & (cells - 1)`), the body offsets of the SCOPE_ERASE entries, and
+ * cell, linear probing from `hash mod cells`), the body offsets of the SCOPE_ERASE entries, and
  * the distinct scopes of the PUTs in order of first appearance.
  */
 export interface HintIndex {
@@ -406,8 +406,12 @@ export interface HintIndex {
   scopes: string[];
 }
 
-/** Computes the index of a body of well-formed entries (the writer, and an open of a version-1 hint). */
-export function buildIndex(body: Buffer): HintIndex {
+/**
+ * Computes the index of a body of well-formed entries (the writer, and an open of a version-1
+ * hint): a table of a power of two cells (version 2) or of exactly max(16, 2K) (version 3: up to
+ * half the cells of a power of two saved), probed from `hash mod cells` either way.
+ */
+export function buildIndex(body: Buffer, powerOfTwo = true): HintIndex {
   const at0: number[] = [];
   const hashes: number[] = [];
   const erases: number[] = [];
@@ -432,13 +436,12 @@ export function buildIndex(body: Buffer): HintIndex {
     const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
     at = scopeAt + scopeLen + keyLen + value;
   }
-  let cells = CELLS_MIN;
+  let cells = powerOfTwo ? CELLS_MIN : Math.max(CELLS_MIN, 2 * at0.length);
   while (cells < 2 * at0.length) cells *= 2;
   const table = new Int32Array(cells);
-  const mask = cells - 1;
   hashes.forEach((h, i) => {
-    let p = h & mask;
-    while (table[p] !== 0) p = (p + 1) & mask;
+    let p = h % cells;
+    while (table[p] !== 0) p = p + 1 === cells ? 0 : p + 1;
     table[p] = i + 1;
   });
   return { keyed: at0.length, entryAt: Uint32Array.from(at0), hashes: Uint32Array.from(hashes), table, erases: Uint32Array.from(erases), scopes: [...scopes] };
@@ -766,7 +769,7 @@ function layoutOfV3(head: Buffer, fileBytes: number): LayoutV3 | null {
   const packed = head.readUInt32LE(X3_PACKED);
   const blocks = head.readUInt32LE(X3_ENTRY_BLOCKS);
   if (head.readUInt32LE(X3_RESERVED) !== 0 || blockBytes < 4096 || blockBytes > 1 << 20 || (blockBytes & (blockBytes - 1)) !== 0) return null;
-  if (keyed + erases > count || cells < CELLS_MIN || (cells & (cells - 1)) !== 0 || cells < 2 * keyed) return null;
+  if (keyed + erases > count || cells < CELLS_MIN || cells < 2 * keyed) return null;
   if (count > 0 ? bodyBytes < count * ENTRY_FIXED_BYTES || packed < 5 * count || packed > bodyBytes || blocks < 1 || blocks > count : bodyBytes !== 0 || packed !== 0 || blocks !== 0) return null;
   const layout = layoutV3(bodyBytes, packed, keyed, cells, erases, head.readUInt32LE(X_SCOPES_BYTES), blocks, blockBytes);
   return layout.total === fileBytes ? layout : null;
