@@ -29,7 +29,7 @@ export const X3_RESERVED = 76;
 /** Bytes of the version-2 header that the in-memory region keeps in front of the decoded body. */
 const REGION_HEAD_BYTES = 72;
 /** A writer closes an entry block at the first entry boundary at or past this many packed bytes. */
-export const ENTRY_BLOCK_BYTES = 16 * 1024;
+export const ENTRY_BLOCK_BYTES = 4 * 1024;
 /** Bytes per entry block in the summary: packed end, expanded end, keyed end (u32 each), xxh64 (u64). */
 export const ENTRY_BLOCK_ROW_BYTES = 20;
 /** Bytes of the v2 entry layout before the names: offset (u32), the record's first 40 bytes. */
@@ -318,9 +318,18 @@ export class HintBytesV3 {
       if (this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * mid + field) <= lo) a = mid + 1;
       else b = mid;
     }
-    for (let j = a; j < n; j++) {
-      if (this.entryDone[j] === 0 && !this.loadEntries(j)) return false;
-      if (this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * j + field) >= hi) break;
+    // The last block needed: the first from a whose end reaches hi.
+    let z = a;
+    while (z < n - 1 && this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * z + field) < hi) z++;
+    for (let j = a; j <= z && j < n; ) {
+      if (this.entryDone[j] !== 0) {
+        j++;
+        continue;
+      }
+      let end = j;
+      while (end + 1 <= z && this.entryDone[end + 1] === 0) end++;
+      if (!this.loadEntries(j, end)) return false;
+      j = end + 1;
     }
     return true;
   }
@@ -361,29 +370,37 @@ export class HintBytesV3 {
     }
   }
 
-  /** Reads, checks and decodes entry block j into the region. */
-  private loadEntries(j: number): boolean {
+  /** Field `at` (0 packed end, 4 decoded end, 8 keyed end) of the row before block j (0 for block 0). */
+  private before(j: number, at: number): number {
+    return j === 0 ? 0 : this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * (j - 1) + at);
+  }
+
+  /** Reads entry blocks [j, last] (all missing) in one read, then checks and decodes each into the region. */
+  private loadEntries(j: number, last: number): boolean {
     if (this.broken) return false;
+    const pFrom = this.before(j, 0);
     let raw: Buffer;
-    const row = ENTRY_BLOCK_ROW_BYTES * j;
-    const pFrom = j === 0 ? 0 : this.rows.readUInt32LE(row - ENTRY_BLOCK_ROW_BYTES);
-    const pTo = this.rows.readUInt32LE(row);
     try {
-      raw = this.read(HINT_V3_HEADER_BYTES + pFrom, pTo - pFrom);
-      if (checksum64(raw, 0, raw.length) !== this.rows.readBigUInt64LE(row + 12)) throw new RangeError(`entry block ${j} fails its checksum`);
+      raw = this.read(HINT_V3_HEADER_BYTES + pFrom, this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * last) - pFrom);
     } catch {
       this.broken = true;
       return false;
     }
-    const xFrom = j === 0 ? 0 : this.rows.readUInt32LE(row - ENTRY_BLOCK_ROW_BYTES + 4);
-    const kFrom = j === 0 ? 0 : this.rows.readUInt32LE(row - ENTRY_BLOCK_ROW_BYTES + 8);
-    if (!decodeBlock(raw, this.buf, REGION_HEAD_BYTES + xFrom, REGION_HEAD_BYTES + this.rows.readUInt32LE(row + 4), kFrom, this.rows.readUInt32LE(row + 8), this.layout.entryAt, this.scopes, this.minSeq)) {
-      this.broken = true;
-      this.bad = true;
-      return false;
+    for (let b = j; b <= last; b++) {
+      const row = ENTRY_BLOCK_ROW_BYTES * b;
+      const block = raw.subarray(this.before(b, 0) - pFrom, this.rows.readUInt32LE(row) - pFrom);
+      if (checksum64(block, 0, block.length) !== this.rows.readBigUInt64LE(row + 12)) {
+        this.broken = true;
+        return false;
+      }
+      if (!decodeBlock(block, this.buf, REGION_HEAD_BYTES + this.before(b, 4), REGION_HEAD_BYTES + this.rows.readUInt32LE(row + 4), this.before(b, 8), this.rows.readUInt32LE(row + 8), this.layout.entryAt, this.scopes, this.minSeq)) {
+        this.broken = true;
+        this.bad = true;
+        return false;
+      }
+      this.entryDone[b] = 1;
+      this.missing -= 1;
     }
-    this.entryDone[j] = 1;
-    this.missing -= 1;
     return true;
   }
 }
