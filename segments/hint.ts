@@ -7,7 +7,9 @@
  * that the deferred open needs (engine/hint-index.ts): each keyed entry's offset and slot hash, an
  * open-addressing table, the erase entries' offsets and the PUT scopes, so an open reads the
  * header and a small summary and does no work per entry; the rest is read in checksummed blocks
- * on first use (HintBytes).
+ * on first use (HintBytes). Version 3 (written now; segments/hint-v3.ts) keeps that index and packs
+ * the entries (varints, derived lengths, interned scopes) in blocks decoded on first use into the
+ * version-2 entry layout, so everything past this file reads one entry layout.
  *
  * A hint is a cache, never trusted: it is used only when it is whole (magic, its own version byte,
  * lengths, xxh64 of header and summary, then of each block as it is read), names its segment, was
@@ -457,7 +459,7 @@ export function sameBytes(body: Uint8Array, a: number, aLen: number, b: number, 
 /** A hint that passed every check, for the segment header it was checked against. */
 export interface LoadedHint {
   segmentId: number;
-  /** The layout it was read in (HINT_VERSION or HINT_VERSION_1). */
+  /** The layout it was read in (HINT_VERSION, HINT_VERSION_2 or HINT_VERSION_1); `body` is in the version-2 entry layout for all three. */
   version: number;
   sealed: boolean;
   coversEnd: number;
