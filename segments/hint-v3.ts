@@ -101,10 +101,13 @@ export interface Packed {
 }
 
 /**
- * Packs `body` (well-formed v2-layout entries, in file order) into version-3 entries with
- * `minSeq` as every block's starting sequence. Linear in the body; never larger than it.
+ * Packs `body` (v2-layout entries, in file order) into version-3 entries with `minSeq` as every
+ * block's starting sequence. Linear in the body; never larger than it. Null when an entry cannot
+ * be packed (a type or flag outside the format, an offset before the previous record's end, a
+ * sequence outside [minSeq, 2^53)): only a loaded older hint can hold one, and it is then not
+ * rewritten (the caller removes it; the next open scans the segment).
  */
-export function packEntries(body: Buffer, minSeq: number): Packed {
+export function packEntries(body: Buffer, minSeq: number): Packed | null {
   const out = Buffer.allocUnsafe(body.length + 16);
   const scopes: ScopeItem[] = [];
   const scopeIds = new Map<string, number>();
@@ -130,7 +133,7 @@ export function packEntries(body: Buffer, minSeq: number): Packed {
     const seq = u32(body, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32(body, f + C.R_SEQ);
     const gen = u32(body, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32(body, f + C.R_GENERATION);
     const exp = u32(body, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32(body, f + C.R_EXPIRES_AT);
-    assert(flags <= C.RECORD_FLAGS_KNOWN && type >= 1 && type < C.RecordType.GROUP && offset >= prevEnd, "a packed entry is a well-formed record in file order");
+    if (flags > C.RECORD_FLAGS_KNOWN || type < 1 || type >= C.RecordType.GROUP || offset < prevEnd || seq < minSeq || seq > Number.MAX_SAFE_INTEGER || gen > Number.MAX_SAFE_INTEGER || exp > Number.MAX_SAFE_INTEGER) return null;
     if (!sameRange(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
       const name = body.toString("latin1", scopeAt, scopeAt + scopeLen);
       let id = scopeIds.get(name);

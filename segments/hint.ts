@@ -219,7 +219,8 @@ export class HintBuilder {
    * The whole (version 2) hint file for a segment whose header is `header`, covering up to
    * `coversEnd`: header, entries, the index an open maps instead of computing (buildIndex), then
    * the summary (erase offsets, scopes, one xxh64 per block of everything before it) and the
-   * trailer (xxh64 of the header and the summary). Null when the loaded prefix cannot be read.
+   * trailer (xxh64 of the header and the summary). Null when the loaded prefix cannot be read
+   * (or, version 3, its entries cannot be packed).
    */
   encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
@@ -266,8 +267,9 @@ export class HintBuilder {
    * blocks, the packed entries (segments/hint-v3.ts), the index (hashes, table), then the summary
    * (erase offsets, scope list, entry block rows, index block sums) and the trailer.
    */
-  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer {
+  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer | null {
     const packed = packEntries(body, this.minSeq);
+    if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
     const blocks = packed.rows.length / 3;
     const L = layoutV3(body.length, packed.bytes.length, index.keyed, index.table.length, index.erases.length, packed.scopes.length, blocks, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(L.total);
