@@ -4,7 +4,9 @@
  * delete 50% then rewrite 25% of the deleted in durable batches of 1000 (random order), read all
  * synchronously, close, reopen, read all, close; then allocated bytes ÷ live bytes (as bench W6).
  * Usage: node --import tsx bench/space-w5.ts [tree] [keys]. Prints one line per step (SPACE_FILES=1:
- * then each file with its size and allocated bytes).
+ * then each file with its size and allocated bytes; SPACE_BREAKDOWN=1: bytes per live key by file
+ * kind and by record kind — live PUTs, dead PUTs, tombstones, group frames, batch commits, headers,
+ * unused tail — read from the segment files with the record codec of this tree).
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -83,4 +85,63 @@ for (let i = 0; i < n; i++) s2.readSync(key(i));
 await s2.close();
 show("closed again", null);
 if (process.env["SPACE_FILES"] !== undefined) for (const f of fs.readdirSync(path.join(dir, "segments"))) console.error(f, fs.statSync(path.join(dir, "segments", f)).size, fs.statSync(path.join(dir, "segments", f)).blocks * 512);
+if (process.env["SPACE_BREAKDOWN"] !== undefined) await breakdown(path.join(dir, "segments"));
 fs.rmSync(dir, { recursive: true, force: true });
+
+/**
+ * Prints where every byte of the segments directory goes, in bytes per live key: each segment's
+ * records by kind (a PUT is live when it is its name's newest keyed record and that is not a
+ * tombstone), the 48-byte frames and scopes separately from keys and values, and the other files.
+ */
+async function breakdown(segDir: string): Promise<void> {
+  const { decodeRecord, isRecord } = await import("../segments/record.js");
+  await (await import("../segments/checksum.js")).initChecksum();
+  const C = await import("../segments/constants.js");
+  const liveKeys = n - Math.ceil(n / 2) + Math.ceil(n / 8);
+  const rows = new Map<string, number>();
+  const add = (k: string, b: number): void => void rows.set(k, (rows.get(k) ?? 0) + b);
+  const newest = new Map<string, { seq: number; type: number }>();
+  const puts: Array<{ name: string; seq: number; frame: number; scope: number; key: number; value: number }> = [];
+  for (const f of fs.readdirSync(segDir).sort()) {
+    const file = path.join(segDir, f);
+    const st = fs.statSync(file);
+    if (!f.endsWith(".seg")) {
+      add(`file ${f.replace(/^\d+/, "N")}`, st.blocks * 512);
+      continue;
+    }
+    const bytes = fs.readFileSync(file);
+    add("segment headers (2 × 64 B)", C.DATA_START);
+    let at = C.DATA_START;
+    for (;;) {
+      const r = decodeRecord(bytes, at, bytes.length, false);
+      if (!isRecord(r)) break;
+      const scope = Buffer.byteLength(r.scope);
+      const key = Buffer.byteLength(r.key);
+      const name = `${r.scope}\u0000${r.key}`;
+      if (r.type === C.RecordType.PUT) puts.push({ name, seq: r.seq, frame: C.RECORD_OVERHEAD, scope, key, value: r.length - C.RECORD_OVERHEAD - scope - key });
+      else if (r.type === C.RecordType.TOMBSTONE) add("tombstones (48 B frame + scope + key)", r.length);
+      else if (r.type === C.RecordType.GROUP) add("group frames", r.length);
+      else if (r.type === C.RecordType.BATCH_COMMIT) add("batch commits", r.length);
+      else add(`records of type ${r.type}`, r.length);
+      if (r.type === C.RecordType.PUT || r.type === C.RecordType.TOMBSTONE || r.type === C.RecordType.CLEAR) {
+        const was = newest.get(name);
+        if (was === undefined || r.seq > was.seq) newest.set(name, { seq: r.seq, type: r.type });
+      }
+      at += r.length;
+    }
+    add("segment bytes after the last record (allocated, unused)", st.blocks * 512 - at);
+  }
+  for (const p of puts) {
+    const live = newest.get(p.name)?.seq === p.seq && newest.get(p.name)?.type === C.RecordType.PUT;
+    if (live) {
+      add("live PUT: key + value (the live bytes)", p.key + p.value);
+      add("live PUT: 48 B frame", p.frame);
+      add("live PUT: scope", p.scope);
+    } else add("dead PUTs (whole records)", p.frame + p.scope + p.key + p.value);
+  }
+  let total = 0;
+  for (const b of rows.values()) total += b;
+  console.log(`breakdown, bytes per live key (${liveKeys} live keys; live = ${liveKeys * 266} B):`);
+  for (const [k, b] of [...rows].sort((a, b) => b[1] - a[1])) console.log(`  ${k.padEnd(58)} ${(b / liveKeys).toFixed(2).padStart(8)} B  ${(b / (liveKeys * 266)).toFixed(3)}×`);
+  console.log(`  ${"total".padEnd(58)} ${(total / liveKeys).toFixed(2).padStart(8)} B  ${(total / (liveKeys * 266)).toFixed(3)}×`);
+}

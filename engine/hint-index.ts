@@ -33,7 +33,8 @@ class HintTable {
   readonly entryAt: Uint32Array;
   readonly hashes: Uint32Array;
   readonly table: Int32Array;
-  readonly mask: number;
+  /** Cells of the table (a power of two in versions 1 and 2, 2K in version 3): probes start at hash mod cells. */
+  readonly cells: number;
   readonly count: number;
   /** Per keyed entry: 1 once applied. Allocated at first use (an open allocates nothing per entry). */
   private doneBytes: Uint8Array | null = null;
@@ -51,11 +52,11 @@ class HintTable {
     this.entryAt = hint.index.entryAt;
     this.hashes = hint.index.hashes;
     this.table = hint.index.table;
-    this.mask = this.table.length - 1;
+    this.cells = this.table.length;
     this.count = hint.index.keyed;
     this.whole = hint.bytes === null || hint.bytes.complete;
     assert(this.entryAt.length === this.count && this.hashes.length === this.count, "one offset and one hash per keyed entry");
-    assert(this.table.length >= 2 * this.count && (this.table.length & this.mask) === 0, "a table of a power of two cells, at most half full");
+    assert(this.table.length >= 2 * this.count && this.table.length >= 16, "a table at most half full");
   }
 
   /** The applied flags (allocated on first call). */
@@ -247,6 +248,17 @@ export class HintSlots implements DeferredSlots {
     this.tables[ti] = fresh;
   }
 
+  /**
+   * Table `ti` could not make its bytes present: a block that failed to read or its checksum is
+   * damage (rescan); a version-3 block that passed its checksum but does not decode was written
+   * that way, like a malformed entry, and fails closed.
+   */
+  private rescanOrRefuse(ti: number): void {
+    const t = elementAt(this.tables, ti, "a table per hint");
+    if (t.hint.bytes !== null && t.hint.bytes.malformed) this.refuse(t, 0, "a packed block whose checksum holds does not decode");
+    this.rescan(ti);
+  }
+
   /** Applies the entry at `at` of `t` to `slot` (the apply* of recovery's applyRecord). */
   private apply(t: HintTable, at: number, slot: Slot): void {
     const body = t.body;
@@ -291,7 +303,7 @@ export class HintSlots implements DeferredSlots {
         return;
       } catch (err) {
         if (!(err instanceof HintUnreadable) || attempt > this.tables.length) throw err;
-        this.rescan(err.table);
+        this.rescanOrRefuse(err.table);
       }
     }
   }
@@ -303,7 +315,8 @@ export class HintSlots implements DeferredSlots {
     for (let ti = 0; ti < this.tables.length; ti++) {
       const t = elementAt(this.tables, ti, "a table per hint");
       // At most every cell once: a damaged table that is full cannot loop.
-      for (let p = h & t.mask, n = 0; n <= t.mask; p = (p + 1) & t.mask, n++) {
+      const cells = t.cells;
+      for (let p = h % cells, n = 0; n < cells; p = p + 1 === cells ? 0 : p + 1, n++) {
         const cell = t.cell(p);
         if (cell < 0) throw new HintUnreadable(ti);
         if (cell === 0) break;
@@ -336,7 +349,7 @@ export class HintSlots implements DeferredSlots {
     // is applied (a malformed one then leaves nothing half built).
     for (let ti = 0; ti < this.tables.length; ti++) {
       const bytes = elementAt(this.tables, ti, "a table per hint").hint.bytes;
-      if (bytes !== null && !bytes.ensureAll()) this.rescan(ti);
+      if (bytes !== null && !bytes.ensureAll()) this.rescanOrRefuse(ti);
       const t = elementAt(this.tables, ti, "a table per hint");
       const done = t.done;
       // Every byte is present now (ensureAll, or a table in memory): the entries are checked directly.

@@ -19,7 +19,7 @@ import { readHeader } from "../segments/header-io.js";
 import { fsyncDir } from "../segments/io.js";
 import { readFileRange, readWholeFile } from "../segments/whole-file.js";
 import type { DecodedRecord } from "../segments/record.js";
-import { blankEntry, decodeEntry, HINT_VERSION_1, HintBuilder, parseHintFileName, readHint, unlinkHint, writeHintFile, type LoadedHint } from "../segments/hint.js";
+import { blankEntry, decodeEntry, hintVersionWritten, HintBuilder, parseHintFileName, readHint, unlinkHint, writeHintFile, type LoadedHint } from "../segments/hint.js";
 import { HintSlots } from "./hint-index.js";
 import { writeSealedHint } from "./hints.js";
 import { decodeEraseList } from "../segments/erase-list.js";
@@ -232,7 +232,7 @@ function hintFor(dir: string, o: Opened): LoadedHint | null {
   return (sealed ? size === hint.coversEnd : size >= hint.coversEnd) ? hint : null;
 }
 
-/** Rewrites a sealed segment's valid version-1 hint in the current layout (best effort, as every hint write). */
+/** Rewrites a sealed segment's valid hint of an older version (1 or 2) in the current layout (best effort, as every hint write). */
 function rewriteHint(dir: string, seg: Segment, hint: LoadedHint): void {
   const builder = new HintBuilder();
   builder.addLoaded(hint);
@@ -290,7 +290,7 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
     seq = Math.max(seq, o.header.header.createdSeq, o.header.header.maxSeq, seg.maxSeq);
     if (h !== undefined && sealed) {
       seg.dataEnd = h.hint.coversEnd;
-      if (h.hint.version === HINT_VERSION_1) rewriteHint(dir, seg, h.hint); // once: the next open maps its index
+      if (h.hint.version !== hintVersionWritten()) rewriteHint(dir, seg, h.hint); // once: the next open maps the current layout
       continue;
     }
     const how = scanInto(keydir, seg, o, h?.hint ?? null, o.id === activeId);

@@ -7,7 +7,9 @@
  * that the deferred open needs (engine/hint-index.ts): each keyed entry's offset and slot hash, an
  * open-addressing table, the erase entries' offsets and the PUT scopes, so an open reads the
  * header and a small summary and does no work per entry; the rest is read in checksummed blocks
- * on first use (HintBytes).
+ * on first use (HintBytes). Version 3 (written now; segments/hint-v3.ts) keeps that index and packs
+ * the entries (varints, derived lengths, interned scopes) in blocks decoded on first use into the
+ * version-2 entry layout, so everything past this file reads one entry layout.
  *
  * A hint is a cache, never trusted: it is used only when it is whole (magic, its own version byte,
  * lengths, xxh64 of header and summary, then of each block as it is read), names its segment, was
@@ -32,11 +34,14 @@ import { readU64, writeU64 } from "./u64.js";
 import type { DecodedRecord } from "./record.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
+import { checkRows, decodeScopeList, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3 } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
-/** Version of the hint layout written (independent of the segment FORMAT_VERSION): 2 carries its own slot index. */
-export const HINT_VERSION = 2;
+/** Version of the hint layout written (independent of the segment FORMAT_VERSION): 3 packs its entries (segments/hint-v3.ts). */
+export const HINT_VERSION = 3;
+/** The layout with the slot index and verbatim entries: still read (and rewritten as version 3 at open), written only by tests. */
+export const HINT_VERSION_2 = 2;
 /** The first layout (entries only; the index is computed at open): still read, never written. */
 export const HINT_VERSION_1 = 1;
 /** Hint header fields (little-endian); both versions share the first 48 bytes. */
@@ -71,9 +76,22 @@ export const HINT_SEALED = 1;
 export const ENTRY_FIXED_BYTES = 4 + C.RECORD_FIXED_BYTES;
 /** Largest hint file read (a segment holds at most 4 GiB; a hint is never larger than its segment plus overhead). */
 export const HINT_BYTES_MAX = 0xffffffff;
+/** The version HintBuilder.encode writes: HINT_VERSION, or version 2 under a test's setHintVersionWritten. */
+let versionWritten: number = HINT_VERSION;
+
+/** The hint version that encode writes now (recovery rewrites every valid sealed hint of another version). */
+export function hintVersionWritten(): number {
+  return versionWritten;
+}
+
+/** Test only: makes encode write version 2 (the tests of that layout) or version 3 again. Never called outside tests. */
+export function setHintVersionWritten(version: 2 | 3): void {
+  versionWritten = version;
+}
+
 /** Highest high word of a u64 field that holds a safe integer (2^53 - 1 >> 32). */
 const U64_HIGH_MAX = 0x1fffff;
-/** Fewest cells of a table (a power of two). */
+/** Fewest cells of a table. */
 const CELLS_MIN = 16;
 
 /** "00000042.hint" for segment 42. */
@@ -201,18 +219,20 @@ export class HintBuilder {
    * The whole (version 2) hint file for a segment whose header is `header`, covering up to
    * `coversEnd`: header, entries, the index an open maps instead of computing (buildIndex), then
    * the summary (erase offsets, scopes, one xxh64 per block of everything before it) and the
-   * trailer (xxh64 of the header and the summary). Null when the loaded prefix cannot be read.
+   * trailer (xxh64 of the header and the summary). Null when the loaded prefix cannot be read
+   * (or, version 3, its entries cannot be packed).
    */
   encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
     const body = this.entriesBody();
     if (body === null) return null;
+    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, buildIndex(body, false));
     const index = buildIndex(body);
     const scopes = encodeScopes(index.scopes);
     const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(layout.total);
     out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
-    out[X_VERSION] = HINT_VERSION;
+    out[X_VERSION] = HINT_VERSION_2;
     out[X_FLAGS] = sealed ? HINT_SEALED : 0;
     out.writeUInt16LE(0, X_RESERVED);
     out.writeUInt32LE(segmentId, X_SEGMENT_ID);
@@ -239,6 +259,57 @@ export class HintBuilder {
       out.writeBigUInt64LE(checksum64(out, from, Math.min(layout.summary, from + HINT_BLOCK_BYTES)), layout.sums + 8 * k);
     }
     out.writeBigUInt64LE(trailerSum(out.subarray(0, HINT_HEADER_BYTES), out.subarray(layout.summary, layout.total - HINT_TRAILER_BYTES)), layout.total - HINT_TRAILER_BYTES);
+    return out;
+  }
+
+  /**
+   * The version-3 file of encode: the v2 header fields (version 3) plus packed bytes and entry
+   * blocks, the packed entries (segments/hint-v3.ts), the index (hashes, table), then the summary
+   * (erase offsets, scope list, entry block rows, index block sums) and the trailer.
+   */
+  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer | null {
+    const packed = packEntries(body, this.minSeq);
+    if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
+    const blocks = packed.rows.length / 3;
+    const L = layoutV3(body.length, packed.bytes.length, index.keyed, index.table.length, index.erases.length, packed.scopes.length, blocks, HINT_BLOCK_BYTES);
+    const out = Buffer.alloc(L.total);
+    out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
+    out[X_VERSION] = HINT_VERSION;
+    out[X_FLAGS] = sealed ? HINT_SEALED : 0;
+    out.writeUInt32LE(segmentId, X_SEGMENT_ID);
+    out.writeUInt32LE(coversEnd, X_COVERS_END);
+    out.writeBigUInt64LE(headerIdentity(header), X_IDENTITY);
+    out.writeUInt32LE(this.entries, X_COUNT);
+    out.writeUInt32LE(body.length, X_BODY_BYTES);
+    writeU64(out, this.minSeq, X_MIN_SEQ);
+    writeU64(out, this.maxSeq, X_MAX_SEQ);
+    out.writeUInt32LE(index.keyed, X_KEYED);
+    out.writeUInt32LE(index.table.length, X_CELLS);
+    out.writeUInt32LE(index.erases.length, X_ERASES);
+    out.writeUInt32LE(packed.scopes.length, X_SCOPES_BYTES);
+    out.writeUInt32LE(HINT_BLOCK_BYTES, X_BLOCK_BYTES);
+    out.writeUInt32LE(packed.bytes.length, X3_PACKED);
+    out.writeUInt32LE(blocks, X3_ENTRY_BLOCKS);
+    packed.bytes.copy(out, HINT_V3_HEADER_BYTES);
+    putU32s(out, L.index, index.hashes);
+    putU32s(out, L.index + 4 * index.keyed, index.table);
+    putU32s(out, L.summary, index.erases);
+    packed.scopes.copy(out, L.scopes);
+    for (let j = 0, from = 0; j < blocks; j++) {
+      const row = L.blocks + 20 * j;
+      const to = packed.rows[3 * j] as number;
+      out.writeUInt32LE(to, row);
+      out.writeUInt32LE(packed.rows[3 * j + 1] as number, row + 4);
+      out.writeUInt32LE(packed.rows[3 * j + 2] as number, row + 8);
+      out.writeBigUInt64LE(checksum64(packed.bytes, from, to), row + 12);
+      from = to;
+    }
+    for (let k = 0; k < L.indexBlocks; k++) {
+      const from = L.index + k * HINT_BLOCK_BYTES;
+      out.writeBigUInt64LE(checksum64(out, from, Math.min(L.summary, from + HINT_BLOCK_BYTES)), L.sums + 8 * k);
+    }
+    const tail = L.total - HINT_TRAILER_BYTES;
+    out.writeBigUInt64LE(trailerSum(out.subarray(0, HINT_V3_HEADER_BYTES), out.subarray(L.summary, tail)), tail);
     return out;
   }
 }
@@ -327,7 +398,7 @@ export function slotHash(bytes: Uint8Array, scopeAt: number, scopeLen: number, k
 /**
  * The slot index of one hint's entries: the body offset and slot hash of every keyed entry (PUT,
  * TOMBSTONE, CLEAR) in file order, an open-addressing table of their numbers plus one (0 = empty
- * cell, linear probing from `hash & (cells - 1)`), the body offsets of the SCOPE_ERASE entries, and
+ * cell, linear probing from `hash mod cells`), the body offsets of the SCOPE_ERASE entries, and
  * the distinct scopes of the PUTs in order of first appearance.
  */
 export interface HintIndex {
@@ -339,8 +410,12 @@ export interface HintIndex {
   scopes: string[];
 }
 
-/** Computes the index of a body of well-formed entries (the writer, and an open of a version-1 hint). */
-export function buildIndex(body: Buffer): HintIndex {
+/**
+ * Computes the index of a body of well-formed entries (the writer, and an open of a version-1
+ * hint): a table of a power of two cells (version 2) or of exactly max(16, 2K) (version 3: up to
+ * half the cells of a power of two saved), probed from `hash mod cells` either way.
+ */
+export function buildIndex(body: Buffer, powerOfTwo = true): HintIndex {
   const at0: number[] = [];
   const hashes: number[] = [];
   const erases: number[] = [];
@@ -365,13 +440,12 @@ export function buildIndex(body: Buffer): HintIndex {
     const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
     at = scopeAt + scopeLen + keyLen + value;
   }
-  let cells = CELLS_MIN;
+  let cells = powerOfTwo ? CELLS_MIN : Math.max(CELLS_MIN, 2 * at0.length);
   while (cells < 2 * at0.length) cells *= 2;
   const table = new Int32Array(cells);
-  const mask = cells - 1;
   hashes.forEach((h, i) => {
-    let p = h & mask;
-    while (table[p] !== 0) p = (p + 1) & mask;
+    let p = h % cells;
+    while (table[p] !== 0) p = p + 1 === cells ? 0 : p + 1;
     table[p] = i + 1;
   });
   return { keyed: at0.length, entryAt: Uint32Array.from(at0), hashes: Uint32Array.from(hashes), table, erases: Uint32Array.from(erases), scopes: [...scopes] };
@@ -387,7 +461,7 @@ export function sameBytes(body: Uint8Array, a: number, aLen: number, b: number, 
 /** A hint that passed every check, for the segment header it was checked against. */
 export interface LoadedHint {
   segmentId: number;
-  /** The layout it was read in (HINT_VERSION or HINT_VERSION_1). */
+  /** The layout it was read in (HINT_VERSION, HINT_VERSION_2 or HINT_VERSION_1); `body` is in the version-2 entry layout for all three. */
   version: number;
   sealed: boolean;
   coversEnd: number;
@@ -404,7 +478,7 @@ export interface LoadedHint {
    * use — every access to `body` or the index views must `ensure` its bytes first. Null when
    * every byte is in memory and checked (version 1, or a hint checked from memory).
    */
-  bytes: HintBytes | null;
+  bytes: HintBytes | HintBytesV3 | null;
 }
 
 /**
@@ -438,6 +512,11 @@ export class HintBytes {
   /** True once a block failed (the hint is then unusable from here on). */
   get failed(): boolean {
     return this.broken;
+  }
+
+  /** Never: a version-2 block that passes its sum is the writer's bytes, checked entry by entry at use. */
+  get malformed(): boolean {
+    return false;
   }
 
   /**
@@ -591,8 +670,10 @@ export function readHint(dir: string, segmentId: number, header: HeaderChoice): 
     fd = fs.openSync(file, "r");
     const size = fs.fstatSync(fd).size;
     if (size > HINT_BYTES_MAX || size < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return size > HINT_BYTES_MAX ? null : checkHint(readAt(fd, 0, size), segmentId, header);
+    const version = readAt(fd, X_VERSION, 1)[0];
+    if (version === HINT_VERSION) return readV3(fd, file, size, segmentId, header);
     const head = readAt(fd, 0, HINT_HEADER_BYTES);
-    if (head.readUInt8(X_VERSION) !== HINT_VERSION) return checkHint(readAt(fd, 0, size), segmentId, header); // version 1 (or refused there)
+    if (version !== HINT_VERSION_2) return checkHint(readAt(fd, 0, size), segmentId, header); // version 1 (or refused there)
     const layout = layoutV2(head, size);
     if (layout === null) return null;
     const summary = readAt(fd, layout.summary, size - layout.summary);
@@ -607,6 +688,19 @@ export function readHint(dir: string, segmentId: number, header: HeaderChoice): 
   } finally {
     if (fd >= 0) fs.closeSync(fd);
   }
+}
+
+/** readHint of a version-3 file: its header and summary now, checked by the trailer; the rest on first use (HintBytesV3). */
+function readV3(fd: number, file: string, size: number, segmentId: number, header: HeaderChoice): LoadedHint | null {
+  if (size < HINT_V3_HEADER_BYTES + HINT_TRAILER_BYTES) return null;
+  const head = readAt(fd, 0, HINT_V3_HEADER_BYTES);
+  const layout = layoutOfV3(head, size);
+  if (layout === null) return null;
+  const summary = readAt(fd, layout.summary, size - layout.summary);
+  const tail = summary.length - HINT_TRAILER_BYTES;
+  if (trailerSum(head, summary.subarray(0, tail)) !== summary.readBigUInt64LE(tail)) return null;
+  const common = commonChecks(head, segmentId, header);
+  return common === null ? null : finishV3({ file }, head, layout, summary, common);
 }
 
 /** `n` bytes of `fd` from `at`, in a buffer of their own; throws when the file is shorter. */
@@ -630,7 +724,8 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
     const common = commonChecks(buf, segmentId, header);
     return common === null ? null : checkV1(buf, common);
   }
-  if (version !== HINT_VERSION || buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return null;
+  if (version === HINT_VERSION) return checkV3(buf, segmentId, header);
+  if (version !== HINT_VERSION_2 || buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return null;
   const head = buf.subarray(0, HINT_HEADER_BYTES);
   const layout = layoutV2(head, buf.length);
   if (layout === null) return null;
@@ -645,6 +740,68 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
   // The index is viewed in place: 4-aligned sections need the file at a 4-aligned address.
   const own = buf.byteOffset % 4 === 0 ? buf : Buffer.from(buf);
   return finishV2(own.subarray(0, layout.summary), null, layout, own.subarray(layout.summary), own.subarray(0, HINT_HEADER_BYTES), common);
+}
+
+/** checkHint of a version-3 file in memory: every block read, checked and decoded now. */
+function checkV3(buf: Buffer, segmentId: number, header: HeaderChoice): LoadedHint | null {
+  if (buf.length < HINT_V3_HEADER_BYTES + HINT_TRAILER_BYTES) return null;
+  const head = buf.subarray(0, HINT_V3_HEADER_BYTES);
+  const layout = layoutOfV3(head, buf.length);
+  if (layout === null) return null;
+  const tail = buf.length - HINT_TRAILER_BYTES;
+  if (trailerSum(head, buf.subarray(layout.summary, tail)) !== buf.readBigUInt64LE(tail)) return null;
+  const common = commonChecks(head, segmentId, header);
+  if (common === null) return null;
+  const hint = finishV3({ memory: buf }, head, layout, buf.subarray(layout.summary), common);
+  if (hint === null || hint.bytes === null || !hint.bytes.ensureAll()) return null;
+  return { ...hint, bytes: null };
+}
+
+/**
+ * The layout a version-3 header promises, or null when it is impossible: version 2's count
+ * rules, packed entries of at least 5 bytes each and never more bytes than the v2 body, one
+ * entry block at least per hint with entries and at most one per entry, and sections that add
+ * up to exactly `fileBytes`.
+ */
+function layoutOfV3(head: Buffer, fileBytes: number): LayoutV3 | null {
+  const count = head.readUInt32LE(X_COUNT);
+  const bodyBytes = head.readUInt32LE(X_BODY_BYTES);
+  const keyed = head.readUInt32LE(X_KEYED);
+  const cells = head.readUInt32LE(X_CELLS);
+  const erases = head.readUInt32LE(X_ERASES);
+  const blockBytes = head.readUInt32LE(X_BLOCK_BYTES);
+  const packed = head.readUInt32LE(X3_PACKED);
+  const blocks = head.readUInt32LE(X3_ENTRY_BLOCKS);
+  if (head.readUInt32LE(X3_RESERVED) !== 0 || blockBytes < 4096 || blockBytes > 1 << 20 || (blockBytes & (blockBytes - 1)) !== 0) return null;
+  if (keyed + erases > count || cells < CELLS_MIN || cells < 2 * keyed) return null;
+  if (count > 0 ? bodyBytes < count * ENTRY_FIXED_BYTES || packed < 5 * count || packed > bodyBytes || blocks < 1 || blocks > count : bodyBytes !== 0 || packed !== 0 || blocks !== 0) return null;
+  const layout = layoutV3(bodyBytes, packed, keyed, cells, erases, head.readUInt32LE(X_SCOPES_BYTES), blocks, blockBytes);
+  return layout.total === fileBytes ? layout : null;
+}
+
+/**
+ * Version 3, the rest of the open's checks and the index over the in-memory region: the scope
+ * list must decode, the entry block rows rise to the header's totals, and every erase entry's
+ * block decodes and the entry is usable (recovery applies erasures at open).
+ */
+function finishV3(source: HintSourceV3, head: Buffer, L: LayoutV3, summary: Buffer, c: Common): LoadedHint | null {
+  if (os.endianness() !== "LE") return null; // the u32 sections are viewed as host-order typed arrays
+  const at = (x: number): number => x - L.summary;
+  const scopes = decodeScopeList(summary.subarray(at(L.scopes), at(L.blocks)));
+  if (scopes === null) return null;
+  const keyed = head.readUInt32LE(X_KEYED);
+  const bodyBytes = head.readUInt32LE(X_BODY_BYTES);
+  const rows = summary.subarray(at(L.blocks), at(L.sums));
+  if (!checkRows(rows, L.entryBlocks, L.packed, bodyBytes, keyed)) return null;
+  const bytes = new HintBytesV3(source, L, bodyBytes, head.readUInt32LE(X_BLOCK_BYTES), rows, summary.subarray(at(L.sums), at(L.total - HINT_TRAILER_BYTES)), scopes.bytes, c.minSeq);
+  const region = bytes.buf;
+  const erases = new Uint32Array(head.readUInt32LE(X_ERASES));
+  for (let i = 0; i < erases.length; i++) erases[i] = summary.readUInt32LE(4 * i);
+  const u32 = (from: number, n: number): Uint32Array => new Uint32Array(region.buffer, region.byteOffset + from, n);
+  const index: HintIndex = { keyed, entryAt: u32(L.entryAt, keyed), hashes: u32(L.hashes, keyed), table: new Int32Array(region.buffer, region.byteOffset + L.table, head.readUInt32LE(X_CELLS)), erases, scopes: scopes.puts };
+  const hint: LoadedHint = { ...c, version: HINT_VERSION, body: region.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes), index, bytes };
+  for (const e of erases) if (!entryPresent(hint, e) || !entryUsable(hint, e, false)) return null;
+  return hint;
 }
 
 /** The fields both versions share, checked against the segment's header; null when any is wrong. */
@@ -712,7 +869,7 @@ function finishV2(region: Buffer, bytes: HintBytes | null, layout: Layout, summa
   const u32 = (at: number, n: number): Uint32Array => new Uint32Array(region.buffer, region.byteOffset + at, n);
   const bodyBytes = head.readUInt32LE(X_BODY_BYTES);
   const index: HintIndex = { keyed, entryAt: u32(layout.entryAt, keyed), hashes: u32(layout.hashes, keyed), table: new Int32Array(region.buffer, region.byteOffset + layout.table, cells), erases, scopes };
-  const hint: LoadedHint = { ...c, version: HINT_VERSION, body: region.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes), index, bytes };
+  const hint: LoadedHint = { ...c, version: HINT_VERSION_2, body: region.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes), index, bytes };
   for (const at of erases) if (!entryPresent(hint, at) || !entryUsable(hint, at, false)) return null;
   return hint;
 }

@@ -17,13 +17,15 @@
  * check is lazy) and its first use fails closed with CorruptionError, deletes the hint, and the
  * next open scans exactly; with the per-entry checks switched off (the unsafe twin) the same entry
  * is applied and the state differs from the scan (the point read's sequence check still refuses it). Version-1 hints (built here from the documented
- * v1 layout) are still read, give the exact state, and are rewritten as version 2.
+ * v1 layout) are still read, give the exact state, and are rewritten as version 2. Version 3 is
+ * written since (test/hint-v3.test.ts); this file has the store write version 2
+ * (setHintVersionWritten), the layout every open still reads.
  */
 import * as fs from "node:fs";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { CorruptionError } from "../rules/errors.js";
-import { blankEntry, checkHint, decodeEntry, HINT_HEADER_BYTES, HINT_TRAILER_BYTES, HINT_V1_HEADER_BYTES, unsafeSkipHintEntryChecks } from "../segments/hint.js";
+import { blankEntry, checkHint, decodeEntry, HINT_HEADER_BYTES, HINT_TRAILER_BYTES, HINT_V1_HEADER_BYTES, setHintVersionWritten, unsafeSkipHintEntryChecks } from "../segments/hint.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { dropHints, hintIds } from "./helpers/hints.js";
@@ -75,6 +77,9 @@ function planted(base: string, id: number, bad: Buffer, label: string): string {
 }
 
 describe("hint files version 2", () => {
+  // Version 3 is written since; this file keeps testing the version-2 layout, which is still read.
+  beforeAll(() => setHintVersionWritten(2));
+  afterAll(() => setHintVersionWritten(3));
   let base = "";
   let reference: unknown = null;
   /** A sealed segment whose hint has keyed entries, erase entries and scopes, with padding after its entries. */

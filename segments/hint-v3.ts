@@ -1,0 +1,519 @@
+/**
+ * Hint version 3: the version-2 index (slot hashes and table, erase offsets, scopes) beside a
+ * packed entry body. An entry keeps only what the segment's bytes do not already imply: the
+ * record's length is 48 + scope + key + value bytes (the record format's own rule), the offset is
+ * a gap after the previous entry's record, the sequence a delta from the previous entry's, the
+ * scope an index into the hint's own scope list (or "same as before"), every number a varint.
+ * Entries are packed into blocks that each start a fresh delta state and hold whole entries, each
+ * block checked by its own xxh64 from the summary; on first use a block is decoded into the
+ * version-2 entry layout in memory (the "region"), at the body offsets the version-2 code reads,
+ * so everything above this file sees one entry layout for every version. docs/FORMAT.md "Hint
+ * files" is the layout's contract; segments/hint.ts reads the header and summary and owns the
+ * checks every version shares.
+ */
+import * as fs from "node:fs";
+import * as C from "./constants.js";
+import { checksum64 } from "./checksum.js";
+import { writeU64 } from "./u64.js";
+import { assert } from "../rules/assert.js";
+import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
+
+/** Bytes of the version-3 hint header (version 2's 72, then packed bytes, entry blocks, reserved). */
+export const HINT_V3_HEADER_BYTES = 80;
+/** Header field: bytes of packed entries `P` (u32; v2's reserved word). */
+export const X3_PACKED = 68;
+/** Header field: entry blocks `N` (u32). */
+export const X3_ENTRY_BLOCKS = 72;
+/** Header field: reserved, zero (u32). */
+export const X3_RESERVED = 76;
+/** Bytes of the version-2 header that the in-memory region keeps in front of the decoded body. */
+const REGION_HEAD_BYTES = 72;
+/** A writer closes an entry block at the first entry boundary at or past this many packed bytes. */
+export const ENTRY_BLOCK_BYTES = 4 * 1024;
+/** Bytes per entry block in the summary: packed end, expanded end, keyed end (u32 each), xxh64 (u64). */
+export const ENTRY_BLOCK_ROW_BYTES = 20;
+/** Bytes of the v2 entry layout before the names: offset (u32), the record's first 40 bytes. */
+const ENTRY_FIXED = 4 + C.RECORD_FIXED_BYTES;
+/** Bits of an entry's first byte: type (bits 0–2), record flags (3–4), and these. */
+const B_SAME_SCOPE = 0x20;
+const B_SEQ_DOWN = 0x40;
+const B_NO_EXPIRY = 0x80;
+
+/** Where each section of a version-3 hint file starts (docs/FORMAT.md), from its header's counts. */
+export interface LayoutV3 {
+  /** Bytes of packed entries, at [HINT_V3_HEADER_BYTES, index); the index (hashes, table) follows at once. */
+  packed: number;
+  index: number;
+  /** Bytes of the index: 4K + 4T. */
+  indexBytes: number;
+  /** Start of the summary: erase offsets, scopes, entry blocks, index block sums. */
+  summary: number;
+  scopes: number;
+  blocks: number;
+  sums: number;
+  entryBlocks: number;
+  indexBlocks: number;
+  total: number;
+  /** The in-memory region (v2 layout): where entryAt, hashes and the table start, and its length. */
+  entryAt: number;
+  hashes: number;
+  table: number;
+  regionBytes: number;
+}
+
+/** The sections of a version-3 hint with these counts. */
+export function layoutV3(bodyBytes: number, packed: number, keyed: number, cells: number, erases: number, scopesBytes: number, entryBlocks: number, blockBytes: number): LayoutV3 {
+  const index = HINT_V3_HEADER_BYTES + packed; // no padding: every byte of the file is under a checksum
+  const indexBytes = 4 * keyed + 4 * cells;
+  const summary = index + indexBytes;
+  const scopes = summary + 4 * erases;
+  const blocks = scopes + scopesBytes;
+  const sums = blocks + ENTRY_BLOCK_ROW_BYTES * entryBlocks;
+  const indexBlocks = Math.ceil(indexBytes / blockBytes);
+  const entryAt = REGION_HEAD_BYTES + Math.ceil(bodyBytes / 4) * 4;
+  const hashes = entryAt + 4 * keyed;
+  const table = hashes + 4 * keyed;
+  return { packed, index, indexBytes, summary, scopes, blocks, sums, entryBlocks, indexBlocks, total: sums + 8 * indexBlocks + 8, entryAt, hashes, table, regionBytes: table + 4 * cells };
+}
+
+/** Appends `v` (a safe integer >= 0) as a LEB128 varint at out[at...]; returns the next offset. */
+function putVarint(out: Buffer, at: number, v: number): number {
+  while (v >= 0x80) {
+    out[at++] = (v % 0x80) | 0x80;
+    v = Math.floor(v / 0x80);
+  }
+  out[at++] = v;
+  return at;
+}
+
+/** A scope of a hint's scope list: its bytes and whether any PUT entry names it. */
+interface ScopeItem {
+  bytes: Buffer;
+  put: boolean;
+}
+
+/** The packed entries of a v2-layout body, cut into blocks, and the scope list they index. */
+export interface Packed {
+  bytes: Buffer;
+  /** Per block: packed end, expanded (v2 body) end, keyed entries through it. */
+  rows: number[];
+  scopes: Buffer;
+}
+
+/**
+ * Packs `body` (v2-layout entries, in file order) into version-3 entries with `minSeq` as every
+ * block's starting sequence. Linear in the body; never larger than it. Null when an entry cannot
+ * be packed (a type or flag outside the format, an offset before the previous record's end, a
+ * sequence outside [minSeq, 2^53)): only a loaded older hint can hold one, and it is then not
+ * rewritten (the caller removes it; the next open scans the segment).
+ */
+export function packEntries(body: Buffer, minSeq: number): Packed | null {
+  const out = Buffer.allocUnsafe(body.length + 16);
+  const scopes: ScopeItem[] = [];
+  const scopeIds = new Map<string, number>();
+  const rows: number[] = [];
+  let q = 0;
+  let blockStart = 0;
+  let keyed = 0;
+  let prevEnd: number = C.DATA_START;
+  let prevSeq = minSeq;
+  let prevScope = -1;
+  let lastScopeAt = -1;
+  let lastScopeLen = -1;
+  let scopeId = -1;
+  for (let at = 0; at < body.length; ) {
+    const f = at + 4;
+    const type = body[f + C.R_TYPE] as number;
+    const flags = body[f + C.R_FLAGS] as number;
+    const scopeLen = u16(body, f + C.R_SCOPE_LEN);
+    const keyLen = u16(body, f + C.R_KEY_LEN);
+    const valueLen = u32(body, f + C.R_VALUE_LEN);
+    const scopeAt = f + C.RECORD_FIXED_BYTES;
+    const offset = u32(body, at);
+    const seq = u32(body, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32(body, f + C.R_SEQ);
+    const gen = u32(body, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32(body, f + C.R_GENERATION);
+    const exp = u32(body, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32(body, f + C.R_EXPIRES_AT);
+    if (flags > C.RECORD_FLAGS_KNOWN || type < 1 || type >= C.RecordType.GROUP || offset < prevEnd || seq < minSeq || seq > Number.MAX_SAFE_INTEGER || gen > Number.MAX_SAFE_INTEGER || exp > Number.MAX_SAFE_INTEGER) return null;
+    if (!sameRange(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
+      const name = body.toString("latin1", scopeAt, scopeAt + scopeLen);
+      let id = scopeIds.get(name);
+      if (id === undefined) {
+        id = scopes.length;
+        scopeIds.set(name, id);
+        scopes.push({ bytes: Buffer.from(body.subarray(scopeAt, scopeAt + scopeLen)), put: false });
+      }
+      lastScopeAt = scopeAt;
+      lastScopeLen = scopeLen;
+      scopeId = id;
+    }
+    const id = scopeId;
+    if (type === C.RecordType.PUT) (scopes[id] as ScopeItem).put = true;
+    out[q++] = type | (flags << 3) | (id === prevScope ? B_SAME_SCOPE : 0) | (seq < prevSeq ? B_SEQ_DOWN : 0) | (exp === 0 ? B_NO_EXPIRY : 0);
+    // Most values are below 128: one byte without a call.
+    const gap = offset - prevEnd;
+    if (gap < 0x80) out[q++] = gap;
+    else q = putVarint(out, q, gap);
+    const dSeq = seq < prevSeq ? prevSeq - seq : seq - prevSeq;
+    if (dSeq < 0x80) out[q++] = dSeq;
+    else q = putVarint(out, q, dSeq);
+    if (type === C.RecordType.PUT || type === C.RecordType.SCOPE_ERASE) q = putVarint(out, q, valueLen);
+    if (gen < 0x80) out[q++] = gen;
+    else q = putVarint(out, q, gen);
+    if (exp !== 0) q = putVarint(out, q, exp);
+    if (id !== prevScope) q = putVarint(out, q, id);
+    if (keyLen < 0x80) out[q++] = keyLen;
+    else q = putVarint(out, q, keyLen);
+    const keyAt = scopeAt + scopeLen;
+    const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
+    const n = keyLen + tail;
+    if (n <= 32) for (let i = 0; i < n; i++) out[q + i] = body[keyAt + i] as number; // short names: a loop beats a native call
+    else body.copy(out, q, keyAt, keyAt + n);
+    q += n;
+    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) keyed++;
+    at = keyAt + keyLen + tail;
+    prevEnd = offset + C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
+    prevSeq = seq;
+    prevScope = id;
+    if (q - blockStart >= ENTRY_BLOCK_BYTES || at >= body.length) {
+      rows.push(q, at, keyed);
+      blockStart = q;
+      prevEnd = C.DATA_START;
+      prevSeq = minSeq;
+      prevScope = -1;
+    }
+  }
+  assert(q <= body.length, "packed entries are never larger than the v2 entries");
+  return { bytes: out.subarray(0, q), rows, scopes: encodeScopeList(scopes) };
+}
+
+/** The u16 LE at b[at] (callers stay inside b: packEntries walks well-formed entries). */
+function u16(b: Buffer, at: number): number {
+  return (b[at] as number) | ((b[at + 1] as number) << 8);
+}
+
+/** The u32 LE at b[at] (inside b, as u16). */
+function u32(b: Buffer, at: number): number {
+  return ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16)) + (b[at + 3] as number) * 0x100_0000;
+}
+
+/** True when bytes[a, a + aLen) equals bytes[b, b + bLen) (a < 0: no range yet). */
+function sameRange(bytes: Buffer, a: number, aLen: number, b: number, bLen: number): boolean {
+  if (a < 0 || aLen !== bLen) return false;
+  for (let i = 0; i < bLen; i++) if (bytes[a + i] !== bytes[b + i]) return false;
+  return true;
+}
+
+/** The v3 scope list: per scope a flag byte (bit 0: a PUT names it), its UTF-8 length (u16), its bytes. */
+function encodeScopeList(scopes: readonly ScopeItem[]): Buffer {
+  const out = Buffer.alloc(scopes.reduce((n, s) => n + 3 + s.bytes.length, 0));
+  let at = 0;
+  for (const s of scopes) {
+    out[at] = s.put ? 1 : 0;
+    out.writeUInt16LE(s.bytes.length, at + 1);
+    at += 3 + s.bytes.copy(out, at + 3);
+  }
+  return out;
+}
+
+/** A decoded scope list: every scope's bytes, and the PUT scopes as strings; null when it does not decode exactly. */
+export function decodeScopeList(buf: Buffer): { bytes: Buffer[]; puts: string[] } | null {
+  const bytes: Buffer[] = [];
+  const puts: string[] = [];
+  for (let at = 0; at < buf.length; ) {
+    if (buf.length - at < 3) return null;
+    const flag = buf[at] as number;
+    const n = buf.readUInt16LE(at + 1);
+    if (flag > 1 || n === 0 || n > SCOPE_BYTES_MAX || at + 3 + n > buf.length) return null;
+    const b = buf.subarray(at + 3, at + 3 + n);
+    bytes.push(b);
+    if (flag === 1) puts.push(b.toString("utf8"));
+    at += 3 + n;
+  }
+  return { bytes, puts };
+}
+
+/** Where a version-3 hint's bytes come from: the file (opened by name for each read) or memory. */
+export type HintSourceV3 = { file: string } | { memory: Buffer };
+
+/**
+ * The in-memory region of a version-3 hint in the version-2 layout — [72-byte head][decoded body,
+ * padded to 4][entryAt][hashes][table] — filled on first use: an entry block is read, checked
+ * against its xxh64 and decoded (its entries and their entryAt cells); an index block is read,
+ * checked and copied. A block whose bytes cannot be read or fail their sum sets `failed` (damage:
+ * the caller rescans the segment); one that passes its sum but does not decode exactly also sets
+ * `malformed` (a writer bug: the caller fails closed).
+ */
+export class HintBytesV3 {
+  readonly buf: Buffer;
+  private readonly entryDone: Uint8Array;
+  private readonly indexDone: Uint8Array;
+  private missing: number;
+  private broken = false;
+  private bad = false;
+
+  /**
+   * `rows` holds the entry blocks' (packed end, expanded end, keyed end, sum) as checked at open
+   * (checkRows); `indexSums` one xxh64 per index block; `scopes` the decoded scope list.
+   */
+  constructor(
+    private readonly source: HintSourceV3,
+    private readonly layout: LayoutV3,
+    private readonly bodyBytes: number,
+    private readonly blockBytes: number,
+    private readonly rows: Buffer,
+    private readonly indexSums: Buffer,
+    private readonly scopes: readonly Buffer[],
+    private readonly minSeq: number,
+  ) {
+    this.buf = Buffer.allocUnsafeSlow(layout.regionBytes); // address space only until blocks are decoded
+    assert(this.buf.byteOffset === 0, "an unpooled buffer starts its ArrayBuffer");
+    this.buf.fill(0, 0, REGION_HEAD_BYTES);
+    this.buf.fill(0, REGION_HEAD_BYTES + bodyBytes, layout.entryAt); // the padding is never decoded
+    this.entryDone = new Uint8Array(layout.entryBlocks);
+    this.indexDone = new Uint8Array(layout.indexBlocks);
+    this.missing = layout.entryBlocks + layout.indexBlocks;
+  }
+
+  /** True once a block failed to read, to check or to decode: nothing more is loaded. */
+  get failed(): boolean {
+    return this.broken;
+  }
+
+  /** True when a block passed its checksum but did not decode (written that way). */
+  get malformed(): boolean {
+    return this.bad;
+  }
+
+  /** True once every block is loaded (only ever turns true). */
+  get complete(): boolean {
+    return this.missing === 0;
+  }
+
+  /** ensure() of the whole region. */
+  ensureAll(): boolean {
+    return this.missing === 0 || this.ensure(0, this.buf.length);
+  }
+
+  /** Makes region bytes [from, to) present: false when outside the region or a block fails (then always false). */
+  ensure(from: number, to: number): boolean {
+    if (from < 0 || to > this.buf.length || from > to) return false;
+    if (to === from || this.missing === 0) return true;
+    const L = this.layout;
+    const bodyEnd = REGION_HEAD_BYTES + this.bodyBytes;
+    if (from < bodyEnd && to > REGION_HEAD_BYTES && !this.entriesFor(Math.max(from, REGION_HEAD_BYTES) - REGION_HEAD_BYTES, Math.min(to, bodyEnd) - REGION_HEAD_BYTES, 4)) return false;
+    if (from < L.hashes && to > L.entryAt && !this.entriesFor(Math.floor((Math.max(from, L.entryAt) - L.entryAt) / 4), Math.ceil((Math.min(to, L.hashes) - L.entryAt) / 4), 8)) return false;
+    if (to > L.hashes) {
+      const a = Math.floor((Math.max(from, L.hashes) - L.hashes) / this.blockBytes);
+      const b = Math.floor((to - 1 - L.hashes) / this.blockBytes);
+      for (let k = a; k <= b; k++) if (this.indexDone[k] === 0 && !this.loadIndex(k)) return false;
+    }
+    return true;
+  }
+
+  /** Decodes the entry blocks whose expanded bytes (field 4) or keyed entries (field 8) meet [lo, hi). */
+  private entriesFor(lo: number, hi: number, field: number): boolean {
+    const n = this.layout.entryBlocks;
+    // The first block whose end (in that field) is past lo: a binary search over the rows.
+    let a = 0;
+    let b = n;
+    while (a < b) {
+      const mid = (a + b) >>> 1;
+      if (this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * mid + field) <= lo) a = mid + 1;
+      else b = mid;
+    }
+    // The last block needed: the first from a whose end reaches hi.
+    let z = a;
+    while (z < n - 1 && this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * z + field) < hi) z++;
+    for (let j = a; j <= z && j < n; ) {
+      if (this.entryDone[j] !== 0) {
+        j++;
+        continue;
+      }
+      let end = j;
+      while (end + 1 <= z && this.entryDone[end + 1] === 0) end++;
+      if (!this.loadEntries(j, end)) return false;
+      j = end + 1;
+    }
+    return true;
+  }
+
+  /** Bytes [at, at + n) of the hint file. */
+  private read(at: number, n: number): Buffer {
+    if ("memory" in this.source) return this.source.memory.subarray(at, at + n);
+    const out = Buffer.allocUnsafe(n);
+    const fd = fs.openSync(this.source.file, "r");
+    try {
+      for (let done = 0; done < n; ) {
+        const got = fs.readSync(fd, out, done, n - done, at + done);
+        if (got === 0) throw new RangeError(`${this.source.file}: ends at ${at + done}, before ${at + n}`);
+        done += got;
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+    return out;
+  }
+
+  /** Reads, checks and copies index block k into the region. */
+  private loadIndex(k: number): boolean {
+    if (this.broken) return false;
+    try {
+      const L = this.layout;
+      const from = k * this.blockBytes;
+      const n = Math.min(L.indexBytes, from + this.blockBytes) - from;
+      const raw = this.read(L.index + from, n);
+      if (checksum64(raw, 0, n) !== this.indexSums.readBigUInt64LE(8 * k)) throw new RangeError(`index block ${k} fails its checksum`);
+      raw.copy(this.buf, L.hashes + from);
+      this.indexDone[k] = 1;
+      this.missing -= 1;
+      return true;
+    } catch {
+      this.broken = true;
+      return false;
+    }
+  }
+
+  /** Field `at` (0 packed end, 4 decoded end, 8 keyed end) of the row before block j (0 for block 0). */
+  private before(j: number, at: number): number {
+    return j === 0 ? 0 : this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * (j - 1) + at);
+  }
+
+  /** Reads entry blocks [j, last] (all missing) in one read, then checks and decodes each into the region. */
+  private loadEntries(j: number, last: number): boolean {
+    if (this.broken) return false;
+    const pFrom = this.before(j, 0);
+    let raw: Buffer;
+    try {
+      raw = this.read(HINT_V3_HEADER_BYTES + pFrom, this.rows.readUInt32LE(ENTRY_BLOCK_ROW_BYTES * last) - pFrom);
+    } catch {
+      this.broken = true;
+      return false;
+    }
+    for (let b = j; b <= last; b++) {
+      const row = ENTRY_BLOCK_ROW_BYTES * b;
+      const block = raw.subarray(this.before(b, 0) - pFrom, this.rows.readUInt32LE(row) - pFrom);
+      if (checksum64(block, 0, block.length) !== this.rows.readBigUInt64LE(row + 12)) {
+        this.broken = true;
+        return false;
+      }
+      if (!decodeBlock(block, this.buf, REGION_HEAD_BYTES + this.before(b, 4), REGION_HEAD_BYTES + this.rows.readUInt32LE(row + 4), this.before(b, 8), this.rows.readUInt32LE(row + 8), this.layout.entryAt, this.scopes, this.minSeq)) {
+        this.broken = true;
+        this.bad = true;
+        return false;
+      }
+      this.entryDone[b] = 1;
+      this.missing -= 1;
+    }
+    return true;
+  }
+}
+
+/** Test hook (the unsafe twin): when true, decodeBlock skips its structural checks of each entry and of the block's totals. */
+let trustPacked = false;
+
+/** Test only: makes the block decoder take packed entries without checking their structure (true), or check again (false). */
+export function unsafeTrustPackedEntries(trust: boolean): void {
+  trustPacked = trust;
+}
+
+/**
+ * Decodes one block's packed entries `p` into `out` in the v2 layout at [x, xEnd), the keyed
+ * ones numbered from k to kEnd (their body offsets in the entryAt section at `entryAt`). False
+ * when the bytes do not decode into exactly that: a varint runs past the block or past a safe
+ * integer, a type is no entry's, a scope index is unknown, a length past its limit, or the
+ * entries end anywhere but at the block's end, xEnd and kEnd.
+ */
+function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number, kEnd: number, entryAt: number, scopes: readonly Buffer[], minSeq: number): boolean {
+  if (trustPacked) out.fill(0, entryAt + 4 * k, entryAt + 4 * kEnd); // the unsafe twin: cells it may not reach hold 0, not garbage
+  let q = 0;
+  const end = p.length;
+  let prevEnd: number = C.DATA_START;
+  let prevSeq = minSeq;
+  let prevScope = -1;
+  // A varint at q: its value, or -1 when it runs past the block or a safe integer (q advanced past it).
+  const varint = (): number => {
+    let v = 0;
+    let scale = 1;
+    for (let i = 0; i < 8; i++) {
+      if (q >= end) return -1;
+      const b = p[q++] as number;
+      v += (b & 0x7f) * scale;
+      if (b < 0x80) return v <= Number.MAX_SAFE_INTEGER ? v : -1;
+      scale *= 0x80;
+    }
+    return -1;
+  };
+  while (q < end) {
+    const b0 = p[q++] as number;
+    const type = b0 & 7;
+    const flags = (b0 >> 3) & 3;
+    const gap = varint();
+    const dSeq = varint();
+    const valued = type === C.RecordType.PUT || type === C.RecordType.SCOPE_ERASE;
+    const valueLen = valued ? varint() : 0;
+    const gen = varint();
+    const exp = (b0 & B_NO_EXPIRY) !== 0 ? 0 : varint();
+    const scope = (b0 & B_SAME_SCOPE) !== 0 ? prevScope : varint();
+    const keyLen = varint();
+    const seq = (b0 & B_SEQ_DOWN) !== 0 ? prevSeq - dSeq : prevSeq + dSeq;
+    const scopeBytes = scopes[scope];
+    if (!trustPacked) {
+      if (type === 0 || type >= C.RecordType.GROUP || gap < 0 || dSeq < 0 || valueLen < 0 || gen < 0 || exp < 0 || keyLen < 0 || keyLen > KEY_BYTES_MAX || scopeBytes === undefined) return false;
+      if (seq <= 0 || seq > Number.MAX_SAFE_INTEGER || (type === C.RecordType.PUT && valueLen > C.VALUE_BYTES_MAX)) return false;
+    }
+    if (scopeBytes === undefined) return false; // even unchecked, a missing scope has no bytes to copy
+    const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
+    const size = ENTRY_FIXED + scopeBytes.length + keyLen + tail;
+    const offset = prevEnd + gap;
+    const length = C.RECORD_OVERHEAD + scopeBytes.length + keyLen + valueLen;
+    if (q + keyLen + tail > end || x + size > xEnd || offset > 0xffffffff || length > 0xffffffff) return false;
+    out.writeUInt32LE(offset, x);
+    const f = x + 4;
+    out.writeUInt32LE(length, f + C.R_LENGTH);
+    out[f + C.R_TYPE] = type;
+    out[f + C.R_FLAGS] = flags;
+    out.writeUInt16LE(scopeBytes.length, f + C.R_SCOPE_LEN);
+    out.writeUInt16LE(keyLen, f + C.R_KEY_LEN);
+    out.writeUInt16LE(0, f + C.R_RESERVED);
+    out.writeUInt32LE(valueLen, f + C.R_VALUE_LEN);
+    writeU64(out, seq, f + C.R_SEQ);
+    writeU64(out, gen, f + C.R_GENERATION);
+    writeU64(out, exp, f + C.R_EXPIRES_AT);
+    const scopeAt = f + C.RECORD_FIXED_BYTES;
+    scopeBytes.copy(out, scopeAt);
+    p.copy(out, scopeAt + scopeBytes.length, q, q + keyLen + tail);
+    q += keyLen + tail;
+    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) {
+      if (k >= kEnd) return trustPacked;
+      out.writeUInt32LE(x - REGION_HEAD_BYTES, entryAt + 4 * k);
+      k++;
+    }
+    x += size;
+    prevEnd = offset + length;
+    prevSeq = seq;
+    prevScope = scope;
+  }
+  return trustPacked || (x === xEnd && k === kEnd);
+}
+
+/**
+ * The entry block rows of a version-3 summary, checked at open: packed ends strictly rising to
+ * `packed`, expanded ends strictly rising to `bodyBytes`, keyed ends never falling, ending at
+ * `keyed`. False on any other shape (the hint is then not used).
+ */
+export function checkRows(rows: Buffer, n: number, packed: number, bodyBytes: number, keyed: number): boolean {
+  let p = 0;
+  let x = 0;
+  let k = 0;
+  for (let j = 0; j < n; j++) {
+    const r = ENTRY_BLOCK_ROW_BYTES * j;
+    const pe = rows.readUInt32LE(r);
+    const xe = rows.readUInt32LE(r + 4);
+    const ke = rows.readUInt32LE(r + 8);
+    if (pe <= p || xe <= x || ke < k) return false;
+    p = pe;
+    x = xe;
+    k = ke;
+  }
+  return p === packed && x === bodyBytes && k === keyed;
+}
