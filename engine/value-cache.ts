@@ -58,7 +58,11 @@ export class ValueCache {
   private head = 0;
   private bytes = 0;
 
-  constructor(readonly bytesMax: number) {}
+  /**
+   * `checkLocation` is false only in this cache's own test twin: a hit then ignores where the slot
+   * points now, which serves a value its slot has left (overwritten, or moved by compaction).
+   */
+  constructor(readonly bytesMax: number, private readonly checkLocation = true) {}
 
   /** Bytes held now (tests). */
   get bytesHeld(): number {
@@ -68,7 +72,8 @@ export class ValueCache {
   /** The cached value of `slot` if it was read at the slot's current location and `generation`. */
   get(slot: Slot, generation: number): string | Uint8Array | undefined {
     const e = slot.cached;
-    if (e === null || e.seg !== slot.seg || e.off !== slot.off || e.generation !== generation) return undefined;
+    if (e === null) return undefined;
+    if ((e.seg !== slot.seg || e.off !== slot.off || e.generation !== generation) && this.checkLocation) return undefined;
     return typeof e.value === "string" ? e.value : copyOf(e.value);
   }
 
