@@ -167,8 +167,6 @@ export class HintSlots implements DeferredSlots {
   /** The segments directory (a hint found malformed at first use is deleted there). */
   private readonly dir: string;
   private readonly at: Location = { seg: 0, off: 0, len: 0 };
-  /** Keyed entries of every table added (DeferredSlots.entries: the keydir's cue to build all). */
-  entries = 0;
 
   constructor(now: number, dir: string) {
     this.now = now;
@@ -190,7 +188,6 @@ export class HintSlots implements DeferredSlots {
     }
     this.tables.push(new HintTable(hint));
     this.segs.push(seg);
-    this.entries += hint.index.keyed;
     return Array.from(hint.index.erases);
   }
 

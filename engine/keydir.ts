@@ -125,20 +125,7 @@ export interface DeferredSlots {
   load(keydir: Keydir, scope: string, key: string): void;
   /** Applies every entry not applied yet. The keydir forgets the source afterwards. */
   loadAll(keydir: Keydir): void;
-  /**
-   * How many keyed entries it held at open, if it knows (an upper bound on the slots it can
-   * build): the keydir builds everything at once when lookups have built a quarter of that.
-   */
-  readonly entries?: number;
 }
-
-/**
- * Building slots one lookup at a time costs about four times as much per slot as building all at
- * once (hint-5's and reads-5's measurements: ~4 µs against ~1 µs at 200k keys), so once lookups
- * have built one slot per this many deferred entries, the rest are built in one pass: a ski-rental
- * rule that bounds the total at twice the bulk cost. Reads of a few keys after an open never reach it.
- */
-export const SINGLE_BUILDS_PER_ENTRIES = 4;
 
 /**
  * Slots by scope then key, and erasures by scope. Invariant (with a deferred source): a slot held
@@ -155,8 +142,6 @@ export class Keydir {
   private lastKeys: Map<string, Slot> | undefined = undefined;
   /** The slot ensureApplied returned last (loadDeferred's answer); null outside a load. */
   private applied: Slot | null = null;
-  /** Slots that get() had the deferred source build one at a time (SINGLE_BUILDS_PER_ENTRIES). */
-  private builtSingly = 0;
 
   /**
    * `checks` is false only in this file's test twin (test/keydir-memo.test.ts): the remembered
@@ -237,21 +222,7 @@ export class Keydir {
   get(scope: string, key: string): Slot | undefined {
     const slot = this.keysOf(scope)?.get(key);
     if (slot !== undefined || this.deferred === null) return slot;
-    const built = this.loadDeferred(scope, key);
-    if (built !== undefined) this.noteBuiltSingly();
-    return built;
-  }
-
-  /**
-   * Counts a slot get() built alone; at one per SINGLE_BUILDS_PER_ENTRIES of the source's entries,
-   * builds the rest now. Held slots are never touched by that (a held slot has all its entries
-   * applied), so a slot already returned stays the one in the maps.
-   */
-  private noteBuiltSingly(): void {
-    const entries = this.deferred?.entries;
-    this.builtSingly += 1;
-    if (entries === undefined) return;
-    if (this.builtSingly * SINGLE_BUILDS_PER_ENTRIES >= entries) this.loadAll();
+    return this.loadDeferred(scope, key);
   }
 
   /**

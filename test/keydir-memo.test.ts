@@ -11,15 +11,12 @@
  * checks off (`new Keydir(false)`: the remembered scope is never forgotten), which must lose a slot
  * from all() (a slot written into a dropped map: compaction and listing would never see it). Then a
  * fake deferred source that applies a neighbour's entry along with the one asked for, or nothing,
- * must still give each name its own slot; the twin returns the neighbour's. Last, the ski-rental
- * rule: once lookups have built one slot per SINGLE_BUILDS_PER_ENTRIES of the source's entries the
- * rest are built in one pass, and every slot handed out before is the one held after (a source
- * that does not report its entries is never built all at once by lookups). Hinted stores are
+ * must still give each name its own slot; the twin returns the neighbour's. Hinted stores are
  * covered end to end by test/hint-slot-build.test.ts (every slot built from hints equals the
  * full scan's).
  */
 import { describe, expect, it } from "vitest";
-import { applyPut, Keydir, SINGLE_BUILDS_PER_ENTRIES, type DeferredSlots, type Slot } from "../engine/keydir.js";
+import { applyPut, Keydir, type DeferredSlots, type Slot } from "../engine/keydir.js";
 
 type Step = { op: "put" | "del"; scope: string; key: string };
 
@@ -118,58 +115,5 @@ describe("keydir: the slot a deferred load built", () => {
 
   it("twin: returned without comparing its name, a lookup gets the neighbour the source applied last", () => {
     expect(wrongSlots(new Keydir(false)).length).toBeGreaterThan(0);
-  });
-});
-
-/** A deferred source over `n` keys that counts its calls and reports `entries`. */
-function countingSource(n: number, entries: number | undefined): DeferredSlots & { singles: number; alls: number } {
-  const pending = new Set(Array.from({ length: n }, (_, i) => `k${i}`));
-  const apply = (kd: Keydir, key: string): void => {
-    if (!pending.delete(key)) return;
-    applyPut(kd.ensureApplied("global", key), 1, 0, 0, { seg: 1, off: 64 + Number(key.slice(1)) * 100, len: 60 });
-  };
-  const src = {
-    singles: 0,
-    alls: 0,
-    entries,
-    load(kd: Keydir, _scope: string, key: string) {
-      src.singles++;
-      apply(kd, key);
-    },
-    loadAll(kd: Keydir) {
-      src.alls++;
-      for (const k of [...pending]) apply(kd, k);
-    },
-  };
-  return src;
-}
-
-describe("keydir: building everything once lookups built a quarter (SINGLE_BUILDS_PER_ENTRIES)", () => {
-  it("builds the rest in one pass at n / 4 single builds, and every slot handed out before is the one held after", () => {
-    const n = 4000;
-    const kd = new Keydir();
-    const src = countingSource(n, n);
-    kd.defer(src);
-    const handed: Slot[] = [];
-    for (let i = 0; i < n / SINGLE_BUILDS_PER_ENTRIES - 1; i++) handed.push(kd.get("global", `k${i * 3}`) as Slot);
-    expect(kd.isDeferred).toBe(true);
-    expect(kd.get("global", "absent")).toBeUndefined(); // a lookup that builds nothing does not count
-    expect(kd.isDeferred).toBe(true);
-    handed.push(kd.get("global", "k1") as Slot); // the quarter
-    expect(kd.isDeferred).toBe(false);
-    expect(src.alls).toBe(1);
-    expect(kd.size).toBe(n);
-    for (const slot of handed) expect(kd.get("global", slot.key)).toBe(slot);
-    for (let i = 0; i < n; i++) expect(kd.get("global", `k${i}`)?.off).toBe(64 + i * 100);
-  });
-
-  it("a source that does not say how many entries it holds is never built all at once by lookups", () => {
-    const n = 400;
-    const kd = new Keydir();
-    const src = countingSource(n, undefined);
-    kd.defer(src);
-    for (let i = 0; i < n; i++) expect(kd.get("global", `k${i}`)?.key).toBe(`k${i}`);
-    expect(src.alls).toBe(0);
-    expect(src.singles).toBe(n);
   });
 });
