@@ -10,7 +10,6 @@
 import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { lineageMax, scopeWithin } from "../rules/names.js";
-import type { CachedValue } from "./value-cache.js";
 
 /**
  * The fields of a slot that most slots never set: its tombstone, its undelete, its erase-list
@@ -29,6 +28,20 @@ class SlotRare {
   clearLen = 0;
   listedSeq = 0;
   reclaimedAt = 0;
+}
+
+/**
+ * What the hot-value cache hangs on a slot (engine/value-cache.ts CachedValue, which imports this
+ * file; declared here so that the import goes one way): the value read for the slot from the
+ * record at (seg, off) under the segment generation `generation`, and the bytes it is counted as.
+ */
+export interface CachedOnSlot {
+  readonly slot: Slot;
+  readonly value: string | Uint8Array;
+  readonly seg: number;
+  readonly off: number;
+  readonly generation: number;
+  readonly bytes: number;
 }
 
 /**
@@ -51,7 +64,7 @@ export class Slot {
   /** PUT records of this slot still physically present in segment files (any generation). */
   physical = 0;
   /** Its value in the store's hot-value cache (engine/value-cache.ts owns it), or null. */
-  cached: CachedValue | null = null;
+  cached: CachedOnSlot | null = null;
   private rare: SlotRare | null = null;
 
   constructor(scope: string, key: string) {

@@ -6,7 +6,7 @@
  * Eviction is first-in first-out by bytes; a value larger than 1/16 of the budget is not cached.
  * An entry hangs on its slot (no map): a slot is one store's, so it is in at most one cache.
  */
-import type { Slot } from "./keydir.js";
+import type { CachedOnSlot, Slot } from "./keydir.js";
 import { assert } from "../rules/assert.js";
 
 /**
@@ -40,7 +40,7 @@ export function copyOf(src: Uint8Array): Uint8Array {
  * It hangs on the slot itself (`Slot.cached`), so a hit costs no map lookup; the cache owns it and
  * drops it from the slot on eviction.
  */
-export class CachedValue {
+export class CachedValue implements CachedOnSlot {
   constructor(
     readonly slot: Slot,
     readonly value: string | Uint8Array,
