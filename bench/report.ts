@@ -65,6 +65,9 @@ export const TABLES: TableDef[] = [
       { id: "w4.getSync", label: "sync get", unit: "ops/s", better: "higher", target: 455000 },
       { id: "w4.getAsync1", label: "async get, 1 in flight", unit: "ops/s", better: "higher", target: 330000 },
       { id: "w4.getAsync16", label: "async get, 16 in flight", unit: "ops/s", better: "higher" },
+      { id: "w4.getSync.p50", label: "sync get latency p50 (one call timed alone)", unit: "µs", better: "lower" },
+      { id: "w4.getSync.p99", label: "sync get latency p99", unit: "µs", better: "lower" },
+      { id: "w4.getSync.p999", label: "sync get latency p99.9", unit: "µs", better: "lower" },
     ],
   },
   {

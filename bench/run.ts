@@ -216,7 +216,9 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const o = parseArgs(argv);
   const w3Keys = Number(argv[argv.indexOf("--w3-keys") + 1]);
-  const sizes = argv.includes("--w3-keys") && Number.isSafeInteger(w3Keys) && w3Keys > 0 ? { ...(o.quick ? QUICK : FULL), w3Keys } : o.quick ? QUICK : FULL;
+  const w4Keys = Number(argv[argv.indexOf("--w4-keys") + 1]);
+  const sizesW3 = argv.includes("--w3-keys") && Number.isSafeInteger(w3Keys) && w3Keys > 0 ? { ...(o.quick ? QUICK : FULL), w3Keys } : o.quick ? QUICK : FULL;
+  const sizes = argv.includes("--w4-keys") && Number.isSafeInteger(w4Keys) && w4Keys > 0 ? { ...sizesW3, w4Keys } : sizesW3;
 
   const notes: string[] = [];
   const timeoutMs = o.quick ? 40_000 : 240_000;
@@ -363,7 +365,7 @@ async function main(): Promise<void> {
   fs.mkdirSync(resultsDir, { recursive: true });
   const stamp = startedAt.toISOString().replace(/\.\d+Z$/, "Z").replace(/:/g, "-");
   // A partial run (--only, --stores, --reps, --cpu-prof) keeps its own file and leaves latest.md alone.
-  const partial = o.only !== null || o.stores.length !== STORES.length || o.cpuProf || argv.includes("--reps") || argv.includes("--w3-keys");
+  const partial = o.only !== null || o.stores.length !== STORES.length || o.cpuProf || argv.includes("--reps") || argv.includes("--w3-keys") || argv.includes("--w4-keys");
   const own = `${stamp}${o.quick ? "-quick" : ""}${partial ? "-partial" : ""}.md`;
   for (const name of partial ? [own] : [own, "latest.md"]) {
     const file = path.join(resultsDir, name);

@@ -1,13 +1,16 @@
 /**
- * A bounded cache of sealed segments' bytes in aligned blocks (option `blockCacheBytes`), so that
+ * A bounded cache of segments' bytes in aligned blocks (option `blockCacheBytes`), so that
  * a read whose value is not in the value cache costs a memory copy instead of a pread once its
  * block was read. A block is the file's bytes at one segment generation: a sealed segment changes
  * only by an in-place compaction, which moves the generation (odd while rewriting, then a new even
  * one), so a block is served only to a read authorized at the generation it was read at, and is
  * cached only when the generation did not move while it was read (the read protocol's seqlock,
  * engine/reads.ts). A block is tied to its Segment object, not its id, because ids of retired
- * segments are never served again. The active segment is never cached: its zeroed space ahead of
- * the append point is overwritten by later appends. Eviction is first-in first-out by bytes.
+ * segments are never served again. Of the active segment only whole blocks below its data end are
+ * cached: those bytes never change (appends go past the data end, a failed group rewinds the
+ * writer to it, and an active segment is sealed before any compaction), while its last block is
+ * still filling and its preallocated space ahead of the data end is overwritten by later appends.
+ * Eviction is first-in first-out by bytes.
  */
 import * as fs from "node:fs";
 import type { GenerationTable } from "./generations.js";
@@ -27,7 +30,7 @@ interface Block {
   readonly bytes: Buffer;
 }
 
-/** Sealed segments' bytes by (segment, block), bounded by `bytesMax`. */
+/** Segments' bytes by (segment, block), bounded by `bytesMax`. */
 export class BlockCache {
   private readonly blocks = new Map<number, Block>();
   /** Insertion order for eviction; may hold stale entries (already replaced or evicted). */
@@ -36,10 +39,11 @@ export class BlockCache {
   private bytes = 0;
 
   /**
-   * `checkGeneration` is false only in this cache's own test twin: it then serves a block read at
-   * any generation, which is the bug the generation key prevents.
+   * `checkGeneration` and `boundActive` are false only in this cache's own test twins: it then
+   * serves a block read at any generation, or fills an active segment's block past its data end
+   * (the preallocated bytes later appends overwrite), which are the bugs those bounds prevent.
    */
-  constructor(readonly bytesMax: number, private readonly checkGeneration = true) {
+  constructor(readonly bytesMax: number, private readonly checkGeneration = true, private readonly boundActive = true) {
     assert(Number.isSafeInteger(bytesMax) && bytesMax >= BLOCK_BYTES, "a block cache holds at least one block");
   }
 
@@ -49,17 +53,19 @@ export class BlockCache {
   }
 
   /**
-   * The `length` bytes at `offset` of sealed `segment` as the file held them at `generation` (the
+   * The `length` bytes at `offset` of `segment` as the file held them at `generation` (the
    * generation the read was authorized at): from a cached block, or from one pread of the whole
    * block, cached when the generation did not move meanwhile. Null when the range cannot come from
-   * a block (active segment, a range across a block boundary or past the data end): the caller
-   * preads it itself. The bytes are a view of the cache's block: the caller copies what it keeps.
+   * a block (the active segment's last, still filling block, a range across a block boundary or
+   * past the data end): the caller preads it itself. The bytes are a view of the cache's block:
+   * the caller copies what it keeps.
    */
   read(segment: Segment, gens: GenerationTable, offset: number, length: number, generation: number): Uint8Array | null {
-    if (segment.writer !== null || offset + length > segment.dataEnd) return null;
+    if (offset + length > segment.dataEnd) return null;
     const index = Math.floor(offset / BLOCK_BYTES);
     const start = index * BLOCK_BYTES;
     if (offset + length > start + BLOCK_BYTES) return null;
+    if (segment.writer !== null && start + BLOCK_BYTES > segment.dataEnd && this.boundActive) return null;
     const key = segment.id * BLOCKS_PER_SEGMENT + index;
     let block = this.blocks.get(key);
     if (block !== undefined && (block.segment !== segment || (this.checkGeneration && block.generation !== generation))) block = undefined;
@@ -70,7 +76,7 @@ export class BlockCache {
 
   /** Reads the block at `start` with one pread; caches it only if the generation held still during the read. */
   private fill(segment: Segment, gens: GenerationTable, key: number, start: number, generation: number): Block {
-    const want = Math.min(BLOCK_BYTES, segment.dataEnd - start);
+    const want = this.boundActive || segment.writer === null ? Math.min(BLOCK_BYTES, segment.dataEnd - start) : BLOCK_BYTES;
     const buf = Buffer.allocUnsafeSlow(want); // its own memory: the budget counts what is held
     const n = fs.readSync(segment.fd, buf, 0, want, start);
     const block: Block = { segment, key, generation, bytes: n === want ? buf : buf.subarray(0, n) };

@@ -32,6 +32,20 @@ class SlotRare {
 }
 
 /**
+ * What the hot-value cache hangs on a slot (engine/value-cache.ts CachedValue, which imports this
+ * file; declared here so that the import goes one way): the value read for the slot from the
+ * record at (seg, off) under the segment generation `generation`, and the bytes it is counted as.
+ */
+export interface CachedOnSlot {
+  readonly slot: Slot;
+  readonly value: string | Uint8Array;
+  readonly seg: number;
+  readonly off: number;
+  readonly generation: number;
+  readonly bytes: number;
+}
+
+/**
  * One slot: its latest PUT (possibly dead) and its retention record. The fields every slot has
  * are plain; the rest live in a SlotRare made on the first non-zero write (writing 0 to an absent
  * one is a no-op, so reading and writing them reads exactly as if they were plain fields).
@@ -50,6 +64,8 @@ export class Slot {
   generation = 0;
   /** PUT records of this slot still physically present in segment files (any generation). */
   physical = 0;
+  /** Its value in the store's hot-value cache (engine/value-cache.ts owns it), or null. */
+  cached: CachedOnSlot | null = null;
   private rare: SlotRare | null = null;
 
   constructor(scope: string, key: string) {
@@ -146,6 +162,18 @@ export class Keydir {
   get changes(): number {
     return this.moved;
   }
+  /** The scope keysOf answered last and its keys (undefined: none held); null when forgotten. */
+  private lastScope: string | null = null;
+  private lastKeys: Map<string, Slot> | undefined = undefined;
+  /** The slot ensureApplied returned last (loadDeferred's answer); null outside a load. */
+  private applied: Slot | null = null;
+
+  /**
+   * `checks` is false only in this file's test twin (test/keydir-memo.test.ts): the remembered
+   * scope is then never forgotten and a deferred load's last slot is returned without comparing
+   * its name, the two mistakes those checks prevent.
+   */
+  constructor(private readonly checks = true) {}
 
   /** Installs the source of entries not applied yet (recovery, before it applies anything else). */
   defer(source: DeferredSlots): void {
@@ -159,6 +187,8 @@ export class Keydir {
   release(): void {
     this.byScope.clear();
     this.moved += 1;
+    this.forgetLastScope();
+    this.applied = null;
     this.erases.clear();
     this.count = 0;
     this.deferred = null;
@@ -194,19 +224,56 @@ export class Keydir {
     return this.count;
   }
 
+  /**
+   * The keys of `scope`, or undefined. The last scope asked is remembered (most calls name the
+   * same scope as the one before, "global" above all): a string compare instead of a map lookup.
+   * Every change of `byScope` forgets it.
+   */
+  private keysOf(scope: string): Map<string, Slot> | undefined {
+    if (scope === this.lastScope) return this.lastKeys;
+    const keys = this.byScope.get(scope);
+    this.lastScope = scope;
+    this.lastKeys = keys;
+    return keys;
+  }
+
+  /** Forgets the remembered scope (byScope changed). */
+  private forgetLastScope(): void {
+    if (!this.checks) return;
+    this.lastScope = null;
+    this.lastKeys = undefined;
+  }
+
   /** The slot of (scope, key), or undefined. */
   get(scope: string, key: string): Slot | undefined {
-    const slot = this.byScope.get(scope)?.get(key);
+    const slot = this.keysOf(scope)?.get(key);
     if (slot !== undefined || this.deferred === null) return slot;
-    this.deferred.load(this, scope, key);
-    return this.byScope.get(scope)?.get(key);
+    return this.loadDeferred(scope, key);
+  }
+
+  /**
+   * Has the deferred source apply the entries of a (scope, key) not held, and returns its slot.
+   * The source applies them through ensureApplied, which remembers the slot it returned last: when
+   * that is this (scope, key)'s, it is the answer without looking it up again (a third lookup per
+   * slot built, about a quarter of building one).
+   */
+  private loadDeferred(scope: string, key: string): Slot | undefined {
+    this.applied = null;
+    (this.deferred as DeferredSlots).load(this, scope, key);
+    const applied = this.applied as Slot | null;
+    this.applied = null;
+    if (applied !== null && ((applied.key === key && applied.scope === scope) || !this.checks)) return applied;
+    return this.keysOf(scope)?.get(key);
   }
 
   /** The slot of (scope, key), created empty when missing. */
   ensure(scope: string, key: string): Slot {
-    const slot = this.byScope.get(scope)?.get(key);
+    const slot = this.keysOf(scope)?.get(key);
     if (slot !== undefined) return slot;
-    if (this.deferred !== null) this.deferred.load(this, scope, key);
+    if (this.deferred !== null) {
+      const loaded = this.loadDeferred(scope, key);
+      if (loaded !== undefined) return loaded;
+    }
     return this.ensureApplied(scope, key);
   }
 
@@ -216,18 +283,19 @@ export class Keydir {
    * set without being looked up again. Same answer as ensure(): the deferred source is asked first.
    */
   ensureSlot(scope: string, key: string): Slot {
-    let keys = this.byScope.get(scope);
+    let keys = this.keysOf(scope);
     let slot = keys?.get(key);
     if (slot !== undefined) return slot;
     if (this.deferred !== null) {
       this.deferred.load(this, scope, key);
-      keys = this.byScope.get(scope);
+      keys = this.keysOf(scope);
       slot = keys?.get(key);
       if (slot !== undefined) return slot;
     }
     if (keys === undefined) {
       keys = new Map();
       this.byScope.set(scope, keys);
+      this.forgetLastScope(); // the remembered scope may say "no keys" for this one
     }
     slot = new Slot(scope, key);
     keys.set(key, slot);
@@ -242,10 +310,11 @@ export class Keydir {
    * check: the map grows by exactly one, so a name that was held after all fails loudly.
    */
   createAbsent(scope: string, key: string): Slot {
-    let keys = this.byScope.get(scope);
+    let keys = this.keysOf(scope);
     if (keys === undefined) {
       keys = new Map();
       this.byScope.set(scope, keys);
+      this.forgetLastScope(); // the remembered scope may say "no keys" for this one
     }
     const before = keys.size;
     const slot = new Slot(scope, key);
@@ -261,10 +330,11 @@ export class Keydir {
    * never asks the source again.
    */
   ensureApplied(scope: string, key: string): Slot {
-    let keys = this.byScope.get(scope);
+    let keys = this.keysOf(scope);
     if (keys === undefined) {
       keys = new Map();
       this.byScope.set(scope, keys);
+      this.forgetLastScope();
     }
     let slot = keys.get(key);
     if (slot === undefined) {
@@ -273,17 +343,21 @@ export class Keydir {
       this.count += 1;
       this.moved += 1;
     }
+    this.applied = slot;
     return slot;
   }
 
   /** Forgets a slot entirely: its retention record is gone ("absent"). */
   delete(slot: Slot): void {
-    const keys = this.byScope.get(slot.scope);
+    const keys = this.keysOf(slot.scope);
     if (keys?.get(slot.key) !== slot) return;
     keys.delete(slot.key);
     this.count -= 1;
     this.moved += 1;
-    if (keys.size === 0) this.byScope.delete(slot.scope);
+    if (keys.size === 0) {
+      this.byScope.delete(slot.scope);
+      this.forgetLastScope();
+    }
   }
 
   /** Highest erasure sequence that covers `scope` (its own or an ancestor's), 0 for none. */

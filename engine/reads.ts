@@ -49,7 +49,7 @@ export interface ReadHost {
   readonly options: { unsafeSkipReadValidation: boolean };
   /** Null when caching is off (always, under unsafe.skipReadValidation: it reads like the naive design). */
   readonly cache: ValueCache | null;
-  /** Sealed segments' blocks; null when off (blockCacheBytes 0, or unsafe.skipReadValidation). */
+  /** Segments' blocks; null when off (blockCacheBytes 0, or unsafe.skipReadValidation). */
   readonly blocks: BlockCache | null;
 }
 
