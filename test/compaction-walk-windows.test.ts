@@ -172,7 +172,8 @@ describe("walkSealed in checksum windows agrees with a record-by-record walk", (
     const file = path.join(dir, "segments", `${String(victim).padStart(8, "0")}.seg`);
     const bytes = fs.readFileSync(file);
     const live = referenceWalk(bytes).visits[5] as Visit; // k5's record in the first segment (odd: survives)
-    bytes[live.offset + live.length - 20] ^= 0x01; // a value byte: fixed fields stay valid
+    const at = live.offset + live.length - 20; // a value byte: fixed fields stay valid
+    bytes[at] = (bytes[at] as number) ^ 0x01;
     fs.writeFileSync(file, bytes);
     store = await Engram.open(dir, opts);
     try {
