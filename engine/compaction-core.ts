@@ -25,7 +25,7 @@ import { readHeader, writeHeader } from "../segments/header-io.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { ReadScratch, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
-import { chooseHeader, encodeHeader, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
+import { chooseHeader, encodeHeader, nextHeaderOffset, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
 import { HintBuilder, hintFileName, unlinkHint } from "../segments/hint.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
@@ -37,13 +37,13 @@ import type { FaultPoint } from "../rules/types.js";
 /** One source segment of a compaction: which of its records survive. */
 export interface SourceTask {
   segmentId: number;
-  /** Surviving records as [offset, length] pairs, sorted by offset. */
-  live: number[];
+  /** Surviving records as [offset, length] pairs, sorted by offset (a typed array: one copy across the worker boundary). */
+  live: Uint32Array;
   /**
    * Offsets (ascending) of dead PUT records the main thread already knows (its slots point at
    * them): each must be a PUT record start; the worker does not name them in the result.
    */
-  known: number[];
+  known: Uint32Array;
   /** The segment's generation cell (in-place publishes through it). */
   cell: number;
 }
@@ -67,7 +67,7 @@ export interface CompactionTask {
 export interface SourceResult {
   segmentId: number;
   /** New offset (in the output) of each live record, in the order of the source's `live`. */
-  newOffsets: number[];
+  newOffsets: Uint32Array;
   /** PUT records dropped, but for the `known` ones: scope, key and old offset of each. */
   droppedScopes: string[];
   droppedKeys: string[];
@@ -191,9 +191,10 @@ function sealedHeader(bytes: Uint8Array, segmentId: number): SegmentHeader {
 }
 
 /** Total bytes of a live list ([offset, length] pairs). */
-function liveBytesOf(live: readonly number[]): number {
+function liveBytesOf(live: Uint32Array): number {
+  assert(live.length % 2 === 0, "live locations come in [offset, length] pairs");
   let n = 0;
-  for (let i = 1; i < live.length; i += 2) n += elementAt(live, i, "live offsets come in pairs");
+  for (let i = 1; i < live.length; i += 2) n += live[i] as number;
   return n;
 }
 
@@ -231,7 +232,7 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
   const live = src.live;
   const id = src.segmentId;
   const srcBuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const source: SourceResult = { segmentId: id, newOffsets: [], droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: bytes.length };
+  const source: SourceResult = { segmentId: id, newOffsets: new Uint32Array(live.length / 2), droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: bytes.length };
   let dropped = 0;
   const known = src.known;
   let next = 0; // index into live of the next survivor, which the walk must meet in file order
@@ -272,14 +273,16 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
       runFrom = offset;
     }
     runTo = offset + length;
-    source.newOffsets.push(C.DATA_START + cursor + (offset - runFrom));
+    source.newOffsets[next / 2 - 1] = C.DATA_START + cursor + (offset - runFrom);
   });
   flushRun();
   assertSealedEnd(id, sealedBytes, scanned, bytes.length);
   if (next !== live.length) throw new CorruptionError(id, 0, `${(live.length - next) / 2} live locations are not record starts`);
   if (nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - nextKnown} dead locations are not record starts`);
   const copied = cursor - base;
-  assert(copied === liveBytesOf(live), `segment ${id}: copied ${copied} of ${liveBytesOf(live)} live bytes`);
+  let planned = 0; // the paired check: what was copied is exactly what the plan's lengths add up to
+  for (let i = 1; i < live.length; i += 2) planned += live[i] as number;
+  assert(copied === planned, `segment ${id}: copied ${copied} of ${planned} live bytes`);
   return { source, copied, kept: live.length / 2, dropped };
 }
 
@@ -289,7 +292,7 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
  * file). `newOffsets` lists every record's offset in the output, in file order. Null when the
  * builder cannot encode it (then no hint: recovery scans).
  */
-function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly (readonly number[])[]): Buffer | null {
+function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): Buffer | null {
   let records = 0;
   for (const offs of newOffsets) records += offs.length;
   const hint = new HintBuilder(Math.max(1024, records * 64));
@@ -303,7 +306,7 @@ function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffe
  * the output's rename, or the journal's removal). A failure leaves no hint and no .tmp; returns
  * whether it was staged.
  */
-function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly (readonly number[])[]): boolean {
+function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): boolean {
   const file = path.join(task.segmentsDir, hintFileName(task.targetId));
   const bytes = encodeOutputHint(task, header, out, newOffsets);
   if (bytes === null) return false;
@@ -409,7 +412,7 @@ interface Before {
  * still in memory) and the generation is made even again in every case, so that no read ever
  * waits on it forever (issue 9, defect 16). Returns the published generation.
  */
-async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask, before: Before, out: Buffer, hit: FaultHit, newOffsets: readonly number[]): Promise<{ generation: number; hinted: boolean }> {
+async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask, before: Before, out: Buffer, hit: FaultHit, newOffsets: Uint32Array): Promise<{ generation: number; hinted: boolean }> {
   const generation = before.generation;
   const shared = loadShared(task.gens, src.cell);
   if (shared !== generation || generation % 2 !== 0) throw new Error(`segment ${src.segmentId}: header generation ${generation}, shared ${shared}`);
@@ -470,12 +473,19 @@ function restoreOriginal(fd: number, task: CompactionTask, src: SourceTask, orig
   }
 }
 
-/** Truncates a rewritten segment, makes it durable, then publishes its generation in the header. */
+/**
+ * Truncates a rewritten segment and writes its generation into the header copy that is not
+ * current, then makes both durable with one fdatasync. One sync, not two (data, then header), is
+ * enough because the complete journal stays until after it: a crash before the sync finishes
+ * leaves the journal, and recovery replays it whatever subset of these writes reached the disk
+ * (the header read then has the old generation or this one, both ≤ the journal's: replayJournal).
+ */
 function finishRewrite(fd: number, segmentId: number, generation: number, dataBytes: number): void {
   io.truncate("io:rewrite", fd, C.DATA_START + dataBytes);
-  io.datasyncSync("io:rewrite", fd);
   const current = readHeader(fd, segmentId);
-  writeHeader(fd, current, { ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes }, "io:rewrite");
+  const header = encodeHeader({ ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes, headerSeq: current.header.headerSeq + 1 });
+  io.writeAllSync("io:rewrite", fd, [header], nextHeaderOffset(current));
+  io.datasyncSync("io:rewrite", fd);
 }
 
 /** Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it and its name durable. */

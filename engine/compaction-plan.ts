@@ -9,10 +9,85 @@ import * as P from "./gc-policy.js";
 import type { Keydir, Slot } from "./keydir.js";
 import type { ScopeRule } from "../rules/scope-rules.js";
 
-/** A record that survives, and who points at it. */
-export type PlannedRecord =
-  | { kind: "put" | "tomb" | "clear"; slot: Slot; off: number; len: number }
-  | { kind: "erase"; scope: string; off: number; len: number };
+/** What kind of record a plan entry is (who points at it: a slot's PUT, TOMBSTONE or CLEAR; an erasure's scope). */
+export const KIND_PUT = 0;
+export const KIND_TOMB = 1;
+export const KIND_CLEAR = 2;
+export const KIND_ERASE = 3;
+
+/**
+ * Records of one segment as parallel arrays — no object per record (a pass plans every record of
+ * the store): entry i is a record of kind kinds[i] at offs[i], lens[i] bytes long, pointed at by
+ * refs[i] (the slot; for KIND_ERASE the erased scope).
+ */
+export class RecordList {
+  readonly kinds: number[] = [];
+  readonly refs: Array<Slot | string> = [];
+  readonly offs: number[] = [];
+  readonly lens: number[] = [];
+
+  /** Entries held. */
+  get length(): number {
+    return this.offs.length;
+  }
+
+  /** Appends one entry. */
+  push(kind: number, ref: Slot | string, off: number, len: number): void {
+    this.kinds.push(kind);
+    this.refs.push(ref);
+    this.offs.push(off);
+    this.lens.push(len);
+  }
+
+  /** The slot of entry i (which is not KIND_ERASE). */
+  slotAt(i: number): Slot {
+    return this.refs[i] as Slot;
+  }
+
+  /** Total bytes of the entries. */
+  bytes(): number {
+    let n = 0;
+    for (const len of this.lens) n += len;
+    return n;
+  }
+
+  /** Sorts the entries by offset (a no-op walk when they are in order already). */
+  sortByOffset(): void {
+    const offs = this.offs;
+    let sorted = true;
+    for (let i = 1; i < offs.length && sorted; i++) sorted = (offs[i - 1] as number) < (offs[i] as number);
+    if (sorted) return;
+    const order = sortedOrder(offs);
+    const permute = <T>(xs: T[]): void => {
+      const copy = xs.slice();
+      for (let i = 0; i < order.length; i++) xs[i] = copy[order[i] as number] as T;
+    };
+    permute(this.kinds);
+    permute(this.refs);
+    permute(this.offs);
+    permute(this.lens);
+  }
+}
+
+/** Entries up to this count are sorted by one native sort of packed (offset, index) keys. */
+const PACKED_SORT_MAX = 1 << 21;
+
+/**
+ * The indices of `offs` in ascending order of offset. Offsets are below 2^32 and, up to
+ * PACKED_SORT_MAX entries, offset · 2^21 + index is exact in a double: one native numeric sort of
+ * a Float64Array, no comparator call per comparison (a keydir pass over a segment holding both
+ * values and later tombstones meets them out of order). More entries: a comparator sort.
+ */
+function sortedOrder(offs: readonly number[]): Uint32Array {
+  const n = offs.length;
+  if (n > PACKED_SORT_MAX) return Uint32Array.from(offs.map((_, i) => i).sort((a, b) => (offs[a] as number) - (offs[b] as number)));
+  const keys = new Float64Array(n);
+  for (let i = 0; i < n; i++) keys[i] = (offs[i] as number) * PACKED_SORT_MAX + i;
+  keys.sort();
+  const order = new Uint32Array(n);
+  for (let i = 0; i < n; i++) order[i] = (keys[i] as number) % PACKED_SORT_MAX;
+  return order;
+}
 
 /**
  * What one compaction of a segment keeps (survivors, by offset), which retention records it may
@@ -20,9 +95,9 @@ export type PlannedRecord =
  * them, so the worker need not name them and the main thread need not look them up).
  */
 export interface SegmentPlan {
-  survivors: PlannedRecord[];
-  droppable: PlannedRecord[];
-  deadPuts: PlannedRecord[];
+  survivors: RecordList;
+  droppable: RecordList;
+  deadPuts: RecordList;
 }
 
 /** Per-segment live accounting from one pass over the keydir. */
@@ -40,6 +115,11 @@ export interface PlanHost {
   retentionMsFor(scope: string): number;
 }
 
+/** An empty plan. */
+export function emptyPlan(): SegmentPlan {
+  return { survivors: new RecordList(), droppable: new RecordList(), deadPuts: new RecordList() };
+}
+
 /**
  * Per segment (all of them, or those in `only`), the records that survive — sorted by offset —
  * and the retention records (tombstones, clears, erasures) that do not, as of `now`.
@@ -47,39 +127,53 @@ export interface PlanHost {
 export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null): Map<number, SegmentPlan> {
   const keydir = host.keydir;
   const out = new Map<number, SegmentPlan>();
+  // Consecutive slots mostly lie in one segment: the last plan looked up is kept at hand.
+  let lastSeg = -1;
+  let last: SegmentPlan = emptyPlan();
   const planOf = (seg: number): SegmentPlan => {
+    if (seg === lastSeg) return last;
     let p = out.get(seg);
     if (p === undefined) {
-      p = { survivors: [], droppable: [], deadPuts: [] };
+      p = emptyPlan();
       out.set(seg, p);
     }
+    lastSeg = seg;
+    last = p;
     return p;
-  };
-  const add = (seg: number, k: PlannedRecord, keep: boolean): void => {
-    const p = planOf(seg);
-    (keep ? p.survivors : p.droppable).push(k);
   };
   const wanted = (seg: number): boolean => seg !== 0 && (only === null || only.has(seg));
   const rules = host.options.scopeRules.length > 0;
   const fixedRetention = host.options.tombstoneRetentionMs;
   for (const slot of keydir.all()) {
-    if (!wanted(slot.seg) && !wanted(slot.tombSeg) && !wanted(slot.clearSeg)) continue;
+    const seg = slot.seg;
+    const tombSeg = slot.tombSeg;
+    const clearSeg = slot.clearSeg;
+    const putWanted = wanted(seg);
+    if (!putWanted && !wanted(tombSeg) && !wanted(clearSeg)) continue;
     const retention = rules ? host.retentionMsFor(slot.scope) : fixedRetention;
-    if (wanted(slot.seg)) {
-      const put: PlannedRecord = { kind: "put", slot, off: slot.off, len: slot.len };
-      if (P.valueRecordLive(keydir, slot, now, retention)) add(slot.seg, put, true);
-      else planOf(slot.seg).deadPuts.push(put);
+    if (putWanted) {
+      const p = planOf(seg);
+      (P.valueRecordLive(keydir, slot, now, retention) ? p.survivors : p.deadPuts).push(KIND_PUT, slot, slot.off, slot.len);
     }
-    if (wanted(slot.tombSeg)) add(slot.tombSeg, { kind: "tomb", slot, off: slot.tombOff, len: slot.tombLen }, P.tombstoneRecordLive(slot, now, retention));
-    if (wanted(slot.clearSeg)) add(slot.clearSeg, { kind: "clear", slot, off: slot.clearOff, len: slot.clearLen }, P.clearRecordLive(slot, now, retention, keydir));
+    if (wanted(tombSeg)) {
+      const p = planOf(tombSeg);
+      (P.tombstoneRecordLive(slot, now, retention) ? p.survivors : p.droppable).push(KIND_TOMB, slot, slot.tombOff, slot.tombLen);
+    }
+    if (wanted(clearSeg)) {
+      const p = planOf(clearSeg);
+      (P.clearRecordLive(slot, now, retention, keydir) ? p.survivors : p.droppable).push(KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
+    }
   }
   for (const [scope, e] of keydir.erases) {
     const parts = [e, ...(e.more ?? [])].filter((x) => wanted(x.seg));
     if (parts.length === 0) continue;
     const live = P.eraseRecordLive(keydir, scope, e, now, host.retentionMsFor(scope));
-    for (const x of parts) add(x.seg, { kind: "erase", scope, off: x.off, len: x.len }, live); // every chunk lives or goes together
+    for (const x of parts) {
+      const p = planOf(x.seg);
+      (live ? p.survivors : p.droppable).push(KIND_ERASE, scope, x.off, x.len); // every chunk lives or goes together
+    }
   }
-  for (const p of out.values()) p.survivors.sort((a, b) => a.off - b.off);
+  for (const p of out.values()) p.survivors.sortByOffset();
   return out;
 }
 
@@ -87,12 +181,9 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
 export function tallySegments(host: PlanHost, now: number): Map<number, LiveTally> {
   const out = new Map<number, LiveTally>();
   for (const [seg, { survivors }] of planSegments(host, now, null)) {
-    const t: LiveTally = { liveBytes: 0, records: survivors.length, tombstones: 0 };
-    for (const k of survivors) {
-      t.liveBytes += k.len;
-      if (k.kind !== "put") t.tombstones += 1;
-    }
-    out.set(seg, t);
+    let tombstones = 0;
+    for (const kind of survivors.kinds) if (kind !== KIND_PUT) tombstones += 1;
+    out.set(seg, { liveBytes: survivors.bytes(), records: survivors.length, tombstones });
   }
   return out;
 }

@@ -24,7 +24,7 @@ import { readHeader } from "../segments/header-io.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
-import { planSegments, tallySegments, type PlannedRecord, type PlanHost, type SegmentPlan } from "./compaction-plan.js";
+import { emptyPlan, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import * as P from "./gc-policy.js";
@@ -239,7 +239,7 @@ export class Compactor {
   private countDead(tally: ReadonlyMap<number, { liveBytes: number } | SegmentPlan>): void {
     for (const seg of this.host.segments.values()) {
       const t = tally.get(seg.id);
-      const liveBytes = t === undefined ? 0 : "liveBytes" in t ? t.liveBytes : t.survivors.reduce((n, k) => n + k.len, 0);
+      const liveBytes = t === undefined ? 0 : "liveBytes" in t ? t.liveBytes : t.survivors.bytes();
       seg.deadBytes = seg.dataEnd - C.DATA_START - liveBytes;
     }
     this.deadCounted = true;
@@ -328,10 +328,14 @@ export class Compactor {
   /** The worker task of one group: copy-on-write into `targetId`, or in-place of its one segment. */
   private taskOf(group: readonly Segment[], mode: Mode, targetId: number, plans: ReadonlyMap<number, SegmentPlan>): CompactionTask {
     const sources = group.map((seg) => {
-      const live: number[] = [];
-      const plan = plans.get(seg.id);
-      for (const k of plan?.survivors ?? []) live.push(k.off, k.len);
-      const known = (plan?.deadPuts ?? []).map((k) => k.off).sort((a, b) => a - b);
+      const plan = plans.get(seg.id) ?? emptyPlan();
+      const { offs, lens } = plan.survivors;
+      const live = new Uint32Array(2 * offs.length);
+      for (let i = 0; i < offs.length; i++) {
+        live[2 * i] = offs[i] as number;
+        live[2 * i + 1] = lens[i] as number;
+      }
+      const known = Uint32Array.from(plan.deadPuts.offs).sort();
       return { segmentId: seg.id, live, known, cell: seg.cell };
     });
     assert(mode === "copy-on-write" || (group.length === 1 && targetId === elementAt(group, 0, "one segment").id), "in-place rewrites one segment onto itself");
@@ -362,17 +366,17 @@ export class Compactor {
     const segs = job.group;
     const inPlace = task.mode === "in-place" && !result.empty;
     const keptScopes = new Set<string>();
-    for (const seg of segs) for (const sc of scopesOfPuts(plans.get(seg.id)?.survivors ?? [])) keptScopes.add(sc);
+    for (const seg of segs) addScopesOfPuts(plans.get(seg.id)?.survivors, keptScopes);
     const target = result.empty ? null : inPlace ? elementAt(segs, 0, "one segment") : this.openOutput(task.targetId, result, keptScopes);
     const failure = inPlace ? null : this.replace(segs, target);
     let diedDuring = 0;
     segs.forEach((seg, i) => {
       const part = elementAt(result.sources, i, "a result per source");
       assert(part.segmentId === seg.id, `result ${i} is of segment ${seg.id}`);
-      const plan = plans.get(seg.id) ?? { survivors: [], droppable: [], deadPuts: [] };
+      const plan = plans.get(seg.id) ?? emptyPlan();
       // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
       const touched = this.dropRecords(seg, part, plan.deadPuts, now);
-      if (target !== null) plan.survivors.forEach((k, j) => relocate(this.host.keydir, k, seg.id, target.id, elementAt(part.newOffsets, j, "the worker returns a new offset per kept record")));
+      if (target !== null) relocateAll(this.host.keydir, plan.survivors, seg.id, target.id, part.newOffsets);
       this.clearDroppable(seg, plan.droppable, touched);
       // Values that died while the worker ran were counted on the source (their slots pointed
       // there); they sit in the output now: its garbage from the start.
@@ -514,16 +518,16 @@ export class Compactor {
    * (`deadPuts`, each verified by the worker to be a PUT record there) and the rest, which the
    * worker named — and returns the slots it touched.
    */
-  private dropRecords(seg: Segment, result: SourceResult, deadPuts: readonly PlannedRecord[], now: number): Set<Slot> {
+  private dropRecords(seg: Segment, result: SourceResult, deadPuts: RecordList, now: number): Set<Slot> {
     const keydir = this.host.keydir;
     const touched = new Set<Slot>();
-    for (const d of deadPuts) {
-      if (d.kind !== "put") continue;
-      const slot = d.slot;
+    for (let i = 0; i < deadPuts.length; i++) {
+      assert(deadPuts.kinds[i] === KIND_PUT, "a dead current value is a PUT record");
+      const slot = deadPuts.slotAt(i);
       assert(slot.physical > 0, `physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
-      if (slot.seg === seg.id && slot.off === d.off) slot.seg = 0;
+      if (slot.seg === seg.id && slot.off === deadPuts.offs[i]) slot.seg = 0;
       touched.add(slot);
     }
     for (let i = 0; i < result.droppedKeys.length; i++) {
@@ -539,22 +543,25 @@ export class Compactor {
   }
 
   /** Clears the pointers to the retention records the compaction dropped, then drops empty slots. */
-  private clearDroppable(seg: Segment, droppable: PlannedRecord[], touched: Set<Slot>): void {
+  private clearDroppable(seg: Segment, droppable: RecordList, touched: Set<Slot>): void {
     const keydir = this.host.keydir;
-    for (const d of droppable) {
-      if (d.kind === "erase") {
-        const e = keydir.erases.get(d.scope);
+    for (let i = 0; i < droppable.length; i++) {
+      const kind = droppable.kinds[i];
+      const off = droppable.offs[i];
+      if (kind === KIND_ERASE) {
+        const scope = droppable.refs[i] as string;
+        const e = keydir.erases.get(scope);
         if (e === undefined) continue;
-        const chunk = e.more?.findIndex((x) => x.seg === seg.id && x.off === d.off) ?? -1;
+        const chunk = e.more?.findIndex((x) => x.seg === seg.id && x.off === off) ?? -1;
         if (chunk >= 0) e.more?.splice(chunk, 1);
-        if (e.seg !== seg.id || e.off !== d.off) continue;
-        keydir.erases.delete(d.scope);
-        for (const slot of keydir.subtree(d.scope)) touched.add(slot); // their retention may have ended with it
+        if (e.seg !== seg.id || e.off !== off) continue;
+        keydir.erases.delete(scope);
+        for (const slot of keydir.subtree(scope)) touched.add(slot); // their retention may have ended with it
         continue;
       }
-      const slot = d.slot;
-      if (d.kind === "tomb" && slot.tombSeg === seg.id && slot.tombOff === d.off) slot.tombSeg = 0;
-      if (d.kind === "clear" && slot.clearSeg === seg.id && slot.clearOff === d.off) slot.clearSeg = 0;
+      const slot = droppable.slotAt(i);
+      if (kind === KIND_TOMB && slot.tombSeg === seg.id && slot.tombOff === off) slot.tombSeg = 0;
+      if (kind === KIND_CLEAR && slot.clearSeg === seg.id && slot.clearOff === off) slot.clearSeg = 0;
       touched.add(slot);
     }
     for (const slot of touched) if (P.slotEmpty(keydir, slot)) keydir.delete(slot);
@@ -737,9 +744,7 @@ function freeBytes(dir: string): number {
 
 /** Bytes that survive by `plan` (none without one). */
 function liveBytesOf(plan: SegmentPlan | undefined): number {
-  let n = 0;
-  for (const k of plan?.survivors ?? []) n += k.len;
-  return n;
+  return plan === undefined ? 0 : plan.survivors.bytes();
 }
 
 /** Adds one compaction's report to the pass's. */
@@ -751,32 +756,62 @@ function addReport(report: T.CompactionReport, r: T.CompactionReport): void {
   report.recordsDropped += r.recordsDropped;
 }
 
-/** The scopes of the PUT records among `survivors` (a segment's `scopes`, for eager erasure). */
-function scopesOfPuts(survivors: readonly PlannedRecord[]): Set<string> {
-  const out = new Set<string>();
-  for (const k of survivors) if (k.kind === "put") out.add(k.slot.scope);
-  return out;
+/** Adds the scopes of the PUT records among `survivors` to `out` (a segment's `scopes`, for eager erasure). */
+function addScopesOfPuts(survivors: RecordList | undefined, out: Set<string>): void {
+  if (survivors === undefined) return;
+  let last: string | null = null; // consecutive records mostly share a scope: one Set insertion per run
+  for (let i = 0; i < survivors.length; i++) {
+    if (survivors.kinds[i] !== KIND_PUT) continue;
+    const scope = survivors.slotAt(i).scope;
+    if (scope === last) continue;
+    out.add(scope);
+    last = scope;
+  }
 }
 
-/** Moves a keydir pointer from (source, k.off) to (target, off) if it still points there. */
-function relocate(keydir: Keydir, k: PlannedRecord, source: number, target: number, off: number): void {
-  if (k.kind === "erase") {
-    const e = keydir.erases.get(k.scope);
+/**
+ * Moves each survivor's keydir pointer from (source, its old offset) to (target, newOffsets[i])
+ * — only where it still points at the old place (a value that changed or died since the plan
+ * keeps its new state). `newOffsets` comes from the worker, one per survivor in plan order.
+ */
+function relocateAll(keydir: Keydir, survivors: RecordList, source: number, target: number, newOffsets: Uint32Array): void {
+  assert(newOffsets.length === survivors.length, `the worker returns a new offset per kept record (${newOffsets.length} for ${survivors.length})`);
+  for (let i = 0; i < survivors.length; i++) relocate(keydir, survivors, i, source, target, newOffsets[i] as number);
+}
+
+/**
+ * Test switch, never set by the engine or any option: with `relocateUnchecked`, publication moves
+ * every planned record's pointer onto its new place without checking that it still names the
+ * planned place — the check that keeps a value overwritten or forgotten while the pass ran (its
+ * group planned before, copied or published after) from being moved back to its old bytes. Only
+ * test/compaction-overlap-unsafe.test.ts sets it, to show that the check is what protects.
+ */
+export const unsafeCompactionForTests = { relocateUnchecked: false };
+
+/** Moves survivor i's keydir pointer from (source, its old offset) to (target, off) if it still points there. */
+function relocate(keydir: Keydir, list: RecordList, i: number, source: number, target: number, off: number): void {
+  const kind = list.kinds[i];
+  const old = list.offs[i];
+  if (kind === KIND_ERASE) {
+    const e = keydir.erases.get(list.refs[i] as string);
     if (e === undefined) return;
-    const at = e.seg === source && e.off === k.off ? e : e.more?.find((x) => x.seg === source && x.off === k.off);
+    const at = e.seg === source && e.off === old ? e : e.more?.find((x) => x.seg === source && x.off === old);
     if (at === undefined) return;
     at.seg = target;
     at.off = off;
     return;
   }
-  const s = k.slot;
-  if (k.kind === "put" && s.seg === source && s.off === k.off) {
+  const s = list.slotAt(i);
+  if (unsafeCompactionForTests.relocateUnchecked && kind === KIND_PUT) {
     s.seg = target;
     s.off = off;
-  } else if (k.kind === "tomb" && s.tombSeg === source && s.tombOff === k.off) {
+  } else if (kind === KIND_PUT && s.seg === source && s.off === old) {
+    s.seg = target;
+    s.off = off;
+  } else if (kind === KIND_TOMB && s.tombSeg === source && s.tombOff === old) {
     s.tombSeg = target;
     s.tombOff = off;
-  } else if (k.kind === "clear" && s.clearSeg === source && s.clearOff === k.off) {
+  } else if (kind === KIND_CLEAR && s.clearSeg === source && s.clearOff === old) {
     s.clearSeg = target;
     s.clearOff = off;
   }

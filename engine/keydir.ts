@@ -29,6 +29,15 @@ class SlotRare {
   clearLen = 0;
   listedSeq = 0;
   reclaimedAt = 0;
+
+  constructor() {
+    // A time (ms since epoch) is no small integer: had the field started as one, the first real
+    // time stored would change its representation and make every SlotRare made before migrate on
+    // its next touch (~2.7 µs each: 68 ms of a 25k-key compaction publish, compact-5's profile).
+    // Storing a fraction first makes it a double field from the start.
+    this.reclaimedAt = 0.5;
+    this.reclaimedAt = 0;
+  }
 }
 
 /**

@@ -1,25 +1,77 @@
 /**
  * xxh64 over byte ranges, via xxhash-wasm. The WASM module initialises asynchronously once per
  * thread; every other function here is synchronous and requires `initChecksum()` to have resolved.
+ *
+ * Two ways in: `checksum64` hashes one range (xxhash-wasm's h64Raw copies the range into the
+ * module's memory per call: ~1.5–2 µs of fixed cost per call here, measured in
+ * docs/PERFORMANCE.md "compact-5"), and `firstBadSum` checks many records' stored checksums in one
+ * go — the records' bytes are copied into the module's memory once, then each record is hashed
+ * where it lies (one WASM call per record, no copy, no subarray): what a sealed-segment walk uses.
  */
 import xxhash from "xxhash-wasm";
 
 type H64Raw = (bytes: Uint8Array, seed?: bigint) => bigint;
 type Create64 = (seed?: bigint) => { update(input: Uint8Array): unknown; digest(): bigint };
+/** The module's own exports: its memory, and xxh64 over memory[ptr, ptr+len) (a signed i64). */
+interface RawExports {
+  mem: { readonly buffer: ArrayBuffer };
+  xxh64: (ptr: number, len: number, seed: bigint) => bigint;
+}
+/** The part of the global WebAssembly object used here (the compiler's lib has no WebAssembly types). */
+interface WasmGlobal {
+  instantiate: (...args: unknown[]) => Promise<unknown>;
+}
 let h64Raw: H64Raw | null = null;
 let create64: Create64 | null = null;
+let raw: RawExports | null = null;
 let initializing: Promise<void> | null = null;
+
+/**
+ * Bytes one firstBadSum call copies into the module's memory at most (larger spans are checked
+ * in pieces): bounds how far the module's memory grows (it never shrinks).
+ */
+export const SUM_SPAN_BYTES_MAX = 8 * 1024 * 1024;
 
 /** Loads the xxhash WASM module; resolves immediately once loaded. */
 export function initChecksum(): Promise<void> {
   if (h64Raw !== null) return Promise.resolve();
-  if (initializing === null) {
-    initializing = xxhash().then((api) => {
-      h64Raw = api.h64Raw;
-      create64 = api.create64;
-    });
-  }
+  if (initializing === null) initializing = load();
   return initializing;
+}
+
+/**
+ * Instantiates xxhash-wasm, keeping its instance's raw exports too: the library does not expose
+ * them, so WebAssembly.instantiate is observed for the duration of its one call (the hashes are
+ * the library's own code either way). Without them, firstBadSum falls back to h64Raw per record.
+ */
+async function load(): Promise<void> {
+  const wasm = (globalThis as unknown as { WebAssembly: WasmGlobal }).WebAssembly;
+  const instantiate = wasm.instantiate;
+  let seen: unknown = null;
+  wasm.instantiate = async (...args: unknown[]): Promise<unknown> => {
+    const made = await instantiate.apply(wasm, args);
+    if (made !== null && typeof made === "object" && "instance" in made) seen = (made as { instance: unknown }).instance;
+    return made;
+  };
+  let api: Awaited<ReturnType<typeof xxhash>>;
+  try {
+    api = await xxhash();
+  } finally {
+    wasm.instantiate = instantiate;
+  }
+  h64Raw = api.h64Raw;
+  create64 = api.create64;
+  raw = rawExportsOf(seen);
+}
+
+/** The raw exports of the xxhash instance when they have the expected shape and agree with h64Raw, else null. */
+function rawExportsOf(instance: unknown): RawExports | null {
+  const ex = (instance as { exports?: Partial<RawExports> } | null)?.exports;
+  if (ex === undefined || typeof ex.xxh64 !== "function" || !(ex.mem?.buffer instanceof ArrayBuffer)) return null;
+  const candidate: RawExports = { mem: ex.mem, xxh64: ex.xxh64 };
+  const probe = Buffer.from("engram xxh64 probe");
+  const want = (h64Raw as H64Raw)(probe, 0n); // the library copies the probe to its memory at 0
+  return BigInt.asUintN(64, candidate.xxh64(0, probe.length, 0n)) === want ? candidate : null;
 }
 
 /** xxh64 (seed 0) of bytes[start, end). */
@@ -35,4 +87,41 @@ export function checksum64Of(parts: readonly Uint8Array[]): bigint {
   const state = create64(0n);
   for (const p of parts) state.update(p);
   return state.digest();
+}
+
+/**
+ * Checks `count` records of `bytes`: record i lies at starts[i] with length lengths[i] and ends
+ * in its xxh64 (little-endian u64) over every byte before it. The records must be in file order
+ * and lie within bytes[from, to), a span of at most SUM_SPAN_BYTES_MAX. Returns the index of the
+ * first record whose stored checksum differs, or -1 when all match.
+ */
+export function firstBadSum(bytes: Uint8Array, from: number, to: number, starts: Int32Array, lengths: Int32Array, count: number): number {
+  if (h64Raw === null) throw new Error("firstBadSum before initChecksum() resolved");
+  if (count === 0) return -1;
+  if (to - from > SUM_SPAN_BYTES_MAX || from < 0 || to > bytes.length) throw new Error(`firstBadSum: span [${from}, ${to}) of ${bytes.length} bytes over ${SUM_SPAN_BYTES_MAX}`);
+  if (raw === null) return firstBadSumEach(bytes, starts, lengths, count);
+  const r = raw;
+  // Growing through the library keeps its own view of the memory valid (it renews it only when it
+  // grows the memory itself); the hash of zeros it computes on the way is thrown away.
+  if (r.mem.buffer.byteLength < to - from) h64Raw(new Uint8Array(to - from), 0n);
+  new Uint8Array(r.mem.buffer, 0, to - from).set(bytes.subarray(from, to));
+  const view = new DataView(r.mem.buffer);
+  for (let i = 0; i < count; i++) {
+    const at = (starts[i] as number) - from;
+    const sumAt = at + (lengths[i] as number) - 8;
+    if (at < 0 || sumAt + 8 > to - from) throw new Error(`firstBadSum: record ${i} at ${starts[i]} outside [${from}, ${to})`);
+    if (r.xxh64(at, sumAt - at, 0n) !== view.getBigInt64(sumAt, true)) return i;
+  }
+  return -1;
+}
+
+/** firstBadSum one h64Raw call per record (no raw exports). */
+function firstBadSumEach(bytes: Uint8Array, starts: Int32Array, lengths: Int32Array, count: number): number {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < count; i++) {
+    const at = starts[i] as number;
+    const sumAt = at + (lengths[i] as number) - 8;
+    if (checksum64(bytes, at, sumAt) !== view.getBigUint64(sumAt, true)) return i;
+  }
+  return -1;
 }

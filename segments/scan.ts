@@ -13,7 +13,8 @@
 import * as C from "./constants.js";
 import { batchOpCountOf } from "./record-kinds.js";
 import { CorruptionError } from "../rules/errors.js";
-import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
+import { checkRecordAt, decodeRecord, isRecord, probeRecord, type DecodedRecord, type RecordFault } from "./record.js";
+import { firstBadSum, SUM_SPAN_BYTES_MAX } from "./checksum.js";
 import { isSyncMark, readGroupFrame, type GroupFault } from "./group.js";
 
 /** How a scan ended. */
@@ -104,20 +105,56 @@ export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolea
   return { end: at, torn: null, records };
 }
 
+/** Records one walkSealed window checks together (and the window's byte span: SUM_SPAN_BYTES_MAX). */
+const WALK_WINDOW_RECORDS = 4096;
+
 /**
  * Sealed segments only: visits each record's offset, length and type after checking its fixed
  * fields and checksum, decoding nothing (compaction copies records verbatim). Any fault is
- * corruption, as in scanRecords with `sealed`.
+ * corruption, as in scanRecords with `sealed`. The records are taken in windows (up to
+ * WALK_WINDOW_RECORDS records within SUM_SPAN_BYTES_MAX bytes): each window's fixed fields are
+ * probed, then all its checksums checked in one firstBadSum call, and only then are its records
+ * visited — no record reaches `visit` before its checksum passed, and the first fault in file
+ * order is the one reported.
  */
 export function walkSealed(bytes: Uint8Array, segmentId: number, visit: (offset: number, length: number, type: number) => void): ScanEnd {
   let at = C.DATA_START;
   let records = 0;
+  // Per call, not per module: a visitor may walk another segment.
+  const walkStarts = new Int32Array(WALK_WINDOW_RECORDS);
+  const walkLengths = new Int32Array(WALK_WINDOW_RECORDS);
   while (at < bytes.length) {
-    const length = checkRecordAt(bytes, at, bytes.length);
-    if (typeof length !== "number") throw new CorruptionError(segmentId, at, `record ${length} inside a sealed segment`);
-    visit(at, length, recordTypeAt(bytes, at));
-    records += 1;
-    at += length;
+    const from = at;
+    let n = 0;
+    let fault: RecordFault | null = null;
+    while (at < bytes.length && n < WALK_WINDOW_RECORDS) {
+      const length = probeRecord(bytes, at, bytes.length);
+      if (typeof length !== "number") {
+        fault = length;
+        break;
+      }
+      if (at + length - from > SUM_SPAN_BYTES_MAX) {
+        if (n > 0) break; // the next window takes it
+        const checked = checkRecordAt(bytes, at, bytes.length); // one record over the span: hashed alone
+        if (typeof checked !== "number") throw new CorruptionError(segmentId, at, `record ${checked} inside a sealed segment`);
+        visit(at, length, bytes[at + C.R_TYPE] as number);
+        records += 1;
+        at += length;
+        break;
+      }
+      walkStarts[n] = at;
+      walkLengths[n] = length;
+      n += 1;
+      at += length;
+    }
+    const bad = firstBadSum(bytes, from, at, walkStarts, walkLengths, n);
+    if (bad >= 0) throw new CorruptionError(segmentId, walkStarts[bad] as number, "record checksum inside a sealed segment");
+    if (fault !== null) throw new CorruptionError(segmentId, at, `record ${fault} inside a sealed segment`);
+    for (let i = 0; i < n; i++) {
+      const off = walkStarts[i] as number;
+      visit(off, walkLengths[i] as number, bytes[off + C.R_TYPE] as number);
+    }
+    records += n;
   }
   return { end: at, torn: null, records };
 }
