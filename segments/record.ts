@@ -170,7 +170,7 @@ function encodeFields(
     at += value.byteLength;
   }
   if (at !== length - C.RECORD_CHECKSUM_BYTES) throw new Error(`record encode wrote ${at} of ${length - C.RECORD_CHECKSUM_BYTES} bytes`);
-  writeChecksum(buf, checksum64(buf, 0, at), at);
+  if (arena === undefined || !arena.defersSums) writeChecksum(buf, checksum64(buf, 0, at), at);
   return buf;
 }
 
@@ -227,6 +227,13 @@ export const RECORD_ARENA_CHUNK_BYTES_MAX = 1024 * 1024;
  * few KiB and one of 1000 a handful of chunks. Not thread-safe; one arena per batch plan.
  */
 export class RecordArena {
+  /**
+   * With `defersSums` the encoder leaves each record's checksum unwritten: its owner writes them
+   * all at once (segments/checksum.ts writeRecordSums) before a record leaves it. Such a record
+   * does not decode until then.
+   */
+  constructor(readonly defersSums = false) {}
+
   private chunk: Buffer = Buffer.alloc(0);
   private used = 0;
   private nextBytes = RECORD_ARENA_CHUNK_BYTES_MIN;
