@@ -189,7 +189,7 @@ export class BatchPlan {
     this.seq += 1;
     this.records.push(this.host.encode(batchCommitInput({ seq: this.seq, opCount: this.ops.length }), this.arena));
     this.seqs.push(this.seq);
-    writeRecordSums(this.records);
+    for (const run of (this.arena as RecordArena).runs()) writeRecordSums(run); // every record lies in the arena (inBatch)
     this.sealed = true;
   }
 

@@ -40,7 +40,7 @@ export function checksum64Of(parts: readonly Uint8Array[]): bigint {
 /*
  * Batched record sums (bulk-6). xxhash-wasm's h64Raw copies its input into the module's memory
  * and masks a BigInt on every call (~0.6 µs of a bulk record). `writeRecordSums` copies a run of
- * contiguous records into a second instance's memory once and hashes each where it lies. The
+ * back-to-back records into a second instance's memory once and hashes each where it lies. The
  * library does not expose its instance, so one is made here by observing WebAssembly.instantiate
  * for the duration of one xxhash() call (appended here, apart from the functions above, which the
  * compaction branch reworks the same way: the two instances can be merged once both land).
@@ -100,55 +100,48 @@ async function loadSumExports(): Promise<void> {
 void initRecordSums();
 
 /**
- * Writes each record's checksum: for every record r of `records` (a record ends in 8 bytes for its
- * sum), stores xxh64 (seed 0) of r[0, r.length - 8) little-endian into r[r.length - 8, r.length).
- * Records lying back to back in one ArrayBuffer are copied into the module's memory in one run and
- * hashed where they lie; the sums are exactly checksum64's. Requires initChecksum() to have resolved.
+ * Writes the checksum of every record of `run`, records laid back to back from run[0] to its end:
+ * each starts with its total length (u32 little-endian, at least 12) and ends in 8 bytes that get
+ * xxh64 (seed 0) of all its bytes before them, little-endian (exactly checksum64's sum). The run
+ * is copied into the hash module's memory once and each record hashed where it lies; a run over
+ * RECORD_SUMS_RUN_BYTES_MAX is hashed record by record. Throws when a length does not tile the run.
+ * Requires initChecksum() to have resolved.
  */
-export function writeRecordSums(records: readonly Uint8Array[]): void {
+export function writeRecordSums(run: Uint8Array): void {
   if (h64Raw === null) throw new Error("writeRecordSums before initChecksum() resolved");
-  let i = 0;
-  while (i < records.length) {
-    const first = records[i] as Uint8Array;
-    let end = i + 1;
-    let bytes = first.byteLength;
-    for (; end < records.length; end++) {
-      const r = records[end] as Uint8Array;
-      const prev = records[end - 1] as Uint8Array;
-      if (r.buffer !== first.buffer || r.byteOffset !== prev.byteOffset + prev.byteLength || bytes + r.byteLength > RECORD_SUMS_RUN_BYTES_MAX) break;
-      bytes += r.byteLength;
-    }
-    if (sumExports !== null && bytes <= RECORD_SUMS_RUN_BYTES_MAX && sumExports.mem.buffer.byteLength < bytes) sumExports.grow(bytes);
-    // Still too small only if the observed instance was not the one grown (another xxhash() call
-    // was instantiated meanwhile): never grow memory whose library view this module does not own.
-    if (sumExports === null || bytes > RECORD_SUMS_RUN_BYTES_MAX || sumExports.mem.buffer.byteLength < bytes) writeSumsEach(records, i, end);
-    else writeSumsRun(sumExports, records, i, end, bytes);
-    i = end;
-  }
+  const bytes = run.byteLength;
+  const ex = sumExports;
+  if (ex !== null && bytes <= RECORD_SUMS_RUN_BYTES_MAX && ex.mem.buffer.byteLength < bytes) ex.grow(bytes);
+  // Still too small only if the observed instance was not the one grown (another xxhash() call
+  // was instantiated meanwhile): never grow memory whose library view this module does not own.
+  if (ex === null || bytes > RECORD_SUMS_RUN_BYTES_MAX || ex.mem.buffer.byteLength < bytes) writeSumsEach(run);
+  else writeSumsRun(ex, run);
 }
 
-/** writeRecordSums for records[from, to), back to back and `bytes` long in all: one copy into the module, one call per record. */
-function writeSumsRun(ex: SumExports, records: readonly Uint8Array[], from: number, to: number, bytes: number): void {
-  if (ex.mem.buffer.byteLength < bytes) throw new Error(`writeRecordSums: a run of ${bytes} bytes exceeds the module's memory`);
-  const first = records[from] as Uint8Array;
-  const mem = new Uint8Array(ex.mem.buffer, 0, bytes);
-  mem.set(new Uint8Array(first.buffer, first.byteOffset, bytes));
-  const view = new DataView(first.buffer, first.byteOffset, bytes);
+/** writeRecordSums by one copy of `run` into the module and one call per record. */
+function writeSumsRun(ex: SumExports, run: Uint8Array): void {
+  const bytes = run.byteLength;
+  new Uint8Array(ex.mem.buffer, 0, bytes).set(run);
+  const mem = new DataView(ex.mem.buffer, 0, bytes);
+  const out = new DataView(run.buffer, run.byteOffset, bytes);
   let at = 0;
-  for (let i = from; i < to; i++) {
-    const len = (records[i] as Uint8Array).byteLength;
-    if (len < 8) throw new Error(`writeRecordSums: record ${i} is ${len} bytes, shorter than its sum`);
-    view.setBigInt64(at + len - 8, ex.xxh64(at, len - 8, 0n), true); // the signed i64's bits are the u64 sum's
+  while (at < bytes) {
+    const len = at + 4 <= bytes ? mem.getUint32(at, true) : 0;
+    if (len < 12 || at + len > bytes) throw new Error(`writeRecordSums: a record of ${len} bytes at ${at} does not fit a run of ${bytes}`);
+    out.setBigInt64(at + len - 8, ex.xxh64(at, len - 8, 0n), true); // the signed i64's bits are the u64 sum's
     at += len;
   }
-  if (at !== bytes) throw new Error(`writeRecordSums: hashed ${at} of a run's ${bytes} bytes`);
 }
 
-/** writeRecordSums one checksum64 call per record (no raw exports, or a record longer than a run). */
-function writeSumsEach(records: readonly Uint8Array[], from: number, to: number): void {
-  for (let i = from; i < to; i++) {
-    const r = records[i] as Uint8Array;
-    if (r.byteLength < 8) throw new Error(`writeRecordSums: record ${i} is ${r.byteLength} bytes, shorter than its sum`);
-    new DataView(r.buffer, r.byteOffset, r.byteLength).setBigUint64(r.byteLength - 8, checksum64(r, 0, r.byteLength - 8), true);
+/** writeRecordSums one checksum64 call per record (no raw exports, or a run too long to copy). */
+function writeSumsEach(run: Uint8Array): void {
+  const bytes = run.byteLength;
+  const view = new DataView(run.buffer, run.byteOffset, bytes);
+  let at = 0;
+  while (at < bytes) {
+    const len = at + 4 <= bytes ? view.getUint32(at, true) : 0;
+    if (len < 12 || at + len > bytes) throw new Error(`writeRecordSums: a record of ${len} bytes at ${at} does not fit a run of ${bytes}`);
+    view.setBigUint64(at + len - 8, checksum64(run, at, at + len - 8), true);
+    at += len;
   }
 }

@@ -3,8 +3,8 @@
  * one-by-one encoder writes. Method: seeded random records (PUTs with string and byte values of
  * random sizes, TOMBSTONEs, odd names, sizes that straddle arena chunks) are encoded twice: once
  * the old way (each record hashed as it is encoded) and once into a RecordArena that defers its
- * sums, then all of them summed by segments/checksum.ts `writeRecordSums` (runs of contiguous
- * records copied into the hash module once). The two encodings must be equal byte for byte, and
+ * sums, then the arena's runs (one per chunk) summed by segments/checksum.ts `writeRecordSums`
+ * (each run copied into the hash module once). The two encodings must be equal byte for byte, and
  * every batched record must decode. Twins that show the comparison can fail: a record whose sum
  * was deferred and never written does not decode ("checksum"); one byte changed after the sums
  * were written makes decodeRecord refuse exactly that record and a segment scan stop there with
@@ -54,10 +54,16 @@ function oneByOne(f: Fields): Buffer {
   return encodeNamedRecord(f.type, C.RF_IN_BATCH, f.seq, f.generation, f.expiresAt, f.scope, f.key, f.value, VALUE_BYTES_MAX);
 }
 
-/** Encodes all of `fields` into one deferring arena, sums unwritten. */
-function deferred(fields: Fields[]): Buffer[] {
+/** Encodes all of `fields` into one deferring arena, sums unwritten: the records, and the arena's runs. */
+function deferred(fields: Fields[]): { records: Buffer[]; runs: Buffer[] } {
   const arena = new RecordArena(true);
-  return fields.map((f) => encodeNamedRecord(f.type, C.RF_IN_BATCH, f.seq, f.generation, f.expiresAt, f.scope, f.key, f.value, VALUE_BYTES_MAX, arena));
+  const records = fields.map((f) => encodeNamedRecord(f.type, C.RF_IN_BATCH, f.seq, f.generation, f.expiresAt, f.scope, f.key, f.value, VALUE_BYTES_MAX, arena));
+  return { records, runs: arena.runs() };
+}
+
+/** Writes the sums of every run (what BatchPlan.seal does). */
+function sumAll(runs: Buffer[]): void {
+  for (const run of runs) writeRecordSums(run);
 }
 
 beforeAll(async () => {
@@ -69,8 +75,10 @@ describe("writeRecordSums", () => {
   it("writes exactly the one-by-one sums, for seeded records in runs and across chunks", () => {
     for (const seed of [1, 2, 3, 4]) {
       const fields = seededFields(seed, 600);
-      const batched = deferred(fields);
-      writeRecordSums(batched);
+      const { records: batched, runs } = deferred(fields);
+      expect(runs.length).toBeGreaterThan(1); // the records span several chunks
+      expect(runs.reduce((n, r) => n + r.length, 0)).toBe(batched.reduce((n, r) => n + r.length, 0));
+      sumAll(runs);
       fields.forEach((f, i) => {
         const want = oneByOne(f);
         const got = batched[i] as Buffer;
@@ -80,27 +88,30 @@ describe("writeRecordSums", () => {
     }
   });
 
-  it("sums records that are not contiguous (separate buffers) the same way", () => {
+  it("sums a run given as a separate buffer per record, or all in one, the same way", () => {
     const fields = seededFields(9, 50);
     const apart = fields.map((f) => {
       const b = oneByOne(f);
       b.fill(0, b.length - C.RECORD_CHECKSUM_BYTES); // forget the sum, keep the content
       return b;
     });
-    writeRecordSums(apart);
+    const whole = Buffer.concat(apart);
+    sumAll(apart);
     fields.forEach((f, i) => expect((apart[i] as Buffer).equals(oneByOne(f))).toBe(true));
+    writeRecordSums(whole);
+    expect(whole.equals(Buffer.concat(fields.map(oneByOne)))).toBe(true);
   });
 
   it("twin: a deferred sum never written does not decode", () => {
-    const batched = deferred(seededFields(5, 20));
+    const { records: batched } = deferred(seededFields(5, 20));
     const faults = batched.map((b) => decodeRecord(b, 0, b.length));
     expect(faults.every((x) => x === "checksum")).toBe(true);
   });
 
   it("twin: one byte changed after the sums were written is refused by decode and by a scan", () => {
     const fields = seededFields(6, 40);
-    const batched = deferred(fields);
-    writeRecordSums(batched);
+    const { records: batched, runs } = deferred(fields);
+    sumAll(runs);
     const victim = 17;
     const rec = batched[victim] as Buffer;
     rec[C.RECORD_FIXED_BYTES] = (rec[C.RECORD_FIXED_BYTES] as number) ^ 0x01; // a byte of the scope
@@ -114,6 +125,12 @@ describe("writeRecordSums", () => {
 });
 
 describe("batches through a store", () => {
+  it("a run whose lengths do not tile it is refused, nothing guessed", () => {
+    const { runs } = deferred(seededFields(8, 5));
+    const run = runs[0] as Buffer;
+    expect(() => writeRecordSums(run.subarray(0, run.length - 1))).toThrow(/does not fit a run/);
+  });
+
   it("commit and reopen with every value (sums written at seal, checked under tests)", async () => {
     const dir = tempDir("record-sums-batched");
     const fields = seededFields(7, 300).filter((f) => f.type === C.RecordType.PUT && f.scope === "default");
@@ -125,7 +142,7 @@ describe("batches through a store", () => {
     const again = await Engram.open(dir);
     for (const f of fields) {
       const got = await again.read(f.key);
-      expect(got?.value).toEqual(f.value);
+      expect(got.status === "NOT_FOUND" ? null : got.value).toEqual(f.value);
     }
     await again.close();
   });
