@@ -11,6 +11,7 @@ import { assert, elementAt } from "../rules/assert.js";
 import { InvalidArgumentError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
 import { BATCH_BYTES_MAX } from "../rules/args.js";
 import { RecordArena, type RecordInput } from "../segments/record.js";
+import { writeRecordSums } from "../segments/checksum.js";
 import { batchCommitInput } from "../segments/record-kinds.js";
 import type { Logical } from "./intents.js";
 import type { Location, Slot } from "./keydir.js";
@@ -118,7 +119,7 @@ export class BatchPlan {
   constructor(private readonly host: BatchHost, first: number, private readonly now: number, readonly inBatch: boolean) {
     this.seq = first - 1;
     this.flags = inBatch ? C.RF_IN_BATCH : 0;
-    this.arena = inBatch ? new RecordArena() : undefined;
+    this.arena = inBatch ? new RecordArena(true) : undefined; // sums written by seal(), in one pass
   }
 
   /** The state (scope, key) is decided against: what an earlier op of this plan left, else the store's. */
@@ -178,12 +179,17 @@ export class BatchPlan {
     return { ok: true, tombstoneSeq: seq, generation: before.generation };
   }
 
-  /** Appends the BATCH_COMMIT record that makes a batch count at recovery. */
+  /**
+   * Appends the BATCH_COMMIT record that makes a batch count at recovery, and writes every
+   * record's checksum (the arena defers them: one copy into the hash module per run of records
+   * instead of one per record). Only a sealed plan commits, so no record leaves without its sum.
+   */
   seal(): void {
     assert(this.inBatch && !this.sealed && this.ops.length > 0, "only a batch with ops is sealed, once");
     this.seq += 1;
     this.records.push(this.host.encode(batchCommitInput({ seq: this.seq, opCount: this.ops.length }), this.arena));
     this.seqs.push(this.seq);
+    for (const run of (this.arena as RecordArena).runs()) writeRecordSums(run); // every record lies in the arena (inBatch)
     this.sealed = true;
   }
 

@@ -170,7 +170,7 @@ function encodeFields(
     at += value.byteLength;
   }
   if (at !== length - C.RECORD_CHECKSUM_BYTES) throw new Error(`record encode wrote ${at} of ${length - C.RECORD_CHECKSUM_BYTES} bytes`);
-  writeChecksum(buf, checksum64(buf, 0, at), at);
+  if (arena === undefined || !arena.defersSums) writeChecksum(buf, checksum64(buf, 0, at), at);
   return buf;
 }
 
@@ -227,13 +227,23 @@ export const RECORD_ARENA_CHUNK_BYTES_MAX = 1024 * 1024;
  * few KiB and one of 1000 a handful of chunks. Not thread-safe; one arena per batch plan.
  */
 export class RecordArena {
+  /**
+   * With `defersSums` the encoder leaves each record's checksum unwritten: its owner writes them
+   * all at once (segments/checksum.ts writeRecordSums) before a record leaves it. Such a record
+   * does not decode until then.
+   */
+  constructor(readonly defersSums = false) {}
+
   private chunk: Buffer = Buffer.alloc(0);
   private used = 0;
   private nextBytes = RECORD_ARENA_CHUNK_BYTES_MIN;
+  /** Every chunk left behind, with the bytes it handed out (a deferring arena's runs(): not kept otherwise). */
+  private readonly full: Buffer[] = [];
 
   /** A fresh, uninitialized buffer of `bytes` bytes, directly after the previous one when it fits in the same chunk. */
   take(bytes: number): Buffer {
     if (this.used + bytes > this.chunk.length) {
+      if (this.defersSums && this.used > 0) this.full.push(this.chunk.subarray(0, this.used));
       this.chunk = Buffer.allocUnsafeSlow(Math.max(bytes, this.nextBytes));
       this.used = 0;
       this.nextBytes = Math.min(this.nextBytes * 2, RECORD_ARENA_CHUNK_BYTES_MAX);
@@ -242,6 +252,12 @@ export class RecordArena {
     this.used += bytes;
     assert(this.used <= this.chunk.length, "an arena's buffer lies inside its chunk");
     return this.chunk.subarray(at, this.used);
+  }
+
+  /** The bytes handed out so far, as runs of records lying back to back (one per chunk, in order). */
+  runs(): Buffer[] {
+    assert(this.defersSums, "only a deferring arena keeps its runs");
+    return this.used > 0 ? [...this.full, this.chunk.subarray(0, this.used)] : [...this.full];
   }
 }
 
