@@ -14,7 +14,6 @@
 import * as fs from "node:fs";
 import * as C from "./constants.js";
 import { checksum64 } from "./checksum.js";
-import { writeU64 } from "./u64.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 
@@ -416,6 +415,24 @@ export function unsafeTrustPackedEntries(trust: boolean): void {
   trustPacked = trust;
 }
 
+/** Names and values longer than this are copied with Buffer.copy (its native call pays off only then). */
+const COPY_LOOP_MAX = 64;
+
+/** Stores u32 `v` (0 <= v < 2^32, checked by the caller) little-endian at `at` (in bounds: checked by the caller). */
+function putU32(out: Buffer, at: number, v: number): void {
+  out[at] = v & 0xff;
+  out[at + 1] = (v >>> 8) & 0xff;
+  out[at + 2] = (v >>> 16) & 0xff;
+  out[at + 3] = v >>> 24;
+}
+
+/** Stores safe integer `v` >= 0 as a little-endian u64 at `at` (writeU64's bytes, without its calls). */
+function putU64(out: Buffer, at: number, v: number): void {
+  const lo = v % 0x1_0000_0000;
+  putU32(out, at, lo);
+  putU32(out, at + 4, (v - lo) / 0x1_0000_0000);
+}
+
 /**
  * Decodes one block's packed entries `p` into `out` in the v2 layout at [x, xEnd), the keyed
  * ones numbered from k to kEnd (their body offsets in the entryAt section at `entryAt`). False
@@ -467,25 +484,33 @@ function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number,
     const offset = prevEnd + gap;
     const length = C.RECORD_OVERHEAD + scopeBytes.length + keyLen + valueLen;
     if (q + keyLen + tail > end || x + size > xEnd || offset > 0xffffffff || length > 0xffffffff) return false;
-    out.writeUInt32LE(offset, x);
+    // Byte stores, not Buffer.write*/copy: an entry is ~60 bytes, and those calls' argument checks
+    // and native copies were most of a block's decode (docs/PERFORMANCE.md, slots-6).
+    putU32(out, x, offset);
     const f = x + 4;
-    out.writeUInt32LE(length, f + C.R_LENGTH);
+    putU32(out, f + C.R_LENGTH, length);
     out[f + C.R_TYPE] = type;
     out[f + C.R_FLAGS] = flags;
-    out.writeUInt16LE(scopeBytes.length, f + C.R_SCOPE_LEN);
-    out.writeUInt16LE(keyLen, f + C.R_KEY_LEN);
-    out.writeUInt16LE(0, f + C.R_RESERVED);
-    out.writeUInt32LE(valueLen, f + C.R_VALUE_LEN);
-    writeU64(out, seq, f + C.R_SEQ);
-    writeU64(out, gen, f + C.R_GENERATION);
-    writeU64(out, exp, f + C.R_EXPIRES_AT);
+    const scopeLen = scopeBytes.length;
+    out[f + C.R_SCOPE_LEN] = scopeLen & 0xff;
+    out[f + C.R_SCOPE_LEN + 1] = scopeLen >>> 8;
+    out[f + C.R_KEY_LEN] = keyLen & 0xff;
+    out[f + C.R_KEY_LEN + 1] = keyLen >>> 8;
+    out[f + C.R_RESERVED] = 0;
+    out[f + C.R_RESERVED + 1] = 0;
+    putU32(out, f + C.R_VALUE_LEN, valueLen);
+    putU64(out, f + C.R_SEQ, seq);
+    putU64(out, f + C.R_GENERATION, gen);
+    putU64(out, f + C.R_EXPIRES_AT, exp);
     const scopeAt = f + C.RECORD_FIXED_BYTES;
-    scopeBytes.copy(out, scopeAt);
-    p.copy(out, scopeAt + scopeBytes.length, q, q + keyLen + tail);
+    for (let i = 0; i < scopeLen; i++) out[scopeAt + i] = scopeBytes[i] as number;
+    const rest = keyLen + tail;
+    if (rest > COPY_LOOP_MAX) p.copy(out, scopeAt + scopeLen, q, q + rest);
+    else for (let i = 0, o = scopeAt + scopeLen; i < rest; i++) out[o + i] = p[q + i] as number;
     q += keyLen + tail;
     if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) {
       if (k >= kEnd) return trustPacked;
-      out.writeUInt32LE(x - REGION_HEAD_BYTES, entryAt + 4 * k);
+      putU32(out, entryAt + 4 * k, x - REGION_HEAD_BYTES);
       k++;
     }
     x += size;
