@@ -231,22 +231,7 @@ export class HintBuilder {
     const scopes = encodeScopes(index.scopes);
     const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(layout.total);
-    out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
-    out[X_VERSION] = HINT_VERSION_2;
-    out[X_FLAGS] = sealed ? HINT_SEALED : 0;
-    out.writeUInt16LE(0, X_RESERVED);
-    out.writeUInt32LE(segmentId, X_SEGMENT_ID);
-    out.writeUInt32LE(coversEnd, X_COVERS_END);
-    out.writeBigUInt64LE(headerIdentity(header), X_IDENTITY);
-    out.writeUInt32LE(this.entries, X_COUNT);
-    out.writeUInt32LE(body.length, X_BODY_BYTES);
-    writeU64(out, this.minSeq, X_MIN_SEQ);
-    writeU64(out, this.maxSeq, X_MAX_SEQ);
-    out.writeUInt32LE(index.keyed, X_KEYED);
-    out.writeUInt32LE(index.table.length, X_CELLS);
-    out.writeUInt32LE(index.erases.length, X_ERASES);
-    out.writeUInt32LE(scopes.length, X_SCOPES_BYTES);
-    out.writeUInt32LE(HINT_BLOCK_BYTES, X_BLOCK_BYTES);
+    this.writeHeaderFields(out, HINT_VERSION_2, segmentId, header, coversEnd, sealed, body, index, scopes.length);
     out.writeUInt32LE(0, X_RESERVED2);
     body.copy(out, HINT_HEADER_BYTES);
     putU32s(out, layout.entryAt, index.entryAt);
@@ -263,19 +248,14 @@ export class HintBuilder {
   }
 
   /**
-   * The version-3 file of encode: the v2 header fields (version 3) plus packed bytes and entry
-   * blocks, the packed entries (segments/hint-v3.ts), the index (hashes, table), then the summary
-   * (erase offsets, scope list, entry block rows, index block sums) and the trailer.
+   * The header fields versions 2 and 3 share, written into a zeroed `out` (the reserved words stay
+   * zero): magic, version, flags, segment, coverage, identity, counts, sequences, index sizes.
    */
-  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer | null {
-    const packed = packEntries(body, this.minSeq);
-    if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
-    const blocks = packed.rows.length / 3;
-    const L = layoutV3(body.length, packed.bytes.length, index.keyed, index.table.length, index.erases.length, packed.scopes.length, blocks, HINT_BLOCK_BYTES);
-    const out = Buffer.alloc(L.total);
+  private writeHeaderFields(out: Buffer, version: number, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex, scopesBytes: number): void {
     out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
-    out[X_VERSION] = HINT_VERSION;
+    out[X_VERSION] = version;
     out[X_FLAGS] = sealed ? HINT_SEALED : 0;
+    out.writeUInt16LE(0, X_RESERVED);
     out.writeUInt32LE(segmentId, X_SEGMENT_ID);
     out.writeUInt32LE(coversEnd, X_COVERS_END);
     out.writeBigUInt64LE(headerIdentity(header), X_IDENTITY);
@@ -286,8 +266,22 @@ export class HintBuilder {
     out.writeUInt32LE(index.keyed, X_KEYED);
     out.writeUInt32LE(index.table.length, X_CELLS);
     out.writeUInt32LE(index.erases.length, X_ERASES);
-    out.writeUInt32LE(packed.scopes.length, X_SCOPES_BYTES);
+    out.writeUInt32LE(scopesBytes, X_SCOPES_BYTES);
     out.writeUInt32LE(HINT_BLOCK_BYTES, X_BLOCK_BYTES);
+  }
+
+  /**
+   * The version-3 file of encode: the v2 header fields (version 3) plus packed bytes and entry
+   * blocks, the packed entries (segments/hint-v3.ts), the index (hashes, table), then the summary
+   * (erase offsets, scope list, entry block rows, index block sums) and the trailer.
+   */
+  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer | null {
+    const packed = packEntries(body, this.minSeq);
+    if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
+    const blocks = packed.rows.length / 3;
+    const L = layoutV3(body.length, packed.bytes.length, index.keyed, index.table.length, index.erases.length, packed.scopes.length, blocks, HINT_BLOCK_BYTES);
+    const out = Buffer.alloc(L.total);
+    this.writeHeaderFields(out, HINT_VERSION, segmentId, header, coversEnd, sealed, body, index, packed.scopes.length);
     out.writeUInt32LE(packed.bytes.length, X3_PACKED);
     out.writeUInt32LE(blocks, X3_ENTRY_BLOCKS);
     packed.bytes.copy(out, HINT_V3_HEADER_BYTES);
