@@ -32,6 +32,8 @@ export interface BatchHost {
   encode(r: RecordInput, arena?: RecordArena): Buffer;
   /** encode() for a PUT or TOMBSTONE whose scope and key rules/args.ts already checked (segments/record.ts encodeNamedRecord). */
   encodeNamed(type: C.RecordTypeValue, flags: number, seq: number, generation: number, expiresAt: number, scope: string, key: string, value: string | Uint8Array | undefined, arena?: RecordArena): Buffer;
+  /** encodeNamed() into a batch's deferring arena with no Buffer per record (segments/record.ts encodeNamedInto): returns the record's length. */
+  encodeNamedInto(arena: RecordArena, type: C.RecordTypeValue, flags: number, seq: number, generation: number, expiresAt: number, scope: string, key: string, value: string | Uint8Array | undefined): number;
 }
 
 /**
@@ -87,7 +89,13 @@ export function expiryFor(options: BatchHost["options"], scope: string, ttlMs: n
 
 /** Decides ops in order, encodes their records, and (for a batch) seals them with a BATCH_COMMIT. */
 export class BatchPlan {
-  readonly records: Buffer[] = [];
+  /**
+   * The plan's records as pieces laid back to back: a lone op's one record; once a batch is
+   * sealed, its arena's runs (each holding several whole records, no Buffer per record).
+   */
+  records: Buffer[] = [];
+  /** Each record's length, in order (ops, then a batch's BATCH_COMMIT): where each lies in `records`. */
+  readonly lengths: number[] = [];
   readonly seqs: number[] = [];
   readonly ops: PlannedOp[] = [];
   /**
@@ -135,13 +143,24 @@ export class BatchPlan {
     return state;
   }
 
-  /** Takes a decided op and its record into the plan (a batch's bytes bounded), and into the overlay later ops read. */
-  private push(op: PlannedOp, record: Buffer): void {
+  /**
+   * Encodes a decided op's record: a batch's into its arena (only the length kept), a lone op's
+   * alone (its one piece). Returns the record's length.
+   */
+  private encodeOp(type: C.RecordTypeValue, seq: number, generation: number, expiresAt: number, scope: string, key: string, value: string | Uint8Array | undefined): number {
+    if (this.arena !== undefined) return this.host.encodeNamedInto(this.arena, type, this.flags, seq, generation, expiresAt, scope, key, value);
+    const record = this.host.encodeNamed(type, this.flags, seq, generation, expiresAt, scope, key, value);
+    this.records.push(record);
+    return record.length;
+  }
+
+  /** Takes a decided op and its record's length into the plan (a batch's bytes bounded), and into the overlay later ops read. */
+  private push(op: PlannedOp, length: number): void {
     assert(!this.sealed, "no op joins a sealed plan");
     assert(this.inBatch || this.ops.length === 0, "a plan outside a batch holds one op");
-    this.bytes += record.length;
+    this.bytes += length;
     if (this.inBatch && this.bytes > BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${BATCH_BYTES_MAX} bytes; split it`);
-    this.records.push(record);
+    this.lengths.push(length);
     this.seqs.push(op.seq);
     this.ops.push(op);
     if (!this.inBatch) return; // a lone op reads no overlay
@@ -160,9 +179,9 @@ export class BatchPlan {
     const generation = decideWrite(this.host.options.tombstoneWrites, w.key, before, w.expected, w.clearTombstone);
     const expiresAt = expiryFor(this.host.options, w.scope, w.ttlMs, this.now);
     const seq = this.seq + 1;
-    const record = this.host.encodeNamed(C.RecordType.PUT, this.flags, seq, generation, expiresAt, w.scope, w.key, w.value, this.arena);
+    const length = this.encodeOp(C.RecordType.PUT, seq, generation, expiresAt, w.scope, w.key, w.value);
     this.seq = seq;
-    this.push({ kind: "put", scope: w.scope, key: w.key, expiresAt, slot: this.found, seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true }, record);
+    this.push({ kind: "put", scope: w.scope, key: w.key, expiresAt, slot: this.found, seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true }, length);
     return { ok: true, version: seq, generation };
   }
 
@@ -173,9 +192,9 @@ export class BatchPlan {
     const seq = this.seq + 1;
     const killed = before.version as number;
     // A TOMBSTONE's fields: the killed generation in `generation`, the killed version in `expires at` (record-kinds.ts tombstoneInput).
-    const record = this.host.encodeNamed(C.RecordType.TOMBSTONE, this.flags, seq, before.generation, killed, scope, key, undefined, this.arena);
+    const length = this.encodeOp(C.RecordType.TOMBSTONE, seq, before.generation, killed, scope, key, undefined);
     this.seq = seq;
-    this.push({ kind: "forget", scope, key, expiresAt: killed, slot: this.found, seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true }, record);
+    this.push({ kind: "forget", scope, key, expiresAt: killed, slot: this.found, seq, live: false, version: null, lastVersion: before.lastVersion, generation: before.generation, tombstoned: true, killSeq: seq, exists: true }, length);
     return { ok: true, tombstoneSeq: seq, generation: before.generation };
   }
 
@@ -186,10 +205,18 @@ export class BatchPlan {
    */
   seal(): void {
     assert(this.inBatch && !this.sealed && this.ops.length > 0, "only a batch with ops is sealed, once");
+    assert(this.records.length === 0, "a batch's records are its arena's runs, taken at seal");
     this.seq += 1;
-    this.records.push(this.host.encode(batchCommitInput({ seq: this.seq, opCount: this.ops.length }), this.arena));
+    this.lengths.push(this.host.encode(batchCommitInput({ seq: this.seq, opCount: this.ops.length }), this.arena).length);
     this.seqs.push(this.seq);
-    for (const run of (this.arena as RecordArena).runs()) writeRecordSums(run); // every record lies in the arena (inBatch)
+    const runs = (this.arena as RecordArena).runs(); // every record lies in the arena (inBatch), in order
+    let bytes = 0;
+    for (const run of runs) {
+      writeRecordSums(run);
+      bytes += run.length;
+    }
+    assert(bytes === this.bytes + (this.lengths[this.lengths.length - 1] as number), "a batch's runs hold exactly its records");
+    this.records = runs;
     this.sealed = true;
   }
 
@@ -200,10 +227,10 @@ export class BatchPlan {
    */
   applyRun(seg: number, offset: number, apply: (op: PlannedOp, loc: Location) => void): void {
     assert(this.inBatch === this.sealed, "a batch is sealed before it commits");
-    assert(this.records.length === this.ops.length + (this.sealed ? 1 : 0), "a plan has one record per op, plus a batch's BATCH_COMMIT");
+    assert(this.lengths.length === this.ops.length + (this.sealed ? 1 : 0), "a plan has one record per op, plus a batch's BATCH_COMMIT");
     const loc: Location = { seg, off: offset, len: 0 };
     for (let i = 0; i < this.ops.length; i++) {
-      loc.len = (this.records[i] as Buffer).length; // in bounds: i < ops.length <= records.length
+      loc.len = this.lengths[i] as number; // in bounds: i < ops.length < lengths.length
       apply(this.ops[i] as PlannedOp, loc);
       loc.off += loc.len;
     }

@@ -27,7 +27,7 @@ import { IoError } from "../rules/errors.js";
 import { hitAsync, hitCrashOnly } from "./faults.js";
 import type { Location } from "./keydir.js";
 import type { Segment } from "./segment.js";
-import { noteGroup } from "./hints.js";
+import type { HintBuilder } from "../segments/hint.js";
 
 /** Resolves after the event loop's next check phase (setImmediate): timers and I/O run first. */
 function yieldToEventLoop(): Promise<void> {
@@ -45,7 +45,13 @@ export const COMMIT_QUEUE_BYTES_MAX = 64 * 1024 * 1024;
 
 /** One queued mutation: its encoded records and what to do once they are committed. */
 export interface LogOp {
+  /**
+   * The op's records, laid back to back, as pieces: one record each, or (with `lengths`) runs
+   * that each hold several whole records (a sealed batch's arena chunks).
+   */
   records: Buffer[];
+  /** Each record's length in order, when `records` are runs rather than one piece per record. */
+  lengths?: readonly number[];
   /** The sequence number of each record, non-decreasing (the segment notes the first and the last). */
   seqs: number[];
   /** Applies the op to the visible state; receives each record's location. */
@@ -110,15 +116,37 @@ function frameFor(group: Group, body: readonly Uint8Array[]): Buffer {
   return frame;
 }
 
-/** The location of each of `records`, laid back to back in segment `seg` from `offset`. */
-function locationsOf(seg: number, offset: number, records: readonly Buffer[]): Location[] {
+/** The location of each record of `op`, laid back to back in segment `seg` from `offset`. */
+function locationsOf(seg: number, offset: number, op: LogOp): Location[] {
   const locs: Location[] = [];
   let cursor = offset;
-  for (const r of records) {
-    locs.push({ seg, off: cursor, len: r.length });
-    cursor += r.length;
+  for (const len of op.lengths ?? op.records.map((r) => r.length)) {
+    locs.push({ seg, off: cursor, len });
+    cursor += len;
   }
+  assert(cursor - offset === totalBytes(op.records), "an op's record lengths tile its pieces");
   return locs;
+}
+
+/**
+ * Adds the records of a committed group to `hint`: `pieces[0]` is the group's frame at segment
+ * offset `offset` (not an entry), each later piece one record or a run of whole records, walked by
+ * the length each record starts with (engine/hints.ts noteGroup's job, for pieces that may be runs).
+ */
+function noteGroupPieces(hint: HintBuilder, pieces: readonly Buffer[], offset: number): void {
+  const frame = pieces[0];
+  assert(frame !== undefined, "a committed group has its frame");
+  let at = offset + frame.length;
+  for (let i = 1; i < pieces.length; i++) {
+    const piece = pieces[i] as Buffer; // in bounds: i < length
+    for (let pos = 0; pos < piece.length; ) {
+      const length = piece.readUInt32LE(pos + C.R_LENGTH);
+      assert(length >= C.RECORD_OVERHEAD && pos + length <= piece.length, `a piece's record at ${pos} (${length} bytes) lies inside it`);
+      hint.addRecord(piece, pos, at);
+      pos += length;
+      at += length;
+    }
+  }
 }
 
 /** Queues, writes and syncs record groups into the active segment. */
@@ -253,7 +281,7 @@ export class CommitLog {
       this.queuedBytes += C.GROUP_FRAME_BYTES;
     }
     const offset = writer.reserve(bytes);
-    const locs = op.applyRun === undefined ? locationsOf(seg.id, offset, op.records) : null;
+    const locs = op.applyRun === undefined ? locationsOf(seg.id, offset, op) : null;
     assert(group.offset + group.bytes === offset, `group contiguous: ${group.offset}+${group.bytes} == ${offset}`);
     group.bytes += bytes;
     group.buffers.push(...op.records);
@@ -417,7 +445,7 @@ export class CommitLog {
   /** After a group is written (and durable in sync mode): notes it, applies its ops and resolves their calls, in order. */
   private applyGroup(group: Group): void {
     group.segment.dataEnd = group.offset + group.bytes;
-    if (group.segment.hint !== null) noteGroup(group.segment.hint, group.buffers, group.offset); // the hint written at seal (engine/hints.ts)
+    if (group.segment.hint !== null) noteGroupPieces(group.segment.hint, group.buffers, group.offset); // the hint written at seal (engine/hints.ts)
     this.dequeued(group);
     this.committed.groups += 1;
     this.committed.ops += group.ops.length;

@@ -17,7 +17,7 @@ import { unlinkQuietly } from "../segments/io.js";
 import { registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
-import { decodeRecord, encodeNamedRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
+import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
 import { SegmentWriter } from "../segments/writer.js";
 import { batchCommitInput, clearInput, scopeEraseInput } from "../segments/record-kinds.js";
 import * as A from "../rules/args.js";
@@ -276,6 +276,11 @@ export class Store implements T.Backend {
     return bytes;
   }
 
+  /** encodeNamed() into a batch's deferring arena, no Buffer per record (segments/record.ts encodeNamedInto); its sum and decode are checked after seal(). */
+  encodeNamedInto(arena: RecordArena, type: C.RecordTypeValue, flags: number, seq: number, generation: number, expiresAt: number, scope: string, key: string, value: string | Uint8Array | undefined): number {
+    return encodeNamedInto(arena, type, flags, seq, generation, expiresAt, scope, key, value, this.options.valueBytesMax);
+  }
+
   /**
    * write(): see API.md. Not an async function: with room in the queue the call decides, encodes
    * and queues in the caller's turn and returns the log's own promise, which resolves with the
@@ -312,7 +317,7 @@ export class Store implements T.Backend {
 
   /** commitPlan, resolving with `value` once the plan is committed. */
   private queuePlan<R>(plan: BatchPlan, value: R): Promise<R> {
-    const done = this.log.appendWith({ records: plan.records, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, (op, loc) => this.applyPlanned(plan, op, loc)) }, value);
+    const done = this.log.appendWith({ records: plan.records, lengths: plan.lengths, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, (op, loc) => this.applyPlanned(plan, op, loc)) }, value);
     this.advanceSeq(plan.seq, plan.seqs.length);
     for (const op of plan.ops) this.intents.set(op.scope, op.key, op); // a planned op is the state it leaves
     return done;
@@ -510,7 +515,7 @@ export class Store implements T.Backend {
       return results;
     }
     plan.seal();
-    if (DEBUG_CHECKS) for (const r of plan.records) assert(isRecord(decodeRecord(r, 0, r.length, false)), "a sealed batch's records decode (their deferred sums written)");
+    if (DEBUG_CHECKS) checkSealed(plan);
     await this.commitPlan(plan);
     return results;
   }
@@ -754,6 +759,20 @@ export class Store implements T.Backend {
     this.lock.release();
     if (first !== null) throw first;
   }
+}
+
+/** Under tests: every record of a sealed batch decodes where its length says it lies in the plan's pieces (their deferred sums written). */
+function checkSealed(plan: BatchPlan): void {
+  let i = 0;
+  for (const piece of plan.records) {
+    for (let at = 0; at < piece.length; i++) {
+      const length = plan.lengths[i];
+      const got = length === undefined ? null : decodeRecord(piece, at, at + length, false);
+      assert(got !== null && isRecord(got) && got.length === length, "a sealed batch's records decode (their deferred sums written)");
+      at += length;
+    }
+  }
+  assert(i === plan.lengths.length, "a sealed batch's pieces hold exactly its records");
 }
 
 /** Checks batch op `i` and adds it to `plan`; throws (and nothing is written) when it is invalid or conflicts. */

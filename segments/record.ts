@@ -111,6 +111,22 @@ export function encodeNamedRecord(
   valueBytesMax: number,
   arena?: RecordArena,
 ): Buffer {
+  assertNamed(type, flags, seq, generation, expiresAt, scope, key, value, valueBytesMax);
+  return encodeFields(type, flags, seq, generation, expiresAt, scope, key, value, arena);
+}
+
+/** The checks of encodeNamedRecord and encodeNamedInto; throws InvalidArgumentError for a bad integer or value. */
+function assertNamed(
+  type: C.RecordTypeValue,
+  flags: number,
+  seq: number,
+  generation: number,
+  expiresAt: number,
+  scope: string,
+  key: string,
+  value: string | Uint8Array | undefined,
+  valueBytesMax: number,
+): void {
   // Paired with assertInput: what this path does not check again must hold by construction.
   assert((type === C.RecordType.PUT) === (value !== undefined) && (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE), "a named record is a PUT with a value or a TOMBSTONE without");
   assert((flags & ~C.RF_IN_BATCH) === 0 && typeof scope === "string" && typeof key === "string" && key.length > 0, "a named record's names were checked before it was decided");
@@ -119,7 +135,35 @@ export function encodeNamedRecord(
   if (!isIntIn(generation, C.SEQ_MAX)) throw new InvalidArgumentError(`record generation ${String(generation)} must be a non-negative safe integer`);
   if (!isIntIn(expiresAt, C.SEQ_MAX)) throw new InvalidArgumentError(`record expiresAt ${String(expiresAt)} must be a non-negative safe integer`);
   if (value !== undefined) assertValue(value, valueBytesMax);
-  return encodeFields(type, flags, seq, generation, expiresAt, scope, key, value, arena);
+}
+
+/**
+ * encodeNamedRecord into a deferring arena (a batch's), with no Buffer made for the record: the
+ * record is laid out in the arena's current chunk and only its length is returned (the plan
+ * keeps lengths; the log writes the arena's runs, seal() writes the sums). The same checks and
+ * the same bytes as encodeNamedRecord (test/write-pieces.test.ts). Throws InvalidArgumentError
+ * (the arena unchanged) for a bad integer or value.
+ */
+export function encodeNamedInto(
+  arena: RecordArena,
+  type: C.RecordTypeValue,
+  flags: number,
+  seq: number,
+  generation: number,
+  expiresAt: number,
+  scope: string,
+  key: string,
+  value: string | Uint8Array | undefined,
+  valueBytesMax: number,
+): number {
+  assert(arena.defersSums, "only a deferring arena's records are encoded in place (its owner writes their sums)");
+  assertNamed(type, flags, seq, generation, expiresAt, scope, key, value, valueBytesMax);
+  const scopeLen = utf8Length(scope);
+  const keyLen = utf8Length(key);
+  const length = C.RECORD_OVERHEAD + scopeLen + keyLen + valueLength(value);
+  const base = arena.claim(length);
+  fillFields(arena.current, base, length, scopeLen, keyLen, type, flags, seq, generation, expiresAt, scope, key, value, false);
+  return length;
 }
 
 /** The value checks of assertInput for a PUT: a string or bytes, within the limit, well-formed UTF-16. */
@@ -145,23 +189,53 @@ function encodeFields(
 ): Buffer {
   const scopeLen = utf8Length(scope);
   const keyLen = utf8Length(key);
-  const valueLen = value === undefined ? 0 : typeof value === "string" ? Buffer.byteLength(value, "utf8") : value.byteLength;
-  const length = C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
+  const length = C.RECORD_OVERHEAD + scopeLen + keyLen + valueLength(value);
   const buf = arena === undefined ? Buffer.allocUnsafe(length) : arena.take(length);
+  fillFields(buf, 0, length, scopeLen, keyLen, type, givenFlags, seq, generation, expiresAt, scope, key, value, arena === undefined || !arena.defersSums);
+  return buf;
+}
+
+/** Bytes of a record's value in UTF-8 (a string) or as given (bytes); 0 for none. */
+function valueLength(value: string | Uint8Array | undefined): number {
+  return value === undefined ? 0 : typeof value === "string" ? Buffer.byteLength(value, "utf8") : value.byteLength;
+}
+
+/**
+ * Writes the record of checked fields, `length` bytes, at buf[base, base + length) (names of
+ * `scopeLen` and `keyLen` UTF-8 bytes); its checksum too when `sum` (a deferring arena's owner
+ * writes them later). Throws (a programming error) when the layout does not fill exactly `length`.
+ */
+function fillFields(
+  buf: Buffer,
+  base: number,
+  length: number,
+  scopeLen: number,
+  keyLen: number,
+  type: C.RecordTypeValue,
+  givenFlags: number,
+  seq: number,
+  generation: number,
+  expiresAt: number,
+  scope: string,
+  key: string,
+  value: string | Uint8Array | undefined,
+  sum: boolean,
+): void {
+  const valueLen = length - C.RECORD_OVERHEAD - scopeLen - keyLen;
   const flags = givenFlags | (typeof value === "string" ? C.RF_UTF8 : 0);
   // Byte stores rather than Buffer's write methods (a call and a range check each: ~0.3 µs of
   // a record's encode); the values were range-checked above, the layout is u64.ts's and FORMAT.md's.
-  putU32(buf, length, C.R_LENGTH);
-  buf[C.R_TYPE] = type;
-  buf[C.R_FLAGS] = flags;
-  putU16(buf, scopeLen, C.R_SCOPE_LEN);
-  putU16(buf, keyLen, C.R_KEY_LEN);
-  putU16(buf, 0, C.R_RESERVED);
-  putU32(buf, valueLen, C.R_VALUE_LEN);
-  putU64(buf, seq, C.R_SEQ);
-  putU64(buf, generation, C.R_GENERATION);
-  putU64(buf, expiresAt, C.R_EXPIRES_AT);
-  let at = C.RECORD_FIXED_BYTES;
+  putU32(buf, length, base + C.R_LENGTH);
+  buf[base + C.R_TYPE] = type;
+  buf[base + C.R_FLAGS] = flags;
+  putU16(buf, scopeLen, base + C.R_SCOPE_LEN);
+  putU16(buf, keyLen, base + C.R_KEY_LEN);
+  putU16(buf, 0, base + C.R_RESERVED);
+  putU32(buf, valueLen, base + C.R_VALUE_LEN);
+  putU64(buf, seq, base + C.R_SEQ);
+  putU64(buf, generation, base + C.R_GENERATION);
+  putU64(buf, expiresAt, base + C.R_EXPIRES_AT);
+  let at = base + C.RECORD_FIXED_BYTES;
   at += writeName(buf, scope, scopeLen, at);
   at += writeName(buf, key, keyLen, at);
   if (typeof value === "string") at += buf.write(value, at, "utf8");
@@ -169,9 +243,8 @@ function encodeFields(
     buf.set(value, at); // a memcpy, without a Buffer object over the value
     at += value.byteLength;
   }
-  if (at !== length - C.RECORD_CHECKSUM_BYTES) throw new Error(`record encode wrote ${at} of ${length - C.RECORD_CHECKSUM_BYTES} bytes`);
-  if (arena === undefined || !arena.defersSums) writeChecksum(buf, checksum64(buf, 0, at), at);
-  return buf;
+  if (at !== base + length - C.RECORD_CHECKSUM_BYTES) throw new Error(`record encode wrote ${at - base} of ${length - C.RECORD_CHECKSUM_BYTES} bytes`);
+  if (sum) writeChecksum(buf, checksum64(buf, base, at), at);
 }
 
 /** Stores the u16 `v` (0 <= v < 2^16) little-endian at buf[at, at + 2). */
@@ -242,6 +315,16 @@ export class RecordArena {
 
   /** A fresh, uninitialized buffer of `bytes` bytes, directly after the previous one when it fits in the same chunk. */
   take(bytes: number): Buffer {
+    const at = this.claim(bytes);
+    return this.chunk.subarray(at, this.used);
+  }
+
+  /**
+   * take() without the Buffer: claims `bytes` uninitialized bytes of `current` and returns their
+   * offset there (a new chunk first when they do not fit the current one). `current` is the
+   * chunk until the next claim.
+   */
+  claim(bytes: number): number {
     if (this.used + bytes > this.chunk.length) {
       if (this.defersSums && this.used > 0) this.full.push(this.chunk.subarray(0, this.used));
       this.chunk = Buffer.allocUnsafeSlow(Math.max(bytes, this.nextBytes));
@@ -251,7 +334,12 @@ export class RecordArena {
     const at = this.used;
     this.used += bytes;
     assert(this.used <= this.chunk.length, "an arena's buffer lies inside its chunk");
-    return this.chunk.subarray(at, this.used);
+    return at;
+  }
+
+  /** The chunk the last claim() was made in. */
+  get current(): Buffer {
+    return this.chunk;
   }
 
   /** The bytes handed out so far, as runs of records lying back to back (one per chunk, in order). */

@@ -21,7 +21,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
-import { encodeNamedRecord, encodeRecord, RecordArena, type RecordInput } from "../segments/record.js";
+import { encodeNamedInto, encodeNamedRecord, encodeRecord, RecordArena, type RecordInput } from "../segments/record.js";
 import { Keydir, type DeferredSlots, type Location } from "../engine/keydir.js";
 import { BatchPlan, type BatchHost } from "../engine/batch-plan.js";
 import type { Logical } from "../engine/intents.js";
@@ -240,6 +240,7 @@ function hostOf(): BatchHost {
     keydirChanges: () => 0,
     encode: (r, arena) => encodeRecord(r, C.VALUE_BYTES_MAX, arena),
     encodeNamed: (type, flags, seq, generation, expiresAt, scope, key, value, arena) => encodeNamedRecord(type, flags, seq, generation, expiresAt, scope, key, value, C.VALUE_BYTES_MAX, arena),
+    encodeNamedInto: (arena, type, flags, seq, generation, expiresAt, scope, key, value) => encodeNamedInto(arena, type, flags, seq, generation, expiresAt, scope, key, value, C.VALUE_BYTES_MAX),
   };
 }
 
@@ -267,9 +268,9 @@ describe("BatchPlan.applyRun", () => {
   /** applyAll's input: one Location per record, laid back to back from `offset`. */
   function locsOf(plan: BatchPlan, offset: number): Location[] {
     let off = offset;
-    return plan.records.map((r) => {
-      const loc = { seg: 3, off, len: r.length };
-      off += r.length;
+    return plan.lengths.map((len) => {
+      const loc = { seg: 3, off, len };
+      off += len;
       return loc;
     });
   }
