@@ -1,10 +1,11 @@
 /**
  * Deciding mutations: one path for a single write or forget and for every op of a batch. A plan
- * decides each op against the state the earlier ops of the same plan leave (an overlay over the
- * store's logical state, intents.ts), encodes its record, and collects what the store must apply
- * once the group commits. Nothing here touches the keydir, the log or the sequence: the store
- * commits a plan (append, advance the sequence by exactly the plan's records, record its intents)
- * and applies it through the callback it passes to applyAll.
+ * decides each op against the state the earlier ops of the same plan leave — each decided op is
+ * recorded at once as its slot's intent (intents.ts), which the plan's later ops read like any
+ * queued state, and which the plan retracts should it not be queued — encodes its record, and
+ * collects what the store must apply once the group commits. Nothing here touches the keydir,
+ * the log or the sequence: the store commits a plan (append, advance the sequence by exactly the
+ * plan's records) and applies it through the callback it passes to applyRun.
  */
 import * as C from "../segments/constants.js";
 import { assert, elementAt } from "../rules/assert.js";
@@ -24,6 +25,10 @@ export interface BatchHost {
   readonly options: Pick<ResolvedOptions, "tombstoneWrites" | "scopeRules" | "ttlMs">;
   /** The state a mutation of (scope, key) is decided against: queued intents over the keydir. */
   logical(scope: string, key: string, now: number): Logical;
+  /** Records `state` as the intent of (scope, key) (Intents.replace); returns the one it replaced. */
+  intend(scope: string, key: string, state: Logical): Logical | undefined;
+  /** Undoes intend(scope, key, state), which returned `replaced` (Intents.restore). */
+  unintend(scope: string, key: string, replaced: Logical | undefined, state: Logical): void;
   /** What the last logical() call found in the keydir: the slot, undefined (absent), null (not asked). */
   foundSlot(): Slot | undefined | null;
   /** The keydir's count of slots made or dropped (Keydir.changes). */
@@ -99,11 +104,12 @@ export class BatchPlan {
   readonly seqs: number[] = [];
   readonly ops: PlannedOp[] = [];
   /**
-   * The state each (scope, key) the plan touched is left in, by scope then key: two lookups of
-   * strings whose hashes are cached, instead of a "scope\0key" string built and hashed per op.
-   * Made by a batch's first op only: a lone op reads and writes no overlay.
+   * The intent each op replaced when it was recorded (push), by op index: what retract() restores.
+   * The intents are the plan's overlay: no map of its own per batch, and no second pass to queue them.
    */
-  private overlay: Map<string, Map<string, Logical>> | null = null;
+  private readonly replaced: Array<Logical | undefined> = [];
+  /** The plan's intents were retracted: it is not queued and takes no more ops. */
+  private retracted = false;
   private readonly flags: number;
   /** A batch's records are carved from one arena (contiguous: hashed and written as a few runs); a lone op's record is allocated alone. */
   private readonly arena: RecordArena | undefined;
@@ -130,13 +136,9 @@ export class BatchPlan {
     this.arena = inBatch ? new RecordArena(true) : undefined; // sums written by seal(), in one pass
   }
 
-  /** The state (scope, key) is decided against: what an earlier op of this plan left, else the store's. */
+  /** The state (scope, key) is decided against: the store's logical state, which holds this plan's earlier ops as intents. */
   private state(scope: string, key: string): Logical {
-    const earlier = this.overlay?.get(scope)?.get(key);
-    if (earlier !== undefined) {
-      this.found = null;
-      return earlier;
-    }
+    assert(!this.retracted, "a retracted plan decides nothing");
     const state = this.host.logical(scope, key, this.now);
     this.found = this.host.foundSlot();
     this.keydirMark = this.host.keydirChanges(); // deferred slots built by this decision are counted
@@ -154,7 +156,7 @@ export class BatchPlan {
     return record.length;
   }
 
-  /** Takes a decided op and its record's length into the plan (a batch's bytes bounded), and into the overlay later ops read. */
+  /** Takes a decided op and its record's length into the plan (a batch's bytes bounded), and its state as the slot's intent, which later ops read. */
   private push(op: PlannedOp, length: number): void {
     assert(!this.sealed, "no op joins a sealed plan");
     assert(this.inBatch || this.ops.length === 0, "a plan outside a batch holds one op");
@@ -163,14 +165,22 @@ export class BatchPlan {
     this.lengths.push(length);
     this.seqs.push(op.seq);
     this.ops.push(op);
-    if (!this.inBatch) return; // a lone op reads no overlay
-    this.overlay ??= new Map();
-    let keys = this.overlay.get(op.scope);
-    if (keys === undefined) {
-      keys = new Map();
-      this.overlay.set(op.scope, keys);
+    this.replaced.push(this.host.intend(op.scope, op.key, op)); // a planned op is the state it leaves
+    assert(this.replaced.length === this.ops.length, "every op's intent is recorded with it");
+  }
+
+  /**
+   * Takes back every intent this plan recorded, newest first, leaving the intents as they were
+   * before its first op: called when the plan will not be queued (an op of the batch refused,
+   * or the log refused the plan). Idempotent.
+   */
+  retract(): void {
+    if (this.retracted) return;
+    this.retracted = true;
+    for (let i = this.ops.length - 1; i >= 0; i--) {
+      const op = this.ops[i] as PlannedOp; // in bounds: 0 <= i < ops.length
+      this.host.unintend(op.scope, op.key, this.replaced[i], op);
     }
-    keys.set(op.key, op);
   }
 
   /** Decides and encodes a write; throws (and the plan takes nothing) when it conflicts. */

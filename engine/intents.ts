@@ -5,6 +5,7 @@
  * queued, so queued writes must see each other).
  */
 import { lineageMax } from "../rules/names.js";
+import { assert } from "../rules/assert.js";
 import { isReadable, isTombstoned, killSeq, type Keydir, type Slot } from "./keydir.js";
 
 /** A slot's state as the next mutation sees it. */
@@ -83,6 +84,37 @@ export class Intents {
       this.slots.set(scope, keys);
     }
     keys.set(key, state);
+  }
+
+  /**
+   * set(), returning the state it replaced (undefined: none): a plan records each op's intent as
+   * it decides it, so that its later ops and nothing else see it before it is queued, and keeps
+   * what it replaced to restore should the plan not be queued after all (restore()).
+   */
+  replace(scope: string, key: string, state: Logical): Logical | undefined {
+    let keys = this.slots.get(scope);
+    if (keys === undefined) {
+      keys = new Map();
+      this.slots.set(scope, keys);
+    }
+    const replaced = keys.get(key);
+    keys.set(key, state);
+    return replaced;
+  }
+
+  /**
+   * Undoes replace(scope, key, state), which returned `replaced`: the intent is `replaced` again
+   * (none when undefined). Undone in the reverse order of the replaces, so `state` is still the
+   * intent held (paired check).
+   */
+  restore(scope: string, key: string, replaced: Logical | undefined, state: Logical): void {
+    const keys = this.slots.get(scope);
+    assert(keys?.get(key) === state, "an intent is restored while it is still the one its plan set");
+    if (replaced !== undefined) keys.set(key, replaced);
+    else {
+      keys.delete(key);
+      if (keys.size === 0) this.slots.delete(scope);
+    }
   }
 
   /** Forgets the queued state once the mutation with `seq` is applied (unless a later one is queued). */

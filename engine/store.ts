@@ -317,10 +317,15 @@ export class Store implements T.Backend {
 
   /** commitPlan, resolving with `value` once the plan is committed. */
   private queuePlan<R>(plan: BatchPlan, value: R): Promise<R> {
-    const done = this.log.appendWith({ records: plan.records, lengths: plan.lengths, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, (op, loc) => this.applyPlanned(plan, op, loc)) }, value);
+    let done: Promise<R>;
+    try {
+      done = this.log.appendWith({ records: plan.records, lengths: plan.lengths, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, (op, loc) => this.applyPlanned(plan, op, loc)) }, value);
+    } catch (err) {
+      plan.retract(); // the log took nothing: the intents its decisions recorded go too
+      throw err;
+    }
     this.advanceSeq(plan.seq, plan.seqs.length);
-    for (const op of plan.ops) this.intents.set(op.scope, op.key, op); // a planned op is the state it leaves
-    return done;
+    return done; // each op's intent was recorded as it was decided (BatchPlan.push)
   }
 
   /** Applies one committed PUT or TOMBSTONE of a plan at its location. */
@@ -509,13 +514,19 @@ export class Store implements T.Backend {
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn
     const plan = new BatchPlan(this, this.nextSeq(), this.options.clock(), true);
-    const results = ops.map((op, i) => addOp(plan, op, i));
+    let results: T.BatchResult[];
+    try {
+      results = ops.map((op, i) => addOp(plan, op, i));
+      if (plan.ops.length > 0) plan.seal();
+      if (DEBUG_CHECKS && plan.ops.length > 0) checkSealed(plan);
+    } catch (err) {
+      plan.retract(); // all or nothing: the intents of the ops decided before the refusal go too
+      throw err;
+    }
     if (plan.ops.length === 0) {
       await this.log.barrier(); // all no-ops: answer once the state they rest on is durable
       return results;
     }
-    plan.seal();
-    if (DEBUG_CHECKS) checkSealed(plan);
     await this.commitPlan(plan);
     return results;
   }
@@ -523,6 +534,16 @@ export class Store implements T.Backend {
   /** The state a mutation of (scope, key) is decided against. */
   logical(scope: string, key: string, now: number): Logical {
     return this.intents.logical(this.keydir, scope, key, now);
+  }
+
+  /** Records a decided op's state as its slot's intent; returns the one it replaced (Intents.replace). */
+  intend(scope: string, key: string, state: Logical): Logical | undefined {
+    return this.intents.replace(scope, key, state);
+  }
+
+  /** Takes back an intent recorded by intend() (Intents.restore). */
+  unintend(scope: string, key: string, replaced: Logical | undefined, state: Logical): void {
+    this.intents.restore(scope, key, replaced, state);
   }
 
   /** What the last logical() call found in the keydir (Intents.lastSlot). */

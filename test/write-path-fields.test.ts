@@ -24,7 +24,7 @@ import * as C from "../segments/constants.js";
 import { encodeNamedInto, encodeNamedRecord, encodeRecord, RecordArena, type RecordInput } from "../segments/record.js";
 import { Keydir, type DeferredSlots, type Location } from "../engine/keydir.js";
 import { BatchPlan, type BatchHost } from "../engine/batch-plan.js";
-import type { Logical } from "../engine/intents.js";
+import { Intents } from "../engine/intents.js";
 import { Engram } from "../src/index.js";
 import { IoError, InvalidArgumentError } from "../rules/errors.js";
 import { closeFile, openFile, rename, writeAllSync } from "../segments/io.js";
@@ -230,12 +230,15 @@ describe("io errors caught inline", () => {
   });
 });
 
-/** A plan host over an empty store: every name absent, the store's real encoders. */
+/** A plan host over an empty store: every name absent but for the plan's own intents, the store's real encoders. */
 function hostOf(): BatchHost {
-  const absent: Logical = { seq: 0, live: false, version: null, lastVersion: 0, generation: 0, tombstoned: false, killSeq: 0, exists: false };
+  const intents = new Intents();
+  const keydir = new Keydir();
   return {
     options: { tombstoneWrites: "auto-clear", scopeRules: [], ttlMs: null },
-    logical: () => absent,
+    logical: (scope, key, now) => intents.logical(keydir, scope, key, now),
+    intend: (scope, key, state) => intents.replace(scope, key, state),
+    unintend: (scope, key, replaced, state) => intents.restore(scope, key, replaced, state),
     foundSlot: () => undefined,
     keydirChanges: () => 0,
     encode: (r, arena) => encodeRecord(r, C.VALUE_BYTES_MAX, arena),
