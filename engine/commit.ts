@@ -133,7 +133,7 @@ function locationsOf(seg: number, offset: number, op: LogOp): Location[] {
  * offset `offset` (not an entry), each later piece one record or a run of whole records, walked by
  * the length each record starts with (engine/hints.ts noteGroup's job, for pieces that may be runs).
  */
-function noteGroupPieces(hint: HintBuilder, pieces: readonly Buffer[], offset: number): void {
+export function noteGroupPieces(hint: HintBuilder, pieces: readonly Buffer[], offset: number): void {
   const frame = pieces[0];
   assert(frame !== undefined, "a committed group has its frame");
   let at = offset + frame.length;
