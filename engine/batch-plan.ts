@@ -185,13 +185,18 @@ export class BatchPlan {
 
   /** Decides and encodes a write; throws (and the plan takes nothing) when it conflicts. */
   write(w: WriteOp): T.WriteResult {
-    const before = this.state(w.scope, w.key);
-    const generation = decideWrite(this.host.options.tombstoneWrites, w.key, before, w.expected, w.clearTombstone);
-    const expiresAt = expiryFor(this.host.options, w.scope, w.ttlMs, this.now);
+    return this.writeOf(w.scope, w.key, w.value, w.expected, w.clearTombstone, w.ttlMs);
+  }
+
+  /** write() from the checked arguments themselves (a batch's ops: no WriteOp object per op). */
+  writeOf(scope: string, key: string, value: string | Uint8Array, expected: number | null | undefined, clearTombstone: boolean, ttlMs: number | null | undefined): T.WriteResult {
+    const before = this.state(scope, key);
+    const generation = decideWrite(this.host.options.tombstoneWrites, key, before, expected, clearTombstone);
+    const expiresAt = expiryFor(this.host.options, scope, ttlMs, this.now);
     const seq = this.seq + 1;
-    const length = this.encodeOp(C.RecordType.PUT, seq, generation, expiresAt, w.scope, w.key, w.value);
+    const length = this.encodeOp(C.RecordType.PUT, seq, generation, expiresAt, scope, key, value);
     this.seq = seq;
-    this.push({ kind: "put", scope: w.scope, key: w.key, expiresAt, slot: this.found, seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true }, length);
+    this.push({ kind: "put", scope, key, expiresAt, slot: this.found, seq, live: true, version: seq, lastVersion: seq, generation, tombstoned: false, killSeq: before.killSeq, exists: true }, length);
     return { ok: true, version: seq, generation };
   }
 

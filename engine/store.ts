@@ -804,7 +804,7 @@ function addOp(plan: BatchPlan, raw: unknown, i: number): T.BatchResult {
   const key = A.keyOf(o["key"]);
   if (o["op"] === "write") {
     const value = A.valueOf(o["value"]);
-    return plan.write({ scope, key, value, expected: A.expectedVersionOf(o), clearTombstone: A.boolOf(o, "clearTombstone", false), ttlMs: A.ttlOf(o) });
+    return plan.writeOf(scope, key, value, A.expectedVersionOf(o), A.boolOf(o, "clearTombstone", false), A.ttlOf(o));
   }
   if (o["op"] === "forget") return plan.forget(scope, key);
   throw new InvalidArgumentError(`batch[${i}].op must be "write" or "forget", got ${String(o["op"])}`);

@@ -263,9 +263,10 @@ function putU32(buf: Uint8Array, v: number, at: number): void {
 
 /** Stores the safe integer `v` >= 0 as a little-endian u64 at buf[at, at + 8) (u64.ts writeU64's bytes). */
 function putU64(buf: Uint8Array, v: number, at: number): void {
-  const low = v % 0x1_0000_0000;
+  // ToUint32 is v mod 2^32 exactly for any safe integer (no float remainder); the high word is then an exact quotient.
+  const low = v >>> 0;
   putU32(buf, low, at);
-  putU32(buf, (v - low) / 0x1_0000_0000, at + 4);
+  putU32(buf, v === low ? 0 : (v - low) / 0x1_0000_0000, at + 4);
 }
 
 /** Scratch for writeChecksum: a BigUint64Array store and eight byte copies cost a third of Buffer.writeBigUInt64LE. */

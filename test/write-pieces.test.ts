@@ -11,12 +11,14 @@
  * piece for one record, loses entries). (3) A plan's ops are recorded as intents as they are
  * decided and retracted when the plan is refused: after a refused batch every decision answers
  * as before it, even when a refused op had replaced another queued batch's intent (twin: a host
- * that does not take intents back leaves a refused write deciding later ones).
+ * that does not take intents back leaves a refused write deciding later ones). (4) The u64 fields
+ * (sequence, generation, expiry) stored without a float remainder read back exactly at the 32-bit
+ * word edges up to 2^53 - 1 (twin: a high word one off reads back as another value).
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import * as C from "../segments/constants.js";
 import { initChecksum, writeRecordSums } from "../segments/checksum.js";
-import { encodeNamedInto, encodeNamedRecord, encodeRecord, RecordArena } from "../segments/record.js";
+import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecord, RecordArena } from "../segments/record.js";
 import { HintBuilder } from "../segments/hint.js";
 import { noteGroupPieces } from "../engine/commit.js";
 import { noteGroup } from "../engine/hints.js";
@@ -95,6 +97,29 @@ describe("encodeNamedInto", () => {
     expect(() => encodeNamedInto(arena, C.RecordType.PUT, 0, 2, 1, 0, "global", "b", 42 as unknown as string, 10)).toThrow(InvalidArgumentError);
     expect(() => encodeNamedInto(arena, C.RecordType.PUT, 0, -1, 1, 0, "global", "b", "x", 10)).toThrow(InvalidArgumentError);
     expect(Buffer.concat(arena.runs()).length).toBe(before);
+  });
+});
+
+describe("u64 fields", () => {
+  const edges = [0, 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 2 ** 40 + 5, 1_764_000_000_000, 2 ** 53 - 1];
+
+  /** The (seq, generation, expiresAt) decodeRecord reads back from a record encoded in place with `v` in all three. */
+  function roundTrip(v: number): number[] {
+    const arena = new RecordArena(true);
+    const length = encodeNamedInto(arena, C.RecordType.PUT, 0, Math.max(v, 1), v, v, "global", "k", "x", C.VALUE_BYTES_MAX);
+    const [run] = arena.runs();
+    writeRecordSums(run as Buffer);
+    const got = decodeRecord(run as Buffer, 0, length, false);
+    if (!isRecord(got)) throw new Error(`edge ${v}: ${got}`);
+    return [got.seq, got.generation, got.expiresAt];
+  }
+
+  it("read back exactly at the 32-bit word edges and up to 2^53 - 1", () => {
+    for (const v of edges) expect(roundTrip(v)).toEqual([Math.max(v, 1), v, v]);
+  });
+
+  it("twin: a high word one off reads back as another value", () => {
+    expect(roundTrip(2 ** 32 + 1)).not.toEqual([2 ** 32, 2 ** 32, 2 ** 32]);
   });
 });
 
