@@ -5,8 +5,11 @@
  * (/proc/thread-self/schedstat) and wall time. Given several built trees (their `dist/`), it
  * alternates them round by round, each round in a child process of its own (two trees in one
  * process favoured whichever ran first by 10–20 %), so a loaded machine shifts all of them alike.
+ * `--mode delete` and `--mode rewrite` time W5's write phases instead (bench/workloads.ts w5): N
+ * keys loaded untimed (durability "none"), reopened durable, then 50% forgotten and 25% rewritten
+ * in random order, atomic batches of 1000; the per-op figures are of the phase named.
  *
- *   node --import tsx bench/bulk-cpu.ts [--n 200000] [--rounds 4] [--mode bulk|durable] [--dir D] distA distB ...
+ *   node --import tsx bench/bulk-cpu.ts [--n 200000] [--rounds 4] [--mode bulk|durable|delete|rewrite] [--dir D] distA distB ...
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -15,8 +18,9 @@ import { execFileSync } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { keyOf, permutation } from "./common.js";
 
+type Op = { op: "write"; key: string; value: Uint8Array } | { op: "forget"; key: string };
 interface Store {
-  batch(ops: Array<{ op: "write"; key: string; value: Uint8Array }>): Promise<unknown>;
+  batch(ops: Op[]): Promise<unknown>;
   close(): Promise<void>;
 }
 interface EngramModule {
@@ -37,7 +41,8 @@ const mode = flag("--mode", "bulk");
 const base = flag("--dir", os.tmpdir());
 const child = flag("--child", "");
 const trees = args;
-if (child === "" && trees.length === 0 || (mode !== "bulk" && mode !== "durable")) throw new Error("usage: bulk-cpu.ts [--n N] [--rounds R] [--mode bulk|durable] [--dir D] distA [distB ...]");
+const MODES = ["bulk", "durable", "delete", "rewrite"];
+if ((child === "" && trees.length === 0) || !MODES.includes(mode)) throw new Error("usage: bulk-cpu.ts [--n N] [--rounds R] [--mode bulk|durable|delete|rewrite] [--dir D] distA [distB ...]");
 
 /** The main thread's time on CPU so far, in µs (schedstat's first field is ns). */
 function mainCpuUs(): number {
@@ -46,17 +51,52 @@ function mainCpuUs(): number {
 
 const values = Array.from({ length: 1024 }, (_, i) => new Uint8Array(256).fill(i & 0xff));
 const perm = permutation(n, 31);
-const batches: Array<Array<{ op: "write"; key: string; value: Uint8Array }>> = [];
+const batches: Op[][] = [];
 for (let b = 0; b < n; b += 1000) {
-  const batch: Array<{ op: "write"; key: string; value: Uint8Array }> = [];
+  const batch: Op[] = [];
   for (let j = b; j < Math.min(b + 1000, n); j++) batch.push({ op: "write", key: keyOf(perm[j] as number), value: values[j % 1024] as Uint8Array });
   batches.push(batch);
+}
+
+/** W5's two write phases as batches of 1000 (workloads.ts w5's choice of keys): forgets of 50%, then rewrites of 25%. */
+function w5Phases(): { dels: Op[][]; puts: Op[][] } {
+  const order = permutation(n, 52);
+  const chunked = (ops: Op[]): Op[][] => Array.from({ length: Math.ceil(ops.length / 1000) }, (_, b) => ops.slice(b * 1000, b * 1000 + 1000));
+  const v2 = new Uint8Array(256).fill(2);
+  return {
+    dels: chunked([...order].filter((i) => i % 2 === 0).map((i): Op => ({ op: "forget", key: keyOf(i) }))),
+    puts: chunked([...order].filter((i) => i % 8 === 0).map((i): Op => ({ op: "write", key: keyOf(i), value: v2 }))),
+  };
+}
+
+/** One W5 round on tree `dist` (mode delete or rewrite): main-thread CPU and wall µs per op of that phase. */
+async function roundW5(mod: EngramModule, dir: string): Promise<{ main: number; wall: number }> {
+  const loader = await mod.Engram.open(dir, { durability: "none" });
+  for (const b of batches) await loader.batch(b);
+  await loader.close();
+  const db = await mod.Engram.open(dir, { durability: "sync" });
+  const { dels, puts } = w5Phases();
+  if (mode === "rewrite") for (const b of dels) await db.batch(b); // untimed: the phase before
+  const timed = mode === "delete" ? dels : puts;
+  const ops = timed.reduce((sum, b) => sum + b.length, 0);
+  const m0 = mainCpuUs();
+  const t0 = process.hrtime.bigint();
+  for (const b of timed) await db.batch(b);
+  const wall = Number(process.hrtime.bigint() - t0) / 1000 / ops;
+  const main = (mainCpuUs() - m0) / ops;
+  await db.close();
+  return { main, wall };
 }
 
 /** One round on tree `dist`: main-thread CPU and wall µs per record. */
 async function round(dist: string): Promise<{ main: number; wall: number }> {
   const mod = (await import(pathToFileURL(path.resolve(dist, "src/index.js")).href)) as EngramModule;
   const dir = fs.mkdtempSync(path.join(base, "bulk-cpu-"));
+  if (mode === "delete" || mode === "rewrite") {
+    const res = await roundW5(mod, dir);
+    fs.rmSync(dir, { recursive: true, force: true });
+    return res;
+  }
   const db = await mod.Engram.open(dir, { durability: mode === "bulk" ? "none" : "sync" });
   const m0 = mainCpuUs();
   const t0 = process.hrtime.bigint();
