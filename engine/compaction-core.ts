@@ -26,7 +26,7 @@ import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { ReadScratch, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader, nextHeaderOffset, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
-import { HintBuilder, hintFileName, unlinkHint } from "../segments/hint.js";
+import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segments/hint.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { decodeJournal, encodeJournal } from "../segments/journal.js";
@@ -301,15 +301,15 @@ function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffe
 }
 
 /**
- * The output's hint written as `.hint.tmp`, fdatasynced and renamed to its name (fault point
- * io:hint), WITHOUT its own directory fsync — the caller's next directory fsync covers it (with
- * the output's rename, or the journal's removal). A failure leaves no hint and no .tmp; returns
+ * The output's hint (`bytes`, encoded by encodeOutputHint; null: there is none, and nothing is
+ * staged) written as `.hint.tmp`, fdatasynced and renamed to its name (fault point io:hint),
+ * WITHOUT its own directory fsync — the caller's next directory fsync covers it (with the
+ * output's rename, or the journal's removal). A failure leaves no hint and no .tmp; returns
  * whether it was staged.
  */
-function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): boolean {
-  const file = path.join(task.segmentsDir, hintFileName(task.targetId));
-  const bytes = encodeOutputHint(task, header, out, newOffsets);
+function stageHintBytes(task: CompactionTask, bytes: Buffer | null): boolean {
   if (bytes === null) return false;
+  const file = path.join(task.segmentsDir, hintFileName(task.targetId));
   try {
     io.writeFileSynced("io:hint", `${file}.tmp`, bytes, FILE_MODE);
     io.rename("io:hint", `${file}.tmp`, file);
@@ -321,25 +321,51 @@ function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer
 }
 
 /**
+ * Runs `encode` on this thread while `io` (a write and fdatasync on libuv's pool) runs on another
+ * core, and settles only once `io` has: no caller closes a descriptor a pending write still uses.
+ * `io`'s failure comes first; else `encode`'s.
+ */
+async function overlapped<R>(io: Promise<void>, encode: () => R): Promise<R> {
+  let encoded: R;
+  try {
+    encoded = encode();
+  } catch (err) {
+    await io; // its own failure, if any, is the one reported
+    throw err;
+  }
+  await io;
+  return encoded;
+}
+
+/** Writes `out` at DATA_START of `fd` and fdatasyncs it, through libuv's pool (fault point io:copy). */
+async function writeDataDurably(fd: number, out: Buffer): Promise<void> {
+  await io.writeAll("io:copy", fd, [out], C.DATA_START);
+  await io.datasync("io:copy", fd);
+}
+
+/**
  * copy-on-write output: NNNN.seg.tmp written and fdatasynced, renamed, directory fsynced (the
  * output is published later, by the main thread's manifest write). `source` is the header the
- * output inherits (the first source's, with every source's sequence range). A failure at any
- * step removes what it created (no .seg.tmp left per retry, no .seg that a later recovery would
- * have to drop) and rethrows; the sources are untouched throughout.
+ * output inherits (the first source's, with every source's sequence range). The data's write and
+ * fdatasync run on libuv's pool while this thread encodes the output's hint (keyed by the header
+ * read back first): the two overlap on two cores. A failure at any step removes what it created
+ * (no .seg.tmp left per retry, no .seg that a later recovery would have to drop) and rethrows; the
+ * sources are untouched throughout.
  */
 async function writeCopy(task: CompactionTask, source: SegmentHeader, out: Buffer, result: CompactionResult, hit: FaultHit): Promise<boolean> {
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
   const final = path.join(task.segmentsDir, segmentFileName(task.targetId));
   const replacesId = elementAt(task.sources, 0, "a copy has a source").segmentId;
   const fd = io.openFile("io:copy", tmp, "wx+", FILE_MODE);
-  let written: HeaderChoice;
+  let hint: Buffer | null;
   try {
     const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId, sealedBytes: C.DATA_START + out.length });
     io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
-    io.writeAllSync("io:copy", fd, [out], C.DATA_START);
-    io.datasyncSync("io:copy", fd);
-    written = checkCopy(fd, task.targetId, out);
+    const written = checkCopyHeader(fd, task.targetId, out);
+    const newOffsets = result.sources.map((x) => x.newOffsets);
+    hint = await overlapped(writeDataDurably(fd, out), () => encodeOutputHint(task, written, out, newOffsets));
+    checkCopy(fd, task.targetId, out, written);
   } catch (err) {
     io.closeQuietly(fd);
     unlinkQuietly(tmp);
@@ -350,7 +376,7 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, out: Buffe
   // The output's hint goes in with the output: its bytes are durable before either name is, and
   // the one directory fsync below makes both names durable (a hint whose segment never got its
   // name, or was never listed, is an orphan, deleted at open).
-  const hinted = stageOutputHint(task, written, out, result.sources.map((x) => x.newOffsets));
+  const hinted = stageHintBytes(task, hint);
   let renamed = false;
   try {
     io.rename("io:rename", tmp, final);
@@ -364,17 +390,25 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, out: Buffe
   return hinted;
 }
 
-/**
- * Paired check before the rename publishes a copy: the .tmp read back from disk is a sealed
- * segment whose header names it and says where its records end, and whose data is exactly the
- * bytes meant for it (every one of which passed its checksum in the source: no second walk).
- * Returns the header as read back (the output hint is keyed by it).
- */
-function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
+/** The header of a copy as read back before its data is written: sealed, naming it, ending where its data will. */
+function checkCopyHeader(fd: number, targetId: number, out: Buffer): HeaderChoice {
   const choice = readHeader(fd, targetId);
   const header = choice.header;
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
-  assert(header.sealedBytes === C.DATA_START + out.length && fs.fstatSync(fd).size === header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
+  assert(header.sealedBytes === C.DATA_START + out.length, `copy ${targetId}: sealed where its data ends`);
+  return choice;
+}
+
+/**
+ * Paired check before the rename publishes a copy: the .tmp read back from disk is a sealed
+ * segment whose header is still the one its hint was keyed by (`keyed`), whose size is where
+ * its records end, and whose data is exactly the bytes meant for it (every one of which passed its
+ * checksum in the source: no second walk).
+ */
+function checkCopy(fd: number, targetId: number, out: Buffer, keyed: HeaderChoice): void {
+  const choice = checkCopyHeader(fd, targetId, out);
+  assert(headerIdentity(choice) === headerIdentity(keyed), `copy ${targetId}: the header its hint is keyed by`);
+  assert(fs.fstatSync(fd).size === choice.header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
   const back = backScratch.take(Math.min(BACK_CHUNK_BYTES, out.length));
   try {
     for (let at = 0; at < out.length; at += back.length) {
@@ -385,7 +419,6 @@ function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
   } finally {
     backScratch.release(back);
   }
-  return choice;
 }
 
 /**
@@ -419,8 +452,12 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
   const next = generation + 2;
   assert(next <= GENERATION_MAX, `segment ${src.segmentId}: generation ${next} fits the 31-bit shared cell`);
   const journal = path.join(task.segmentsDir, journalFileName(src.segmentId));
+  // The journal's write and syncs run on libuv's pool while this thread encodes the new hint,
+  // keyed by the header the rewrite will write (checked against the one it did write below).
+  const expected = rewrittenHeader(readHeader(fd, src.segmentId), next, out.length);
+  let hint: Buffer | null;
   try {
-    writeJournal(task, src, next, out);
+    hint = await overlapped(writeJournal(task, src, next, out), () => encodeOutputHint(task, expected, out, [newOffsets]));
     checkJournal(task, src, next, out);
   } catch (err) {
     unlinkQuietly(journal);
@@ -441,9 +478,12 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
     throw err;
   }
   await hit(task.faults, "compaction:after-rewrite");
-  // The new hint (keyed by the header just written) is staged first, so that the journal's
-  // removal and the hint's rename share one directory fsync.
-  const hinted = stageOutputHint(task, readHeader(fd, src.segmentId), out, [newOffsets]);
+  // The new hint is staged first, so that the journal's removal and the hint's rename share one
+  // directory fsync. It was keyed by the header this rewrite meant to write: if the one on disk
+  // differs, it is encoded again for that one (a hint never names a header it was not built for).
+  const written = readHeader(fd, src.segmentId);
+  if (headerIdentity(written) !== headerIdentity(expected)) hint = encodeOutputHint(task, written, out, [newOffsets]);
+  const hinted = stageHintBytes(task, hint);
   try {
     io.unlink("io:unlink", journal);
     fsyncDir(task.segmentsDir);
@@ -473,6 +513,12 @@ function restoreOriginal(fd: number, task: CompactionTask, src: SourceTask, orig
   }
 }
 
+/** The header choice finishRewrite writes over `current` for generation `generation` and `dataBytes` of data. */
+function rewrittenHeader(current: HeaderChoice, generation: number, dataBytes: number): HeaderChoice {
+  const header = { ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes, headerSeq: current.header.headerSeq + 1 };
+  return { header, copy: nextHeaderOffset(current) === C.HEADER_A_OFFSET ? 0 : 1 };
+}
+
 /**
  * Truncates a rewritten segment and writes its generation into the header copy that is not
  * current, then makes both durable with one fdatasync. One sync, not two (data, then header), is
@@ -483,16 +529,26 @@ function restoreOriginal(fd: number, task: CompactionTask, src: SourceTask, orig
 function finishRewrite(fd: number, segmentId: number, generation: number, dataBytes: number): void {
   io.truncate("io:rewrite", fd, C.DATA_START + dataBytes);
   const current = readHeader(fd, segmentId);
-  const header = encodeHeader({ ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes, headerSeq: current.header.headerSeq + 1 });
+  const header = encodeHeader(rewrittenHeader(current, generation, dataBytes).header);
   io.writeAllSync("io:rewrite", fd, [header], nextHeaderOffset(current));
   io.datasyncSync("io:rewrite", fd);
 }
 
-/** Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it and its name durable. */
-function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): void {
+/**
+ * Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it and its name
+ * durable: write and fdatasync through libuv's pool, then the directory's fsync (fault point
+ * io:journal at each). The descriptor is closed only once no write of it is pending.
+ */
+async function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): Promise<void> {
   const body = encodeJournal(src.segmentId, generation, out);
   const file = path.join(task.segmentsDir, journalFileName(src.segmentId));
-  io.writeFileSynced("io:journal", file, body, FILE_MODE);
+  const fd = io.openFile("io:journal", file, "w", FILE_MODE);
+  try {
+    await io.writeAll("io:journal", fd, [body], 0);
+    await io.datasync("io:journal", fd);
+  } finally {
+    io.closeQuietly(fd);
+  }
   io.syncDir("io:journal", task.segmentsDir);
 }
 
