@@ -144,7 +144,7 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
       first ??= header;
       if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
       maxSeq = Math.max(maxSeq, header.maxSeq);
-      const part = copySurvivors(bytes, src, header.sealedBytes, out, cursor);
+      const part = copySurvivors(bytes, src, header.sealedBytes, out, cursor, true); // the scratch copy is read no more
       cursor += part.copied;
       addSource(result, part);
     } finally {
@@ -168,7 +168,7 @@ async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit):
     bytes = sourceScratch.readWholeFile(fd);
     const header = sealedHeader(bytes, src.segmentId);
     const out = Buffer.allocUnsafe(liveBytesOf(src.live));
-    const part = copySurvivors(bytes, src, header.sealedBytes, out, 0);
+    const part = copySurvivors(bytes, src, header.sealedBytes, out, 0, false); // the original bytes restore a failed rewrite
     const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: header.generation, hinted: false };
     addSource(result, part);
     finishTotals(result, part.copied);
@@ -225,10 +225,13 @@ interface CopiedSource {
 /**
  * Scans the whole segment (every record's fixed fields and checksum), checks that every live
  * location is a record start of the planned length, and copies the survivors into `out` from
- * `base` on — one copy per run of adjacent survivors, no per-record allocation. Each dropped PUT
- * record is named (scope, key, old offset) for the main thread's accounting.
+ * `base` on. Each dropped PUT record is named (scope, key, old offset) for the main thread's
+ * accounting. With `clobber` (the caller reads `bytes` no more), each run of adjacent survivors
+ * is moved down within `bytes` itself (copyWithin: no view object, no argument checks per run;
+ * it lands below every byte the walk has yet to read) and the compacted prefix goes to `out` in
+ * one copy; without, one Buffer copy per run.
  */
-function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, out: Buffer, base: number): CopiedSource {
+function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, out: Buffer, base: number, clobber: boolean): CopiedSource {
   const live = src.live;
   const id = src.segmentId;
   const srcBuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -242,7 +245,14 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
   let cursor = base; // bytes of out filled by closed runs
   const flushRun = (): void => {
     if (runFrom < 0) return;
-    cursor += srcBuf.copy(out, cursor, runFrom, runTo);
+    if (clobber) {
+      const to = C.DATA_START + (cursor - base);
+      assert(to <= runFrom, "a run moves down, never over bytes the walk has yet to read");
+      bytes.copyWithin(to, runFrom, runTo);
+      cursor += runTo - runFrom;
+    } else {
+      cursor += srcBuf.copy(out, cursor, runFrom, runTo);
+    }
     runFrom = -1;
   };
   const scanned = walkSealed(bytes, id, (offset, recordLength, type) => {
@@ -276,6 +286,7 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
     source.newOffsets[next / 2 - 1] = C.DATA_START + cursor + (offset - runFrom);
   });
   flushRun();
+  if (clobber) out.set(bytes.subarray(C.DATA_START, C.DATA_START + (cursor - base)), base);
   assertSealedEnd(id, sealedBytes, scanned, bytes.length);
   if (next !== live.length) throw new CorruptionError(id, 0, `${(live.length - next) / 2} live locations are not record starts`);
   if (nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - nextKnown} dead locations are not record starts`);
