@@ -100,6 +100,8 @@ export interface CompactionResult {
  */
 const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
 const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+/** The odd sources of a merge (copy-on-write reads the next source while it copies this one). */
+const sourceScratchOdd = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
 /** The output being assembled (a merged output up to 16 MiB keeps its buffer: no fresh pages faulted in per output). */
 const outScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
 /** The copy is read back in pieces of this size for its check. */
@@ -136,10 +138,16 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
   let minSeq = 0;
   let maxSeq = 0;
   let cursor = 0;
-  for (const src of task.sources) {
-    const fd = fs.openSync(path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r");
-    const bytes = sourceScratch.readWholeFile(fd);
+  // While one source is walked and copied, the next one is read on libuv's pool (into the other
+  // scratch buffer): the two overlap on two cores.
+  let next: SourceRead | null = readSource(task, 0);
+  for (let i = 0; i < task.sources.length; i++) {
+    const src = elementAt(task.sources, i, "a source");
+    const current: SourceRead = next as SourceRead;
+    next = null;
     try {
+      const bytes = await current.bytes;
+      next = i + 1 < task.sources.length ? readSource(task, i + 1) : null;
       const header = sealedHeader(bytes, src.segmentId);
       first ??= header;
       if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
@@ -147,9 +155,11 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
       const part = copySurvivors(bytes, src, header.sealedBytes, out, cursor, true); // the scratch copy is read no more
       cursor += part.copied;
       addSource(result, part);
+    } catch (err) {
+      if (next !== null) await settleRead(next); // its descriptor is closed and its buffer freed before this fails
+      throw err;
     } finally {
-      sourceScratch.release(bytes);
-      io.closeQuietly(fd);
+      await settleRead(current);
     }
   }
   assert(first !== null && cursor === out.length, `output ${task.targetId}: copied ${cursor} of ${out.length} live bytes`);
@@ -157,6 +167,33 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
   if (result.empty) return result;
   result.hinted = await writeCopy(task, { ...first, minSeq, maxSeq }, out, result, hit);
   return result;
+}
+
+/** A source being read: its descriptor, the scratch buffer it goes into, and the read. */
+interface SourceRead {
+  fd: number;
+  scratch: ReadScratch;
+  bytes: Promise<Uint8Array>;
+}
+
+/** Opens source `i` of a copy-on-write task and starts reading it whole (sources alternate between two scratch buffers). */
+function readSource(task: CompactionTask, i: number): SourceRead {
+  const src = elementAt(task.sources, i, "a source");
+  const fd = fs.openSync(path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r");
+  const scratch = i % 2 === 0 ? sourceScratch : sourceScratchOdd;
+  const bytes = scratch.readWholeFileAsync(fd);
+  bytes.catch(() => undefined); // awaited by copyAll (settleRead); never an unhandled rejection meanwhile
+  return { fd, scratch, bytes };
+}
+
+/** Waits for a source's read to settle, then releases its buffer and closes its descriptor (never while the read runs). */
+async function settleRead(read: SourceRead): Promise<void> {
+  try {
+    read.scratch.release(await read.bytes);
+  } catch {
+    // a failed read released its buffer; the failure is reported where the bytes were awaited
+  }
+  io.closeQuietly(read.fd);
 }
 
 /** in-place: one sealed segment rewritten through its redo journal (see the file comment). */
