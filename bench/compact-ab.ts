@@ -1,71 +1,117 @@
 /**
  * A/B timing of compact() alone, for comparing two source trees on a shared machine.
  * Usage: node --import tsx bench/compact-ab.ts <tree> [keys] [mode] [workers]
+ *        node --import tsx bench/compact-ab.ts --alternate <treeA> <treeB> [keys] [mode] [workers] [pairs]
  * Loads `keys` keys (values 256 B) into 4 MiB segments (non-durable, auto compaction off),
  * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact():
  * prints one JSON line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker
  * threads included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, load,
  * and syncs: the file fdatasyncs and directory fsyncs compact() made, counted by segments/io.ts's
  * observer of the main thread — so only with workers 0, where every call runs there}.
+ * --alternate runs both trees in this one process, A then B, `pairs` times (default 5; a fresh
+ * store each run), and ends with a line of per-tree medians and the median of the pairwise B/A
+ * ratios of MB/s and MB per CPU-second: on a loaded machine the pairs see the same minutes.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const tree = process.argv[2] ?? ".";
-const keys = Number(process.argv[3] ?? 100_000);
-const mode = (process.argv[4] ?? "copy-on-write") as "copy-on-write" | "in-place";
-const workers = Number(process.argv[5] ?? 1);
-const built = path.resolve(tree, "dist/src/index.js");
-const entry = process.env["AB_SOURCE"] === undefined && fs.existsSync(built) ? built : path.resolve(tree, "src/index.ts");
-const { Engram } = (await import(pathToFileURL(entry).href)) as typeof import("../src/index.js");
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compact-ab-"));
-const store = await Engram.open(dir, { durability: "none", segmentBytes: 4 << 20, compaction: { mode, auto: false, workers } });
-const value = new Uint8Array(256).fill(7);
-for (let i = 0; i < keys; i += 1000) {
-  const ops = [];
-  for (let j = i; j < Math.min(keys, i + 1000); j++) ops.push({ op: "write" as const, scope: "s", key: `k${String(j).padStart(9, "0")}`, value });
-  await store.batch(ops);
+type Mode = "copy-on-write" | "in-place";
+
+/** One run's figures (the JSON line printed). */
+interface Run {
+  MBps: number;
+  MBperCpuS: number;
+  [k: string]: unknown;
 }
-const first = store.stats().segments.find((x) => x.sealed);
-if (first !== undefined) await store.compact({ mode, segments: [first.id] });
-for (let i = 0; i < keys; i += 4000) {
-  const ops = [];
-  for (let j = i; j < Math.min(keys, i + 4000); j += 4) ops.push({ op: "forget" as const, scope: "s", key: `k${String(j).padStart(9, "0")}` });
-  await store.batch(ops);
+
+/** Loads a tree's built dist/ (or its sources with AB_SOURCE or no dist/). */
+async function engramOf(tree: string): Promise<{ Engram: typeof import("../src/index.js").Engram; io: typeof import("../segments/io.js") }> {
+  const built = path.resolve(tree, "dist/src/index.js");
+  const entry = process.env["AB_SOURCE"] === undefined && fs.existsSync(built) ? built : path.resolve(tree, "src/index.ts");
+  const { Engram } = (await import(pathToFileURL(entry).href)) as typeof import("../src/index.js");
+  const ioEntry = entry.endsWith(".ts") ? path.resolve(tree, "segments/io.ts") : path.resolve(tree, "dist/segments/io.js");
+  const io = (await import(pathToFileURL(ioEntry).href)) as typeof import("../segments/io.js");
+  return { Engram, io };
 }
-const prof = process.env["AB_PROFILE"];
-let session: import("node:inspector/promises").Session | null = null;
-if (prof !== undefined) {
-  const inspector = await import("node:inspector/promises");
-  session = new inspector.Session();
-  session.connect();
-  await session.post("Profiler.enable");
-  await session.post("Profiler.start");
+
+/** One store of `tree`: load, warm-up compaction, forget every fourth key, then the timed compact(). */
+async function runOnce(tree: string, keys: number, mode: Mode, workers: number): Promise<Run> {
+  const { Engram, io } = await engramOf(tree);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compact-ab-"));
+  const store = await Engram.open(dir, { durability: "none", segmentBytes: 4 << 20, compaction: { mode, auto: false, workers } });
+  const value = new Uint8Array(256).fill(7);
+  for (let i = 0; i < keys; i += 1000) {
+    const ops = [];
+    for (let j = i; j < Math.min(keys, i + 1000); j++) ops.push({ op: "write" as const, scope: "s", key: `k${String(j).padStart(9, "0")}`, value });
+    await store.batch(ops);
+  }
+  const first = store.stats().segments.find((x) => x.sealed);
+  if (first !== undefined) await store.compact({ mode, segments: [first.id] });
+  for (let i = 0; i < keys; i += 4000) {
+    const ops = [];
+    for (let j = i; j < Math.min(keys, i + 4000); j += 4) ops.push({ op: "forget" as const, scope: "s", key: `k${String(j).padStart(9, "0")}` });
+    await store.batch(ops);
+  }
+  const prof = process.env["AB_PROFILE"];
+  let session: import("node:inspector/promises").Session | null = null;
+  if (prof !== undefined) {
+    const inspector = await import("node:inspector/promises");
+    session = new inspector.Session();
+    session.connect();
+    await session.post("Profiler.enable");
+    await session.post("Profiler.start");
+  }
+  const syncs = { file: 0, dir: 0, unlink: 0, rename: 0 };
+  if (workers === 0) {
+    io.setIoObserver((e) => {
+      if (e.op === "sync") syncs.file += 1;
+      else if (e.op === "dir-sync") syncs.dir += 1;
+      else if (e.op === "unlink") syncs.unlink += 1;
+      else if (e.op === "rename") syncs.rename += 1;
+    });
+  }
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const rep = await store.compact({ mode });
+  io.setIoObserver(null);
+  const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+  if (session !== null && prof !== undefined) {
+    const { profile } = await session.post("Profiler.stop");
+    fs.writeFileSync(prof, JSON.stringify(profile));
+  }
+  await store.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+  return { tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) };
 }
-const syncs = { file: 0, dir: 0, unlink: 0, rename: 0 };
-const ioEntry = entry.endsWith(".ts") ? path.resolve(tree, "segments/io.ts") : path.resolve(tree, "dist/segments/io.js");
-const io = (await import(pathToFileURL(ioEntry).href)) as typeof import("../segments/io.js");
-if (workers === 0) {
-  io.setIoObserver((e) => {
-    if (e.op === "sync") syncs.file += 1;
-    else if (e.op === "dir-sync") syncs.dir += 1;
-    else if (e.op === "unlink") syncs.unlink += 1;
-    else if (e.op === "rename") syncs.rename += 1;
-  });
+
+/** The median of `xs` (not empty). */
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[s.length >> 1] as number;
 }
-const t0 = performance.now();
-const cpu0 = process.cpuUsage();
-const rep = await store.compact({ mode });
-io.setIoObserver(null);
-const seconds = (performance.now() - t0) / 1000;
-const cpu = process.cpuUsage(cpu0);
-const cpuSeconds = (cpu.user + cpu.system) / 1e6;
-if (session !== null && prof !== undefined) {
-  const { profile } = await session.post("Profiler.stop");
-  fs.writeFileSync(prof, JSON.stringify(profile));
+
+const argv = process.argv.slice(2);
+if (argv[0] === "--alternate") {
+  const [a = "/tmp/base-628", b = ".", k, m, w, p] = argv.slice(1);
+  const keys = Number(k ?? 100_000);
+  const mode = (m ?? "copy-on-write") as Mode;
+  const workers = Number(w ?? 1);
+  const pairs = Number(p ?? 5);
+  const runs: { a: Run; b: Run }[] = [];
+  for (let i = 0; i < pairs; i++) {
+    const ra = await runOnce(a, keys, mode, workers);
+    console.log(JSON.stringify(ra));
+    const rb = await runOnce(b, keys, mode, workers);
+    console.log(JSON.stringify(rb));
+    runs.push({ a: ra, b: rb });
+  }
+  const fig = (f: (r: Run) => number): string => `${median(runs.map((r) => f(r.a))).toFixed(1)} → ${median(runs.map((r) => f(r.b))).toFixed(1)}`;
+  const ratio = (f: (r: Run) => number): string => median(runs.map((r) => f(r.b) / f(r.a))).toFixed(2);
+  console.log(JSON.stringify({ summary: { a, b, mode, workers, pairs, MBps: fig((r) => r.MBps), MBperCpuS: fig((r) => r.MBperCpuS), ratioMBps: ratio((r) => r.MBps), ratioMBperCpuS: ratio((r) => r.MBperCpuS), load: (os.loadavg()[0] ?? 0).toFixed(2) } }));
+} else {
+  console.log(JSON.stringify(await runOnce(argv[0] ?? ".", Number(argv[1] ?? 100_000), (argv[2] ?? "copy-on-write") as Mode, Number(argv[3] ?? 1))));
 }
-await store.close();
-fs.rmSync(dir, { recursive: true, force: true });
-console.log(JSON.stringify({ tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) }));

@@ -26,7 +26,7 @@ import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { ReadScratch, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, encodeHeader, nextHeaderOffset, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
-import { HintBuilder, hintFileName, unlinkHint } from "../segments/hint.js";
+import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segments/hint.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordNamesAt } from "../segments/record.js";
 import { decodeJournal, encodeJournal } from "../segments/journal.js";
@@ -100,6 +100,8 @@ export interface CompactionResult {
  */
 const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
 const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+/** The odd sources of a merge (copy-on-write reads the next source while it copies this one). */
+const sourceScratchOdd = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
 /** The output being assembled (a merged output up to 16 MiB keeps its buffer: no fresh pages faulted in per output). */
 const outScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
 /** The copy is read back in pieces of this size for its check. */
@@ -136,20 +138,28 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
   let minSeq = 0;
   let maxSeq = 0;
   let cursor = 0;
-  for (const src of task.sources) {
-    const fd = fs.openSync(path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r");
-    const bytes = sourceScratch.readWholeFile(fd);
+  // While one source is walked and copied, the next one is read on libuv's pool (into the other
+  // scratch buffer): the two overlap on two cores.
+  let next: SourceRead | null = readSource(task, 0);
+  for (let i = 0; i < task.sources.length; i++) {
+    const src = elementAt(task.sources, i, "a source");
+    const current: SourceRead = next as SourceRead;
+    next = null;
     try {
+      const bytes = await current.bytes;
+      next = i + 1 < task.sources.length ? readSource(task, i + 1) : null;
       const header = sealedHeader(bytes, src.segmentId);
       first ??= header;
       if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
       maxSeq = Math.max(maxSeq, header.maxSeq);
-      const part = copySurvivors(bytes, src, header.sealedBytes, out, cursor);
+      const part = copySurvivors(bytes, src, header.sealedBytes, out, cursor, true); // the scratch copy is read no more
       cursor += part.copied;
       addSource(result, part);
+    } catch (err) {
+      if (next !== null) await settleRead(next); // its descriptor is closed and its buffer freed before this fails
+      throw err;
     } finally {
-      sourceScratch.release(bytes);
-      io.closeQuietly(fd);
+      await settleRead(current);
     }
   }
   assert(first !== null && cursor === out.length, `output ${task.targetId}: copied ${cursor} of ${out.length} live bytes`);
@@ -157,6 +167,33 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
   if (result.empty) return result;
   result.hinted = await writeCopy(task, { ...first, minSeq, maxSeq }, out, result, hit);
   return result;
+}
+
+/** A source being read: its descriptor, the scratch buffer it goes into, and the read. */
+interface SourceRead {
+  fd: number;
+  scratch: ReadScratch;
+  bytes: Promise<Uint8Array>;
+}
+
+/** Opens source `i` of a copy-on-write task and starts reading it whole (sources alternate between two scratch buffers). */
+function readSource(task: CompactionTask, i: number): SourceRead {
+  const src = elementAt(task.sources, i, "a source");
+  const fd = fs.openSync(path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r");
+  const scratch = i % 2 === 0 ? sourceScratch : sourceScratchOdd;
+  const bytes = scratch.readWholeFileAsync(fd);
+  bytes.catch(() => undefined); // awaited by copyAll (settleRead); never an unhandled rejection meanwhile
+  return { fd, scratch, bytes };
+}
+
+/** Waits for a source's read to settle, then releases its buffer and closes its descriptor (never while the read runs). */
+async function settleRead(read: SourceRead): Promise<void> {
+  try {
+    read.scratch.release(await read.bytes);
+  } catch {
+    // a failed read released its buffer; the failure is reported where the bytes were awaited
+  }
+  io.closeQuietly(read.fd);
 }
 
 /** in-place: one sealed segment rewritten through its redo journal (see the file comment). */
@@ -168,7 +205,7 @@ async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit):
     bytes = sourceScratch.readWholeFile(fd);
     const header = sealedHeader(bytes, src.segmentId);
     const out = Buffer.allocUnsafe(liveBytesOf(src.live));
-    const part = copySurvivors(bytes, src, header.sealedBytes, out, 0);
+    const part = copySurvivors(bytes, src, header.sealedBytes, out, 0, false); // the original bytes restore a failed rewrite
     const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: header.generation, hinted: false };
     addSource(result, part);
     finishTotals(result, part.copied);
@@ -225,10 +262,13 @@ interface CopiedSource {
 /**
  * Scans the whole segment (every record's fixed fields and checksum), checks that every live
  * location is a record start of the planned length, and copies the survivors into `out` from
- * `base` on — one copy per run of adjacent survivors, no per-record allocation. Each dropped PUT
- * record is named (scope, key, old offset) for the main thread's accounting.
+ * `base` on. Each dropped PUT record is named (scope, key, old offset) for the main thread's
+ * accounting. With `clobber` (the caller reads `bytes` no more), each run of adjacent survivors
+ * is moved down within `bytes` itself (copyWithin: no view object, no argument checks per run;
+ * it lands below every byte the walk has yet to read) and the compacted prefix goes to `out` in
+ * one copy; without, one Buffer copy per run.
  */
-function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, out: Buffer, base: number): CopiedSource {
+function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, out: Buffer, base: number, clobber: boolean): CopiedSource {
   const live = src.live;
   const id = src.segmentId;
   const srcBuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -242,7 +282,14 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
   let cursor = base; // bytes of out filled by closed runs
   const flushRun = (): void => {
     if (runFrom < 0) return;
-    cursor += srcBuf.copy(out, cursor, runFrom, runTo);
+    if (clobber) {
+      const to = C.DATA_START + (cursor - base);
+      assert(to <= runFrom, "a run moves down, never over bytes the walk has yet to read");
+      bytes.copyWithin(to, runFrom, runTo);
+      cursor += runTo - runFrom;
+    } else {
+      cursor += srcBuf.copy(out, cursor, runFrom, runTo);
+    }
     runFrom = -1;
   };
   const scanned = walkSealed(bytes, id, (offset, recordLength, type) => {
@@ -276,6 +323,7 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
     source.newOffsets[next / 2 - 1] = C.DATA_START + cursor + (offset - runFrom);
   });
   flushRun();
+  if (clobber) out.set(bytes.subarray(C.DATA_START, C.DATA_START + (cursor - base)), base);
   assertSealedEnd(id, sealedBytes, scanned, bytes.length);
   if (next !== live.length) throw new CorruptionError(id, 0, `${(live.length - next) / 2} live locations are not record starts`);
   if (nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - nextKnown} dead locations are not record starts`);
@@ -301,15 +349,15 @@ function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffe
 }
 
 /**
- * The output's hint written as `.hint.tmp`, fdatasynced and renamed to its name (fault point
- * io:hint), WITHOUT its own directory fsync — the caller's next directory fsync covers it (with
- * the output's rename, or the journal's removal). A failure leaves no hint and no .tmp; returns
+ * The output's hint (`bytes`, encoded by encodeOutputHint; null: there is none, and nothing is
+ * staged) written as `.hint.tmp`, fdatasynced and renamed to its name (fault point io:hint),
+ * WITHOUT its own directory fsync — the caller's next directory fsync covers it (with the
+ * output's rename, or the journal's removal). A failure leaves no hint and no .tmp; returns
  * whether it was staged.
  */
-function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): boolean {
-  const file = path.join(task.segmentsDir, hintFileName(task.targetId));
-  const bytes = encodeOutputHint(task, header, out, newOffsets);
+function stageHintBytes(task: CompactionTask, bytes: Buffer | null): boolean {
   if (bytes === null) return false;
+  const file = path.join(task.segmentsDir, hintFileName(task.targetId));
   try {
     io.writeFileSynced("io:hint", `${file}.tmp`, bytes, FILE_MODE);
     io.rename("io:hint", `${file}.tmp`, file);
@@ -321,25 +369,51 @@ function stageOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer
 }
 
 /**
+ * Runs `encode` on this thread while `io` (a write and fdatasync on libuv's pool) runs on another
+ * core, and settles only once `io` has: no caller closes a descriptor a pending write still uses.
+ * `io`'s failure comes first; else `encode`'s.
+ */
+async function overlapped<R>(io: Promise<void>, encode: () => R): Promise<R> {
+  let encoded: R;
+  try {
+    encoded = encode();
+  } catch (err) {
+    await io; // its own failure, if any, is the one reported
+    throw err;
+  }
+  await io;
+  return encoded;
+}
+
+/** Writes `out` at DATA_START of `fd` and fdatasyncs it, through libuv's pool (fault point io:copy). */
+async function writeDataDurably(fd: number, out: Buffer): Promise<void> {
+  await io.writeAll("io:copy", fd, [out], C.DATA_START);
+  await io.datasync("io:copy", fd);
+}
+
+/**
  * copy-on-write output: NNNN.seg.tmp written and fdatasynced, renamed, directory fsynced (the
  * output is published later, by the main thread's manifest write). `source` is the header the
- * output inherits (the first source's, with every source's sequence range). A failure at any
- * step removes what it created (no .seg.tmp left per retry, no .seg that a later recovery would
- * have to drop) and rethrows; the sources are untouched throughout.
+ * output inherits (the first source's, with every source's sequence range). The data's write and
+ * fdatasync run on libuv's pool while this thread encodes the output's hint (keyed by the header
+ * read back first): the two overlap on two cores. A failure at any step removes what it created
+ * (no .seg.tmp left per retry, no .seg that a later recovery would have to drop) and rethrows; the
+ * sources are untouched throughout.
  */
 async function writeCopy(task: CompactionTask, source: SegmentHeader, out: Buffer, result: CompactionResult, hit: FaultHit): Promise<boolean> {
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
   const final = path.join(task.segmentsDir, segmentFileName(task.targetId));
   const replacesId = elementAt(task.sources, 0, "a copy has a source").segmentId;
   const fd = io.openFile("io:copy", tmp, "wx+", FILE_MODE);
-  let written: HeaderChoice;
+  let hint: Buffer | null;
   try {
     const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId, sealedBytes: C.DATA_START + out.length });
     io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
-    io.writeAllSync("io:copy", fd, [out], C.DATA_START);
-    io.datasyncSync("io:copy", fd);
-    written = checkCopy(fd, task.targetId, out);
+    const written = checkCopyHeader(fd, task.targetId, out);
+    const newOffsets = result.sources.map((x) => x.newOffsets);
+    hint = await overlapped(writeDataDurably(fd, out), () => encodeOutputHint(task, written, out, newOffsets));
+    checkCopy(fd, task.targetId, out, written);
   } catch (err) {
     io.closeQuietly(fd);
     unlinkQuietly(tmp);
@@ -350,7 +424,7 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, out: Buffe
   // The output's hint goes in with the output: its bytes are durable before either name is, and
   // the one directory fsync below makes both names durable (a hint whose segment never got its
   // name, or was never listed, is an orphan, deleted at open).
-  const hinted = stageOutputHint(task, written, out, result.sources.map((x) => x.newOffsets));
+  const hinted = stageHintBytes(task, hint);
   let renamed = false;
   try {
     io.rename("io:rename", tmp, final);
@@ -364,17 +438,25 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, out: Buffe
   return hinted;
 }
 
-/**
- * Paired check before the rename publishes a copy: the .tmp read back from disk is a sealed
- * segment whose header names it and says where its records end, and whose data is exactly the
- * bytes meant for it (every one of which passed its checksum in the source: no second walk).
- * Returns the header as read back (the output hint is keyed by it).
- */
-function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
+/** The header of a copy as read back before its data is written: sealed, naming it, ending where its data will. */
+function checkCopyHeader(fd: number, targetId: number, out: Buffer): HeaderChoice {
   const choice = readHeader(fd, targetId);
   const header = choice.header;
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
-  assert(header.sealedBytes === C.DATA_START + out.length && fs.fstatSync(fd).size === header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
+  assert(header.sealedBytes === C.DATA_START + out.length, `copy ${targetId}: sealed where its data ends`);
+  return choice;
+}
+
+/**
+ * Paired check before the rename publishes a copy: the .tmp read back from disk is a sealed
+ * segment whose header is still the one its hint was keyed by (`keyed`), whose size is where
+ * its records end, and whose data is exactly the bytes meant for it (every one of which passed its
+ * checksum in the source: no second walk).
+ */
+function checkCopy(fd: number, targetId: number, out: Buffer, keyed: HeaderChoice): void {
+  const choice = checkCopyHeader(fd, targetId, out);
+  assert(headerIdentity(choice) === headerIdentity(keyed), `copy ${targetId}: the header its hint is keyed by`);
+  assert(fs.fstatSync(fd).size === choice.header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
   const back = backScratch.take(Math.min(BACK_CHUNK_BYTES, out.length));
   try {
     for (let at = 0; at < out.length; at += back.length) {
@@ -385,7 +467,6 @@ function checkCopy(fd: number, targetId: number, out: Buffer): HeaderChoice {
   } finally {
     backScratch.release(back);
   }
-  return choice;
 }
 
 /**
@@ -419,8 +500,12 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
   const next = generation + 2;
   assert(next <= GENERATION_MAX, `segment ${src.segmentId}: generation ${next} fits the 31-bit shared cell`);
   const journal = path.join(task.segmentsDir, journalFileName(src.segmentId));
+  // The journal's write and syncs run on libuv's pool while this thread encodes the new hint,
+  // keyed by the header the rewrite will write (checked against the one it did write below).
+  const expected = rewrittenHeader(readHeader(fd, src.segmentId), unsafeHintOverlapForTests.mispredict ? generation : next, out.length);
+  let hint: Buffer | null;
   try {
-    writeJournal(task, src, next, out);
+    hint = await overlapped(writeJournal(task, src, next, out), () => encodeOutputHint(task, expected, out, [newOffsets]));
     checkJournal(task, src, next, out);
   } catch (err) {
     unlinkQuietly(journal);
@@ -441,9 +526,12 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
     throw err;
   }
   await hit(task.faults, "compaction:after-rewrite");
-  // The new hint (keyed by the header just written) is staged first, so that the journal's
-  // removal and the hint's rename share one directory fsync.
-  const hinted = stageOutputHint(task, readHeader(fd, src.segmentId), out, [newOffsets]);
+  // The new hint is staged first, so that the journal's removal and the hint's rename share one
+  // directory fsync. It was keyed by the header this rewrite meant to write: if the one on disk
+  // differs, it is encoded again for that one (a hint never names a header it was not built for).
+  const written = readHeader(fd, src.segmentId);
+  if (headerIdentity(written) !== headerIdentity(expected) && !unsafeHintOverlapForTests.unchecked) hint = encodeOutputHint(task, written, out, [newOffsets]);
+  const hinted = stageHintBytes(task, hint);
   try {
     io.unlink("io:unlink", journal);
     fsyncDir(task.segmentsDir);
@@ -474,6 +562,21 @@ function restoreOriginal(fd: number, task: CompactionTask, src: SourceTask, orig
 }
 
 /**
+ * Test switches, never set by the engine or any option (test/compaction-hint-overlap.test.ts):
+ * `mispredict` keys an in-place rewrite's early hint by the old generation (a wrong prediction of
+ * the header the rewrite writes); `unchecked` stages that hint without comparing its header with
+ * the one on disk — the check that re-encodes it for the real header. The pair shows the check is
+ * what keeps a rewritten segment's hint usable at the next open.
+ */
+export const unsafeHintOverlapForTests = { mispredict: false, unchecked: false };
+
+/** The header choice finishRewrite writes over `current` for generation `generation` and `dataBytes` of data. */
+function rewrittenHeader(current: HeaderChoice, generation: number, dataBytes: number): HeaderChoice {
+  const header = { ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes, headerSeq: current.header.headerSeq + 1 };
+  return { header, copy: nextHeaderOffset(current) === C.HEADER_A_OFFSET ? 0 : 1 };
+}
+
+/**
  * Truncates a rewritten segment and writes its generation into the header copy that is not
  * current, then makes both durable with one fdatasync. One sync, not two (data, then header), is
  * enough because the complete journal stays until after it: a crash before the sync finishes
@@ -483,16 +586,26 @@ function restoreOriginal(fd: number, task: CompactionTask, src: SourceTask, orig
 function finishRewrite(fd: number, segmentId: number, generation: number, dataBytes: number): void {
   io.truncate("io:rewrite", fd, C.DATA_START + dataBytes);
   const current = readHeader(fd, segmentId);
-  const header = encodeHeader({ ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes, headerSeq: current.header.headerSeq + 1 });
+  const header = encodeHeader(rewrittenHeader(current, generation, dataBytes).header);
   io.writeAllSync("io:rewrite", fd, [header], nextHeaderOffset(current));
   io.datasyncSync("io:rewrite", fd);
 }
 
-/** Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it and its name durable. */
-function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): void {
+/**
+ * Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it and its name
+ * durable: write and fdatasync through libuv's pool, then the directory's fsync (fault point
+ * io:journal at each). The descriptor is closed only once no write of it is pending.
+ */
+async function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): Promise<void> {
   const body = encodeJournal(src.segmentId, generation, out);
   const file = path.join(task.segmentsDir, journalFileName(src.segmentId));
-  io.writeFileSynced("io:journal", file, body, FILE_MODE);
+  const fd = io.openFile("io:journal", file, "w", FILE_MODE);
+  try {
+    await io.writeAll("io:journal", fd, [body], 0);
+    await io.datasync("io:journal", fd);
+  } finally {
+    io.closeQuietly(fd);
+  }
   io.syncDir("io:journal", task.segmentsDir);
 }
 

@@ -126,55 +126,87 @@ export function emptyPlan(): SegmentPlan {
  */
 export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null): Map<number, SegmentPlan> {
   const keydir = host.keydir;
-  const out = new Map<number, SegmentPlan>();
-  // Consecutive slots mostly lie in one segment: the last plan looked up is kept at hand.
-  let lastSeg = -1;
-  let last: SegmentPlan = emptyPlan();
-  const planOf = (seg: number): SegmentPlan => {
-    if (seg === lastSeg) return last;
-    let p = out.get(seg);
-    if (p === undefined) {
-      p = emptyPlan();
-      out.set(seg, p);
-    }
-    lastSeg = seg;
-    last = p;
-    return p;
-  };
-  const wanted = (seg: number): boolean => seg !== 0 && (only === null || only.has(seg));
+  const walk = new PlanWalk(now, only);
   const rules = host.options.scopeRules.length > 0;
   const fixedRetention = host.options.tombstoneRetentionMs;
-  for (const slot of keydir.all()) {
-    const seg = slot.seg;
-    const tombSeg = slot.tombSeg;
-    const clearSeg = slot.clearSeg;
-    const putWanted = wanted(seg);
-    if (!putWanted && !wanted(tombSeg) && !wanted(clearSeg)) continue;
-    const retention = rules ? host.retentionMsFor(slot.scope) : fixedRetention;
-    if (putWanted) {
-      const p = planOf(seg);
-      (P.valueRecordLive(keydir, slot, now, retention) ? p.survivors : p.deadPuts).push(KIND_PUT, slot, slot.off, slot.len);
-    }
-    if (wanted(tombSeg)) {
-      const p = planOf(tombSeg);
-      (P.tombstoneRecordLive(slot, now, retention) ? p.survivors : p.droppable).push(KIND_TOMB, slot, slot.tombOff, slot.tombLen);
-    }
-    if (wanted(clearSeg)) {
-      const p = planOf(clearSeg);
-      (P.clearRecordLive(slot, now, retention, keydir) ? p.survivors : p.droppable).push(KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
-    }
+  // Per scope, not per slot: its retention window and the latest erasure over it (both fixed
+  // while the plan runs: a plan is one synchronous pass). A slot walk over Maps, no generator.
+  for (const [scope, keys] of keydir.scopes) {
+    walk.scope(rules ? host.retentionMsFor(scope) : fixedRetention, keydir.eraseSeq(scope));
+    for (const slot of keys.values()) walk.slot(keydir, slot);
   }
   for (const [scope, e] of keydir.erases) {
-    const parts = [e, ...(e.more ?? [])].filter((x) => wanted(x.seg));
+    const parts = [e, ...(e.more ?? [])].filter((x) => walk.wanted(x.seg));
     if (parts.length === 0) continue;
     const live = P.eraseRecordLive(keydir, scope, e, now, host.retentionMsFor(scope));
     for (const x of parts) {
-      const p = planOf(x.seg);
+      const p = walk.planOf(x.seg);
       (live ? p.survivors : p.droppable).push(KIND_ERASE, scope, x.off, x.len); // every chunk lives or goes together
     }
   }
-  for (const p of out.values()) p.survivors.sortByOffset();
-  return out;
+  for (const p of walk.out.values()) p.survivors.sortByOffset();
+  return walk.out;
+}
+
+/**
+ * The state of one planSegments pass: the plans made so far (the last one looked up kept at
+ * hand: consecutive slots mostly lie in one segment), and the current scope's retention window
+ * and erasure sequence.
+ */
+class PlanWalk {
+  readonly out = new Map<number, SegmentPlan>();
+  private lastSeg = -1;
+  private last: SegmentPlan = emptyPlan();
+  private retention = 0;
+  private scopeEraseSeq = 0;
+
+  constructor(
+    private readonly now: number,
+    private readonly only: ReadonlySet<number> | null,
+  ) {}
+
+  /** True when segment `seg` is planned (a record there, in the set asked for). */
+  wanted(seg: number): boolean {
+    return seg !== 0 && (this.only === null || this.only.has(seg));
+  }
+
+  /** The plan of segment `seg`, made on first use. */
+  planOf(seg: number): SegmentPlan {
+    if (seg === this.lastSeg) return this.last;
+    let p = this.out.get(seg);
+    if (p === undefined) {
+      p = emptyPlan();
+      this.out.set(seg, p);
+    }
+    this.lastSeg = seg;
+    this.last = p;
+    return p;
+  }
+
+  /** The slots that follow are of a scope with this retention window and latest erasure over it. */
+  scope(retentionMs: number, scopeEraseSeq: number): void {
+    this.retention = retentionMs;
+    this.scopeEraseSeq = scopeEraseSeq;
+  }
+
+  /** Files the slot's PUT, TOMBSTONE and CLEAR records (those in planned segments) as surviving or not. */
+  slot(keydir: Keydir, slot: Slot): void {
+    const seg = slot.seg;
+    if (this.wanted(seg)) {
+      const p = this.planOf(seg);
+      (P.valueRecordLiveUnder(slot, this.scopeEraseSeq, this.now, this.retention) ? p.survivors : p.deadPuts).push(KIND_PUT, slot, slot.off, slot.len);
+    }
+    const tombSeg = slot.tombSeg;
+    if (this.wanted(tombSeg)) {
+      const p = this.planOf(tombSeg);
+      (P.tombstoneRecordLive(slot, this.now, this.retention) ? p.survivors : p.droppable).push(KIND_TOMB, slot, slot.tombOff, slot.tombLen);
+    }
+    const clearSeg = slot.clearSeg;
+    if (this.wanted(clearSeg)) {
+      const p = this.planOf(clearSeg);
+      (P.clearRecordLive(slot, this.now, this.retention, keydir) ? p.survivors : p.droppable).push(KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
+    }
+  }
 }
 
 /** Per segment id, the bytes and records that would survive a compaction now (retention records count as tombstones). */

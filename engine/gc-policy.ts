@@ -11,14 +11,23 @@
  * remains in any segment, and for `tombstoneRetentionMs` after the last one went (I6): dropping it
  * earlier could resurrect an older value at the next recovery.
  */
-import { isExpired, putSurvives, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
+import { isExpired, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
 import { parentScope } from "../rules/names.js";
-import { retentionWindowOpen } from "../rules/gc-rule.js";
+import { retentionWindowOpen, versionSurvivesKill } from "../rules/gc-rule.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
 export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retentionMs: number): boolean {
+  return slot.seg !== 0 && valueRecordLiveUnder(slot, keydir.eraseSeq(slot.scope), now, retentionMs);
+}
+
+/**
+ * valueRecordLive with the latest erasure of the slot's scope or an ancestor (`scopeEraseSeq`,
+ * keydir.eraseSeq of its scope) given: a plan asks it once per scope, not once per slot. The
+ * one definition of the rule: valueRecordLive is this with the keydir's answer.
+ */
+export function valueRecordLiveUnder(slot: Slot, scopeEraseSeq: number, now: number, retentionMs: number): boolean {
   if (slot.seg === 0) return false;
-  if (!putSurvives(keydir, slot)) return false;
+  if (!versionSurvivesKill(slot.putSeq, scopeEraseSeq > slot.tombSeq ? scopeEraseSeq : slot.tombSeq)) return false;
   // The generation rule (I5), checked as a pair with the sequence rule above: a surviving PUT is
   // always of a generation above the one its tombstone killed.
   if (slot.tombSeq > 0 && slot.tombSeq < slot.putSeq && slot.putGen <= slot.tombGen) {
