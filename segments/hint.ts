@@ -122,8 +122,11 @@ export function headerIdentity(choice: HeaderChoice): bigint {
 
 /**
  * Accumulates the entries of one segment's hint as records are written (or scanned): one
- * growable byte buffer off the JS heap. Entries must be added in file order, each record once.
- * It may start from a loaded hint (addLoaded), whose entries are read only when encoded.
+ * growable byte buffer off the JS heap, and beside it the slot index of those entries (each keyed
+ * entry's body offset and slot hash, the erase entries' offsets, the PUT scopes), computed while
+ * each record's bytes are in hand so that encode does not walk the entries again to index them.
+ * Entries must be added in file order, each record once. It may start from a loaded hint
+ * (addLoaded), whose entries are read only when encoded.
  */
 export class HintBuilder {
   private bytes: Buffer;
@@ -136,9 +139,23 @@ export class HintBuilder {
   /** Lowest and highest sequence added (0 while empty). */
   private minSeq = 0;
   private maxSeq = 0;
+  /** The added keyed entries: body offsets (in the own bytes) and slot hashes, `keyed` of each used. */
+  private keyedAt: Uint32Array;
+  private keyedHashes: Uint32Array;
+  private keyed = 0;
+  /** Own-body offsets of the added SCOPE_ERASE entries. */
+  private readonly eraseAt: number[] = [];
+  /** The distinct scopes of the added PUTs, in order of first appearance. */
+  private readonly putScopes = new Set<string>();
+  /** Own-body offset and length of the last PUT's scope bytes (-1: none yet): consecutive PUTs mostly share one. */
+  private lastPutScopeAt = -1;
+  private lastPutScopeLen = -1;
 
   constructor(initialBytes = 64 * 1024) {
     this.bytes = Buffer.allocUnsafe(initialBytes);
+    const slots = Math.max(16, initialBytes >>> 6);
+    this.keyedAt = new Uint32Array(slots);
+    this.keyedHashes = new Uint32Array(slots);
   }
 
   /** Entries added. */
@@ -167,31 +184,98 @@ export class HintBuilder {
     return at;
   }
 
+  /** Notes keyed entry at own-body offset `to` with slot hash `h` (the arrays grow by doubling). */
+  private noteKeyed(to: number, h: number): void {
+    if (this.keyed === this.keyedAt.length) {
+      const at = new Uint32Array(2 * this.keyed);
+      at.set(this.keyedAt);
+      this.keyedAt = at;
+      const hashes = new Uint32Array(2 * this.keyed);
+      hashes.set(this.keyedHashes);
+      this.keyedHashes = hashes;
+    }
+    this.keyedAt[this.keyed] = to;
+    this.keyedHashes[this.keyed] = h;
+    this.keyed += 1;
+  }
+
   /**
    * Adds the (already checked) encoded record at rec[at...] that lies at segment offset `offset`.
-   * GROUP records are not entries (a scan never delivers them).
+   * GROUP records are not entries (a scan never delivers them). The fixed fields and names are
+   * copied with byte stores (a record's first ~60 bytes: cheaper than a native copy call), and a
+   * keyed entry's slot hash is computed in the same pass over its names.
    */
   addRecord(rec: Uint8Array, at: number, offset: number): void {
-    const buf = Buffer.isBuffer(rec) ? rec : Buffer.from(rec.buffer, rec.byteOffset, rec.byteLength);
-    const type = buf.readUInt8(at + C.R_TYPE);
+    const type = rec[at + C.R_TYPE] as number;
     if (type === C.RecordType.GROUP) return;
-    const length = buf.readUInt32LE(at + C.R_LENGTH);
-    const seq = readU64(buf, at + C.R_SEQ);
+    const length = u32At(rec, at + C.R_LENGTH);
+    const seqHigh = u32At(rec, at + C.R_SEQ + 4);
+    const seq = seqHigh > U64_HIGH_MAX ? -1 : seqHigh * 0x1_0000_0000 + u32At(rec, at + C.R_SEQ);
     if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
     if (seq > this.maxSeq) this.maxSeq = seq;
     assert(offset >= this.lastEnd, `hint entries come in file order (${offset} after ${this.lastEnd})`);
-    const names = buf.readUInt16LE(at + C.R_SCOPE_LEN) + buf.readUInt16LE(at + C.R_KEY_LEN);
-    const value = type === C.RecordType.SCOPE_ERASE ? buf.readUInt32LE(at + C.R_VALUE_LEN) : 0;
-    const n = ENTRY_FIXED_BYTES + names + value;
-    const to = this.reserve(n);
-    this.bytes.writeUInt32LE(offset, to);
-    buf.copy(this.bytes, to + 4, at, at + C.RECORD_FIXED_BYTES + names);
-    if (value > 0) {
-      const valueAt = at + C.RECORD_FIXED_BYTES + names;
-      buf.copy(this.bytes, to + 4 + C.RECORD_FIXED_BYTES + names, valueAt, valueAt + value);
+    const scopeLen = (rec[at + C.R_SCOPE_LEN] as number) | ((rec[at + C.R_SCOPE_LEN + 1] as number) << 8);
+    const keyLen = (rec[at + C.R_KEY_LEN] as number) | ((rec[at + C.R_KEY_LEN + 1] as number) << 8);
+    const names = scopeLen + keyLen;
+    const value = type === C.RecordType.SCOPE_ERASE ? u32At(rec, at + C.R_VALUE_LEN) : 0;
+    const to = this.reserve(ENTRY_FIXED_BYTES + names + value);
+    const out = this.bytes;
+    out[to] = offset & 0xff;
+    out[to + 1] = (offset >>> 8) & 0xff;
+    out[to + 2] = (offset >>> 16) & 0xff;
+    out[to + 3] = offset >>> 24;
+    const fixed = to + 4;
+    for (let i = 0; i < C.RECORD_FIXED_BYTES; i++) out[fixed + i] = rec[at + i] as number;
+    // The names, with FNV-1a over scope, 0xFF, key on the way (slotHash's definition).
+    const from = at + C.RECORD_FIXED_BYTES;
+    const dst = fixed + C.RECORD_FIXED_BYTES;
+    let h = 0x811c9dc5;
+    for (let i = 0; i < scopeLen; i++) {
+      const b = rec[from + i] as number;
+      out[dst + i] = b;
+      h = Math.imul(h ^ b, 0x01000193);
+    }
+    h = Math.imul(h ^ 0xff, 0x01000193);
+    for (let i = scopeLen; i < names; i++) {
+      const b = rec[from + i] as number;
+      out[dst + i] = b;
+      h = Math.imul(h ^ b, 0x01000193);
+    }
+    if (value > 0) out.set(rec.subarray(from + names, from + names + value), dst + names);
+    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) this.noteKeyed(to, h >>> 0);
+    else if (type === C.RecordType.SCOPE_ERASE) this.eraseAt.push(to);
+    if (type === C.RecordType.PUT && !sameBytes(out, this.lastPutScopeAt, this.lastPutScopeLen, dst, scopeLen)) {
+      this.putScopes.add(out.toString("utf8", dst, dst + scopeLen));
+      this.lastPutScopeAt = dst;
+      this.lastPutScopeLen = scopeLen;
     }
     this.entries += 1;
     this.lastEnd = offset + length;
+  }
+
+  /**
+   * The slot index of every entry (a loaded prefix's first, from its own index), as buildIndex
+   * would compute it from entriesBody() — the same arrays, table and scope order — without
+   * walking the entries. Call only after entriesBody() answered (a prefix's bytes are then present).
+   */
+  private indexOf(powerOfTwo: boolean): HintIndex {
+    const p = this.prefix?.index ?? null;
+    const pBytes = this.prefix?.body.length ?? 0;
+    const pKeyed = p?.keyed ?? 0;
+    const keyed = pKeyed + this.keyed;
+    const entryAt = new Uint32Array(keyed);
+    const hashes = new Uint32Array(keyed);
+    if (p !== null) {
+      entryAt.set(p.entryAt);
+      hashes.set(p.hashes);
+    }
+    for (let i = 0; i < this.keyed; i++) entryAt[pKeyed + i] = pBytes + (this.keyedAt[i] as number);
+    hashes.set(this.keyedHashes.subarray(0, this.keyed), pKeyed);
+    const erases = new Uint32Array((p?.erases.length ?? 0) + this.eraseAt.length);
+    if (p !== null) erases.set(p.erases);
+    for (let i = 0; i < this.eraseAt.length; i++) erases[(p?.erases.length ?? 0) + i] = pBytes + (this.eraseAt[i] as number);
+    const scopes = p === null ? [...this.putScopes] : [...new Set([...p.scopes, ...this.putScopes])];
+    return { keyed, entryAt, hashes, table: tableOf(hashes, powerOfTwo), erases, scopes };
   }
 
   /**
@@ -226,8 +310,8 @@ export class HintBuilder {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
     const body = this.entriesBody();
     if (body === null) return null;
-    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, buildIndex(body, false));
-    const index = buildIndex(body);
+    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, this.indexOf(false));
+    const index = this.indexOf(true);
     const scopes = encodeScopes(index.scopes);
     const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(layout.total);
@@ -434,15 +518,31 @@ export function buildIndex(body: Buffer, powerOfTwo = true): HintIndex {
     const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
     at = scopeAt + scopeLen + keyLen + value;
   }
-  let cells = powerOfTwo ? CELLS_MIN : Math.max(CELLS_MIN, 2 * at0.length);
-  while (cells < 2 * at0.length) cells *= 2;
+  const h32 = Uint32Array.from(hashes);
+  return { keyed: at0.length, entryAt: Uint32Array.from(at0), hashes: h32, table: tableOf(h32, powerOfTwo), erases: Uint32Array.from(erases), scopes: [...scopes] };
+}
+
+/**
+ * The open-addressing table of `hashes` (entry numbers plus one, linear probing from `hash mod
+ * cells`): a power of two cells at least twice the entries (version 2), or exactly max(16, 2K)
+ * (version 3).
+ */
+export function tableOf(hashes: Uint32Array, powerOfTwo: boolean): Int32Array {
+  const n = hashes.length;
+  let cells = powerOfTwo ? CELLS_MIN : Math.max(CELLS_MIN, 2 * n);
+  while (cells < 2 * n) cells *= 2;
   const table = new Int32Array(cells);
-  hashes.forEach((h, i) => {
-    let p = h % cells;
+  for (let i = 0; i < n; i++) {
+    let p = (hashes[i] as number) % cells;
     while (table[p] !== 0) p = p + 1 === cells ? 0 : p + 1;
     table[p] = i + 1;
-  });
-  return { keyed: at0.length, entryAt: Uint32Array.from(at0), hashes: Uint32Array.from(hashes), table, erases: Uint32Array.from(erases), scopes: [...scopes] };
+  }
+  return table;
+}
+
+/** The u32 LE at b[at] (inside b: callers read the fixed fields of a checked record). */
+function u32At(b: Uint8Array, at: number): number {
+  return ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16)) + (b[at + 3] as number) * 0x100_0000;
 }
 
 /** True when body[a, a+aLen) equals body[b, b+bLen) (names are short: a byte loop). */
