@@ -400,7 +400,16 @@ function trailerSum(head: Buffer, summary: Buffer): bigint {
 
 /** Writes `values` as little-endian u32s at out[at...]. */
 function putU32s(out: Buffer, at: number, values: Uint32Array | Int32Array): void {
-  for (let i = 0; i < values.length; i++) out.writeUInt32LE((values[i] as number) >>> 0, at + 4 * i);
+  assert(at >= 0 && at + 4 * values.length <= out.length, "the u32 section lies inside the file");
+  // Byte stores (writeUInt32LE's argument checks per element were most of this loop); the
+  // sections are not 4-aligned in version 3, so no typed-array view of `out`.
+  for (let i = 0, o = at; i < values.length; i++, o += 4) {
+    const v = (values[i] as number) >>> 0;
+    out[o] = v & 0xff;
+    out[o + 1] = (v >>> 8) & 0xff;
+    out[o + 2] = (v >>> 16) & 0xff;
+    out[o + 3] = v >>> 24;
+  }
 }
 
 /**
