@@ -716,20 +716,24 @@ export function entryUsable(hint: Pick<LoadedHint, "body" | "coversEnd" | "minSe
   if (skipEntryChecks) return true;
   const body = hint.body;
   if (!Number.isInteger(at) || at < 0 || body.length - at < ENTRY_FIXED_BYTES) return false;
+  // Byte reads (every field lies inside the fixed part just checked): this runs once per entry
+  // used, and Buffer's read* calls with their argument checks were most of it.
   const f = at + 4;
-  const type = body.readUInt8(f + C.R_TYPE);
+  const type = body[f + C.R_TYPE] as number;
   const isKeyed = type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR;
   if (keyed ? !isKeyed : type !== C.RecordType.SCOPE_ERASE) return false;
-  const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
-  const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
-  const value = keyed ? 0 : body.readUInt32LE(f + C.R_VALUE_LEN);
+  const scopeLen = (body[f + C.R_SCOPE_LEN] as number) | ((body[f + C.R_SCOPE_LEN + 1] as number) << 8);
+  const keyLen = (body[f + C.R_KEY_LEN] as number) | ((body[f + C.R_KEY_LEN + 1] as number) << 8);
+  const value = keyed ? 0 : u32At(body, f + C.R_VALUE_LEN);
   if (scopeLen > SCOPE_BYTES_MAX || keyLen > KEY_BYTES_MAX || ENTRY_FIXED_BYTES + scopeLen + keyLen + value > body.length - at) return false;
-  const offset = body.readUInt32LE(at);
-  const length = body.readUInt32LE(f + C.R_LENGTH);
+  const offset = u32At(body, at);
+  const length = u32At(body, f + C.R_LENGTH);
   if (offset < C.DATA_START || length < C.RECORD_OVERHEAD || offset + length > hint.coversEnd) return false;
   // Generation and expiry must be safe integers (their high words at most 2^21 - 1, as readU64 requires).
-  if (body.readUInt32LE(f + C.R_GENERATION + 4) > U64_HIGH_MAX || body.readUInt32LE(f + C.R_EXPIRES_AT + 4) > U64_HIGH_MAX) return false;
-  const seq = readU64(body, f + C.R_SEQ);
+  if (u32At(body, f + C.R_GENERATION + 4) > U64_HIGH_MAX || u32At(body, f + C.R_EXPIRES_AT + 4) > U64_HIGH_MAX) return false;
+  const seqHigh = u32At(body, f + C.R_SEQ + 4);
+  if (seqHigh > U64_HIGH_MAX) return false;
+  const seq = seqHigh * 0x1_0000_0000 + u32At(body, f + C.R_SEQ);
   return seq > 0 && seq >= hint.minSeq && seq <= hint.maxSeq;
 }
 
