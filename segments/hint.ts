@@ -34,7 +34,7 @@ import { readU64, writeU64 } from "./u64.js";
 import type { DecodedRecord } from "./record.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import { checkRows, decodeScopeList, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3 } from "./hint-v3.js";
+import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type ScopeItem } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
@@ -308,6 +308,10 @@ export class HintBuilder {
    */
   encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
+    if (versionWritten === HINT_VERSION && reuseLoadedBlocks && this.prefix !== null && this.prefix.bytes instanceof HintBytesV3) {
+      const appended = this.encodeAppended(segmentId, header, coversEnd, sealed, this.prefix, this.prefix.bytes);
+      if (appended !== undefined) return appended;
+    }
     const body = this.entriesBody();
     if (body === null) return null;
     if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, this.indexOf(false));
@@ -315,7 +319,7 @@ export class HintBuilder {
     const scopes = encodeScopes(index.scopes);
     const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(layout.total);
-    this.writeHeaderFields(out, HINT_VERSION_2, segmentId, header, coversEnd, sealed, body, index, scopes.length);
+    this.writeHeaderFields(out, HINT_VERSION_2, segmentId, header, coversEnd, sealed, body.length, index, scopes.length);
     out.writeUInt32LE(0, X_RESERVED2);
     body.copy(out, HINT_HEADER_BYTES);
     putU32s(out, layout.entryAt, index.entryAt);
@@ -335,7 +339,7 @@ export class HintBuilder {
    * The header fields versions 2 and 3 share, written into a zeroed `out` (the reserved words stay
    * zero): magic, version, flags, segment, coverage, identity, counts, sequences, index sizes.
    */
-  private writeHeaderFields(out: Buffer, version: number, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex, scopesBytes: number): void {
+  private writeHeaderFields(out: Buffer, version: number, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, bodyBytes: number, index: Pick<HintIndex, "keyed" | "table" | "erases">, scopesBytes: number): void {
     out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
     out[X_VERSION] = version;
     out[X_FLAGS] = sealed ? HINT_SEALED : 0;
@@ -344,7 +348,7 @@ export class HintBuilder {
     out.writeUInt32LE(coversEnd, X_COVERS_END);
     out.writeBigUInt64LE(headerIdentity(header), X_IDENTITY);
     out.writeUInt32LE(this.entries, X_COUNT);
-    out.writeUInt32LE(body.length, X_BODY_BYTES);
+    out.writeUInt32LE(bodyBytes, X_BODY_BYTES);
     writeU64(out, this.minSeq, X_MIN_SEQ);
     writeU64(out, this.maxSeq, X_MAX_SEQ);
     out.writeUInt32LE(index.keyed, X_KEYED);
@@ -362,26 +366,69 @@ export class HintBuilder {
   private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer | null {
     const packed = packEntries(body, this.minSeq);
     if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
-    const blocks = packed.rows.length / 3;
-    const L = layoutV3(body.length, packed.bytes.length, index.keyed, index.table.length, index.erases.length, packed.scopes.length, blocks, HINT_BLOCK_BYTES);
+    const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
+    putRows(rows, 0, packed, 0, 0, 0);
+    return this.writeV3(segmentId, header, coversEnd, sealed, body.length, [packed.bytes], rows, index, packed.scopes);
+  }
+
+  /**
+   * encodeV3 for entries added after a loaded version-3 hint, without decoding or repacking its
+   * entries: its packed blocks, their rows and its scope list are kept verbatim (each block
+   * carries its own delta state from the hint's minSeq and its own xxh64, so it decodes the same
+   * at the same body offsets in the new file), the added entries are packed into blocks after
+   * them with scope numbers continuing the list, and the index is the loaded one's hashes plus
+   * the added ones' in a new table. Undefined when that cannot say the same as a full encode
+   * (an added sequence below the hint's minSeq would change every block's starting state): the
+   * caller then encodes everything; null when the loaded bytes fail (the hint is then removed).
+   */
+  private encodeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, prefix: LoadedHint, bytes: HintBytesV3): Buffer | null | undefined {
+    if ((this.minSeq !== prefix.minSeq && !appendIgnoringMinSeq) || prefix.count === 0) return undefined;
+    const p = prefix.index;
+    const hashesAt = p.hashes.byteOffset - bytes.buf.byteOffset;
+    if (!bytes.ensure(hashesAt, hashesAt + 4 * p.keyed)) return null;
+    const run = bytes.packedRun();
+    if (run === null) return null;
+    const puts = new Set(p.scopes);
+    const start: ScopeItem[] = run.scopes.map((b) => ({ bytes: b, put: puts.has(b.toString("utf8")) }));
+    const own = this.bytes.subarray(0, this.used);
+    const packed = packEntries(own, this.minSeq, start);
+    if (packed === null) return undefined;
+    const pBody = prefix.body.length;
+    const hashes = new Uint32Array(p.keyed + this.keyed);
+    hashes.set(p.hashes);
+    hashes.set(this.keyedHashes.subarray(0, this.keyed), p.keyed);
+    const erases = new Uint32Array(p.erases.length + this.eraseAt.length);
+    erases.set(p.erases);
+    for (let i = 0; i < this.eraseAt.length; i++) erases[p.erases.length + i] = pBody + (this.eraseAt[i] as number);
+    const index = { keyed: hashes.length, hashes, table: tableOf(hashes, false), erases };
+    const rows = Buffer.alloc(run.rows.length + ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
+    run.rows.copy(rows, 0);
+    putRows(rows, run.rows.length, packed, run.bytes.length, pBody, p.keyed);
+    encodesAppended += 1;
+    return this.writeV3(segmentId, header, coversEnd, sealed, pBody + this.used, [run.bytes, packed.bytes], rows, index, packed.scopes);
+  }
+
+  /**
+   * Writes a version-3 file: the v2 header fields (version 3) plus packed bytes and entry blocks,
+   * the packed entries (`packedParts` in order; segments/hint-v3.ts), the index (hashes, table),
+   * then the summary (erase offsets, scope list, the entry block `rows`, index block sums) and the trailer.
+   */
+  private writeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, bodyBytes: number, packedParts: readonly Buffer[], rows: Buffer, index: Pick<HintIndex, "keyed" | "hashes" | "table" | "erases">, scopes: Buffer): Buffer {
+    const packedBytes = packedParts.reduce((n, b) => n + b.length, 0);
+    const blocks = rows.length / ENTRY_BLOCK_ROW_BYTES;
+    const L = layoutV3(bodyBytes, packedBytes, index.keyed, index.table.length, index.erases.length, scopes.length, blocks, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(L.total);
-    this.writeHeaderFields(out, HINT_VERSION, segmentId, header, coversEnd, sealed, body, index, packed.scopes.length);
-    out.writeUInt32LE(packed.bytes.length, X3_PACKED);
+    this.writeHeaderFields(out, HINT_VERSION, segmentId, header, coversEnd, sealed, bodyBytes, index, scopes.length);
+    out.writeUInt32LE(packedBytes, X3_PACKED);
     out.writeUInt32LE(blocks, X3_ENTRY_BLOCKS);
-    packed.bytes.copy(out, HINT_V3_HEADER_BYTES);
+    let at = HINT_V3_HEADER_BYTES;
+    for (const part of packedParts) at += part.copy(out, at);
+    assert(at === L.index, "the packed entries end where the index starts");
     putU32s(out, L.index, index.hashes);
     putU32s(out, L.index + 4 * index.keyed, index.table);
     putU32s(out, L.summary, index.erases);
-    packed.scopes.copy(out, L.scopes);
-    for (let j = 0, from = 0; j < blocks; j++) {
-      const row = L.blocks + 20 * j;
-      const to = packed.rows[3 * j] as number;
-      out.writeUInt32LE(to, row);
-      out.writeUInt32LE(packed.rows[3 * j + 1] as number, row + 4);
-      out.writeUInt32LE(packed.rows[3 * j + 2] as number, row + 8);
-      out.writeBigUInt64LE(checksum64(packed.bytes, from, to), row + 12);
-      from = to;
-    }
+    scopes.copy(out, L.scopes);
+    rows.copy(out, L.blocks);
     for (let k = 0; k < L.indexBlocks; k++) {
       const from = L.index + k * HINT_BLOCK_BYTES;
       out.writeBigUInt64LE(checksum64(out, from, Math.min(L.summary, from + HINT_BLOCK_BYTES)), L.sums + 8 * k);
@@ -390,6 +437,46 @@ export class HintBuilder {
     out.writeBigUInt64LE(trailerSum(out.subarray(0, HINT_V3_HEADER_BYTES), out.subarray(L.summary, tail)), tail);
     return out;
   }
+}
+
+/**
+ * Writes the entry block rows of `packed` at rows[at...]: each block's packed, expanded and keyed
+ * ends shifted by those of the blocks before it (a loaded hint's, or none), and its xxh64.
+ */
+function putRows(rows: Buffer, at: number, packed: Packed, packedBefore: number, bodyBefore: number, keyedBefore: number): void {
+  for (let j = 0, from = 0; j < packed.rows.length / 3; j++) {
+    const row = at + ENTRY_BLOCK_ROW_BYTES * j;
+    const to = packed.rows[3 * j] as number;
+    rows.writeUInt32LE(packedBefore + to, row);
+    rows.writeUInt32LE(bodyBefore + (packed.rows[3 * j + 1] as number), row + 4);
+    rows.writeUInt32LE(keyedBefore + (packed.rows[3 * j + 2] as number), row + 8);
+    rows.writeBigUInt64LE(checksum64(packed.bytes, from, to), row + 12);
+    from = to;
+  }
+}
+
+/** Encodes so far that kept a loaded hint's packed blocks (for tests: that the path was taken). */
+let encodesAppended = 0;
+
+/** How many encodes kept a loaded version-3 hint's packed blocks since the process started. */
+export function appendedEncodes(): number {
+  return encodesAppended;
+}
+
+/** Test hook (the unsafe twin): when true, encodeAppended keeps the loaded blocks even when an added sequence is below their minSeq. */
+let appendIgnoringMinSeq = false;
+
+/** Test only: drops (true) or restores (false) encodeAppended's minSeq check. Never called outside tests. */
+export function unsafeAppendIgnoringMinSeq(ignore: boolean): void {
+  appendIgnoringMinSeq = ignore;
+}
+
+/** When false (a test's reference encode), an encode after a loaded version-3 hint repacks every entry. */
+let reuseLoadedBlocks = true;
+
+/** Test only: makes encode repack a loaded version-3 hint's entries (false) or reuse its blocks again (true). */
+export function setReuseLoadedBlocks(reuse: boolean): void {
+  reuseLoadedBlocks = reuse;
 }
 
 /** The trailer of a version-2 hint: xxh64 of its header followed by its summary. */
