@@ -300,11 +300,12 @@ export class HintBuilder {
   }
 
   /**
-   * The whole (version 2) hint file for a segment whose header is `header`, covering up to
-   * `coversEnd`: header, entries, the index an open maps instead of computing (buildIndex), then
-   * the summary (erase offsets, scopes, one xxh64 per block of everything before it) and the
-   * trailer (xxh64 of the header and the summary). Null when the loaded prefix cannot be read
-   * (or, version 3, its entries cannot be packed).
+   * The whole hint file (version 3, or 2 under a test's setHintVersionWritten) for a segment
+   * whose header is `header`, covering up to `coversEnd`: header, entries, the index an open maps
+   * instead of computing (what buildIndex would give, from the arrays kept while adding), then
+   * the summary (erase offsets, scopes, block sums) and the trailer (xxh64 of the header and the
+   * summary). After a loaded version-3 hint its packed blocks are kept (encodeAppended). Null
+   * when the loaded prefix cannot be read (or, version 3, its entries cannot be packed).
    */
   encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
