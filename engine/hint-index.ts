@@ -18,7 +18,6 @@ import { CorruptionError } from "../rules/errors.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { applyClear, applyPut, applyTombstone, type DeferredSlots, type Keydir, type Location, type Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
-import { readU64 } from "../segments/u64.js";
 
 /**
  * The keyed entries of one hint, as its index says (segments/hint.ts HintIndex: views of a
@@ -43,7 +42,7 @@ class HintTable {
    * loaded): the accessors then read the views directly, without asking HintBytes per access.
    * It only ever turns true (blocks are never unloaded).
    */
-  private whole: boolean;
+  private wholeNow: boolean;
 
   constructor(hint: LoadedHint) {
     this.segmentId = hint.segmentId;
@@ -54,9 +53,15 @@ class HintTable {
     this.table = hint.index.table;
     this.cells = this.table.length;
     this.count = hint.index.keyed;
-    this.whole = hint.bytes === null || hint.bytes.complete;
+    this.wholeNow = hint.bytes === null || hint.bytes.complete;
     assert(this.entryAt.length === this.count && this.hashes.length === this.count, "one offset and one hash per keyed entry");
     assert(this.table.length >= 2 * this.count && this.table.length >= 16, "a table at most half full");
+  }
+
+  /** True once every byte is present and checked (then the views may be read directly). */
+  get whole(): boolean {
+    if (!this.wholeNow && this.hint.bytes !== null && this.hint.bytes.complete) this.wholeNow = true;
+    return this.wholeNow;
   }
 
   /** The applied flags (allocated on first call). */
@@ -68,10 +73,10 @@ class HintTable {
   /** Element `i` of a u32 view of the file (its bytes made present first), or -1. */
   private u32(view: Uint32Array | Int32Array, i: number): number {
     const bytes = this.hint.bytes;
-    if (bytes !== null && !this.whole) {
+    if (bytes !== null && !this.wholeNow) {
       const at = view.byteOffset - bytes.buf.byteOffset + 4 * i;
       if (!bytes.ensure(at, at + 4)) return -1;
-      if (bytes.complete) this.whole = true;
+      if (bytes.complete) this.wholeNow = true;
     }
     return view[i] as number; // in bounds: callers pass i below the view's length
   }
@@ -91,7 +96,7 @@ class HintTable {
     const at = this.u32(this.entryAt, i);
     if (this.hint.bytes === null) return at; // in memory: entryPresent is always true
     // Every block loaded: entryPresent's answer without its ensure calls (only an offset past the body is absent).
-    if (this.whole) return at <= this.body.length ? at : -1;
+    if (this.wholeNow) return at <= this.body.length ? at : -1;
     return at >= 0 && entryPresent(this.hint, at) ? at : -1;
   }
 
@@ -265,11 +270,12 @@ export class HintSlots implements DeferredSlots {
     const f = at + 4;
     const loc = this.at;
     loc.seg = t.segmentId;
-    loc.off = body.readUInt32LE(at);
-    loc.len = body.readUInt32LE(f + C.R_LENGTH);
-    const seq = readU64(body, f + C.R_SEQ);
-    const gen = readU64(body, f + C.R_GENERATION);
-    const expiresAt = readU64(body, f + C.R_EXPIRES_AT);
+    // Byte reads: the entry passed entryUsable (inside the body, its u64 fields safe integers).
+    loc.off = u32At(body, at);
+    loc.len = u32At(body, f + C.R_LENGTH);
+    const seq = u32At(body, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32At(body, f + C.R_SEQ);
+    const gen = u32At(body, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32At(body, f + C.R_GENERATION);
+    const expiresAt = u32At(body, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32At(body, f + C.R_EXPIRES_AT);
     switch (body[f + C.R_TYPE]) {
       case C.RecordType.PUT:
         applyPut(slot, seq, gen, expiresAt, loc);
@@ -314,6 +320,10 @@ export class HintSlots implements DeferredSlots {
     found.length = 0;
     for (let ti = 0; ti < this.tables.length; ti++) {
       const t = elementAt(this.tables, ti, "a table per hint");
+      if (t.whole) {
+        this.probeWhole(t, ti, h, scopeLen, keyLen, found);
+        continue;
+      }
       // At most every cell once: a damaged table that is full cannot loop.
       const cells = t.cells;
       for (let p = h % cells, n = 0; n < cells; p = p + 1 === cells ? 0 : p + 1, n++) {
@@ -340,6 +350,33 @@ export class HintSlots implements DeferredSlots {
       this.apply(t, elementAt(t.entryAt, i, "an entry offset per indexed entry"), slot);
     }
     this.settle(slot);
+  }
+
+  /**
+   * lookup()'s probe of a table whose bytes are all present and checked: the same steps and
+   * checks as the general probe (cell, entry number, hash, offset, entry, done, name), reading the
+   * views directly instead of through the accessors that make bytes present.
+   */
+  private probeWhole(t: HintTable, ti: number, h: number, scopeLen: number, keyLen: number, found: number[]): void {
+    const table = t.table;
+    const hashes = t.hashes;
+    const entryAt = t.entryAt;
+    const cells = t.cells;
+    const count = t.count;
+    const bodyBytes = t.body.length;
+    // At most every cell once: a damaged table that is full cannot loop.
+    for (let p = h % cells, n = 0; n < cells; p = p + 1 === cells ? 0 : p + 1, n++) {
+      const cell = table[p] as number; // in bounds: p < cells = table.length
+      if (cell === 0) break;
+      const i = cell - 1;
+      if (i < 0 || i >= count) this.refuse(t, p, `table cell ${p} names entry ${cell} of ${t.count}`);
+      if (hashes[i] !== h) continue; // in bounds: 0 <= i < count = hashes.length
+      const at = entryAt[i] as number; // in bounds, as hashes
+      if (at > bodyBytes) throw new HintUnreadable(ti); // entry()'s answer for a whole table
+      if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
+      if (t.done[i] !== 0 || !sameName(t.body, at, QUERY, scopeLen, keyLen)) continue;
+      found.push(ti, i);
+    }
   }
 
   loadAll(keydir: Keydir): void {
@@ -405,10 +442,17 @@ export function queryHash(scope: string, key: string): { hash: number; bytes: Bu
   return { hash, bytes: hash < 0 ? Buffer.alloc(0) : Buffer.from(QUERY.subarray(0, queryScopeLen + queryKeyLen)) };
 }
 
+/** The u32 LE at b[at] (inside b: callers read fields of an entry that passed entryUsable). */
+function u32At(b: Buffer, at: number): number {
+  return ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16)) + (b[at + 3] as number) * 0x100_0000;
+}
+
 /** True when the entry at `at` names the scope and key in query[0, scopeLen + keyLen). */
 function sameName(body: Buffer, at: number, query: Buffer, scopeLen: number, keyLen: number): boolean {
   const f = at + 4;
-  if (body.readUInt16LE(f + C.R_SCOPE_LEN) !== scopeLen || body.readUInt16LE(f + C.R_KEY_LEN) !== keyLen) return false;
+  const s = (body[f + C.R_SCOPE_LEN] as number) | ((body[f + C.R_SCOPE_LEN + 1] as number) << 8);
+  const k = (body[f + C.R_KEY_LEN] as number) | ((body[f + C.R_KEY_LEN + 1] as number) << 8);
+  if (s !== scopeLen || k !== keyLen) return false;
   const from = at + ENTRY_FIXED_BYTES;
   for (let i = 0; i < scopeLen + keyLen; i++) if (body[from + i] !== query[i]) return false;
   return true;

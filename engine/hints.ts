@@ -19,11 +19,14 @@ import type { Segment } from "./segment.js";
 /** Adds the records of a committed group (buffers[0] is its frame) at segment offset `offset` to `hint`. */
 export function noteGroup(hint: HintBuilder, buffers: readonly Buffer[], offset: number): void {
   // buffers[0] is the group's frame (not an entry); each later buffer is one record.
-  let at = offset;
-  buffers.forEach((b, i) => {
-    if (i > 0) hint.addRecord(b, 0, at);
+  const first = buffers[0];
+  assert(first !== undefined, "a committed group has its frame");
+  let at = offset + first.length;
+  for (let i = 1; i < buffers.length; i++) {
+    const b = buffers[i] as Buffer; // in bounds: i < length
+    hint.addRecord(b, 0, at);
     at += b.length;
-  });
+  }
 }
 
 /** Writes the hint of a segment just sealed from the entries it collected; returns whether one was written. */

@@ -86,7 +86,7 @@ function putVarint(out: Buffer, at: number, v: number): number {
 }
 
 /** A scope of a hint's scope list: its bytes and whether any PUT entry names it. */
-interface ScopeItem {
+export interface ScopeItem {
   bytes: Buffer;
   put: boolean;
 }
@@ -106,10 +106,12 @@ export interface Packed {
  * sequence outside [minSeq, 2^53)): only a loaded older hint can hold one, and it is then not
  * rewritten (the caller removes it; the next open scans the segment).
  */
-export function packEntries(body: Buffer, minSeq: number): Packed | null {
+export function packEntries(body: Buffer, minSeq: number, startScopes: readonly ScopeItem[] = []): Packed | null {
   const out = Buffer.allocUnsafe(body.length + 16);
-  const scopes: ScopeItem[] = [];
+  // The scope list continues `startScopes` (a loaded hint's, whose packed blocks keep their indexes).
+  const scopes: ScopeItem[] = startScopes.map((sc) => ({ bytes: sc.bytes, put: sc.put }));
   const scopeIds = new Map<string, number>();
+  scopes.forEach((sc, id) => scopeIds.set(sc.bytes.toString("latin1"), id));
   const rows: number[] = [];
   let q = 0;
   let blockStart = 0;
@@ -271,6 +273,30 @@ export class HintBytesV3 {
     this.entryDone = new Uint8Array(layout.entryBlocks);
     this.indexDone = new Uint8Array(layout.indexBlocks);
     this.missing = layout.entryBlocks + layout.indexBlocks;
+  }
+
+  /**
+   * The packed entries as the file holds them, every entry block checked against its sum, with
+   * the rows and the scope list that describe them (what an encode that appends entries after
+   * this hint's reuses verbatim: segments/hint.ts HintBuilder); null when they cannot be read or
+   * a block fails its sum.
+   */
+  packedRun(): { bytes: Buffer; rows: Buffer; scopes: readonly Buffer[] } | null {
+    if (this.broken) return null;
+    try {
+      const L = this.layout;
+      const bytes = this.read(HINT_V3_HEADER_BYTES, L.packed);
+      for (let j = 0; j < L.entryBlocks; j++) {
+        const row = ENTRY_BLOCK_ROW_BYTES * j;
+        const from = this.before(j, 0);
+        const to = this.rows.readUInt32LE(row);
+        if (checksum64(bytes, from, to) !== this.rows.readBigUInt64LE(row + 12)) throw new RangeError(`entry block ${j} fails its checksum`);
+      }
+      return { bytes, rows: this.rows, scopes: this.scopes };
+    } catch {
+      this.broken = true;
+      return null;
+    }
   }
 
   /** True once a block failed to read, to check or to decode: nothing more is loaded. */

@@ -34,7 +34,7 @@ import { readU64, writeU64 } from "./u64.js";
 import type { DecodedRecord } from "./record.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import { checkRows, decodeScopeList, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3 } from "./hint-v3.js";
+import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type ScopeItem } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
@@ -122,8 +122,11 @@ export function headerIdentity(choice: HeaderChoice): bigint {
 
 /**
  * Accumulates the entries of one segment's hint as records are written (or scanned): one
- * growable byte buffer off the JS heap. Entries must be added in file order, each record once.
- * It may start from a loaded hint (addLoaded), whose entries are read only when encoded.
+ * growable byte buffer off the JS heap, and beside it the slot index of those entries (each keyed
+ * entry's body offset and slot hash, the erase entries' offsets, the PUT scopes), computed while
+ * each record's bytes are in hand so that encode does not walk the entries again to index them.
+ * Entries must be added in file order, each record once. It may start from a loaded hint
+ * (addLoaded), whose entries are read only when encoded.
  */
 export class HintBuilder {
   private bytes: Buffer;
@@ -136,9 +139,23 @@ export class HintBuilder {
   /** Lowest and highest sequence added (0 while empty). */
   private minSeq = 0;
   private maxSeq = 0;
+  /** The added keyed entries: body offsets (in the own bytes) and slot hashes, `keyed` of each used. */
+  private keyedAt: Uint32Array;
+  private keyedHashes: Uint32Array;
+  private keyed = 0;
+  /** Own-body offsets of the added SCOPE_ERASE entries. */
+  private readonly eraseAt: number[] = [];
+  /** The distinct scopes of the added PUTs, in order of first appearance. */
+  private readonly putScopes = new Set<string>();
+  /** Own-body offset and length of the last PUT's scope bytes (-1: none yet): consecutive PUTs mostly share one. */
+  private lastPutScopeAt = -1;
+  private lastPutScopeLen = -1;
 
   constructor(initialBytes = 64 * 1024) {
     this.bytes = Buffer.allocUnsafe(initialBytes);
+    const slots = Math.max(16, initialBytes >>> 6);
+    this.keyedAt = new Uint32Array(slots);
+    this.keyedHashes = new Uint32Array(slots);
   }
 
   /** Entries added. */
@@ -167,31 +184,98 @@ export class HintBuilder {
     return at;
   }
 
+  /** Notes keyed entry at own-body offset `to` with slot hash `h` (the arrays grow by doubling). */
+  private noteKeyed(to: number, h: number): void {
+    if (this.keyed === this.keyedAt.length) {
+      const at = new Uint32Array(2 * this.keyed);
+      at.set(this.keyedAt);
+      this.keyedAt = at;
+      const hashes = new Uint32Array(2 * this.keyed);
+      hashes.set(this.keyedHashes);
+      this.keyedHashes = hashes;
+    }
+    this.keyedAt[this.keyed] = to;
+    this.keyedHashes[this.keyed] = h;
+    this.keyed += 1;
+  }
+
   /**
    * Adds the (already checked) encoded record at rec[at...] that lies at segment offset `offset`.
-   * GROUP records are not entries (a scan never delivers them).
+   * GROUP records are not entries (a scan never delivers them). The fixed fields and names are
+   * copied with byte stores (a record's first ~60 bytes: cheaper than a native copy call), and a
+   * keyed entry's slot hash is computed in the same pass over its names.
    */
   addRecord(rec: Uint8Array, at: number, offset: number): void {
-    const buf = Buffer.isBuffer(rec) ? rec : Buffer.from(rec.buffer, rec.byteOffset, rec.byteLength);
-    const type = buf.readUInt8(at + C.R_TYPE);
+    const type = rec[at + C.R_TYPE] as number;
     if (type === C.RecordType.GROUP) return;
-    const length = buf.readUInt32LE(at + C.R_LENGTH);
-    const seq = readU64(buf, at + C.R_SEQ);
+    const length = u32At(rec, at + C.R_LENGTH);
+    const seqHigh = u32At(rec, at + C.R_SEQ + 4);
+    const seq = seqHigh > U64_HIGH_MAX ? -1 : seqHigh * 0x1_0000_0000 + u32At(rec, at + C.R_SEQ);
     if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
     if (seq > this.maxSeq) this.maxSeq = seq;
     assert(offset >= this.lastEnd, `hint entries come in file order (${offset} after ${this.lastEnd})`);
-    const names = buf.readUInt16LE(at + C.R_SCOPE_LEN) + buf.readUInt16LE(at + C.R_KEY_LEN);
-    const value = type === C.RecordType.SCOPE_ERASE ? buf.readUInt32LE(at + C.R_VALUE_LEN) : 0;
-    const n = ENTRY_FIXED_BYTES + names + value;
-    const to = this.reserve(n);
-    this.bytes.writeUInt32LE(offset, to);
-    buf.copy(this.bytes, to + 4, at, at + C.RECORD_FIXED_BYTES + names);
-    if (value > 0) {
-      const valueAt = at + C.RECORD_FIXED_BYTES + names;
-      buf.copy(this.bytes, to + 4 + C.RECORD_FIXED_BYTES + names, valueAt, valueAt + value);
+    const scopeLen = (rec[at + C.R_SCOPE_LEN] as number) | ((rec[at + C.R_SCOPE_LEN + 1] as number) << 8);
+    const keyLen = (rec[at + C.R_KEY_LEN] as number) | ((rec[at + C.R_KEY_LEN + 1] as number) << 8);
+    const names = scopeLen + keyLen;
+    const value = type === C.RecordType.SCOPE_ERASE ? u32At(rec, at + C.R_VALUE_LEN) : 0;
+    const to = this.reserve(ENTRY_FIXED_BYTES + names + value);
+    const out = this.bytes;
+    out[to] = offset & 0xff;
+    out[to + 1] = (offset >>> 8) & 0xff;
+    out[to + 2] = (offset >>> 16) & 0xff;
+    out[to + 3] = offset >>> 24;
+    const fixed = to + 4;
+    for (let i = 0; i < C.RECORD_FIXED_BYTES; i++) out[fixed + i] = rec[at + i] as number;
+    // The names, with FNV-1a over scope, 0xFF, key on the way (slotHash's definition).
+    const from = at + C.RECORD_FIXED_BYTES;
+    const dst = fixed + C.RECORD_FIXED_BYTES;
+    let h = 0x811c9dc5;
+    for (let i = 0; i < scopeLen; i++) {
+      const b = rec[from + i] as number;
+      out[dst + i] = b;
+      h = Math.imul(h ^ b, 0x01000193);
+    }
+    h = Math.imul(h ^ 0xff, 0x01000193);
+    for (let i = scopeLen; i < names; i++) {
+      const b = rec[from + i] as number;
+      out[dst + i] = b;
+      h = Math.imul(h ^ b, 0x01000193);
+    }
+    if (value > 0) out.set(rec.subarray(from + names, from + names + value), dst + names);
+    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) this.noteKeyed(to, h >>> 0);
+    else if (type === C.RecordType.SCOPE_ERASE) this.eraseAt.push(to);
+    if (type === C.RecordType.PUT && !sameBytes(out, this.lastPutScopeAt, this.lastPutScopeLen, dst, scopeLen)) {
+      this.putScopes.add(out.toString("utf8", dst, dst + scopeLen));
+      this.lastPutScopeAt = dst;
+      this.lastPutScopeLen = scopeLen;
     }
     this.entries += 1;
     this.lastEnd = offset + length;
+  }
+
+  /**
+   * The slot index of every entry (a loaded prefix's first, from its own index), as buildIndex
+   * would compute it from entriesBody() — the same arrays, table and scope order — without
+   * walking the entries. Call only after entriesBody() answered (a prefix's bytes are then present).
+   */
+  private indexOf(powerOfTwo: boolean): HintIndex {
+    const p = this.prefix?.index ?? null;
+    const pBytes = this.prefix?.body.length ?? 0;
+    const pKeyed = p?.keyed ?? 0;
+    const keyed = pKeyed + this.keyed;
+    const entryAt = new Uint32Array(keyed);
+    const hashes = new Uint32Array(keyed);
+    if (p !== null) {
+      entryAt.set(p.entryAt);
+      hashes.set(p.hashes);
+    }
+    for (let i = 0; i < this.keyed; i++) entryAt[pKeyed + i] = pBytes + (this.keyedAt[i] as number);
+    hashes.set(this.keyedHashes.subarray(0, this.keyed), pKeyed);
+    const erases = new Uint32Array((p?.erases.length ?? 0) + this.eraseAt.length);
+    if (p !== null) erases.set(p.erases);
+    for (let i = 0; i < this.eraseAt.length; i++) erases[(p?.erases.length ?? 0) + i] = pBytes + (this.eraseAt[i] as number);
+    const scopes = p === null ? [...this.putScopes] : [...new Set([...p.scopes, ...this.putScopes])];
+    return { keyed, entryAt, hashes, table: tableOf(hashes, powerOfTwo), erases, scopes };
   }
 
   /**
@@ -216,22 +300,27 @@ export class HintBuilder {
   }
 
   /**
-   * The whole (version 2) hint file for a segment whose header is `header`, covering up to
-   * `coversEnd`: header, entries, the index an open maps instead of computing (buildIndex), then
-   * the summary (erase offsets, scopes, one xxh64 per block of everything before it) and the
-   * trailer (xxh64 of the header and the summary). Null when the loaded prefix cannot be read
-   * (or, version 3, its entries cannot be packed).
+   * The whole hint file (version 3, or 2 under a test's setHintVersionWritten) for a segment
+   * whose header is `header`, covering up to `coversEnd`: header, entries, the index an open maps
+   * instead of computing (what buildIndex would give, from the arrays kept while adding), then
+   * the summary (erase offsets, scopes, block sums) and the trailer (xxh64 of the header and the
+   * summary). After a loaded version-3 hint its packed blocks are kept (encodeAppended). Null
+   * when the loaded prefix cannot be read (or, version 3, its entries cannot be packed).
    */
   encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
+    if (versionWritten === HINT_VERSION && reuseLoadedBlocks && this.prefix !== null && this.prefix.bytes instanceof HintBytesV3) {
+      const appended = this.encodeAppended(segmentId, header, coversEnd, sealed, this.prefix, this.prefix.bytes);
+      if (appended !== undefined) return appended;
+    }
     const body = this.entriesBody();
     if (body === null) return null;
-    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, buildIndex(body, false));
-    const index = buildIndex(body);
+    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, this.indexOf(false));
+    const index = this.indexOf(true);
     const scopes = encodeScopes(index.scopes);
     const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(layout.total);
-    this.writeHeaderFields(out, HINT_VERSION_2, segmentId, header, coversEnd, sealed, body, index, scopes.length);
+    this.writeHeaderFields(out, HINT_VERSION_2, segmentId, header, coversEnd, sealed, body.length, index, scopes.length);
     out.writeUInt32LE(0, X_RESERVED2);
     body.copy(out, HINT_HEADER_BYTES);
     putU32s(out, layout.entryAt, index.entryAt);
@@ -251,7 +340,7 @@ export class HintBuilder {
    * The header fields versions 2 and 3 share, written into a zeroed `out` (the reserved words stay
    * zero): magic, version, flags, segment, coverage, identity, counts, sequences, index sizes.
    */
-  private writeHeaderFields(out: Buffer, version: number, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex, scopesBytes: number): void {
+  private writeHeaderFields(out: Buffer, version: number, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, bodyBytes: number, index: Pick<HintIndex, "keyed" | "table" | "erases">, scopesBytes: number): void {
     out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
     out[X_VERSION] = version;
     out[X_FLAGS] = sealed ? HINT_SEALED : 0;
@@ -260,7 +349,7 @@ export class HintBuilder {
     out.writeUInt32LE(coversEnd, X_COVERS_END);
     out.writeBigUInt64LE(headerIdentity(header), X_IDENTITY);
     out.writeUInt32LE(this.entries, X_COUNT);
-    out.writeUInt32LE(body.length, X_BODY_BYTES);
+    out.writeUInt32LE(bodyBytes, X_BODY_BYTES);
     writeU64(out, this.minSeq, X_MIN_SEQ);
     writeU64(out, this.maxSeq, X_MAX_SEQ);
     out.writeUInt32LE(index.keyed, X_KEYED);
@@ -278,26 +367,69 @@ export class HintBuilder {
   private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer | null {
     const packed = packEntries(body, this.minSeq);
     if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
-    const blocks = packed.rows.length / 3;
-    const L = layoutV3(body.length, packed.bytes.length, index.keyed, index.table.length, index.erases.length, packed.scopes.length, blocks, HINT_BLOCK_BYTES);
+    const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
+    putRows(rows, 0, packed, 0, 0, 0);
+    return this.writeV3(segmentId, header, coversEnd, sealed, body.length, [packed.bytes], rows, index, packed.scopes);
+  }
+
+  /**
+   * encodeV3 for entries added after a loaded version-3 hint, without decoding or repacking its
+   * entries: its packed blocks, their rows and its scope list are kept verbatim (each block
+   * carries its own delta state from the hint's minSeq and its own xxh64, so it decodes the same
+   * at the same body offsets in the new file), the added entries are packed into blocks after
+   * them with scope numbers continuing the list, and the index is the loaded one's hashes plus
+   * the added ones' in a new table. Undefined when that cannot say the same as a full encode
+   * (an added sequence below the hint's minSeq would change every block's starting state): the
+   * caller then encodes everything; null when the loaded bytes fail (the hint is then removed).
+   */
+  private encodeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, prefix: LoadedHint, bytes: HintBytesV3): Buffer | null | undefined {
+    if ((this.minSeq !== prefix.minSeq && !appendIgnoringMinSeq) || prefix.count === 0) return undefined;
+    const p = prefix.index;
+    const hashesAt = p.hashes.byteOffset - bytes.buf.byteOffset;
+    if (!bytes.ensure(hashesAt, hashesAt + 4 * p.keyed)) return null;
+    const run = bytes.packedRun();
+    if (run === null) return null;
+    const puts = new Set(p.scopes);
+    const start: ScopeItem[] = run.scopes.map((b) => ({ bytes: b, put: puts.has(b.toString("utf8")) }));
+    const own = this.bytes.subarray(0, this.used);
+    const packed = packEntries(own, this.minSeq, start);
+    if (packed === null) return undefined;
+    const pBody = prefix.body.length;
+    const hashes = new Uint32Array(p.keyed + this.keyed);
+    hashes.set(p.hashes);
+    hashes.set(this.keyedHashes.subarray(0, this.keyed), p.keyed);
+    const erases = new Uint32Array(p.erases.length + this.eraseAt.length);
+    erases.set(p.erases);
+    for (let i = 0; i < this.eraseAt.length; i++) erases[p.erases.length + i] = pBody + (this.eraseAt[i] as number);
+    const index = { keyed: hashes.length, hashes, table: tableOf(hashes, false), erases };
+    const rows = Buffer.alloc(run.rows.length + ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
+    run.rows.copy(rows, 0);
+    putRows(rows, run.rows.length, packed, run.bytes.length, pBody, p.keyed);
+    encodesAppended += 1;
+    return this.writeV3(segmentId, header, coversEnd, sealed, pBody + this.used, [run.bytes, packed.bytes], rows, index, packed.scopes);
+  }
+
+  /**
+   * Writes a version-3 file: the v2 header fields (version 3) plus packed bytes and entry blocks,
+   * the packed entries (`packedParts` in order; segments/hint-v3.ts), the index (hashes, table),
+   * then the summary (erase offsets, scope list, the entry block `rows`, index block sums) and the trailer.
+   */
+  private writeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, bodyBytes: number, packedParts: readonly Buffer[], rows: Buffer, index: Pick<HintIndex, "keyed" | "hashes" | "table" | "erases">, scopes: Buffer): Buffer {
+    const packedBytes = packedParts.reduce((n, b) => n + b.length, 0);
+    const blocks = rows.length / ENTRY_BLOCK_ROW_BYTES;
+    const L = layoutV3(bodyBytes, packedBytes, index.keyed, index.table.length, index.erases.length, scopes.length, blocks, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(L.total);
-    this.writeHeaderFields(out, HINT_VERSION, segmentId, header, coversEnd, sealed, body, index, packed.scopes.length);
-    out.writeUInt32LE(packed.bytes.length, X3_PACKED);
+    this.writeHeaderFields(out, HINT_VERSION, segmentId, header, coversEnd, sealed, bodyBytes, index, scopes.length);
+    out.writeUInt32LE(packedBytes, X3_PACKED);
     out.writeUInt32LE(blocks, X3_ENTRY_BLOCKS);
-    packed.bytes.copy(out, HINT_V3_HEADER_BYTES);
+    let at = HINT_V3_HEADER_BYTES;
+    for (const part of packedParts) at += part.copy(out, at);
+    assert(at === L.index, "the packed entries end where the index starts");
     putU32s(out, L.index, index.hashes);
     putU32s(out, L.index + 4 * index.keyed, index.table);
     putU32s(out, L.summary, index.erases);
-    packed.scopes.copy(out, L.scopes);
-    for (let j = 0, from = 0; j < blocks; j++) {
-      const row = L.blocks + 20 * j;
-      const to = packed.rows[3 * j] as number;
-      out.writeUInt32LE(to, row);
-      out.writeUInt32LE(packed.rows[3 * j + 1] as number, row + 4);
-      out.writeUInt32LE(packed.rows[3 * j + 2] as number, row + 8);
-      out.writeBigUInt64LE(checksum64(packed.bytes, from, to), row + 12);
-      from = to;
-    }
+    scopes.copy(out, L.scopes);
+    rows.copy(out, L.blocks);
     for (let k = 0; k < L.indexBlocks; k++) {
       const from = L.index + k * HINT_BLOCK_BYTES;
       out.writeBigUInt64LE(checksum64(out, from, Math.min(L.summary, from + HINT_BLOCK_BYTES)), L.sums + 8 * k);
@@ -308,6 +440,46 @@ export class HintBuilder {
   }
 }
 
+/**
+ * Writes the entry block rows of `packed` at rows[at...]: each block's packed, expanded and keyed
+ * ends shifted by those of the blocks before it (a loaded hint's, or none), and its xxh64.
+ */
+function putRows(rows: Buffer, at: number, packed: Packed, packedBefore: number, bodyBefore: number, keyedBefore: number): void {
+  for (let j = 0, from = 0; j < packed.rows.length / 3; j++) {
+    const row = at + ENTRY_BLOCK_ROW_BYTES * j;
+    const to = packed.rows[3 * j] as number;
+    rows.writeUInt32LE(packedBefore + to, row);
+    rows.writeUInt32LE(bodyBefore + (packed.rows[3 * j + 1] as number), row + 4);
+    rows.writeUInt32LE(keyedBefore + (packed.rows[3 * j + 2] as number), row + 8);
+    rows.writeBigUInt64LE(checksum64(packed.bytes, from, to), row + 12);
+    from = to;
+  }
+}
+
+/** Encodes so far that kept a loaded hint's packed blocks (for tests: that the path was taken). */
+let encodesAppended = 0;
+
+/** How many encodes kept a loaded version-3 hint's packed blocks since the process started. */
+export function appendedEncodes(): number {
+  return encodesAppended;
+}
+
+/** Test hook (the unsafe twin): when true, encodeAppended keeps the loaded blocks even when an added sequence is below their minSeq. */
+let appendIgnoringMinSeq = false;
+
+/** Test only: drops (true) or restores (false) encodeAppended's minSeq check. Never called outside tests. */
+export function unsafeAppendIgnoringMinSeq(ignore: boolean): void {
+  appendIgnoringMinSeq = ignore;
+}
+
+/** When false (a test's reference encode), an encode after a loaded version-3 hint repacks every entry. */
+let reuseLoadedBlocks = true;
+
+/** Test only: makes encode repack a loaded version-3 hint's entries (false) or reuse its blocks again (true). */
+export function setReuseLoadedBlocks(reuse: boolean): void {
+  reuseLoadedBlocks = reuse;
+}
+
 /** The trailer of a version-2 hint: xxh64 of its header followed by its summary. */
 function trailerSum(head: Buffer, summary: Buffer): bigint {
   const both = Buffer.concat([head, summary]);
@@ -316,7 +488,16 @@ function trailerSum(head: Buffer, summary: Buffer): bigint {
 
 /** Writes `values` as little-endian u32s at out[at...]. */
 function putU32s(out: Buffer, at: number, values: Uint32Array | Int32Array): void {
-  for (let i = 0; i < values.length; i++) out.writeUInt32LE((values[i] as number) >>> 0, at + 4 * i);
+  assert(at >= 0 && at + 4 * values.length <= out.length, "the u32 section lies inside the file");
+  // Byte stores (writeUInt32LE's argument checks per element were most of this loop); the
+  // sections are not 4-aligned in version 3, so no typed-array view of `out`.
+  for (let i = 0, o = at; i < values.length; i++, o += 4) {
+    const v = (values[i] as number) >>> 0;
+    out[o] = v & 0xff;
+    out[o + 1] = (v >>> 8) & 0xff;
+    out[o + 2] = (v >>> 16) & 0xff;
+    out[o + 3] = v >>> 24;
+  }
 }
 
 /**
@@ -434,15 +615,31 @@ export function buildIndex(body: Buffer, powerOfTwo = true): HintIndex {
     const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
     at = scopeAt + scopeLen + keyLen + value;
   }
-  let cells = powerOfTwo ? CELLS_MIN : Math.max(CELLS_MIN, 2 * at0.length);
-  while (cells < 2 * at0.length) cells *= 2;
+  const h32 = Uint32Array.from(hashes);
+  return { keyed: at0.length, entryAt: Uint32Array.from(at0), hashes: h32, table: tableOf(h32, powerOfTwo), erases: Uint32Array.from(erases), scopes: [...scopes] };
+}
+
+/**
+ * The open-addressing table of `hashes` (entry numbers plus one, linear probing from `hash mod
+ * cells`): a power of two cells at least twice the entries (version 2), or exactly max(16, 2K)
+ * (version 3).
+ */
+export function tableOf(hashes: Uint32Array, powerOfTwo: boolean): Int32Array {
+  const n = hashes.length;
+  let cells = powerOfTwo ? CELLS_MIN : Math.max(CELLS_MIN, 2 * n);
+  while (cells < 2 * n) cells *= 2;
   const table = new Int32Array(cells);
-  hashes.forEach((h, i) => {
-    let p = h % cells;
+  for (let i = 0; i < n; i++) {
+    let p = (hashes[i] as number) % cells;
     while (table[p] !== 0) p = p + 1 === cells ? 0 : p + 1;
     table[p] = i + 1;
-  });
-  return { keyed: at0.length, entryAt: Uint32Array.from(at0), hashes: Uint32Array.from(hashes), table, erases: Uint32Array.from(erases), scopes: [...scopes] };
+  }
+  return table;
+}
+
+/** The u32 LE at b[at] (inside b: callers read the fixed fields of a checked record). */
+function u32At(b: Uint8Array, at: number): number {
+  return ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16)) + (b[at + 3] as number) * 0x100_0000;
 }
 
 /** True when body[a, a+aLen) equals body[b, b+bLen) (names are short: a byte loop). */
@@ -607,20 +804,24 @@ export function entryUsable(hint: Pick<LoadedHint, "body" | "coversEnd" | "minSe
   if (skipEntryChecks) return true;
   const body = hint.body;
   if (!Number.isInteger(at) || at < 0 || body.length - at < ENTRY_FIXED_BYTES) return false;
+  // Byte reads (every field lies inside the fixed part just checked): this runs once per entry
+  // used, and Buffer's read* calls with their argument checks were most of it.
   const f = at + 4;
-  const type = body.readUInt8(f + C.R_TYPE);
+  const type = body[f + C.R_TYPE] as number;
   const isKeyed = type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR;
   if (keyed ? !isKeyed : type !== C.RecordType.SCOPE_ERASE) return false;
-  const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
-  const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
-  const value = keyed ? 0 : body.readUInt32LE(f + C.R_VALUE_LEN);
+  const scopeLen = (body[f + C.R_SCOPE_LEN] as number) | ((body[f + C.R_SCOPE_LEN + 1] as number) << 8);
+  const keyLen = (body[f + C.R_KEY_LEN] as number) | ((body[f + C.R_KEY_LEN + 1] as number) << 8);
+  const value = keyed ? 0 : u32At(body, f + C.R_VALUE_LEN);
   if (scopeLen > SCOPE_BYTES_MAX || keyLen > KEY_BYTES_MAX || ENTRY_FIXED_BYTES + scopeLen + keyLen + value > body.length - at) return false;
-  const offset = body.readUInt32LE(at);
-  const length = body.readUInt32LE(f + C.R_LENGTH);
+  const offset = u32At(body, at);
+  const length = u32At(body, f + C.R_LENGTH);
   if (offset < C.DATA_START || length < C.RECORD_OVERHEAD || offset + length > hint.coversEnd) return false;
   // Generation and expiry must be safe integers (their high words at most 2^21 - 1, as readU64 requires).
-  if (body.readUInt32LE(f + C.R_GENERATION + 4) > U64_HIGH_MAX || body.readUInt32LE(f + C.R_EXPIRES_AT + 4) > U64_HIGH_MAX) return false;
-  const seq = readU64(body, f + C.R_SEQ);
+  if (u32At(body, f + C.R_GENERATION + 4) > U64_HIGH_MAX || u32At(body, f + C.R_EXPIRES_AT + 4) > U64_HIGH_MAX) return false;
+  const seqHigh = u32At(body, f + C.R_SEQ + 4);
+  if (seqHigh > U64_HIGH_MAX) return false;
+  const seq = seqHigh * 0x1_0000_0000 + u32At(body, f + C.R_SEQ);
   return seq > 0 && seq >= hint.minSeq && seq <= hint.maxSeq;
 }
 
