@@ -27,7 +27,7 @@ import { IoError } from "../rules/errors.js";
 import { hitAsync, hitCrashOnly } from "./faults.js";
 import type { Location } from "./keydir.js";
 import type { Segment } from "./segment.js";
-import type { HintBuilder } from "../segments/hint.js";
+import { noteGroup } from "./hints.js";
 
 /** Resolves after the event loop's next check phase (setImmediate): timers and I/O run first. */
 function yieldToEventLoop(): Promise<void> {
@@ -128,26 +128,6 @@ function locationsOf(seg: number, offset: number, op: LogOp): Location[] {
   return locs;
 }
 
-/**
- * Adds the records of a committed group to `hint`: `pieces[0]` is the group's frame at segment
- * offset `offset` (not an entry), each later piece one record or a run of whole records, walked by
- * the length each record starts with (engine/hints.ts noteGroup's job, for pieces that may be runs).
- */
-export function noteGroupPieces(hint: HintBuilder, pieces: readonly Buffer[], offset: number): void {
-  const frame = pieces[0];
-  assert(frame !== undefined, "a committed group has its frame");
-  let at = offset + frame.length;
-  for (let i = 1; i < pieces.length; i++) {
-    const piece = pieces[i] as Buffer; // in bounds: i < length
-    for (let pos = 0; pos < piece.length; ) {
-      const length = piece.readUInt32LE(pos + C.R_LENGTH);
-      assert(length >= C.RECORD_OVERHEAD && pos + length <= piece.length, `a piece's record at ${pos} (${length} bytes) lies inside it`);
-      hint.addRecord(piece, pos, at);
-      pos += length;
-      at += length;
-    }
-  }
-}
 
 /** Queues, writes and syncs record groups into the active segment. */
 export class CommitLog {
@@ -445,7 +425,7 @@ export class CommitLog {
   /** After a group is written (and durable in sync mode): notes it, applies its ops and resolves their calls, in order. */
   private applyGroup(group: Group): void {
     group.segment.dataEnd = group.offset + group.bytes;
-    if (group.segment.hint !== null) noteGroupPieces(group.segment.hint, group.buffers, group.offset); // the hint written at seal (engine/hints.ts)
+    if (group.segment.hint !== null) noteGroup(group.segment.hint, group.buffers, group.offset); // the hint written at seal (engine/hints.ts)
     this.dequeued(group);
     this.committed.groups += 1;
     this.committed.ops += group.ops.length;

@@ -16,16 +16,24 @@ import { HintBuilder, writeHintFile } from "../segments/hint.js";
 import { assert } from "../rules/assert.js";
 import type { Segment } from "./segment.js";
 
-/** Adds the records of a committed group (buffers[0] is its frame) at segment offset `offset` to `hint`. */
-export function noteGroup(hint: HintBuilder, buffers: readonly Buffer[], offset: number): void {
-  // buffers[0] is the group's frame (not an entry); each later buffer is one record.
-  const first = buffers[0];
-  assert(first !== undefined, "a committed group has its frame");
-  let at = offset + first.length;
-  for (let i = 1; i < buffers.length; i++) {
-    const b = buffers[i] as Buffer; // in bounds: i < length
-    hint.addRecord(b, 0, at);
-    at += b.length;
+/**
+ * Adds the records of a committed group to `hint`: `pieces[0]` is the group's frame at segment
+ * offset `offset` (not an entry), each later piece one record or a run of whole records (a
+ * batch's arena runs, engine/batch-plan.ts), walked by the length each record starts with.
+ */
+export function noteGroup(hint: HintBuilder, pieces: readonly Buffer[], offset: number): void {
+  const frame = pieces[0];
+  assert(frame !== undefined, "a committed group has its frame");
+  let at = offset + frame.length;
+  for (let i = 1; i < pieces.length; i++) {
+    const piece = pieces[i] as Buffer; // in bounds: i < length
+    for (let pos = 0; pos < piece.length; ) {
+      const length = piece.readUInt32LE(pos + C.R_LENGTH);
+      assert(length >= C.RECORD_OVERHEAD && pos + length <= piece.length, `a piece's record at ${pos} (${length} bytes) lies inside it`);
+      hint.addRecord(piece, pos, at);
+      pos += length;
+      at += length;
+    }
   }
 }
 

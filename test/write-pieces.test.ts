@@ -5,10 +5,10 @@
  * (1) segments/record.ts `encodeNamedInto` (a record laid out in place in a deferring arena, only
  * its length kept) against `encodeNamedRecord`: the same bytes once the sums are written, across
  * chunk boundaries; a bad value still throws InvalidArgumentError and claims no arena byte (twin:
- * a record one sequence off differs). (2) engine/commit.ts `noteGroupPieces` (hint entries of a
+ * a record one sequence off differs). (2) engine/hints.ts `noteGroup` (hint entries of a
  * group whose pieces are runs of records, walked by each record's length) against one
- * `addRecord` per record: the same entries (twin: engine/hints.ts `noteGroup`, which takes each
- * piece for one record, loses entries). (3) A plan's ops are recorded as intents as they are
+ * `addRecord` per record: the same entries (twin: `notePiecesAsRecords`, the walk before pieces
+ * could be runs, which takes each piece for one record, loses entries). (3) A plan's ops are recorded as intents as they are
  * decided and retracted when the plan is refused: after a refused batch every decision answers
  * as before it, even when a refused op had replaced another queued batch's intent (twin: a host
  * that does not take intents back leaves a refused write deciding later ones). (4) The u64 fields
@@ -20,7 +20,6 @@ import * as C from "../segments/constants.js";
 import { initChecksum, writeRecordSums } from "../segments/checksum.js";
 import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecord, RecordArena } from "../segments/record.js";
 import { HintBuilder } from "../segments/hint.js";
-import { noteGroupPieces } from "../engine/commit.js";
 import { noteGroup } from "../engine/hints.js";
 import { BatchPlan, type BatchHost } from "../engine/batch-plan.js";
 import { Intents } from "../engine/intents.js";
@@ -123,7 +122,7 @@ describe("u64 fields", () => {
   });
 });
 
-describe("noteGroupPieces", () => {
+describe("noteGroup over pieces", () => {
   /** A group frame (any valid record) and `fields`' records as runs: the pieces a sealed batch's group holds. */
   function pieces(seed: number): { group: Buffer[]; records: Buffer[] } {
     const fields = seeded(seed, 200);
@@ -147,7 +146,7 @@ describe("noteGroupPieces", () => {
     for (let seed = 1; seed <= 6; seed++) {
       const { group, records } = pieces(seed);
       const got = new HintBuilder();
-      noteGroupPieces(got, group, 4096);
+      noteGroup(got, group, 4096);
       const want = oneByOne(group[0] as Buffer, records, 4096);
       expect(got.count).toBe(records.length);
       expect(got.end).toBe(want.end);
@@ -158,10 +157,20 @@ describe("noteGroupPieces", () => {
   it("twin: taking each piece for one record loses entries", () => {
     const { group, records } = pieces(2);
     const wrong = new HintBuilder();
-    noteGroup(wrong, group, 4096);
+    notePiecesAsRecords(wrong, group, 4096);
     expect(wrong.count).toBeLessThan(records.length);
   });
 });
+
+/** The twin: engine/hints.ts noteGroup as it was before a piece could be a run (each piece taken for one record). */
+function notePiecesAsRecords(hint: HintBuilder, pieces: readonly Buffer[], offset: number): void {
+  let at = offset + (pieces[0] as Buffer).length;
+  for (let i = 1; i < pieces.length; i++) {
+    const piece = pieces[i] as Buffer;
+    hint.addRecord(piece, 0, at);
+    at += piece.length;
+  }
+}
 
 /** A plan host over an empty keydir with real intents; `retracts` false turns the retraction off (the twin). */
 function hostOf(retracts: boolean): { host: BatchHost; intents: Intents; keydir: Keydir } {
