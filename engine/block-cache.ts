@@ -21,6 +21,8 @@ import { assert } from "../rules/assert.js";
 export const BLOCK_BYTES = 64 * 1024;
 /** Blocks per segment key: segments are at most 1 GiB (SEGMENT_BYTES_MAX), so an index fits in 15 bits. */
 const BLOCKS_PER_SEGMENT = 1 << 15;
+/** Spare buffers kept from evictions: one insert evicts at most a few whole blocks. */
+const SPARES_MAX = 4;
 
 interface Block {
   readonly segment: Segment;
@@ -37,13 +39,20 @@ export class BlockCache {
   private order: Block[] = [];
   private head = 0;
   private bytes = 0;
+  /** Evicted whole blocks' buffers, reused by the next fills (at most SPARES_MAX). */
+  private spares: Buffer[] = [];
 
   /**
    * `checkGeneration` and `boundActive` are false only in this cache's own test twins: it then
    * serves a block read at any generation, or fills an active segment's block past its data end
    * (the preallocated bytes later appends overwrite), which are the bugs those bounds prevent.
    */
-  constructor(readonly bytesMax: number, private readonly checkGeneration = true, private readonly boundActive = true) {
+  constructor(
+    readonly bytesMax: number,
+    private readonly checkGeneration = true,
+    private readonly boundActive = true,
+    private readonly recycleBuffers = true,
+  ) {
     assert(Number.isSafeInteger(bytesMax) && bytesMax >= BLOCK_BYTES, "a block cache holds at least one block");
   }
 
@@ -77,12 +86,33 @@ export class BlockCache {
   /** Reads the block at `start` with one pread; caches it only if the generation held still during the read. */
   private fill(segment: Segment, gens: GenerationTable, key: number, start: number, generation: number): Block {
     const want = this.boundActive || segment.writer === null ? Math.min(BLOCK_BYTES, segment.dataEnd - start) : BLOCK_BYTES;
-    const buf = Buffer.allocUnsafeSlow(want); // its own memory: the budget counts what is held
+    const buf = this.bufferOf(want);
     const n = fs.readSync(segment.fd, buf, 0, want, start);
     const block: Block = { segment, key, generation, bytes: n === want ? buf : buf.subarray(0, n) };
     // A rewrite that began during the pread may have torn these bytes: the caller's own check fails the read closed; never keep them.
     if (gens.load(segment.cell) === generation) this.insert(block);
     return block;
+  }
+
+  /**
+   * Memory for a fill of `want` bytes: a whole block reuses an evicted block's buffer when one is
+   * spare (a cache that is full and streaming would otherwise allocate 64 KiB per fill, and that
+   * external memory churn drives V8's full collections over the whole heap). Anything shorter
+   * gets its own memory, so the budget counts exactly what is held.
+   */
+  private bufferOf(want: number): Buffer {
+    const spare = want === BLOCK_BYTES ? this.spares.pop() : undefined;
+    if (spare !== undefined) return spare;
+    return Buffer.allocUnsafeSlow(want);
+  }
+
+  /**
+   * Keeps an evicted block's memory for the next fill. Sound because no one holds a block's bytes
+   * past the read that asked for them: read() hands out a view the caller decodes and copies in
+   * the same synchronous turn (engine/reads.ts finishRead).
+   */
+  private recycle(victim: Block): void {
+    if (this.recycleBuffers && victim.bytes.length === BLOCK_BYTES && this.spares.length < SPARES_MAX) this.spares.push(victim.bytes);
   }
 
   /** Takes a block in, evicting the oldest until the budget holds. */
@@ -97,6 +127,7 @@ export class BlockCache {
       if (this.blocks.get(victim.key) !== victim) continue;
       this.blocks.delete(victim.key);
       this.bytes -= victim.bytes.length;
+      this.recycle(victim);
     }
     if (this.head > 1024 && this.head * 2 > this.order.length) {
       this.order = this.order.slice(this.head);
@@ -108,6 +139,7 @@ export class BlockCache {
   /** Drops everything (close). */
   clear(): void {
     this.blocks.clear();
+    this.spares = [];
     this.order = [];
     this.head = 0;
     this.bytes = 0;
