@@ -18,9 +18,9 @@ import type { Segment } from "./segment.js";
 import { assert } from "../rules/assert.js";
 
 /** Size of one block (aligned in the file). */
-export const BLOCK_BYTES = 64 * 1024;
-/** Blocks per segment key: segments are at most 1 GiB (SEGMENT_BYTES_MAX), so an index fits in 15 bits. */
-const BLOCKS_PER_SEGMENT = 1 << 15;
+export const BLOCK_BYTES = 16 * 1024;
+/** Blocks per segment key: segments are at most 1 GiB (SEGMENT_BYTES_MAX), so an index fits in 16 bits. */
+const BLOCKS_PER_SEGMENT = 1 << 16;
 /** Spare buffers kept from evictions: one insert evicts at most a few whole blocks. */
 const SPARES_MAX = 4;
 
@@ -32,8 +32,17 @@ interface Block {
   readonly bytes: Buffer;
 }
 
+/** What a block cache did since it was made (tests and bench/): reads served, blocks read, bytes read. */
+export interface BlockCacheCounters {
+  hits: number;
+  fills: number;
+  fillBytes: number;
+}
+
 /** Segments' bytes by (segment, block), bounded by `bytesMax`. */
 export class BlockCache {
+  /** Counts of what read() did; plain fields, never reset. */
+  readonly counters: BlockCacheCounters = { hits: 0, fills: 0, fillBytes: 0 };
   private readonly blocks = new Map<number, Block>();
   /** Insertion order for eviction; may hold stale entries (already replaced or evicted). */
   private order: Block[] = [];
@@ -79,6 +88,7 @@ export class BlockCache {
     let block = this.blocks.get(key);
     if (block !== undefined && (block.segment !== segment || (this.checkGeneration && block.generation !== generation))) block = undefined;
     if (block === undefined) block = this.fill(segment, gens, key, start, generation);
+    else this.counters.hits++;
     if (offset + length > start + block.bytes.length) return null;
     return block.bytes.subarray(offset - start, offset - start + length);
   }
@@ -88,6 +98,8 @@ export class BlockCache {
     const want = this.boundActive || segment.writer === null ? Math.min(BLOCK_BYTES, segment.dataEnd - start) : BLOCK_BYTES;
     const buf = this.bufferOf(want);
     const n = fs.readSync(segment.fd, buf, 0, want, start);
+    this.counters.fills++;
+    this.counters.fillBytes += n;
     const block: Block = { segment, key, generation, bytes: n === want ? buf : buf.subarray(0, n) };
     // A rewrite that began during the pread may have torn these bytes: the caller's own check fails the read closed; never keep them.
     if (gens.load(segment.cell) === generation) this.insert(block);
