@@ -32,17 +32,26 @@ interface Block {
   readonly bytes: Buffer;
 }
 
-/** What a block cache did since it was made (tests and bench/): reads served, blocks read, bytes read. */
+/** What a block cache did since it was made (tests and bench/): reads served, blocks read, bytes read, first misses left to the caller. */
 export interface BlockCacheCounters {
   hits: number;
   fills: number;
   fillBytes: number;
+  passes: number;
+}
+
+/** How the cache fills (test twins turn a rule off; the engine uses the defaults). */
+export interface BlockCachePolicy {
+  /** Reuse an evicted block's buffer for the next fill (default true). */
+  recycle?: boolean;
+  /** Once full, read a block whole only on its second miss (default true). */
+  secondMiss?: boolean;
 }
 
 /** Segments' bytes by (segment, block), bounded by `bytesMax`. */
 export class BlockCache {
   /** Counts of what read() did; plain fields, never reset. */
-  readonly counters: BlockCacheCounters = { hits: 0, fills: 0, fillBytes: 0 };
+  readonly counters: BlockCacheCounters = { hits: 0, fills: 0, fillBytes: 0, passes: 0 };
   private readonly blocks = new Map<number, Block>();
   /** Insertion order for eviction; may hold stale entries (already replaced or evicted). */
   private order: Block[] = [];
@@ -50,6 +59,11 @@ export class BlockCache {
   private bytes = 0;
   /** Evicted whole blocks' buffers, reused by the next fills (at most SPARES_MAX). */
   private spares: Buffer[] = [];
+  /** Keys of blocks that missed once while the cache was full (the second-miss rule); at most `missedMax`. */
+  private readonly missed = new Set<number>();
+  private readonly missedMax: number;
+  private readonly recycleBuffers: boolean;
+  private readonly secondMiss: boolean;
 
   /**
    * `checkGeneration` and `boundActive` are false only in this cache's own test twins: it then
@@ -60,9 +74,12 @@ export class BlockCache {
     readonly bytesMax: number,
     private readonly checkGeneration = true,
     private readonly boundActive = true,
-    private readonly recycleBuffers = true,
+    policy: BlockCachePolicy = {},
   ) {
     assert(Number.isSafeInteger(bytesMax) && bytesMax >= BLOCK_BYTES, "a block cache holds at least one block");
+    this.recycleBuffers = policy.recycle ?? true;
+    this.secondMiss = policy.secondMiss ?? true;
+    this.missedMax = 4 * Math.ceil(bytesMax / BLOCK_BYTES);
   }
 
   /** Bytes held now (for tests and stats). */
@@ -87,10 +104,28 @@ export class BlockCache {
     const key = segment.id * BLOCKS_PER_SEGMENT + index;
     let block = this.blocks.get(key);
     if (block !== undefined && (block.segment !== segment || (this.checkGeneration && block.generation !== generation))) block = undefined;
-    if (block === undefined) block = this.fill(segment, gens, key, start, generation);
-    else this.counters.hits++;
+    if (block === undefined) {
+      if (!this.admit(key)) return null;
+      block = this.fill(segment, gens, key, start, generation);
+    } else this.counters.hits++;
     if (offset + length > start + block.bytes.length) return null;
     return block.bytes.subarray(offset - start, offset - start + length);
+  }
+
+  /**
+   * Whether a missed block is read whole now. Always while the budget has room for it; once full
+   * (a fill evicts), only on the block's second miss since the cache was last full of other
+   * blocks: a block touched once — a scan, the first touch of a large store — costs one pread of
+   * the record alone instead of a whole block and an eviction. The set of once-missed blocks is
+   * bounded: it starts over when it reaches four times the cache's blocks.
+   */
+  private admit(key: number): boolean {
+    if (!this.secondMiss || this.bytes + BLOCK_BYTES <= this.bytesMax) return true;
+    if (this.missed.delete(key)) return true;
+    if (this.missed.size >= this.missedMax) this.missed.clear();
+    this.missed.add(key);
+    this.counters.passes++;
+    return false;
   }
 
   /** Reads the block at `start` with one pread; caches it only if the generation held still during the read. */
@@ -152,6 +187,7 @@ export class BlockCache {
   clear(): void {
     this.blocks.clear();
     this.spares = [];
+    this.missed.clear();
     this.order = [];
     this.head = 0;
     this.bytes = 0;
