@@ -10,7 +10,9 @@
  * cached: those bytes never change (appends go past the data end, a failed group rewinds the
  * writer to it, and an active segment is sealed before any compaction), while its last block is
  * still filling and its preallocated space ahead of the data end is overwritten by later appends.
- * Eviction is first-in first-out by bytes.
+ * Eviction is first-in first-out by bytes. Once the budget is full a block is read whole only on
+ * its second miss (a first miss leaves the record to the caller's own pread), so a block touched
+ * once costs no whole-block read and no eviction; an evicted block's buffer serves the next fill.
  */
 import * as fs from "node:fs";
 import type { GenerationTable } from "./generations.js";
