@@ -94,7 +94,8 @@ export class BlockCache {
    * generation the read was authorized at): from a cached block, or from one pread of the whole
    * block, cached when the generation did not move meanwhile. Null when the range cannot come from
    * a block (the active segment's last, still filling block, a range across a block boundary or
-   * past the data end): the caller preads it itself. The bytes are a view of the cache's block:
+   * past the data end), or on a full cache's first miss of the block (the second-miss rule): the
+   * caller preads it itself. The bytes are a view of the cache's block:
    * the caller copies what it keeps.
    */
   read(segment: Segment, gens: GenerationTable, offset: number, length: number, generation: number): Uint8Array | null {
