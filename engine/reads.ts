@@ -17,7 +17,7 @@ import { hitAsync } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import type { Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
-import type { ValueCache } from "./value-cache.js";
+import { copyOf, type ValueCache } from "./value-cache.js";
 import type { BlockCache } from "./block-cache.js";
 import type { ReadResult } from "../rules/types.js";
 
@@ -158,10 +158,14 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
     key: token.key,
     generation: token.generation,
     seq: token.version,
-  }, owned);
+  }, true);
   if (typeof got === "string") throw new CorruptionError(token.segment.id, token.offset, `point read failed its ${got} check`);
-  host.cache?.put(token.slot, got.value as string | Uint8Array, token.segment.id, token.offset, token.segmentGeneration);
-  return { status: "OK", value: got.value as string | Uint8Array, version: token.version, generation: token.generation, scope: token.scope };
+  // The value is a view of `bytes`. A block's bytes are the cache's: the caller gets a pooled copy
+  // (one small object; a fresh 256-byte ArrayBuffer per read cost more than the decode itself).
+  const view = got.value as string | Uint8Array;
+  const value = owned || typeof view === "string" ? view : copyOf(view);
+  host.cache?.put(token.slot, value, token.segment.id, token.offset, token.segmentGeneration);
+  return { status: "OK", value, version: token.version, generation: token.generation, scope: token.scope };
 }
 
 /** The naive read: trusts whatever valid record lies at the offset. */

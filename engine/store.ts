@@ -93,7 +93,7 @@ export class Store implements T.Backend {
     const faultsOn = options.faultsOn || options.pauseAt.length > 0 || options.crashAt !== null;
     const faultBuffer = faultsOn ? createFaultBuffer(options.pauseAt, options.crashAt, options.failAt) : null;
     this.faults = new FaultController(faultBuffer);
-    this.cache = options.cacheBytes > 0 && !options.unsafeSkipReadValidation ? new ValueCache(options.cacheBytes) : null;
+    this.cache = options.cacheBytes > 0 && !options.unsafeSkipReadValidation ? new ValueCache(options.cacheBytes, true, true) : null;
     this.blocks = options.blockCacheBytes > 0 && !options.unsafeSkipReadValidation ? new BlockCache(options.blockCacheBytes) : null;
     registerFaultTable(this.segmentsDir, faultBuffer);
     let rec: ReturnType<typeof recover>;

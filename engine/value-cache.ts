@@ -51,6 +51,61 @@ export class CachedValue implements CachedOnSlot {
   ) {}
 }
 
+/**
+ * The mark of a slot read once and not cached (the second-touch rule): a CachedValue at no
+ * location (segment -1), so a hit's location check misses on it with no branch of its own, and of
+ * the same class as every entry, so `Slot.cached` keeps one shape. It holds no bytes.
+ */
+const TOUCHED = new CachedValue(null as unknown as Slot, "", -1, -1, -1, 0);
+
+/** Every this many first misses one is marked and watched, whatever the mode (the sample). */
+const SAMPLE_EVERY = 16;
+/** Watched marks held: each is judged when its place is taken, SAMPLE_EVERY × this first misses later. */
+const WATCHED = 2048;
+/** Judgements per decision of the mode. */
+const WINDOW = 256;
+/** Below one retouched mark in this many judged, the reads are a stream: first misses only mark. */
+const STREAM_RATIO = 16;
+
+/**
+ * The second-touch rule, adaptive: it decides, for a slot's first miss, whether its value is
+ * cached now or the slot is only marked (TOUCHED) and cached on its next miss. While reads come
+ * back to the keys they read (hot sets: W4), a first miss caches, as a cache without the rule
+ * does; once a sample shows that marked slots are almost never read again within the last
+ * 32,768 first misses (a pass that reads every key once: W5's read-all, a first touch of a large
+ * store), first misses only mark, so the pass copies, allocates and evicts nothing. The sample
+ * keeps being judged in either mode, so a stream that turns into re-reads switches back.
+ */
+class Admission {
+  private readonly watched: Array<Slot | undefined> = new Array<Slot | undefined>(WATCHED);
+  private misses = 0;
+  private judged = 0;
+  private retouched = 0;
+  /** True while the reads look like a stream (first misses only mark). */
+  streaming = false;
+
+  /** For a slot's first miss: true to cache its value now, false to mark it (the caller marks). */
+  admitFirst(slot: Slot): boolean {
+    const n = this.misses++;
+    if (n % SAMPLE_EVERY !== 0) return !this.streaming;
+    const at = (n / SAMPLE_EVERY) % WATCHED;
+    const prev = this.watched[at];
+    if (prev !== undefined) this.judge(prev);
+    this.watched[at] = slot;
+    return false;
+  }
+
+  /** A watched mark judged: read again since (its value cached, or moved on) or not. */
+  private judge(slot: Slot): void {
+    this.judged++;
+    if (slot.cached !== TOUCHED) this.retouched++;
+    if (this.judged < WINDOW) return;
+    this.streaming = this.retouched * STREAM_RATIO < this.judged;
+    this.judged = 0;
+    this.retouched = 0;
+  }
+}
+
 /** Hot values on their slots, bounded by `bytesMax`. */
 export class ValueCache {
   /** Insertion order for eviction; may hold stale entries (replaced on their slot, or evicted). */
@@ -61,8 +116,25 @@ export class ValueCache {
   /**
    * `checkLocation` is false only in this cache's own test twin: a hit then ignores where the slot
    * points now, which serves a value its slot has left (overwritten, or moved by compaction).
+   * With `secondTouch` (the store's cache) the Admission rule above decides whether a slot's
+   * first miss caches its value or only marks the slot; an evicted slot keeps the mark, so a
+   * value read again after its eviction is cached again on that read.
    */
-  constructor(readonly bytesMax: number, private readonly checkLocation = true) {}
+  constructor(
+    readonly bytesMax: number,
+    private readonly checkLocation = true,
+    secondTouch = false,
+  ) {
+    this.admission = secondTouch ? new Admission() : null;
+  }
+
+  /** The second-touch rule; null caches on every first miss (this cache's unit tests). */
+  private readonly admission: Admission | null;
+
+  /** True while the second-touch rule takes the reads for a stream (tests). */
+  get streaming(): boolean {
+    return this.admission?.streaming ?? false;
+  }
 
   /** Bytes held now (tests). */
   get bytesHeld(): number {
@@ -85,7 +157,11 @@ export class ValueCache {
     const bytes = (typeof value === "string" ? value.length : value.byteLength) + 64;
     if (this.bytesMax === 0 || bytes > this.bytesMax / 16) return;
     const old = slot.cached;
-    if (old !== null) this.bytes -= old.bytes; // stays in `order` as a stale entry: not on its slot any more
+    if (old === null && this.admission !== null && !this.admission.admitFirst(slot)) {
+      slot.cached = TOUCHED; // the first miss: remembered, not cached
+      return;
+    }
+    if (old !== null) this.bytes -= old.bytes; // stays in `order` as a stale entry: not on its slot any more (TOUCHED counts 0)
     // The cache's own copy (pooled like a hit's): the caller keeps `value` and may change it.
     const entry = new CachedValue(slot, typeof value === "string" ? value : copyOf(value), seg, off, generation, bytes);
     slot.cached = entry;
@@ -94,7 +170,7 @@ export class ValueCache {
     while (this.bytes > this.bytesMax && this.head < this.order.length) {
       const e = this.order[this.head++] as CachedValue;
       if (e.slot.cached !== e) continue;
-      e.slot.cached = null;
+      e.slot.cached = this.admission !== null ? TOUCHED : null;
       this.bytes -= e.bytes;
     }
     if (this.head > 1024 && this.head * 2 > this.order.length) {
