@@ -208,7 +208,7 @@ export function unsafeTrustHintTail(trust: boolean): void {
  */
 function tailIsZero(fd: number, from: number, size: number): boolean {
   if (trustHintTail) return true;
-  // Fewer than 4 bytes after the hint are a "short" group to the scan (a torn tail), not an empty one: let it say so.
+  // Fewer than 4 bytes after the hint: let the scan judge them (zeros there are a clean end, segments/scan.ts finishGroupFault).
   if (size - from > 0 && size - from < 4) return false;
   const chunk = Buffer.allocUnsafe(Math.min(TAIL_CHUNK_BYTES, Math.max(0, size - from)));
   for (let at = from; at < size; ) {

@@ -257,14 +257,16 @@ function scanGroupBody(bytes: Uint8Array, segmentId: number, from: number, to: n
 }
 
 /**
- * The group at `at` failed. Zeros to the end of the file: a clean end. Otherwise the group is a
+ * The group at `at` failed. Zeros to the end of the file (however few): a clean end. Otherwise the group is a
  * torn tail — the unacknowledged last group(s), whose pages may have reached the disk in any
  * order — unless some later valid group says the segment was durable past `at` when it was
  * written: then the failing bytes were committed, and that is corruption.
  */
 function finishGroupFault(bytes: Uint8Array, segmentId: number, at: number, fault: GroupFault, records: number): ScanEnd {
   const end = bytes.length;
-  if (fault === "empty" && firstNonZero(bytes, at, end) === end) return { end: at, torn: null, records };
+  // Zeros to the end: a clean end. Fewer than 4 of them are "short" to the frame decoder, yet no
+  // group fits there (a frame is GROUP_FRAME_BYTES): the writer left the segment's last bytes unused.
+  if ((fault === "empty" || (fault === "short" && end - at < 4)) && firstNonZero(bytes, at, end) === end) return { end: at, torn: null, records };
   const witness = durableGroupAfter(bytes, at, end);
   if (witness >= 0) {
     throw new CorruptionError(segmentId, damageIn(bytes, at, end), `group at ${at}: ${fault}, although the group at ${witness} was written after it was durable`);
