@@ -92,22 +92,29 @@ export function expiryFor(options: BatchHost["options"], scope: string, ttlMs: n
   return ttl === null ? 0 : now + ttl;
 }
 
+/** The arrays of a plan with no op yet: shared, never written (push replaces each one before it grows). */
+const EMPTY = Object.freeze([]) as unknown as never[];
+
 /** Decides ops in order, encodes their records, and (for a batch) seals them with a BATCH_COMMIT. */
 export class BatchPlan {
   /**
    * The plan's records as pieces laid back to back: a lone op's one record; once a batch is
    * sealed, its arena's runs (each holding several whole records, no Buffer per record).
    */
-  records: Buffer[] = [];
-  /** Each record's length, in order (ops, then a batch's BATCH_COMMIT): where each lies in `records`. */
-  readonly lengths: number[] = [];
-  readonly seqs: number[] = [];
-  readonly ops: PlannedOp[] = [];
+  records: Buffer[] = EMPTY;
+  /**
+   * Each record's length, in order (ops, then a batch's BATCH_COMMIT): where each lies in `records`.
+   * This array and the next three are made by the first op at its size (push): the first push
+   * into an empty array reserves 17 slots, ~150 bytes each, which a lone write never uses.
+   */
+  lengths: number[] = EMPTY;
+  seqs: number[] = EMPTY;
+  ops: PlannedOp[] = EMPTY;
   /**
    * The intent each op replaced when it was recorded (push), by op index: what retract() restores.
    * The intents are the plan's overlay: no map of its own per batch, and no second pass to queue them.
    */
-  private readonly replaced: Array<Logical | undefined> = [];
+  private replaced: Array<Logical | undefined> = EMPTY;
   /** The plan's intents were retracted: it is not queued and takes no more ops. */
   private retracted = false;
   private readonly flags: number;
@@ -152,7 +159,8 @@ export class BatchPlan {
   private encodeOp(type: C.RecordTypeValue, seq: number, generation: number, expiresAt: number, scope: string, key: string, value: string | Uint8Array | undefined): number {
     if (this.arena !== undefined) return this.host.encodeNamedInto(this.arena, type, this.flags, seq, generation, expiresAt, scope, key, value);
     const record = this.host.encodeNamed(type, this.flags, seq, generation, expiresAt, scope, key, value);
-    this.records.push(record);
+    assert(this.records.length === 0, "a plan outside a batch holds one record");
+    this.records = [record]; // at its size, as push() makes the other arrays
     return record.length;
   }
 
@@ -162,10 +170,18 @@ export class BatchPlan {
     assert(this.inBatch || this.ops.length === 0, "a plan outside a batch holds one op");
     this.bytes += length;
     if (this.inBatch && this.bytes > BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${BATCH_BYTES_MAX} bytes; split it`);
-    this.lengths.push(length);
-    this.seqs.push(op.seq);
-    this.ops.push(op);
-    this.replaced.push(this.host.intend(op.scope, op.key, op)); // a planned op is the state it leaves
+    const replaced = this.host.intend(op.scope, op.key, op); // a planned op is the state it leaves
+    if (this.ops.length === 0) {
+      this.lengths = [length];
+      this.seqs = [op.seq];
+      this.ops = [op];
+      this.replaced = [replaced];
+    } else {
+      this.lengths.push(length);
+      this.seqs.push(op.seq);
+      this.ops.push(op);
+      this.replaced.push(replaced);
+    }
     assert(this.replaced.length === this.ops.length, "every op's intent is recorded with it");
   }
 

@@ -98,6 +98,9 @@ interface SealWaiter {
   reject: (err: unknown) => void;
 }
 
+/** The ops of a group before its first op joins (enqueue replaces it): shared, never written. */
+const NO_OPS: Group["ops"] = Object.freeze([]) as unknown as Group["ops"];
+
 /** Stands for a group's frame until the group is written (the frame checksums the final body). */
 const FRAME_PLACEHOLDER = Buffer.alloc(C.GROUP_FRAME_BYTES);
 
@@ -147,6 +150,8 @@ export class CommitLog {
   /** Segments rotated out and not sealed yet. */
   private readonly retiring = new Set<Segment>();
   private inFlight: Group | null = null;
+  /** The body of a one-record group as frameFor takes it (writeGroup): one array for every lone put. */
+  private readonly loneBody: Buffer[] = [FRAME_PLACEHOLDER];
   private queuedOps = 0;
   private queuedBytes = 0;
   private roomWaiters: Array<() => void> = [];
@@ -238,7 +243,7 @@ export class CommitLog {
     this.repair();
     const bytes = totalBytes(op.records);
     const writer = this.active.writer;
-    assert(writer !== null, `active segment ${this.active.id} has a writer`);
+    assert(writer !== null, "the active segment has a writer"); // constant messages on the per-put path: a template string is built on every call
     if (writer.end + bytes + C.GROUP_FRAME_BYTES > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
     // Durable appends overwrite real zeroed blocks instead of filling holes (segments/writer.ts);
     // a failed zero write throws here, before anything is reserved or queued.
@@ -254,21 +259,28 @@ export class CommitLog {
     const seg = this.active;
     const writer = seg.writer as NonNullable<Segment["writer"]>;
     let group = this.groups[this.groups.length - 1];
-    if (group === undefined || group.segment !== seg) {
+    const opens = group === undefined || group.segment !== seg;
+    if (opens) {
       const frameAt = writer.reserve(C.GROUP_FRAME_BYTES);
-      group = { segment: seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers: [FRAME_PLACEHOLDER], ops: [], after: [] };
+      // A new group's arrays are made at their size for its first op (a lone put's stay so): the
+      // first push into an empty array reserves 17 slots, garbage on every put.
+      const buffers = op.records.length === 1 ? [FRAME_PLACEHOLDER, op.records[0] as Buffer] : [FRAME_PLACEHOLDER, ...op.records];
+      group = { segment: seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers, ops: NO_OPS, after: [] };
       this.groups.push(group);
       this.queuedBytes += C.GROUP_FRAME_BYTES;
     }
+    const g = group as Group;
     const offset = writer.reserve(bytes);
     const locs = op.applyRun === undefined ? locationsOf(seg.id, offset, op) : null;
-    assert(group.offset + group.bytes === offset, `group contiguous: ${group.offset}+${group.bytes} == ${offset}`);
-    group.bytes += bytes;
-    group.buffers.push(...op.records);
+    assert(g.offset + g.bytes === offset, "a group's records follow its frame and each other back to back");
+    g.bytes += bytes;
+    if (!opens) for (const r of op.records) g.buffers.push(r);
     this.queuedOps += 1;
     this.queuedBytes += bytes;
     return new Promise<R>((resolve, reject) => {
-      group.ops.push({ op, at: offset, locs, value, resolve: resolve as (value: unknown) => void, reject });
+      const entry = { op, at: offset, locs, value, resolve: resolve as (value: unknown) => void, reject };
+      if (g.ops.length === 0) g.ops = [entry];
+      else g.ops.push(entry);
       if (!this.draining) queueMicrotask(() => void this.drain());
     });
   }
@@ -411,6 +423,14 @@ export class CommitLog {
   /** Frames `group` and writes it at its offset; returns its segment's writer. Throws the write's IoError. */
   private writeGroup(group: Group): NonNullable<Segment["writer"]> {
     const writer = group.segment.writer as NonNullable<Segment["writer"]>;
+    if (group.buffers.length === 2) {
+      // A lone record is its own body: no run merging and no copies of the piece list per put.
+      this.loneBody[0] = group.buffers[1] as Buffer;
+      group.buffers[0] = frameFor(group, this.loneBody);
+      this.loneBody[0] = FRAME_PLACEHOLDER; // holds no record past its group
+      writer.writeAtSync(group.buffers, group.offset);
+      return writer;
+    }
     // A batch's arena-carved records go as a few iovecs, merged once for both the frame's body
     // checksum and the write. The placeholder has a buffer of its own, so it is always runs[0].
     const runs = contiguousRuns(group.buffers);

@@ -29,7 +29,7 @@ export function noteGroup(hint: HintBuilder, pieces: readonly Buffer[], offset: 
     const piece = pieces[i] as Buffer; // in bounds: i < length
     for (let pos = 0; pos < piece.length; ) {
       const length = piece.readUInt32LE(pos + C.R_LENGTH);
-      assert(length >= C.RECORD_OVERHEAD && pos + length <= piece.length, `a piece's record at ${pos} (${length} bytes) lies inside it`);
+      assert(length >= C.RECORD_OVERHEAD && pos + length <= piece.length, "a piece's record lies inside it");
       hint.addRecord(piece, pos, at);
       pos += length;
       at += length;

@@ -46,6 +46,12 @@ function fromSlot(keydir: Keydir, slot: Slot | undefined, now: number): Logical 
   };
 }
 
+/**
+ * Scopes whose emptied map is kept (while there are at most this many maps): a lone writer's
+ * scope then does not make and drop a Map, and rehash the outer one, on every write.
+ */
+const SCOPE_MAPS_KEPT = 16;
+
 /** Queued, uncommitted state by slot, and queued erasures by scope. */
 export class Intents {
   private readonly slots = new Map<string, Map<string, Logical>>();
@@ -113,7 +119,7 @@ export class Intents {
     if (replaced !== undefined) keys.set(key, replaced);
     else {
       keys.delete(key);
-      if (keys.size === 0) this.slots.delete(scope);
+      if (keys.size === 0 && this.slots.size > SCOPE_MAPS_KEPT) this.slots.delete(scope);
     }
   }
 
@@ -122,7 +128,7 @@ export class Intents {
     const keys = this.slots.get(scope);
     if (keys?.get(key)?.seq !== seq) return;
     keys.delete(key);
-    if (keys.size === 0) this.slots.delete(scope);
+    if (keys.size === 0 && this.slots.size > SCOPE_MAPS_KEPT) this.slots.delete(scope);
   }
 
   /** Drops every queued state: the log rejected every queued mutation (commit.ts failure protocol). */

@@ -173,16 +173,16 @@ export class Store implements T.Backend {
    */
   private nextSeq(): number {
     const next = this.seq + 1;
-    assert(next <= C.SEQ_MAX, `I7: the sequence stays below 2^53 (at ${this.seq})`);
-    assert(next > this.seqTaken, `I7: the sequence never goes back (next ${next}, taken ${this.seqTaken})`);
+    assert(next <= C.SEQ_MAX, "I7: the sequence stays below 2^53"); // constant messages: a template string per call was garbage on every put
+    assert(next > this.seqTaken, "I7: the sequence never goes back");
     return next;
   }
 
   /** Takes every sequence up to `to` (`count` of them, one per record): the only place the sequence moves. */
   private advanceSeq(to: number, count = 1): void {
     // I7: versions are the store-wide sequence, which moves only here and only up.
-    assert(to === this.seq + count, `I7: the sequence grows by exactly the ${count} record(s) queued (from ${this.seq} to ${to})`);
-    assert(to > this.seqTaken && to <= C.SEQ_MAX, `I7: the sequence only grows (to ${to}, taken ${this.seqTaken})`);
+    assert(to === this.seq + count, "I7: the sequence grows by exactly the records queued");
+    assert(to > this.seqTaken && to <= C.SEQ_MAX, "I7: the sequence only grows");
     this.seq = to;
     this.seqTaken = to;
   }

@@ -54,6 +54,7 @@ export function contiguousRuns(buffers: readonly Uint8Array[]): Uint8Array[] {
 /** xxh64 of the concatenated `body` buffers, hashed run by run (no concatenated copy). */
 function bodyChecksum(body: readonly Uint8Array[]): bigint {
   if (body.length === 0) return checksum64(new Uint8Array(0), 0, 0);
+  if (body.length === 1) return checksum64Of(body); // a lone record: nothing to merge, and no list made per put
   return checksum64Of(contiguousRuns(body));
 }
 
@@ -70,8 +71,8 @@ let frameTemplate: Buffer | null = null;
  * written, since one frame per commit group was ~10 µs of a lone put through the general encoder.
  */
 export function encodeGroupFrame(firstSeq: number, syncedEnd: number, body: readonly Uint8Array[]): Buffer {
-  assert(Number.isSafeInteger(firstSeq) && firstSeq > 0 && firstSeq <= C.SEQ_MAX, `a group's first sequence ${firstSeq} is a positive sequence`);
-  assert(Number.isSafeInteger(syncedEnd) && syncedEnd >= 0 && syncedEnd <= C.SEQ_MAX, `a group's synced end ${syncedEnd} is a non-negative safe integer`);
+  assert(Number.isSafeInteger(firstSeq) && firstSeq > 0 && firstSeq <= C.SEQ_MAX, "a group's first sequence is a positive sequence");
+  assert(Number.isSafeInteger(syncedEnd) && syncedEnd >= 0 && syncedEnd <= C.SEQ_MAX, "a group's synced end is a non-negative safe integer");
   let bytes = 0;
   for (const b of body) bytes += b.byteLength;
   frameTemplate ??= encodeRecord({ type: C.RecordType.GROUP, seq: 1, generation: 0, scope: C.ROOT_SCOPE, key: "", value: new Uint8Array(C.GROUP_VALUE_BYTES) });
