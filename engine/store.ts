@@ -18,7 +18,7 @@ import { registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
-import { SegmentWriter } from "../segments/writer.js";
+import { SegmentWriter, ZERO_STEP_BYTES } from "../segments/writer.js";
 import { batchCommitInput, clearInput, scopeEraseInput } from "../segments/record-kinds.js";
 import * as A from "../rules/args.js";
 import { CommitLog } from "./commit.js";
@@ -202,14 +202,16 @@ export class Store implements T.Backend {
     const id = this.allocateId();
     const header = { segmentId: id, generation: 0, headerSeq: 0, flags: 0, createdSeq: this.seq, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 };
     const prealloc = Math.min(this.options.segmentBytes, 8 * 1024 * 1024);
+    // sync mode: the first zero step is written at creation (its fdatasync allocates it), not by the first durable put.
+    const zeroBytes = this.options.durability === "sync" ? Math.min(ZERO_STEP_BYTES, prealloc - C.DATA_START) : 0;
     let fd: number;
     try {
-      fd = createSegmentFile(this.segmentsDir, header, prealloc);
+      fd = createSegmentFile(this.segmentsDir, header, prealloc, zeroBytes);
     } catch (err) {
       this.gens.release(cell);
       throw err;
     }
-    const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc));
+    const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc, C.DATA_START + zeroBytes));
     seg.hint = new HintBuilder();
     this.segments.set(id, seg);
     try {

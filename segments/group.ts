@@ -62,6 +62,8 @@ function bodyChecksum(body: readonly Uint8Array[]): bigint {
 const FRAME_VALUE_AT = C.RECORD_FIXED_BYTES + Buffer.byteLength(C.ROOT_SCOPE, "utf8");
 /** The bytes every frame shares (length, type, flags, name lengths, scope, empty key), made once by the general encoder. */
 let frameTemplate: Buffer | null = null;
+/** The template's fixed part up to the value, as a view made once (encodeGroupFrame copies it with set()). */
+let frameHead: Uint8Array | null = null;
 
 /**
  * Encodes the frame of a group whose body is `body` (the group's records in order), whose first
@@ -78,7 +80,8 @@ export function encodeGroupFrame(firstSeq: number, syncedEnd: number, body: read
   frameTemplate ??= encodeRecord({ type: C.RecordType.GROUP, seq: 1, generation: 0, scope: C.ROOT_SCOPE, key: "", value: new Uint8Array(C.GROUP_VALUE_BYTES) });
   assert(frameTemplate.length === C.GROUP_FRAME_BYTES && FRAME_VALUE_AT + C.GROUP_VALUE_BYTES + C.RECORD_CHECKSUM_BYTES === C.GROUP_FRAME_BYTES, "a frame is its fixed part, the scope, its value and its checksum");
   const frame = Buffer.allocUnsafe(C.GROUP_FRAME_BYTES);
-  frameTemplate.copy(frame, 0, 0, FRAME_VALUE_AT);
+  // TypedArray#set of a view made once: Buffer#copy makes a view per call and runs node's JS checks (~15 µs of a cold put).
+  frame.set((frameHead ??= frameTemplate.subarray(0, FRAME_VALUE_AT)), 0);
   writeU64(frame, firstSeq, C.R_SEQ);
   writeU64(frame, syncedEnd, C.R_GENERATION);
   writeU64(frame, bytes, FRAME_VALUE_AT);

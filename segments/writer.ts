@@ -14,6 +14,7 @@
 import * as C from "./constants.js";
 import * as io from "./io.js";
 import { assert } from "../rules/assert.js";
+import type { FaultPoint } from "../rules/types.js";
 
 /** Bytes added to the file's size when the cursor reaches the preallocated end. */
 export const PREALLOCATE_STEP_BYTES = 8 * 1024 * 1024;
@@ -25,6 +26,19 @@ export const ZERO_STEP_BYTES = 256 * 1024;
 
 /** The zeros zeroAhead writes (never written to: shared, read-only by use). */
 const ZEROS = Buffer.alloc(ZERO_STEP_BYTES);
+
+/**
+ * Writes real zeros over [from, to) of `fd` (no sync), one ZERO_STEP_BYTES piece at a time, under
+ * fault point `point`; throws its IoError. What lay there must be unreserved space: nothing of a
+ * record may be in the range.
+ */
+export function writeZeros(point: FaultPoint, fd: number, from: number, to: number): void {
+  assert(from >= C.DATA_START && to >= from, "zeros go past the headers, over a range");
+  for (let at = from; at < to; at += ZERO_STEP_BYTES) {
+    const n = Math.min(ZERO_STEP_BYTES, to - at);
+    io.writeAllSync(point, fd, [n === ZERO_STEP_BYTES ? ZEROS : ZEROS.subarray(0, n)], at);
+  }
+}
 
 /** Sums the byte lengths of buffers. */
 export function totalBytes(buffers: readonly Uint8Array[]): number {
@@ -47,13 +61,17 @@ export class SegmentWriter {
    */
   private zeroed: number;
 
-  constructor(id: number, fd: number, end: number, allocated: number) {
-    if (end < C.DATA_START || allocated < end) throw new Error(`segment ${id}: bad writer bounds ${end}/${allocated}`);
+  /**
+   * A writer appending at `end` of a file of `allocated` bytes whose blocks are known written up
+   * to `zeroed` (createSegmentFile's zeros; the data end when nothing past it is known).
+   */
+  constructor(id: number, fd: number, end: number, allocated: number, zeroed: number = end) {
+    if (end < C.DATA_START || zeroed < end || allocated < zeroed) throw new Error(`segment ${id}: bad writer bounds ${end}/${zeroed}/${allocated}`);
     this.id = id;
     this.fd = fd;
     this.cursor = end;
     this.allocated = allocated;
-    this.zeroed = end;
+    this.zeroed = zeroed;
   }
 
   /** Offset up to which the file's blocks are written (records or zeros), for tests and the bench. */
@@ -74,10 +92,7 @@ export class SegmentWriter {
     if (need <= this.zeroed) return;
     const from = Math.max(this.zeroed, this.cursor);
     const target = Math.max(need, Math.min(from + ZERO_STEP_BYTES, limitBytes));
-    for (let at = from; at < target; at += ZERO_STEP_BYTES) {
-      const n = Math.min(ZERO_STEP_BYTES, target - at);
-      io.writeAllSync("io:preallocate", this.fd, [n === ZERO_STEP_BYTES ? ZEROS : ZEROS.subarray(0, n)], at);
-    }
+    writeZeros("io:preallocate", this.fd, from, target);
     this.zeroed = target;
     if (target > this.allocated) this.allocated = target;
     assert(this.zeroed >= need && this.allocated >= this.zeroed, `segment ${this.id}: zeroed ${this.zeroed} covers ${need} and lies inside ${this.allocated}`);

@@ -12,14 +12,19 @@
  * Its twin flips a byte inside the zeroed space: recovery must then see a torn tail, not a
  * clean end, and still return every acknowledged value. (3) A failed zero write (`failAt`
  * io:preallocate, ENOSPC) rejects only the call it belonged to, with nothing of it written,
- * and the store goes on and reopens to the same state.
+ * and the store goes on and reopens to the same state. (4) A new segment's first zero step is
+ * written by its creation, before the fdatasync that makes the file durable (createSegmentFile's
+ * `zeroBytes`): right after a fresh `sync` store opens, before any put, the segment's blocks
+ * cover the step, and the first 20 puts write no zeros (io observer). Its twin, `durability:
+ * "none"`, shows the hole at open and writes no zeros either, so the checks tell the two apart.
  * Property stressed: the zero fill changes where blocks are allocated, never what recovery reads.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { DATA_START } from "../segments/constants.js";
+import { setIoObserver } from "../segments/io.js";
 import { ZERO_STEP_BYTES } from "../segments/writer.js";
 import { tempDir } from "./helpers/tmp.js";
 import { expectIoError, segmentFiles, settle, within } from "./helpers/io-faults.js";
@@ -139,5 +144,37 @@ describe("a failed zero write", () => {
     expect(again.readSync(`k${failedAt}`)).toEqual({ status: "NOT_FOUND" });
     expect(again.readSync("later")).toMatchObject({ value: "fine" });
     await again.close();
+  });
+});
+
+describe("a new segment's first zero step is written by its creation", () => {
+  afterEach(() => setIoObserver(null));
+
+  /** Opens a fresh store, checks its segment's allocation before any put, and returns the largest write of its first 20 puts. */
+  async function openAndPut(name: string, durability: "sync" | "none"): Promise<{ allocatedAtOpen: number; largestWrite: number }> {
+    const dir = tempDir(name);
+    const store = await Engram.open(dir, { ...BASE, durability });
+    const allocatedAtOpen = allocatedBytes(activeSegment(dir));
+    let largestWrite = 0;
+    setIoObserver((e) => {
+      if (e.op === "write") largestWrite = Math.max(largestWrite, e.bytes);
+    });
+    await writeSome(store, 20);
+    setIoObserver(null);
+    await store.close();
+    return { allocatedAtOpen, largestWrite };
+  }
+
+  it("sync mode: the step is allocated at open, before any put, and no put writes zeros", async () => {
+    const r = await openAndPut("zero-create-sync", "sync");
+    expect(r.allocatedAtOpen, "the creation's zeros are blocks, not a hole").toBeGreaterThanOrEqual(DATA_START + ZERO_STEP_BYTES);
+    expect(r.largestWrite, "each put writes its group only (frame and record), no zero step").toBeLessThan(4096);
+    expect(r.largestWrite).toBeGreaterThan(256);
+  });
+
+  it("twin: durability none creates the segment as a hole, so the same check sees no blocks at open", async () => {
+    const r = await openAndPut("zero-create-none", "none");
+    expect(r.allocatedAtOpen).toBeLessThan(ZERO_STEP_BYTES / 2);
+    expect(r.largestWrite).toBeLessThan(4096);
   });
 });
