@@ -274,7 +274,7 @@ export class CommitLog {
     const locs = op.applyRun === undefined ? locationsOf(seg.id, offset, op) : null;
     assert(g.offset + g.bytes === offset, "a group's records follow its frame and each other back to back");
     g.bytes += bytes;
-    if (!opens) for (const r of op.records) g.buffers.push(r);
+    if (!opens) for (let i = 0; i < op.records.length; i++) g.buffers.push(op.records[i] as Buffer); // in bounds; indexed loops on this path (segments/writer.ts totalBytes)
     this.queuedOps += 1;
     this.queuedBytes += bytes;
     return new Promise<R>((resolve, reject) => {
@@ -340,7 +340,7 @@ export class CommitLog {
         this.inFlight = null;
         if (err !== null) this.failFrom(group, err);
         this.sealRetiring();
-        for (const f of group.after) f(err);
+        for (let i = 0; i < group.after.length; i++) (group.after[i] as (err: unknown) => void)(err); // in bounds
         this.wakeRoomWaiters();
         // Back to the event loop before the next group, after this one's calls resolved (their
         // acknowledgment waits for no turn): back-to-back inline commits would otherwise chain in
@@ -450,7 +450,8 @@ export class CommitLog {
     this.committed.groups += 1;
     this.committed.ops += group.ops.length;
     const segId = group.segment.id;
-    for (const o of group.ops) {
+    for (let i = 0; i < group.ops.length; i++) {
+      const o = group.ops[i] as Group["ops"][number]; // in bounds: i < length
       const seqs = o.op.seqs;
       const first = seqs[0] as number;
       const last = seqs[seqs.length - 1] as number;
@@ -504,6 +505,7 @@ export class CommitLog {
 
   /** Seals every rotated-out segment whose groups are all applied; a failed seal is retried later. */
   private sealRetiring(): void {
+    if (this.retiring.size === 0) return; // every group calls this: no Set iterator when nothing waits
     for (const seg of this.retiring) {
       if (this.inFlight?.segment === seg || this.groups.some((g) => g.segment === seg)) continue;
       if (this.broken?.segment === seg) continue;

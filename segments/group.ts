@@ -76,7 +76,7 @@ export function encodeGroupFrame(firstSeq: number, syncedEnd: number, body: read
   assert(Number.isSafeInteger(firstSeq) && firstSeq > 0 && firstSeq <= C.SEQ_MAX, "a group's first sequence is a positive sequence");
   assert(Number.isSafeInteger(syncedEnd) && syncedEnd >= 0 && syncedEnd <= C.SEQ_MAX, "a group's synced end is a non-negative safe integer");
   let bytes = 0;
-  for (const b of body) bytes += b.byteLength;
+  for (let i = 0; i < body.length; i++) bytes += (body[i] as Uint8Array).byteLength; // indexed: a cold for-of costs an iterator per put
   frameTemplate ??= encodeRecord({ type: C.RecordType.GROUP, seq: 1, generation: 0, scope: C.ROOT_SCOPE, key: "", value: new Uint8Array(C.GROUP_VALUE_BYTES) });
   assert(frameTemplate.length === C.GROUP_FRAME_BYTES && FRAME_VALUE_AT + C.GROUP_VALUE_BYTES + C.RECORD_CHECKSUM_BYTES === C.GROUP_FRAME_BYTES, "a frame is its fixed part, the scope, its value and its checksum");
   const frame = Buffer.allocUnsafe(C.GROUP_FRAME_BYTES);

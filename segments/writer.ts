@@ -40,10 +40,14 @@ export function writeZeros(point: FaultPoint, fd: number, from: number, to: numb
   }
 }
 
-/** Sums the byte lengths of buffers. */
+/**
+ * Sums the byte lengths of buffers. Indexed, as the other loops of a lone put's path: before the
+ * JIT optimizes them (most of a short-lived process's puts), a for-of makes an iterator and a
+ * result object per step and costs several times an indexed loop.
+ */
 export function totalBytes(buffers: readonly Uint8Array[]): number {
   let n = 0;
-  for (const b of buffers) n += b.byteLength;
+  for (let i = 0; i < buffers.length; i++) n += (buffers[i] as Uint8Array).byteLength; // in bounds: i < length
   return n;
 }
 
