@@ -29,9 +29,12 @@ import type { Location } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import { noteGroup } from "./hints.js";
 
+/** A promise executor that resolves at the event loop's next check phase (made once: no closure per yield). */
+const resolveAtCheckPhase = (resolve: () => void): void => void setImmediate(resolve);
+
 /** Resolves after the event loop's next check phase (setImmediate): timers and I/O run first. */
 function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
+  return new Promise(resolveAtCheckPhase);
 }
 
 /** Most operations of a group that is fdatasynced on the main thread (syncInline). */
