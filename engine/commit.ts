@@ -29,14 +29,6 @@ import type { Location } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import { noteGroup } from "./hints.js";
 
-/** A promise executor that resolves at the event loop's next check phase (made once: no closure per yield). */
-const resolveAtCheckPhase = (resolve: () => void): void => void setImmediate(resolve);
-
-/** Resolves after the event loop's next check phase (setImmediate): timers and I/O run first. */
-function yieldToEventLoop(): Promise<void> {
-  return new Promise(resolveAtCheckPhase);
-}
-
 /** Most operations of a group that is fdatasynced on the main thread (syncInline). */
 const SYNC_INLINE_OPS_MAX = 4;
 /** Most bytes of a group that is fdatasynced on the main thread (syncInline). */
@@ -284,7 +276,7 @@ export class CommitLog {
       const entry = { op, at: offset, locs, value, resolve: resolve as (value: unknown) => void, reject };
       if (g.ops.length === 0) g.ops = [entry];
       else g.ops.push(entry);
-      if (!this.draining) queueMicrotask(() => void this.drain());
+      if (!this.draining) queueMicrotask(this.startDrain);
     });
   }
 
@@ -325,37 +317,81 @@ export class CommitLog {
     });
   }
 
-  /** Writes queued groups in order. Never rejects: every failure goes to the calls it affects. */
-  private async drain(): Promise<void> {
+  /**
+   * Writes queued groups in order: starts the drain (a microtask after the first enqueue) unless
+   * one runs. Never throws an I/O error: every failure goes to the calls it affects.
+   */
+  private drain(): void {
     if (this.draining) return;
     this.draining = true;
-    try {
-      for (;;) {
-        const gate = this.startGate;
-        if (gate !== null) {
-          await gate;
-          if (this.startGate === gate) this.startGate = null;
-        }
-        const group = this.groups.shift();
-        if (group === undefined) break;
-        this.inFlight = group;
-        const err = this.commitsNow(group) ? this.commitGroupNow(group) : await this.commitGroup(group);
-        this.inFlight = null;
-        if (err !== null) this.failFrom(group, err);
-        this.sealRetiring();
-        for (let i = 0; i < group.after.length; i++) (group.after[i] as (err: unknown) => void)(err); // in bounds
-        this.wakeRoomWaiters();
-        // Back to the event loop before the next group, after this one's calls resolved (their
-        // acknowledgment waits for no turn): back-to-back inline commits would otherwise chain in
-        // microtasks alone and starve timers, I/O and worker messages.
-        if (group.inline === true) await yieldToEventLoop();
-      }
-    } finally {
-      this.draining = false;
-      const waiters = this.idleWaiters;
-      this.idleWaiters = [];
-      for (const w of waiters) w();
+    this.drainNow();
+  }
+
+  /**
+   * The drain's part that waits for nothing: commits queued groups in order in this turn while
+   * no start gate holds them and each commitsNow (no promise made per group), and hands the first
+   * group that must wait to drainWaiting. After a group whose fdatasync ran inline it yields: back
+   * to the event loop once this group's calls resolved (their acknowledgment waits for no turn),
+   * since back-to-back inline commits would otherwise chain alone and starve timers, I/O and
+   * worker messages; the drain goes on from a setImmediate, still `draining`, so none starts beside
+   * it. Ends the drain when the queue is empty.
+   */
+  private drainNow(): void {
+    for (;;) {
+      const group = this.groups[0];
+      if (group === undefined) return this.drained();
+      if (this.startGate !== null || !this.commitsNow(group)) return void this.drainWaiting();
+      this.groups.shift();
+      this.inFlight = group;
+      this.finishGroup(group, this.commitGroupNow(group));
+      if (group.inline === true) return void setImmediate(this.resumeDrain);
     }
+  }
+
+  /** drain() as a callback made once (enqueue's microtask). */
+  private readonly startDrain = (): void => this.drain();
+
+  /** Goes on with the drain after its yield to the event loop (drainNow). */
+  private readonly resumeDrain = (): void => {
+    assert(this.draining, "a yielded drain is still draining when it resumes");
+    this.drainNow();
+  };
+
+  /**
+   * The drain's part that awaits: a start gate (one group starts after each resolved gate, even
+   * if a new gate was set meanwhile: that one holds the group after it), and a group that syncs in
+   * the thread pool or meets fault points. Then back to drainNow. Never rejects.
+   */
+  private async drainWaiting(): Promise<void> {
+    const gate = this.startGate;
+    if (gate !== null) {
+      await gate.catch(() => undefined); // the caller guarantees it resolves; a rejected one still releases the start
+      if (this.startGate === gate) this.startGate = null;
+    }
+    const group = this.groups.shift();
+    if (group === undefined) return this.drained();
+    this.inFlight = group;
+    const err = this.commitsNow(group) ? this.commitGroupNow(group) : await this.commitGroup(group);
+    this.finishGroup(group, err);
+    if (group.inline === true) setImmediate(this.resumeDrain);
+    else this.drainNow();
+  }
+
+  /** After a group committed (err null) or failed: the failure protocol, the seals it held back, its barriers, room for waiting callers. */
+  private finishGroup(group: Group, err: unknown): void {
+    this.inFlight = null;
+    if (err !== null) this.failFrom(group, err);
+    this.sealRetiring();
+    for (let i = 0; i < group.after.length; i++) (group.after[i] as (err: unknown) => void)(err); // in bounds
+    this.wakeRoomWaiters();
+  }
+
+  /** The queue is empty: the drain ends and idle() waiters resume. */
+  private drained(): void {
+    this.draining = false;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const w of waiters) w();
   }
 
   /**
