@@ -578,7 +578,8 @@ export class Compactor {
    * a recount of the active segment walked every slot and the pass walked them all again.
    */
   private async compactGarbage(mode: Mode): Promise<T.CompactionReport> {
-    await this.host.flush();
+    // No flush first (the recount this walk replaces had none): a group applied after the plan
+    // moves a segment's data end or the sequence, and stillPlanned then refuses the plan.
     const active = this.host.log.activeSegment;
     const estimated = active.deadBytes;
     const planned: PlannedPass = { now: this.host.options.clock(), sequence: this.host.sequence, sealedId: active.id, sealedEnd: active.dataEnd, plans: new Map() };
