@@ -152,18 +152,7 @@ export function packEntries(body: Buffer, minSeq: number, startScopes: readonly 
     const keyAt = scopeAt + scopeLen;
     const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
     const n = keyLen + tail;
-    const e = packedScratch; // one object for every entry: no allocation per entry
-    e.type = type;
-    e.flags = flags;
-    e.gap = offset - prevEnd;
-    e.seq = seq;
-    e.prevSeq = prevSeq;
-    e.valueLen = valueLen;
-    e.gen = gen;
-    e.exp = exp;
-    e.scope = id === prevScope ? -1 : id;
-    e.keyLen = keyLen;
-    q = putPacked(out, q, e, body, keyAt, n);
+    q = putPacked(out, q, type, flags, offset - prevEnd, seq, prevSeq, valueLen, gen, exp, id === prevScope ? -1 : id, keyLen, body, keyAt, n);
     if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) keyed++;
     at = keyAt + keyLen + tail;
     prevEnd = offset + C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
@@ -305,18 +294,7 @@ export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null
     const keyAt = scopeAt + scopeLen;
     const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
     const n = keyLen + tail;
-    const e = packedScratch; // one object for every entry: no allocation per entry
-    e.type = type;
-    e.flags = flags;
-    e.gap = offset - prevEnd;
-    e.seq = seq;
-    e.prevSeq = prevSeq;
-    e.valueLen = valueLen;
-    e.gen = gen;
-    e.exp = exp;
-    e.scope = id === prevScope ? -1 : id;
-    e.keyLen = keyLen;
-    q = putPacked(out, q, e, rec, keyAt, n);
+    q = putPacked(out, q, type, flags, offset - prevEnd, seq, prevSeq, valueLen, gen, exp, id === prevScope ? -1 : id, keyLen, rec, keyAt, n);
     if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) hashes[keyed++] = keyHash(rec, keyAt, keyLen, scopeHash);
     else if (type === C.RecordType.SCOPE_ERASE) erases.push(at);
     at += ENTRY_FIXED + scopeLen + n;
@@ -356,45 +334,29 @@ function keyHash(b: Buffer, at: number, n: number, h: number): number {
   return h >>> 0;
 }
 
-/** The fields of one packed entry that putPacked writes (`scope` -1: the previous entry's). */
-interface PackedFields {
-  type: number;
-  flags: number;
-  gap: number;
-  seq: number;
-  prevSeq: number;
-  valueLen: number;
-  gen: number;
-  exp: number;
-  scope: number;
-  keyLen: number;
-}
-
-/** The one PackedFields that packEntries and packRecords fill per entry (synchronous: never shared across calls). */
-const packedScratch: PackedFields = { type: 0, flags: 0, gap: 0, seq: 0, prevSeq: 0, valueLen: 0, gen: 0, exp: 0, scope: -1, keyLen: 0 };
-
 /**
  * Writes one packed entry at out[q...] (docs/FORMAT.md "Hint files"): the first byte (type,
  * flags, same scope, sequence down, no expiry), the gap after the previous record, the sequence
  * delta, the value length (PUT, SCOPE_ERASE), the generation, the expiry (when not 0), the scope
  * index (when not the previous entry's), the key length, then the key and erase list, src[keyAt,
- * keyAt + n). Returns the offset after it. packEntries and packRecords both write through it.
+ * keyAt + n); `scope` is -1 for the previous entry's. Returns the offset after it. packEntries and
+ * packRecords both write through it (its arguments, not an object: no allocation per entry).
  */
-function putPacked(out: Buffer, q: number, e: PackedFields, src: Buffer, keyAt: number, n: number): number {
-  out[q++] = e.type | (e.flags << 3) | (e.scope < 0 ? B_SAME_SCOPE : 0) | (e.seq < e.prevSeq ? B_SEQ_DOWN : 0) | (e.exp === 0 ? B_NO_EXPIRY : 0);
+function putPacked(out: Buffer, q: number, type: number, flags: number, gap: number, seq: number, prevSeq: number, valueLen: number, gen: number, exp: number, scope: number, keyLen: number, src: Buffer, keyAt: number, n: number): number {
+  out[q++] = type | (flags << 3) | (scope < 0 ? B_SAME_SCOPE : 0) | (seq < prevSeq ? B_SEQ_DOWN : 0) | (exp === 0 ? B_NO_EXPIRY : 0);
   // Most values are below 128: one byte without a call.
-  if (e.gap < 0x80) out[q++] = e.gap;
-  else q = putVarint(out, q, e.gap);
-  const dSeq = e.seq < e.prevSeq ? e.prevSeq - e.seq : e.seq - e.prevSeq;
+  if (gap < 0x80) out[q++] = gap;
+  else q = putVarint(out, q, gap);
+  const dSeq = seq < prevSeq ? prevSeq - seq : seq - prevSeq;
   if (dSeq < 0x80) out[q++] = dSeq;
   else q = putVarint(out, q, dSeq);
-  if (e.type === C.RecordType.PUT || e.type === C.RecordType.SCOPE_ERASE) q = putVarint(out, q, e.valueLen);
-  if (e.gen < 0x80) out[q++] = e.gen;
-  else q = putVarint(out, q, e.gen);
-  if (e.exp !== 0) q = putVarint(out, q, e.exp);
-  if (e.scope >= 0) q = putVarint(out, q, e.scope);
-  if (e.keyLen < 0x80) out[q++] = e.keyLen;
-  else q = putVarint(out, q, e.keyLen);
+  if (type === C.RecordType.PUT || type === C.RecordType.SCOPE_ERASE) q = putVarint(out, q, valueLen);
+  if (gen < 0x80) out[q++] = gen;
+  else q = putVarint(out, q, gen);
+  if (exp !== 0) q = putVarint(out, q, exp);
+  if (scope >= 0) q = putVarint(out, q, scope);
+  if (keyLen < 0x80) out[q++] = keyLen;
+  else q = putVarint(out, q, keyLen);
   if (n <= 32) for (let i = 0; i < n; i++) out[q + i] = src[keyAt + i] as number; // short names: a loop beats a native call
   else src.copy(out, q, keyAt, keyAt + n);
   return q + n;
