@@ -337,8 +337,8 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
 /**
  * The hint file's bytes (segments/hint.ts) for a compaction output whose data is `out` and whose
  * header on disk is `header`: packed straight from the copied records (HintBuilder.ofRecords; no
- * rescan of the written file). `newOffsets` lists every record's offset in the output, in file order. Null when the
- * builder cannot encode it (then no hint: recovery scans).
+ * rescan of the written file). `newOffsets` lists every record's offset in the output, in file
+ * order. Null when the builder cannot encode it (then no hint: recovery scans).
  */
 function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): Buffer | null {
   const offsets = newOffsets.length === 1 ? (newOffsets[0] as Uint32Array) : concatU32(newOffsets);
