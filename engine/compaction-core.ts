@@ -336,16 +336,24 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
 
 /**
  * The hint file's bytes (segments/hint.ts) for a compaction output whose data is `out` and whose
- * header on disk is `header`: built from the copied records themselves (no rescan of the written
- * file). `newOffsets` lists every record's offset in the output, in file order. Null when the
- * builder cannot encode it (then no hint: recovery scans).
+ * header on disk is `header`: packed straight from the copied records (HintBuilder.ofRecords; no
+ * rescan of the written file). `newOffsets` lists every record's offset in the output, in file
+ * order. Null when the builder cannot encode it (then no hint: recovery scans).
  */
 function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): Buffer | null {
-  let records = 0;
-  for (const offs of newOffsets) records += offs.length;
-  const hint = new HintBuilder(Math.max(1024, records * 64));
-  for (const offs of newOffsets) for (const off of offs) hint.addRecord(out, off - C.DATA_START, off);
-  return hint.encode(task.targetId, header, C.DATA_START + out.length, true);
+  const offsets = newOffsets.length === 1 ? (newOffsets[0] as Uint32Array) : concatU32(newOffsets);
+  return HintBuilder.ofRecords({ rec: out, offsets, base: C.DATA_START }, task.targetId, header, C.DATA_START + out.length, true);
+}
+
+/** The arrays of `parts` end to end, in one array. */
+function concatU32(parts: readonly Uint32Array[]): Uint32Array {
+  const all = new Uint32Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  return all;
 }
 
 /**

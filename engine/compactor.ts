@@ -224,17 +224,6 @@ export class Compactor {
     this.countDead(tallySegments(this.host, this.host.options.clock()));
   }
 
-  /**
-   * Recomputes the active segment's dead bytes alone (compact() asks whether to seal it): a plan
-   * of that one segment, which skips every slot with no record there (the full recount follows in
-   * the pass's own plan).
-   */
-  private recountActive(): void {
-    const active = this.host.log.activeSegment;
-    const plan = planSegments(this.host, this.host.options.clock(), new Set([active.id])).get(active.id);
-    active.deadBytes = active.dataEnd - C.DATA_START - liveBytesOf(plan);
-  }
-
   /** Sets every segment's dead bytes from a tally of what survives (`tally`: planSegments or tallySegments). */
   private countDead(tally: ReadonlyMap<number, { liveBytes: number } | SegmentPlan>): void {
     for (const seg of this.host.segments.values()) {
@@ -581,21 +570,50 @@ export class Compactor {
   }
 
   /**
-   * Compacts `segs` from one flush and one plan. "garbage": every sealed segment holding dead
+   * compact() without ids: every segment with garbage, the active one sealed first when it holds
+   * some — by the write path's estimate, or, when that says none, by expiry since, which the
+   * pass's own plan tells. One keydir walk plans the whole pass before the seal; the pass keeps
+   * that plan when nothing was committed, queued or appended meanwhile (the same sequence, the
+   * sealed segment ending where it ended at the plan: PlannedPass), else it plans again. Before,
+   * a recount of the active segment walked every slot and the pass walked them all again.
+   */
+  private async compactGarbage(mode: Mode): Promise<T.CompactionReport> {
+    // No flush first (the recount this walk replaces had none): a group applied after the plan
+    // moves a segment's data end or the sequence, and stillPlanned then refuses the plan.
+    const active = this.host.log.activeSegment;
+    const estimated = active.deadBytes;
+    const planned: PlannedPass = { now: this.host.options.clock(), sequence: this.host.sequence, sealedId: active.id, sealedEnd: active.dataEnd, plans: new Map() };
+    planned.plans = planSegments(this.host, planned.now, null);
+    this.countDead(planned.plans); // the active segment's count too: what recountActive computed
+    if (unsafePlanReuseForTests.afterPlan !== null) await unsafePlanReuseForTests.afterPlan(); // never set but by a test: no await here otherwise
+    if ((estimated > 0 || active.deadBytes > 0) && active.dataEnd !== C.DATA_START) {
+      const old = this.host.log.rotate();
+      assert(old === active, "the segment sealed is the one planned as active");
+      await this.host.log.whenSealed(old);
+    }
+    return this.compactMany("garbage", mode, planned);
+  }
+
+  /**
+   * Compacts `segs` from one flush and one plan (`planned`'s, when it still holds: see
+   * compactGarbage; else a plan made now). "garbage": every sealed segment holding dead
    * bytes, as counted by that same plan (one keydir walk both recounts the dead bytes and plans).
    * copy-on-write merges them into outputs (group), whose ids one manifest write reserves first
    * (nextId past them: an output the manifest does not list yet is deleted at open, never read);
    * in-place rewrites one segment after the other (a segment hard-linked into a backup is merged
    * by copy instead: backup.ts).
    */
-  private async compactMany(which: Segment[] | "garbage", mode: Mode): Promise<T.CompactionReport> {
+  private async compactMany(which: Segment[] | "garbage", mode: Mode, planned?: PlannedPass): Promise<T.CompactionReport> {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
     const started = performance.now();
     if (which !== "garbage" && which.length === 0) return report;
     await this.host.flush();
-    const now = this.host.options.clock();
-    const plans = planSegments(this.host, now, which === "garbage" ? null : new Set(which.map((x) => x.id)));
-    if (which === "garbage") this.countDead(plans);
+    // From here to the jobs' start nothing awaits: a plan kept is checked in the turn that uses it.
+    const kept = planned !== undefined && which === "garbage" && this.stillPlanned(planned);
+    if (planned !== undefined) planReuse[kept ? "kept" : "replanned"] += 1;
+    const now = kept ? planned.now : this.host.options.clock();
+    const plans = kept ? planned.plans : planSegments(this.host, now, which === "garbage" ? null : new Set(which.map((x) => x.id)));
+    if (which === "garbage" && !kept) this.countDead(plans);
     const ready = (which === "garbage" ? this.sealedWithGarbage() : which).filter((s) => this.compactable(s));
     this.deadAtPlan.clear();
     for (const seg of ready) this.deadAtPlan.set(seg.id, seg.deadBytes);
@@ -609,6 +627,18 @@ export class Compactor {
     }
     report.durationMs = performance.now() - started;
     return report;
+  }
+
+  /**
+   * True when `planned` still says what a plan made now would, but for expiry since (which only
+   * makes more records dead: the pass then keeps some that a later one drops): no write was
+   * committed or queued since (the sequence), and the segment that was active then holds exactly
+   * the bytes it held (sealed or not), so every record of every planned segment was planned.
+   */
+  private stillPlanned(planned: PlannedPass): boolean {
+    if (unsafePlanReuseForTests.always) return true;
+    const seg = this.host.segments.get(planned.sealedId);
+    return planned.sequence === this.host.sequence && seg !== undefined && seg.dataEnd === planned.sealedEnd;
   }
 
   /** The pass's jobs: merged copy-on-write groups (ids allocated now), then in-place segments one by one. */
@@ -676,14 +706,8 @@ export class Compactor {
       throw new InvalidArgumentError("segments must be an array of segment ids (see stats().segments)");
     }
     return this.serial(async () => {
-      if (ids === undefined) {
-        // The write path's estimate already says whether the active segment holds garbage; only
-        // when it says none can expiry have made some (a recount tells).
-        if (this.host.log.activeSegment.deadBytes === 0) this.recountActive();
-        await this.sealActiveIfDirty();
-      }
-      // Without ids: every segment with garbage, recounted by the plan itself (after the seal).
-      const segs = ids === undefined ? "garbage" : (ids as number[]).map((id) => this.host.segments.get(id)).filter((s): s is Segment => s !== undefined);
+      if (ids === undefined) return this.compactGarbage(mode);
+      const segs = (ids as number[]).map((id) => this.host.segments.get(id)).filter((s): s is Segment => s !== undefined);
       return this.compactMany(segs, mode);
     });
   }
@@ -787,6 +811,29 @@ function relocateAll(keydir: Keydir, survivors: RecordList, source: number, targ
  * test/compaction-overlap-unsafe.test.ts sets it, to show that the check is what protects.
  */
 export const unsafeCompactionForTests = { relocateUnchecked: false };
+
+/** A plan of a whole compact() pass made before its seal of the active segment (compactGarbage). */
+interface PlannedPass {
+  now: number;
+  /** host.sequence when it was made. */
+  sequence: number;
+  /** The segment active then, and its data end then. */
+  sealedId: number;
+  sealedEnd: number;
+  plans: Map<number, SegmentPlan>;
+}
+
+/**
+ * Test switches, never set by the engine or any option (test/compaction-plan-reuse.test.ts):
+ * `afterPlan` runs between compact()'s plan and the seal of the active segment (a write there
+ * lands in the segment being sealed, after the plan); `always` keeps that plan without checking
+ * that nothing changed since — the check that makes the pass plan again, without which such a
+ * write's record is dropped by the copy as if it were dead.
+ */
+export const unsafePlanReuseForTests: { always: boolean; afterPlan: (() => Promise<void>) | null } = { always: false, afterPlan: null };
+
+/** compact() passes that kept their plan made before the seal, and those that planned again (for tests: which path ran). */
+export const planReuse = { kept: 0, replanned: 0 };
 
 /** Moves survivor i's keydir pointer from (source, its old offset) to (target, off) if it still points there. */
 function relocate(keydir: Keydir, list: RecordList, i: number, source: number, target: number, off: number): void {

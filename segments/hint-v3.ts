@@ -149,27 +149,10 @@ export function packEntries(body: Buffer, minSeq: number, startScopes: readonly 
     }
     const id = scopeId;
     if (type === C.RecordType.PUT) (scopes[id] as ScopeItem).put = true;
-    out[q++] = type | (flags << 3) | (id === prevScope ? B_SAME_SCOPE : 0) | (seq < prevSeq ? B_SEQ_DOWN : 0) | (exp === 0 ? B_NO_EXPIRY : 0);
-    // Most values are below 128: one byte without a call.
-    const gap = offset - prevEnd;
-    if (gap < 0x80) out[q++] = gap;
-    else q = putVarint(out, q, gap);
-    const dSeq = seq < prevSeq ? prevSeq - seq : seq - prevSeq;
-    if (dSeq < 0x80) out[q++] = dSeq;
-    else q = putVarint(out, q, dSeq);
-    if (type === C.RecordType.PUT || type === C.RecordType.SCOPE_ERASE) q = putVarint(out, q, valueLen);
-    if (gen < 0x80) out[q++] = gen;
-    else q = putVarint(out, q, gen);
-    if (exp !== 0) q = putVarint(out, q, exp);
-    if (id !== prevScope) q = putVarint(out, q, id);
-    if (keyLen < 0x80) out[q++] = keyLen;
-    else q = putVarint(out, q, keyLen);
     const keyAt = scopeAt + scopeLen;
     const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
     const n = keyLen + tail;
-    if (n <= 32) for (let i = 0; i < n; i++) out[q + i] = body[keyAt + i] as number; // short names: a loop beats a native call
-    else body.copy(out, q, keyAt, keyAt + n);
-    q += n;
+    q = putPacked(out, q, type, flags, offset - prevEnd, seq, prevSeq, valueLen, gen, exp, id === prevScope ? -1 : id, keyLen, body, keyAt, n);
     if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) keyed++;
     at = keyAt + keyLen + tail;
     prevEnd = offset + C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
@@ -185,6 +168,198 @@ export function packEntries(body: Buffer, minSeq: number, startScopes: readonly 
   }
   assert(q <= body.length, "packed entries are never larger than the v2 entries");
   return { bytes: out.subarray(0, q), rows, scopes: encodeScopeList(scopes) };
+}
+
+/**
+ * Records to pack straight into a hint, without their version-2 entries first: every record
+ * starts at `rec[offset - base]`, `offsets` ascending (a compaction's output: segments/hint.ts
+ * HintBuilder.ofRecords). GROUP records are not entries and are skipped.
+ */
+export interface RecordRun {
+  rec: Buffer;
+  offsets: Uint32Array;
+  base: number;
+}
+
+/** What a hint needs of a run of records before packing: entries, their version-2 bytes, sequence range, end. */
+export interface RunTotals {
+  count: number;
+  bodyBytes: number;
+  minSeq: number;
+  maxSeq: number;
+  end: number;
+}
+
+/**
+ * The totals of `run` (one pass over its fixed fields), or null when a record's sequence is not
+ * a safe integer (HintBuilder.addRecord's -1) or a record starts before the previous one ends:
+ * the caller then takes the entry-by-entry path, which refuses or asserts as it always did.
+ */
+export function runTotals(run: RecordRun): RunTotals | null {
+  const { rec, offsets, base } = run;
+  let count = 0;
+  let bodyBytes = 0;
+  let minSeq = 0;
+  let maxSeq = 0;
+  let end: number = C.DATA_START;
+  for (let i = 0; i < offsets.length; i++) {
+    const offset = offsets[i] as number;
+    const f = offset - base;
+    const type = rec[f + C.R_TYPE] as number;
+    if (type === C.RecordType.GROUP) continue;
+    if (offset < end) return null; // out of order: addRecord's assertion reports it
+    const seqHigh = u32(rec, f + C.R_SEQ + 4);
+    if (seqHigh > SEQ_HIGH_MAX) return null;
+    const seq = seqHigh * 0x1_0000_0000 + u32(rec, f + C.R_SEQ);
+    if (minSeq === 0 || seq < minSeq) minSeq = seq;
+    if (seq > maxSeq) maxSeq = seq;
+    const tail = type === C.RecordType.SCOPE_ERASE ? u32(rec, f + C.R_VALUE_LEN) : 0;
+    bodyBytes += ENTRY_FIXED + u16(rec, f + C.R_SCOPE_LEN) + u16(rec, f + C.R_KEY_LEN) + tail;
+    count += 1;
+    end = offset + u32(rec, f + C.R_LENGTH);
+  }
+  return { count, bodyBytes, minSeq, maxSeq, end };
+}
+
+/** Highest high word of a u64 sequence that is a safe integer (2^53 - 1 >> 32). */
+const SEQ_HIGH_MAX = 0x1fffff;
+
+/** What packRecords gives beyond packEntries: the slot index HintBuilder would have kept while adding. */
+export interface PackedRun extends Packed {
+  /** Slot hash (segments/hint.ts slotHash) of each keyed entry, in file order. */
+  hashes: Uint32Array;
+  /** Version-2 body offsets of the SCOPE_ERASE entries. */
+  erases: Uint32Array;
+}
+
+/**
+ * packEntries of the entries `run`'s records would have as version-2 entries (`totals` from
+ * runTotals), read from the records themselves, with each keyed entry's slot hash and each erase
+ * entry's body offset computed on the way: the same bytes, rows and scope list as HintBuilder's
+ * addRecord per record followed by packEntries, in one pass and without the 60-odd bytes per
+ * record of the intermediate entry. Null exactly when packEntries would be. Its loop is
+ * packEntries' with a record's fields where an entry's are (a record's first bytes are an entry's
+ * after its offset word); test/hint-of-records.test.ts compares the two byte for byte, so a change
+ * to one that the other lacks fails there.
+ */
+export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null {
+  const { rec, offsets, base } = run;
+  const out = Buffer.allocUnsafe(totals.bodyBytes + 16);
+  const hashes = new Uint32Array(totals.count);
+  const erases: number[] = [];
+  const scopes: ScopeItem[] = [];
+  const scopeIds = new Map<string, number>();
+  const rows: number[] = [];
+  const minSeq = totals.minSeq;
+  let q = 0;
+  let blockStart = 0;
+  let keyed = 0;
+  let prevEnd: number = C.DATA_START;
+  let prevSeq = minSeq;
+  let prevScope = -1;
+  let lastScopeAt = -1;
+  let lastScopeLen = -1;
+  let scopeId = -1;
+  let scopeHash = 0; // FNV-1a over the current scope and the separator: slotHash's first half
+  let at = 0; // the body offset of this record's version-2 entry
+  for (let i = 0; i < offsets.length; i++) {
+    const offset = offsets[i] as number;
+    const f = offset - base;
+    const type = rec[f + C.R_TYPE] as number;
+    if (type === C.RecordType.GROUP) continue;
+    const flags = rec[f + C.R_FLAGS] as number;
+    const scopeLen = u16(rec, f + C.R_SCOPE_LEN);
+    const keyLen = u16(rec, f + C.R_KEY_LEN);
+    const valueLen = u32(rec, f + C.R_VALUE_LEN);
+    const scopeAt = f + C.RECORD_FIXED_BYTES;
+    const seq = u32(rec, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32(rec, f + C.R_SEQ);
+    const gen = u32(rec, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32(rec, f + C.R_GENERATION);
+    const exp = u32(rec, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32(rec, f + C.R_EXPIRES_AT);
+    if (flags > C.RECORD_FLAGS_KNOWN || type < 1 || type >= C.RecordType.GROUP || offset < prevEnd || seq < minSeq || seq > Number.MAX_SAFE_INTEGER || gen > Number.MAX_SAFE_INTEGER || exp > Number.MAX_SAFE_INTEGER) return null;
+    if (!sameRange(rec, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
+      const name = rec.toString("latin1", scopeAt, scopeAt + scopeLen);
+      let id = scopeIds.get(name);
+      if (id === undefined) {
+        id = scopes.length;
+        scopeIds.set(name, id);
+        scopes.push({ bytes: Buffer.from(rec.subarray(scopeAt, scopeAt + scopeLen)), put: false });
+      }
+      lastScopeAt = scopeAt;
+      lastScopeLen = scopeLen;
+      scopeId = id;
+      scopeHash = scopeHashOf(rec, scopeAt, scopeLen);
+    }
+    const id = scopeId;
+    if (type === C.RecordType.PUT) (scopes[id] as ScopeItem).put = true;
+    const keyAt = scopeAt + scopeLen;
+    const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
+    const n = keyLen + tail;
+    q = putPacked(out, q, type, flags, offset - prevEnd, seq, prevSeq, valueLen, gen, exp, id === prevScope ? -1 : id, keyLen, rec, keyAt, n);
+    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) hashes[keyed++] = keyHash(rec, keyAt, keyLen, scopeHash);
+    else if (type === C.RecordType.SCOPE_ERASE) erases.push(at);
+    at += ENTRY_FIXED + scopeLen + n;
+    prevEnd = offset + C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
+    prevSeq = seq;
+    prevScope = id;
+    if (q - blockStart >= ENTRY_BLOCK_BYTES || at >= totals.bodyBytes) {
+      rows.push(q, at, keyed);
+      blockStart = q;
+      prevEnd = C.DATA_START;
+      prevSeq = minSeq;
+      prevScope = -1;
+    }
+  }
+  assert(at === totals.bodyBytes && q <= at, "the records pack into exactly their totals' entries, never larger");
+  return { bytes: out.subarray(0, q), rows, scopes: encodeScopeList(scopes), hashes: hashes.subarray(0, keyed), erases: Uint32Array.from(erases) };
+}
+
+/** Test hook (the unsafe twin of packRecords): when true, its slot hashes leave out the scope/key separator. */
+let skewRecordHashes = false;
+
+/** Test only: makes packRecords hash a slot wrongly (true: no 0xFF between scope and key) or rightly again (false). */
+export function unsafeSkewRecordHashes(skew: boolean): void {
+  skewRecordHashes = skew;
+}
+
+/** FNV-1a over a scope's bytes and the 0xFF separator: the state slotHash continues with the key. */
+function scopeHashOf(b: Buffer, at: number, n: number): number {
+  let h = 0x811c9dc5;
+  for (let k = 0; k < n; k++) h = Math.imul(h ^ (b[at + k] as number), 0x01000193);
+  return skewRecordHashes ? h : Math.imul(h ^ 0xff, 0x01000193);
+}
+
+/** slotHash from a scope's state (scopeHashOf) over the key's bytes. */
+function keyHash(b: Buffer, at: number, n: number, h: number): number {
+  for (let k = 0; k < n; k++) h = Math.imul(h ^ (b[at + k] as number), 0x01000193);
+  return h >>> 0;
+}
+
+/**
+ * Writes one packed entry at out[q...] (docs/FORMAT.md "Hint files"): the first byte (type,
+ * flags, same scope, sequence down, no expiry), the gap after the previous record, the sequence
+ * delta, the value length (PUT, SCOPE_ERASE), the generation, the expiry (when not 0), the scope
+ * index (when not the previous entry's), the key length, then the key and erase list, src[keyAt,
+ * keyAt + n); `scope` is -1 for the previous entry's. Returns the offset after it. packEntries and
+ * packRecords both write through it (its arguments, not an object: no allocation per entry).
+ */
+function putPacked(out: Buffer, q: number, type: number, flags: number, gap: number, seq: number, prevSeq: number, valueLen: number, gen: number, exp: number, scope: number, keyLen: number, src: Buffer, keyAt: number, n: number): number {
+  out[q++] = type | (flags << 3) | (scope < 0 ? B_SAME_SCOPE : 0) | (seq < prevSeq ? B_SEQ_DOWN : 0) | (exp === 0 ? B_NO_EXPIRY : 0);
+  // Most values are below 128: one byte without a call.
+  if (gap < 0x80) out[q++] = gap;
+  else q = putVarint(out, q, gap);
+  const dSeq = seq < prevSeq ? prevSeq - seq : seq - prevSeq;
+  if (dSeq < 0x80) out[q++] = dSeq;
+  else q = putVarint(out, q, dSeq);
+  if (type === C.RecordType.PUT || type === C.RecordType.SCOPE_ERASE) q = putVarint(out, q, valueLen);
+  if (gen < 0x80) out[q++] = gen;
+  else q = putVarint(out, q, gen);
+  if (exp !== 0) q = putVarint(out, q, exp);
+  if (scope >= 0) q = putVarint(out, q, scope);
+  if (keyLen < 0x80) out[q++] = keyLen;
+  else q = putVarint(out, q, keyLen);
+  if (n <= 32) for (let i = 0; i < n; i++) out[q + i] = src[keyAt + i] as number; // short names: a loop beats a native call
+  else src.copy(out, q, keyAt, keyAt + n);
+  return q + n;
 }
 
 /** The u16 LE at b[at] (callers stay inside b: packEntries walks well-formed entries). */

@@ -34,7 +34,7 @@ import { readU64, writeU64 } from "./u64.js";
 import type { DecodedRecord } from "./record.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type ScopeItem } from "./hint-v3.js";
+import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type RecordRun, type ScopeItem } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
@@ -200,6 +200,35 @@ export class HintBuilder {
   }
 
   /**
+   * The hint file (as encode writes it) of the records of `run` — a compaction's output, every
+   * record already checked, in file order — exactly the bytes a fresh builder gives after
+   * addRecord of each record and encode, but packed straight from the records (segments/hint-v3.ts
+   * packRecords: no version-2 entry per record in between, the slot hashes taken on the way).
+   * When version 2 is written, or a record's sequence is not a safe integer, or the records are
+   * out of order, it is that builder (which then refuses or asserts as it does).
+   */
+  static ofRecords(run: RecordRun, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
+    const totals = versionWritten === HINT_VERSION ? runTotals(run) : null;
+    if (totals === null) {
+      const b = new HintBuilder(Math.max(1024, run.offsets.length * 64));
+      for (const off of run.offsets) b.addRecord(run.rec, off - run.base, off);
+      return b.encode(segmentId, header, coversEnd, sealed);
+    }
+    assert(coversEnd >= totals.end, "a hint covers every record it holds");
+    const packed = packRecords(run, totals);
+    if (packed === null) return null; // as encodeV3: entries that do not pack write no hint
+    const b = new HintBuilder(16);
+    b.entries = totals.count;
+    b.minSeq = totals.minSeq;
+    b.maxSeq = totals.maxSeq;
+    b.lastEnd = totals.end;
+    const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
+    putRows(rows, 0, packed, 0, 0, 0);
+    const index = { keyed: packed.hashes.length, hashes: packed.hashes, table: tableOf(packed.hashes, false), erases: packed.erases };
+    return b.writeV3(segmentId, header, coversEnd, sealed, totals.bodyBytes, [packed.bytes], rows, index, packed.scopes);
+  }
+
+  /**
    * Adds the (already checked) encoded record at rec[at...] that lies at segment offset `offset`.
    * GROUP records are not entries (a scan never delivers them). The fixed fields and names are
    * copied with byte stores (a record's first ~60 bytes: cheaper than a native copy call), and a
@@ -213,7 +242,7 @@ export class HintBuilder {
     const seq = seqHigh > U64_HIGH_MAX ? -1 : seqHigh * 0x1_0000_0000 + u32At(rec, at + C.R_SEQ);
     if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
     if (seq > this.maxSeq) this.maxSeq = seq;
-    assert(offset >= this.lastEnd, `hint entries come in file order (${offset} after ${this.lastEnd})`);
+    if (offset < this.lastEnd) assert(false, `hint entries come in file order (${offset} after ${this.lastEnd})`); // the message is built only on failure
     const scopeLen = (rec[at + C.R_SCOPE_LEN] as number) | ((rec[at + C.R_SCOPE_LEN + 1] as number) << 8);
     const keyLen = (rec[at + C.R_KEY_LEN] as number) | ((rec[at + C.R_KEY_LEN + 1] as number) << 8);
     const names = scopeLen + keyLen;
