@@ -93,10 +93,9 @@ export class Store implements T.Backend {
     const faultsOn = options.faultsOn || options.pauseAt.length > 0 || options.crashAt !== null;
     const faultBuffer = faultsOn ? createFaultBuffer(options.pauseAt, options.crashAt, options.failAt) : null;
     this.faults = new FaultController(faultBuffer);
-    // Admission off (the third argument): reads-7's adaptive second-touch rule took W4's hot sync
-    // gets under 1.5× lmdb in three runs of five for 0.3–0.7 s of W5; docs/PERFORMANCE.md,
-    // "where each goal stands (sixth session)".
-    this.cache = options.cacheBytes > 0 && !options.unsafeSkipReadValidation ? new ValueCache(options.cacheBytes, true, false) : null;
+    // "adaptive": a pass over the keys in order (a read-all) only marks on first misses, random
+    // gets cache as before (engine/value-cache.ts Admission; docs/PERFORMANCE.md, reads-8).
+    this.cache = options.cacheBytes > 0 && !options.unsafeSkipReadValidation ? new ValueCache(options.cacheBytes, true, "adaptive") : null;
     this.blocks = options.blockCacheBytes > 0 && !options.unsafeSkipReadValidation ? new BlockCache(options.blockCacheBytes) : null;
     registerFaultTable(this.segmentsDir, faultBuffer);
     let rec: ReturnType<typeof recover>;

@@ -58,51 +58,56 @@ export class CachedValue implements CachedOnSlot {
  */
 const TOUCHED = new CachedValue(null as unknown as Slot, "", -1, -1, -1, 0);
 
-/** Every this many first misses one is marked and watched, whatever the mode (the sample). */
-const SAMPLE_EVERY = 16;
-/** Watched marks held: each is judged when its place is taken, SAMPLE_EVERY × this first misses later. */
-const WATCHED = 2048;
-/** Judgements per decision of the mode. */
+/** First misses per decision of the mode. */
 const WINDOW = 256;
-/** Below one retouched mark in this many judged, the reads are a stream: first misses only mark. */
-const STREAM_RATIO = 16;
+/** A window is a pass in key order when under one first miss in this many turned against it. */
+const TURN_RATIO = 16;
+
+/**
+ * What a slot's first miss does: "off" caches it (a plain cache: this cache's unit tests),
+ * "adaptive" decides by the order of the reads (the Admission rule below: the store's cache),
+ * "always" only marks it, so that every value is cached on its second miss (a test's twin).
+ */
+export type AdmissionMode = "off" | "adaptive" | "always";
 
 /**
  * The second-touch rule, adaptive: it decides, for a slot's first miss, whether its value is
- * cached now or the slot is only marked (TOUCHED) and cached on its next miss. While reads come
- * back to the keys they read (hot sets: W4), a first miss caches, as a cache without the rule
- * does; once a sample shows that marked slots are almost never read again within the last
- * 32,768 first misses (a pass that reads every key once: W5's read-all, a first touch of a large
- * store), first misses only mark, so the pass copies, allocates and evicts nothing. The sample
- * keeps being judged in either mode, so a stream that turns into re-reads switches back.
+ * cached now or the slot is only marked (TOUCHED) and cached on its next miss. While first misses
+ * come in no key order (hot sets, random gets: W4), a first miss caches, as a cache without the
+ * rule does; once a window of 256 first misses walked the (scope, key) order one way — up or
+ * down, with under 1 in 16 against it: a read-all, an export, W5's read-all — first misses only
+ * mark, so the pass copies, allocates and evicts nothing. Why the order and not a sample of
+ * re-reads (reads-7's rule): a sample can only tell "never read again" from "read again later"
+ * once its horizon has passed, and a hot set re-read after more first misses than the horizon
+ * (W4's 65,536 gets over 2M keys) looks like a stream to it; an ordered pass is known at once.
+ * A marked slot read again is cached on that read in either mode, so a pass that is repeated is
+ * cached from its second time on; reads out of order switch the mode back within one window.
  */
 class Admission {
-  private readonly watched: Array<Slot | undefined> = new Array<Slot | undefined>(WATCHED);
+  private lastScope = "";
+  private lastKey = "";
   private misses = 0;
-  private judged = 0;
-  private retouched = 0;
-  /** True while the reads look like a stream (first misses only mark). */
+  private ups = 0;
+  private downs = 0;
+  /** True while the first misses walk the key order (first misses only mark). */
   streaming = false;
 
   /** For a slot's first miss: true to cache its value now, false to mark it (the caller marks). */
   admitFirst(slot: Slot): boolean {
-    const n = this.misses++;
-    if (n % SAMPLE_EVERY !== 0) return !this.streaming;
-    const at = (n / SAMPLE_EVERY) % WATCHED;
-    const prev = this.watched[at];
-    if (prev !== undefined) this.judge(prev);
-    this.watched[at] = slot;
-    return false;
-  }
-
-  /** A watched mark judged: read again since (its value cached, or moved on) or not. */
-  private judge(slot: Slot): void {
-    this.judged++;
-    if (slot.cached !== TOUCHED) this.retouched++;
-    if (this.judged < WINDOW) return;
-    this.streaming = this.retouched * STREAM_RATIO < this.judged;
-    this.judged = 0;
-    this.retouched = 0;
+    const { scope, key } = slot;
+    const up = scope === this.lastScope ? key > this.lastKey : scope > this.lastScope;
+    if (up) this.ups++;
+    else this.downs++;
+    this.lastScope = scope;
+    this.lastKey = key;
+    if (++this.misses === WINDOW) {
+      this.streaming = Math.min(this.ups, this.downs) * TURN_RATIO < WINDOW;
+      assert(this.ups + this.downs === WINDOW, "every first miss of a window went up or down");
+      this.misses = 0;
+      this.ups = 0;
+      this.downs = 0;
+    }
+    return !this.streaming;
   }
 }
 
@@ -116,24 +121,27 @@ export class ValueCache {
   /**
    * `checkLocation` is false only in this cache's own test twin: a hit then ignores where the slot
    * points now, which serves a value its slot has left (overwritten, or moved by compaction).
-   * With `secondTouch` (the store's cache) the Admission rule above decides whether a slot's
-   * first miss caches its value or only marks the slot; an evicted slot keeps the mark, so a
-   * value read again after its eviction is cached again on that read.
+   * `admission` says what a slot's first miss does (AdmissionMode); under "adaptive" and
+   * "always" an evicted slot keeps the mark, so a value read again after its eviction is cached
+   * again on that read.
    */
   constructor(
     readonly bytesMax: number,
     private readonly checkLocation = true,
-    secondTouch = false,
+    admission: AdmissionMode = "off",
   ) {
-    this.admission = secondTouch ? new Admission() : null;
+    this.marks = admission !== "off";
+    this.admission = admission === "adaptive" ? new Admission() : null;
   }
 
-  /** The second-touch rule; null caches on every first miss (this cache's unit tests). */
+  /** True when slots are marked (on a first miss the rule does not cache, and on eviction). */
+  private readonly marks: boolean;
+  /** The adaptive rule; null under "off" (every first miss caches) and "always" (none does). */
   private readonly admission: Admission | null;
 
-  /** True while the second-touch rule takes the reads for a stream (tests). */
+  /** True while first misses only mark: the adaptive rule takes the reads for a pass, or "always" (tests). */
   get streaming(): boolean {
-    return this.admission?.streaming ?? false;
+    return this.marks && (this.admission?.streaming ?? true);
   }
 
   /** Bytes held now (tests). */
@@ -157,7 +165,7 @@ export class ValueCache {
     const bytes = (typeof value === "string" ? value.length : value.byteLength) + 64;
     if (this.bytesMax === 0 || bytes > this.bytesMax / 16) return;
     const old = slot.cached;
-    if (old === null && this.admission !== null && !this.admission.admitFirst(slot)) {
+    if (old === null && this.marks && (this.admission === null || !this.admission.admitFirst(slot))) {
       slot.cached = TOUCHED; // the first miss: remembered, not cached
       return;
     }
@@ -170,7 +178,7 @@ export class ValueCache {
     while (this.bytes > this.bytesMax && this.head < this.order.length) {
       const e = this.order[this.head++] as CachedValue;
       if (e.slot.cached !== e) continue;
-      e.slot.cached = this.admission !== null ? TOUCHED : null;
+      e.slot.cached = this.marks ? TOUCHED : null;
       this.bytes -= e.bytes;
     }
     if (this.head > 1024 && this.head * 2 > this.order.length) {

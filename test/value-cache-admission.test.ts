@@ -9,7 +9,7 @@
  * read path feeds them (get, then put on a miss). A stream of 100,000 distinct slots must end in
  * the streaming mode holding a small fraction of their bytes; a hot set of 20,000 slots read
  * round after round in random order must stay out of it and end with every slot cached. The twin
- * turns the location check off (`new ValueCache(n, false, true)`): a marked slot then "hits" the
+ * turns the location check off (`new ValueCache(n, false, "adaptive")`): a marked slot then "hits" the
  * mark's empty value, which the test must catch, so the check is what keeps a mark from being
  * served. End to end, a store read once over 50,000 keys (streaming), then overwritten and read
  * again, and re-read, returns every current value.
@@ -19,32 +19,22 @@ import { Engram } from "../src/index.js";
 import { Slot } from "../engine/keydir.js";
 import { ValueCache } from "../engine/value-cache.js";
 import { tempDir } from "./helpers/tmp.js";
+import { cacheSlot, cacheValue } from "./helpers/cache-slots.js";
 
 function slotAt(i: number): Slot {
-  const s = new Slot("global", `k${i}`);
-  s.seg = 1 + (i % 5);
-  s.off = 64 * i;
-  s.len = 300;
-  return s;
-}
-
-function valueOf(i: number): Uint8Array {
-  const b = new Uint8Array(200);
-  b.fill(i & 255);
-  b[0] = 7;
-  return b;
+  return cacheSlot(`k${i}`, i);
 }
 
 /** One read as the read path does it: a hit, or a miss that offers the value. Returns the hit or undefined. */
 function readOnce(cache: ValueCache, slot: Slot, i: number): string | Uint8Array | undefined {
   const hit = cache.get(slot, 2);
-  if (hit === undefined) cache.put(slot, valueOf(i), slot.seg, slot.off, 2);
+  if (hit === undefined) cache.put(slot, cacheValue(i), slot.seg, slot.off, 2);
   return hit;
 }
 
 describe("value cache admission: marks are never served, and the mode follows the reads", () => {
   it("a pass over distinct keys turns first-miss caching off; a marked slot is a miss", () => {
-    const cache = new ValueCache(64 * 1024 * 1024, true, true);
+    const cache = new ValueCache(64 * 1024 * 1024, true, "adaptive");
     const slots = Array.from({ length: 100_000 }, (_, i) => slotAt(i));
     let hits = 0;
     for (let i = 0; i < slots.length; i++) if (readOnce(cache, slots[i] as Slot, i) !== undefined) hits++;
@@ -61,7 +51,7 @@ describe("value cache admission: marks are never served, and the mode follows th
   });
 
   it("twin: with the location check off a marked slot serves the mark's empty value (caught)", () => {
-    const cache = new ValueCache(64 * 1024 * 1024, false, true);
+    const cache = new ValueCache(64 * 1024 * 1024, false, "adaptive");
     const slots = Array.from({ length: 100_000 }, (_, i) => slotAt(i));
     for (let i = 0; i < slots.length; i++) readOnce(cache, slots[i] as Slot, i);
     const served = cache.get(slots[99_999] as Slot, 2);
@@ -69,7 +59,7 @@ describe("value cache admission: marks are never served, and the mode follows th
   });
 
   it("re-reads of a hot set keep first-miss caching on, and every slot ends cached", () => {
-    const cache = new ValueCache(64 * 1024 * 1024, true, true);
+    const cache = new ValueCache(64 * 1024 * 1024, true, "adaptive");
     const n = 20_000;
     const slots = Array.from({ length: n }, (_, i) => slotAt(i));
     let x = 12345;
@@ -104,8 +94,8 @@ describe("value cache admission: marks are never served, and the mode follows th
         if (got.status !== "OK" || got.value !== v(i, ver(i))) throw new Error(`k${i}: ${got.status === "OK" ? String(got.value) : got.status}`);
       }
     };
-    // The store builds its cache with admission off (engine/store.ts): this case checks the store's
-    // answers through its cache in whichever mode the store builds it; the cases above drive the rule.
+    // The store builds its cache with the adaptive rule (engine/store.ts): this case checks the
+    // store's answers through its cache in whichever mode the store builds it; the cases above drive the rule.
     check(() => 1); // a stream
     check(() => 1); // second touches
     await s.batch(Array.from({ length: 1000 }, (_, j) => ({ op: "write" as const, key: `k${j * 60}`, value: v(j * 60, 2) })));
