@@ -21,6 +21,7 @@
  */
 import * as C from "../segments/constants.js";
 import { contiguousRuns, encodeGroupFrame } from "../segments/group.js";
+import { formatVersionWritten, groupFrameBytes, isLeanFrame } from "../segments/version-written.js";
 import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
 import { IoError } from "../rules/errors.js";
@@ -99,7 +100,15 @@ interface SealWaiter {
 }
 
 /** Stands for a group's frame until the group is written (the frame checksums the final body). */
-const FRAME_PLACEHOLDER = Buffer.alloc(C.GROUP_FRAME_BYTES);
+const FRAME_PLACEHOLDERS = { 2: Buffer.alloc(C.GROUP_FRAME_BYTES), 3: Buffer.alloc(C.GROUP_FRAME_BYTES_V3) };
+/** The frame placeholder of the written format (its size is the frame's: the active segment is always in that format). */
+function framePlaceholder(): Buffer {
+  return isLeanFrame(formatVersionWritten()) ? FRAME_PLACEHOLDERS[3] : FRAME_PLACEHOLDERS[2];
+}
+/** Bytes of a group frame in the active segment (of the written format; format 3: GROUP_FRAME_BYTES_V3). */
+function frameBytes(): number {
+  return groupFrameBytes(formatVersionWritten());
+}
 
 /**
  * The frame of `group`, whose records are `body` (the group's buffers after the frame, in order,
@@ -239,10 +248,10 @@ export class CommitLog {
     const bytes = totalBytes(op.records);
     const writer = this.active.writer;
     assert(writer !== null, `active segment ${this.active.id} has a writer`);
-    if (writer.end + bytes + C.GROUP_FRAME_BYTES > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
+    if (writer.end + bytes + frameBytes() > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
     // Durable appends overwrite real zeroed blocks instead of filling holes (segments/writer.ts);
     // a failed zero write throws here, before anything is reserved or queued.
-    if (this.host.durability === "sync") this.active.writer?.zeroAhead(bytes + C.GROUP_FRAME_BYTES, this.host.segmentBytes);
+    if (this.host.durability === "sync") this.active.writer?.zeroAhead(bytes + frameBytes(), this.host.segmentBytes);
     return this.enqueue(op, bytes, value);
   }
 
@@ -255,10 +264,10 @@ export class CommitLog {
     const writer = seg.writer as NonNullable<Segment["writer"]>;
     let group = this.groups[this.groups.length - 1];
     if (group === undefined || group.segment !== seg) {
-      const frameAt = writer.reserve(C.GROUP_FRAME_BYTES);
-      group = { segment: seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers: [FRAME_PLACEHOLDER], ops: [], after: [] };
+      const frameAt = writer.reserve(frameBytes());
+      group = { segment: seg, offset: frameAt, bytes: frameBytes(), buffers: [framePlaceholder()], ops: [], after: [] };
       this.groups.push(group);
-      this.queuedBytes += C.GROUP_FRAME_BYTES;
+      this.queuedBytes += frameBytes();
     }
     const offset = writer.reserve(bytes);
     const locs = op.applyRun === undefined ? locationsOf(seg.id, offset, op) : null;
@@ -414,7 +423,7 @@ export class CommitLog {
     // A batch's arena-carved records go as a few iovecs, merged once for both the frame's body
     // checksum and the write. The placeholder has a buffer of its own, so it is always runs[0].
     const runs = contiguousRuns(group.buffers);
-    assert(runs[0] === FRAME_PLACEHOLDER, "a group's first piece is its frame's placeholder");
+    assert(runs[0] === framePlaceholder(), "a group's first piece is its frame's placeholder");
     const frame = frameFor(group, runs.slice(1));
     group.buffers[0] = frame;
     runs[0] = frame;
@@ -537,7 +546,7 @@ export class CommitLog {
     if (writer === null || this.groups.length > 0 || this.inFlight !== null || this.broken !== null) return;
     if (seg.dataEnd <= seg.coveredEnd || seg.syncedEnd !== seg.dataEnd) return;
     assert(seg.maxSeq > 0 && writer.end === seg.dataEnd, "a segment with data to mark has records and no reserved tail");
-    const at = writer.reserve(C.GROUP_FRAME_BYTES);
+    const at = writer.reserve(frameBytes());
     try {
       writer.writeAtSync([encodeGroupFrame(seg.maxSeq, at, [])], at);
       writer.syncSync();
@@ -545,7 +554,7 @@ export class CommitLog {
       writer.rewind(at); // the mark is optional: without it the tail reads as unsynced, which it is not worse than
       throw err;
     }
-    seg.dataEnd = at + C.GROUP_FRAME_BYTES;
+    seg.dataEnd = at + frameBytes();
     seg.syncedEnd = seg.dataEnd;
     seg.coveredEnd = seg.dataEnd;
   }

@@ -16,6 +16,7 @@ import * as C from "./constants.js";
 import { checksum64 } from "./checksum.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
+import type { RecordLengthOf } from "./record.js";
 
 /** Bytes of the version-3 hint header (version 2's 72, then packed bytes, entry blocks, reserved). */
 export const HINT_V3_HEADER_BYTES = 80;
@@ -106,7 +107,7 @@ export interface Packed {
  * sequence outside [minSeq, 2^53)): only a loaded older hint can hold one, and it is then not
  * rewritten (the caller removes it; the next open scans the segment).
  */
-export function packEntries(body: Buffer, minSeq: number, startScopes: readonly ScopeItem[] = []): Packed | null {
+export function packEntries(body: Buffer, minSeq: number, lengthOf: RecordLengthOf, startScopes: readonly ScopeItem[] = []): Packed | null {
   const out = Buffer.allocUnsafe(body.length + 16);
   // The scope list continues `startScopes` (a loaded hint's, whose packed blocks keep their indexes).
   const scopes: ScopeItem[] = startScopes.map((sc) => ({ bytes: sc.bytes, put: sc.put }));
@@ -172,7 +173,10 @@ export function packEntries(body: Buffer, minSeq: number, startScopes: readonly 
     q += n;
     if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) keyed++;
     at = keyAt + keyLen + tail;
-    prevEnd = offset + C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
+    // The decoder derives each length from the fields (the segment's record frame): it must be the stored one.
+    const length = lengthOf(scopeLen, keyLen, valueLen, seq, gen, exp);
+    if (length !== u32(body, f + C.R_LENGTH)) return null;
+    prevEnd = offset + length;
     prevSeq = seq;
     prevScope = id;
     if (q - blockStart >= ENTRY_BLOCK_BYTES || at >= body.length) {
@@ -265,6 +269,8 @@ export class HintBytesV3 {
     private readonly indexSums: Buffer,
     private readonly scopes: readonly Buffer[],
     private readonly minSeq: number,
+    /** The record length of the segment's frame (its format version), derived per entry. */
+    private readonly lengthOf: RecordLengthOf,
   ) {
     this.buf = Buffer.allocUnsafeSlow(layout.regionBytes); // address space only until blocks are decoded
     assert(this.buf.byteOffset === 0, "an unpooled buffer starts its ArrayBuffer");
@@ -421,7 +427,7 @@ export class HintBytesV3 {
         this.broken = true;
         return false;
       }
-      if (!decodeBlock(block, this.buf, REGION_HEAD_BYTES + this.before(b, 4), REGION_HEAD_BYTES + this.rows.readUInt32LE(row + 4), this.before(b, 8), this.rows.readUInt32LE(row + 8), this.layout.entryAt, this.scopes, this.minSeq)) {
+      if (!decodeBlock(block, this.buf, REGION_HEAD_BYTES + this.before(b, 4), REGION_HEAD_BYTES + this.rows.readUInt32LE(row + 4), this.before(b, 8), this.rows.readUInt32LE(row + 8), this.layout.entryAt, this.scopes, this.minSeq, this.lengthOf)) {
         this.broken = true;
         this.bad = true;
         return false;
@@ -445,7 +451,7 @@ export function unsafeTrustPackedEntries(trust: boolean): void {
 const COPY_LOOP_MAX = 64;
 
 /** Stores u32 `v` (0 <= v < 2^32, checked by the caller) little-endian at `at` (in bounds: checked by the caller). */
-function putU32(out: Buffer, at: number, v: number): void {
+export function putU32(out: Buffer, at: number, v: number): void {
   out[at] = v & 0xff;
   out[at + 1] = (v >>> 8) & 0xff;
   out[at + 2] = (v >>> 16) & 0xff;
@@ -453,7 +459,7 @@ function putU32(out: Buffer, at: number, v: number): void {
 }
 
 /** Stores safe integer `v` >= 0 as a little-endian u64 at `at` (writeU64's bytes, without its calls). */
-function putU64(out: Buffer, at: number, v: number): void {
+export function putU64(out: Buffer, at: number, v: number): void {
   const lo = v % 0x1_0000_0000;
   putU32(out, at, lo);
   putU32(out, at + 4, (v - lo) / 0x1_0000_0000);
@@ -466,7 +472,7 @@ function putU64(out: Buffer, at: number, v: number): void {
  * integer, a type is no entry's, a scope index is unknown, a length past its limit, or the
  * entries end anywhere but at the block's end, xEnd and kEnd.
  */
-function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number, kEnd: number, entryAt: number, scopes: readonly Buffer[], minSeq: number): boolean {
+function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number, kEnd: number, entryAt: number, scopes: readonly Buffer[], minSeq: number, lengthOf: RecordLengthOf): boolean {
   if (trustPacked) out.fill(0, entryAt + 4 * k, entryAt + 4 * kEnd); // the unsafe twin: cells it may not reach hold 0, not garbage
   let q = 0;
   const end = p.length;
@@ -508,7 +514,7 @@ function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number,
     const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
     const size = ENTRY_FIXED + scopeBytes.length + keyLen + tail;
     const offset = prevEnd + gap;
-    const length = C.RECORD_OVERHEAD + scopeBytes.length + keyLen + valueLen;
+    const length = lengthOf(scopeBytes.length, keyLen, valueLen, seq, gen, exp);
     if (q + keyLen + tail > end || x + size > xEnd || offset > 0xffffffff || length > 0xffffffff) return false;
     // Byte stores, not Buffer.write*/copy: an entry is ~60 bytes, and those calls' argument checks
     // and native copies were most of a block's decode (docs/PERFORMANCE.md, slots-6).
