@@ -58,7 +58,8 @@ async function build(root: string): Promise<void> {
   }
   const header = { header: { segmentId: 1, generation: 1, headerSeq: 1, flags: 0, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 0, sealedBytes: 0 }, copy: 0 as const, version: C.FORMAT_VERSION };
   for (let rep = 0; rep < 6; rep++) {
-    const b = new hint.HintBuilder();
+    // A tree from before format 3 has a constructor without the segment's version (its length is then 0).
+    const b = hint.HintBuilder.length >= 1 ? new hint.HintBuilder(C.FORMAT_VERSION) : new (hint.HintBuilder as unknown as new () => InstanceType<typeof hint.HintBuilder>)();
     const t0 = cpuMs();
     let off: number = C.DATA_START;
     for (const g of groups) {

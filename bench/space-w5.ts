@@ -91,7 +91,7 @@ fs.rmSync(dir, { recursive: true, force: true });
 /**
  * Prints where every byte of the segments directory goes, in bytes per live key: each segment's
  * records by kind (a PUT is live when it is its name's newest keyed record and that is not a
- * tombstone), the 48-byte frames and scopes separately from keys and values, and the other files.
+ * tombstone), the record frames and scopes separately from keys and values, and the other files.
  */
 async function breakdown(segDir: string): Promise<void> {
   const { decodeRecord, isRecord } = await import("../segments/record.js");
@@ -111,15 +111,19 @@ async function breakdown(segDir: string): Promise<void> {
     }
     const bytes = fs.readFileSync(file);
     add("segment headers (2 × 64 B)", C.DATA_START);
+    const version = new DataView(bytes.buffer, bytes.byteOffset).getUint16(C.H_VERSION, true);
     let at = C.DATA_START;
     for (;;) {
-      const r = decodeRecord(bytes, at, bytes.length, false);
+      // The segment's own record frame (format 2: 48 bytes; 3: varints), from its header; the value
+      // is decoded so the frame is what is left of the record (a base tree ignores the version).
+      const r = decodeRecord(bytes, at, bytes.length, true, undefined, version);
       if (!isRecord(r)) break;
+      const valueBytes = r.value === null ? 0 : typeof r.value === "string" ? Buffer.byteLength(r.value) : r.value.byteLength;
       const scope = Buffer.byteLength(r.scope);
       const key = Buffer.byteLength(r.key);
       const name = `${r.scope}\u0000${r.key}`;
-      if (r.type === C.RecordType.PUT) puts.push({ name, seq: r.seq, frame: C.RECORD_OVERHEAD, scope, key, value: r.length - C.RECORD_OVERHEAD - scope - key });
-      else if (r.type === C.RecordType.TOMBSTONE) add("tombstones (48 B frame + scope + key)", r.length);
+      if (r.type === C.RecordType.PUT) puts.push({ name, seq: r.seq, frame: r.length - scope - key - valueBytes, scope, key, value: valueBytes });
+      else if (r.type === C.RecordType.TOMBSTONE) add("tombstones (frame + scope + key)", r.length);
       else if (r.type === C.RecordType.GROUP) add("group frames", r.length);
       else if (r.type === C.RecordType.BATCH_COMMIT) add("batch commits", r.length);
       else add(`records of type ${r.type}`, r.length);
@@ -135,7 +139,7 @@ async function breakdown(segDir: string): Promise<void> {
     const live = newest.get(p.name)?.seq === p.seq && newest.get(p.name)?.type === C.RecordType.PUT;
     if (live) {
       add("live PUT: key + value (the live bytes)", p.key + p.value);
-      add("live PUT: 48 B frame", p.frame);
+      add("live PUT: record frame", p.frame);
       add("live PUT: scope", p.scope);
     } else add("dead PUTs (whole records)", p.frame + p.scope + p.key + p.value);
   }

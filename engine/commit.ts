@@ -21,6 +21,7 @@
  */
 import * as C from "../segments/constants.js";
 import { contiguousRuns, encodeGroupFrame } from "../segments/group.js";
+import { formatVersionWritten, groupFrameBytes, isLeanFrame } from "../segments/version-written.js";
 import { assert } from "../rules/assert.js";
 import { totalBytes } from "../segments/writer.js";
 import { IoError } from "../rules/errors.js";
@@ -97,7 +98,15 @@ interface SealWaiter {
 const NO_OPS: Group["ops"] = Object.freeze([]) as unknown as Group["ops"];
 
 /** Stands for a group's frame until the group is written (the frame checksums the final body). */
-const FRAME_PLACEHOLDER = Buffer.alloc(C.GROUP_FRAME_BYTES);
+const FRAME_PLACEHOLDERS = { 2: Buffer.alloc(C.GROUP_FRAME_BYTES), 3: Buffer.alloc(C.GROUP_FRAME_BYTES_V3) };
+/** The frame placeholder of the written format (its size is the frame's: the active segment is always in that format). */
+function framePlaceholder(): Buffer {
+  return isLeanFrame(formatVersionWritten()) ? FRAME_PLACEHOLDERS[3] : FRAME_PLACEHOLDERS[2];
+}
+/** Bytes of a group frame in the active segment (of the written format; format 3: GROUP_FRAME_BYTES_V3). */
+function frameBytes(): number {
+  return groupFrameBytes(formatVersionWritten());
+}
 
 /**
  * The frame of `group`, whose records are `body` (the group's buffers after the frame, in order,
@@ -146,7 +155,7 @@ export class CommitLog {
   private readonly retiring = new Set<Segment>();
   private inFlight: Group | null = null;
   /** The body of a one-record group as frameFor takes it (writeGroup): one array for every lone put. */
-  private readonly loneBody: Buffer[] = [FRAME_PLACEHOLDER];
+  private readonly loneBody: Buffer[] = [FRAME_PLACEHOLDERS[2]];
   private queuedOps = 0;
   private queuedBytes = 0;
   private roomWaiters: Array<() => void> = [];
@@ -239,10 +248,10 @@ export class CommitLog {
     const bytes = totalBytes(op.records);
     const writer = this.active.writer;
     assert(writer !== null, "the active segment has a writer"); // constant messages on the per-put path: a template string is built on every call
-    if (writer.end + bytes + C.GROUP_FRAME_BYTES > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
+    if (writer.end + bytes + frameBytes() > this.host.segmentBytes && writer.end > C.DATA_START) this.rotate();
     // Durable appends overwrite real zeroed blocks instead of filling holes (segments/writer.ts);
     // a failed zero write throws here, before anything is reserved or queued.
-    if (this.host.durability === "sync") this.active.writer?.zeroAhead(bytes + C.GROUP_FRAME_BYTES, this.host.segmentBytes);
+    if (this.host.durability === "sync") this.active.writer?.zeroAhead(bytes + frameBytes(), this.host.segmentBytes);
     return this.enqueue(op, bytes, value);
   }
 
@@ -256,13 +265,14 @@ export class CommitLog {
     let group = this.groups[this.groups.length - 1];
     const opens = group === undefined || group.segment !== seg;
     if (opens) {
-      const frameAt = writer.reserve(C.GROUP_FRAME_BYTES);
+      const frameAt = writer.reserve(frameBytes());
       // A new group's arrays are made at their size for its first op (a lone put's stay so): the
       // first push into an empty array reserves 17 slots, garbage on every put.
-      const buffers = op.records.length === 1 ? [FRAME_PLACEHOLDER, op.records[0] as Buffer] : [FRAME_PLACEHOLDER, ...op.records];
-      group = { segment: seg, offset: frameAt, bytes: C.GROUP_FRAME_BYTES, buffers, ops: NO_OPS, after: [] };
+      const placeholder = framePlaceholder();
+      const buffers = op.records.length === 1 ? [placeholder, op.records[0] as Buffer] : [placeholder, ...op.records];
+      group = { segment: seg, offset: frameAt, bytes: frameBytes(), buffers, ops: NO_OPS, after: [] };
       this.groups.push(group);
-      this.queuedBytes += C.GROUP_FRAME_BYTES;
+      this.queuedBytes += frameBytes();
     }
     const g = group as Group;
     const offset = writer.reserve(bytes);
@@ -466,14 +476,14 @@ export class CommitLog {
       // A lone record is its own body: no run merging and no copies of the piece list per put.
       this.loneBody[0] = group.buffers[1] as Buffer;
       group.buffers[0] = frameFor(group, this.loneBody);
-      this.loneBody[0] = FRAME_PLACEHOLDER; // holds no record past its group
+      this.loneBody[0] = FRAME_PLACEHOLDERS[2]; // holds no record past its group
       writer.writeAtSync(group.buffers, group.offset);
       return writer;
     }
     // A batch's arena-carved records go as a few iovecs, merged once for both the frame's body
     // checksum and the write. The placeholder has a buffer of its own, so it is always runs[0].
     const runs = contiguousRuns(group.buffers);
-    assert(runs[0] === FRAME_PLACEHOLDER, "a group's first piece is its frame's placeholder");
+    assert(runs[0] === framePlaceholder(), "a group's first piece is its frame's placeholder");
     const frame = frameFor(group, runs.slice(1));
     group.buffers[0] = frame;
     runs[0] = frame;
@@ -598,7 +608,7 @@ export class CommitLog {
     if (writer === null || this.groups.length > 0 || this.inFlight !== null || this.broken !== null) return;
     if (seg.dataEnd <= seg.coveredEnd || seg.syncedEnd !== seg.dataEnd) return;
     assert(seg.maxSeq > 0 && writer.end === seg.dataEnd, "a segment with data to mark has records and no reserved tail");
-    const at = writer.reserve(C.GROUP_FRAME_BYTES);
+    const at = writer.reserve(frameBytes());
     try {
       writer.writeAtSync([encodeGroupFrame(seg.maxSeq, at, [])], at);
       writer.syncSync();
@@ -606,7 +616,7 @@ export class CommitLog {
       writer.rewind(at); // the mark is optional: without it the tail reads as unsynced, which it is not worse than
       throw err;
     }
-    seg.dataEnd = at + C.GROUP_FRAME_BYTES;
+    seg.dataEnd = at + frameBytes();
     seg.syncedEnd = seg.dataEnd;
     seg.coveredEnd = seg.dataEnd;
   }

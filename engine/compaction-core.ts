@@ -25,10 +25,10 @@ import { readHeader, writeHeader } from "../segments/header-io.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { ReadScratch, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
-import { chooseHeader, encodeHeader, nextHeaderOffset, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
+import { chooseHeader, choiceOf, encodeHeader, formatOf, nextHeaderOffset, rewrittenVersion, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
 import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segments/hint.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
-import { recordNamesAt } from "../segments/record.js";
+import { recordLengthAt, recordNamesAt } from "../segments/record.js";
 import { decodeJournal, encodeJournal } from "../segments/journal.js";
 import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
 import { assert, elementAt } from "../rules/assert.js";
@@ -135,6 +135,7 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
 async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promise<CompactionResult> {
   const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: 0, hinted: false };
   let first: SegmentHeader | null = null;
+  let version = 0; // the sources' format version: one record frame per output (compactor.ts groups by it)
   let minSeq = 0;
   let maxSeq = 0;
   let cursor = 0;
@@ -148,11 +149,13 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
     try {
       const bytes = await current.bytes;
       next = i + 1 < task.sources.length ? readSource(task, i + 1) : null;
-      const header = sealedHeader(bytes, src.segmentId);
+      const { header, version: own } = sealedHeader(bytes, src.segmentId);
       first ??= header;
+      version ||= own;
+      if (own !== version) throw new Error(`segment ${src.segmentId} is format ${own}, the output's other sources ${version}: records are copied verbatim, so one output holds one record frame`);
       if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
       maxSeq = Math.max(maxSeq, header.maxSeq);
-      const part = copySurvivors(bytes, src, header.sealedBytes, out, cursor, true); // the scratch copy is read no more
+      const part = copySurvivors(bytes, src, header.sealedBytes, own, out, cursor, true); // the scratch copy is read no more
       cursor += part.copied;
       addSource(result, part);
     } catch (err) {
@@ -165,7 +168,7 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
   assert(first !== null && cursor === out.length, `output ${task.targetId}: copied ${cursor} of ${out.length} live bytes`);
   finishTotals(result, cursor);
   if (result.empty) return result;
-  result.hinted = await writeCopy(task, { ...first, minSeq, maxSeq }, out, result, hit);
+  result.hinted = await writeCopy(task, { ...first, minSeq, maxSeq }, version, out, result, hit);
   return result;
 }
 
@@ -203,9 +206,9 @@ async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit):
   let bytes: Uint8Array | null = null;
   try {
     bytes = sourceScratch.readWholeFile(fd);
-    const header = sealedHeader(bytes, src.segmentId);
+    const { header, version } = sealedHeader(bytes, src.segmentId);
     const out = Buffer.allocUnsafe(liveBytesOf(src.live));
-    const part = copySurvivors(bytes, src, header.sealedBytes, out, 0, false); // the original bytes restore a failed rewrite
+    const part = copySurvivors(bytes, src, header.sealedBytes, version, out, 0, false); // the original bytes restore a failed rewrite
     const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: header.generation, hinted: false };
     addSource(result, part);
     finishTotals(result, part.copied);
@@ -220,11 +223,11 @@ async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit):
   }
 }
 
-/** The current header of a source segment read whole into `bytes`; it must be sealed. */
-function sealedHeader(bytes: Uint8Array, segmentId: number): SegmentHeader {
-  const { header } = chooseHeader(bytes, segmentId);
-  if ((header.flags & C.FLAG_SEALED) === 0) throw new Error(`segment ${segmentId} is not sealed`);
-  return header;
+/** The current header of a source segment read whole into `bytes` (it must be sealed), and the format version its rewrites carry. */
+function sealedHeader(bytes: Uint8Array, segmentId: number): { header: SegmentHeader; version: number } {
+  const choice = chooseHeader(bytes, segmentId);
+  if ((choice.header.flags & C.FLAG_SEALED) === 0) throw new Error(`segment ${segmentId} is not sealed`);
+  return { header: choice.header, version: rewrittenVersion(choice) };
 }
 
 /** Total bytes of a live list ([offset, length] pairs). */
@@ -268,7 +271,7 @@ interface CopiedSource {
  * it lands below every byte the walk has yet to read) and the compacted prefix goes to `out` in
  * one copy; without, one Buffer copy per run.
  */
-function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, out: Buffer, base: number, clobber: boolean): CopiedSource {
+function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, version: number, out: Buffer, base: number, clobber: boolean): CopiedSource {
   const live = src.live;
   const id = src.segmentId;
   const srcBuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -292,7 +295,7 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
     }
     runFrom = -1;
   };
-  const scanned = walkSealed(bytes, id, (offset, recordLength, type) => {
+  const scanned = walkSealed(bytes, id, version, (offset, recordLength, type) => {
     const wantAt = next < live.length ? (live[next] as number) : -1;
     if (offset !== wantAt) {
       if (wantAt >= 0 && wantAt < offset) throw new CorruptionError(id, wantAt, "live location is not a record start");
@@ -305,7 +308,7 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
         return;
       }
       if (type === C.RecordType.PUT) {
-        const names = recordNamesAt(bytes, offset);
+        const names = recordNamesAt(bytes, offset, version);
         source.droppedScopes.push(names.scope);
         source.droppedKeys.push(names.key);
         source.droppedOffsets.push(offset);
@@ -408,14 +411,14 @@ async function writeDataDurably(fd: number, out: Buffer): Promise<void> {
  * (no .seg.tmp left per retry, no .seg that a later recovery would have to drop) and rethrows; the
  * sources are untouched throughout.
  */
-async function writeCopy(task: CompactionTask, source: SegmentHeader, out: Buffer, result: CompactionResult, hit: FaultHit): Promise<boolean> {
+async function writeCopy(task: CompactionTask, source: SegmentHeader, version: number, out: Buffer, result: CompactionResult, hit: FaultHit): Promise<boolean> {
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
   const final = path.join(task.segmentsDir, segmentFileName(task.targetId));
   const replacesId = elementAt(task.sources, 0, "a copy has a source").segmentId;
   const fd = io.openFile("io:copy", tmp, "wx+", FILE_MODE);
   let hint: Buffer | null;
   try {
-    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId, sealedBytes: C.DATA_START + out.length });
+    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId, sealedBytes: C.DATA_START + out.length }, version);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
     const written = checkCopyHeader(fd, task.targetId, out);
@@ -523,7 +526,7 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
   const odd = bumpShared(task.gens, src.cell); // odd: bytes are about to move
   assert(odd === generation + 1 && odd % 2 === 1, `segment ${src.segmentId}: the worker bumps even ${generation} to odd, got ${odd}`);
   try {
-    const firstLength = out.readUInt32LE(0);
+    const firstLength = recordLengthAt(out, 0, formatOf(expected)); // the segment's own frame: format 3 starts with a varint
     io.writeAllSync("io:rewrite", fd, [out.subarray(0, firstLength)], C.DATA_START);
     await hit(task.faults, "compaction:mid-rewrite");
     io.writeAllSync("io:rewrite", fd, [out.subarray(firstLength)], C.DATA_START + firstLength);
@@ -581,7 +584,7 @@ export const unsafeHintOverlapForTests = { mispredict: false, unchecked: false }
 /** The header choice finishRewrite writes over `current` for generation `generation` and `dataBytes` of data. */
 function rewrittenHeader(current: HeaderChoice, generation: number, dataBytes: number): HeaderChoice {
   const header = { ...current.header, generation, flags: C.FLAG_SEALED, sealedBytes: C.DATA_START + dataBytes, headerSeq: current.header.headerSeq + 1 };
-  return { header, copy: nextHeaderOffset(current) === C.HEADER_A_OFFSET ? 0 : 1 };
+  return choiceOf(header, nextHeaderOffset(current) === C.HEADER_A_OFFSET ? 0 : 1, rewrittenVersion(current));
 }
 
 /**
@@ -594,7 +597,7 @@ function rewrittenHeader(current: HeaderChoice, generation: number, dataBytes: n
 function finishRewrite(fd: number, segmentId: number, generation: number, dataBytes: number): void {
   io.truncate("io:rewrite", fd, C.DATA_START + dataBytes);
   const current = readHeader(fd, segmentId);
-  const header = encodeHeader(rewrittenHeader(current, generation, dataBytes).header);
+  const header = encodeHeader(rewrittenHeader(current, generation, dataBytes).header, rewrittenVersion(current));
   io.writeAllSync("io:rewrite", fd, [header], nextHeaderOffset(current));
   io.datasyncSync("io:rewrite", fd);
 }

@@ -21,6 +21,7 @@ import { assert, elementAt } from "../rules/assert.js";
 import { segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
+import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
@@ -302,7 +303,9 @@ export class Compactor {
     let bytes = 0;
     for (const seg of segs) {
       const live = liveBytesOf(plans.get(seg.id));
-      if (current.length > 0 && (bytes + live > room || current.length >= MERGE_SOURCES_MAX)) {
+      // Records are copied verbatim: one output holds one record frame (format 2 or 3, never both).
+      const otherFrame = current.length > 0 && rewrittenVersion((current[0] as Segment).header) !== rewrittenVersion(seg.header);
+      if (current.length > 0 && (bytes + live > room || current.length >= MERGE_SOURCES_MAX || otherFrame)) {
         groups.push(current);
         current = [];
         bytes = 0;

@@ -10,6 +10,7 @@
  * known to every read); the hint's sequence range and its PUT scopes are noted on its segment.
  */
 import * as C from "../segments/constants.js";
+import { formatOf } from "../segments/header.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 import { buildIndex, entryPresent, entryUsable, ENTRY_FIXED_BYTES, HintBuilder, sameBytes, slotHash, unlinkHint, type LoadedHint } from "../segments/hint.js";
 import { scanRecords, walkSealed } from "../segments/scan.js";
@@ -234,16 +235,17 @@ export class HintSlots implements DeferredSlots {
     assert(!seg.isClosed, `segment ${seg.id}: a deferred table's segment stays open until everything is applied`);
     const applied = new Set<number>();
     for (let i = 0; i < t.count; i++) if (t.done[i] !== 0) applied.add(t.recordOffset(i));
-    const builder = new HintBuilder();
+    const version = formatOf(seg.header);
+    const builder = new HintBuilder(version);
     const end = t.hint.coversEnd;
     if (t.hint.sealed) {
       const bytes = readWholeFile(seg.fd);
       if (bytes.length !== end) throw new CorruptionError(seg.id, bytes.length, `the sealed segment is ${bytes.length} bytes, its hint said ${end}`);
-      walkSealed(bytes, seg.id, (off) => builder.addRecord(bytes, off, off));
+      walkSealed(bytes, seg.id, version, (off) => builder.addRecord(bytes, off, off));
     } else {
       const bytes = readFileRange(seg.fd, Buffer.allocUnsafe(end), 0);
       if (bytes.length !== end) throw new CorruptionError(seg.id, bytes.length, `the segment ends before the ${end} bytes its hint described`);
-      const scanned = scanRecords(bytes, seg.id, false, (_r, off) => builder.addRecord(bytes, off, off), false, true, C.DATA_START);
+      const scanned = scanRecords(bytes, seg.id, false, (_r, off) => builder.addRecord(bytes, off, off), false, version, C.DATA_START);
       if (scanned.end !== end || scanned.torn !== null) throw new CorruptionError(seg.id, scanned.end, `the records its hint described end at ${scanned.end}, not ${end}`);
     }
     const body = builder.entriesBody();

@@ -13,6 +13,7 @@
  */
 import * as C from "../segments/constants.js";
 import { HintBuilder, writeHintFile } from "../segments/hint.js";
+import { recordLengthAt as lengthAt } from "../segments/record.js";
 import { assert } from "../rules/assert.js";
 import type { Segment } from "./segment.js";
 
@@ -28,8 +29,8 @@ export function noteGroup(hint: HintBuilder, pieces: readonly Buffer[], offset: 
   for (let i = 1; i < pieces.length; i++) {
     const piece = pieces[i] as Buffer; // in bounds: i < length
     for (let pos = 0; pos < piece.length; ) {
-      const length = piece.readUInt32LE(pos + C.R_LENGTH);
-      assert(length >= C.RECORD_OVERHEAD && pos + length <= piece.length, "a piece's record lies inside it");
+      const length = lengthAt(piece, pos);
+      assert(length >= C.RECORD_V3_BYTES_MIN && pos + length <= piece.length, "a piece's record lies inside it");
       hint.addRecord(piece, pos, at);
       pos += length;
       at += length;

@@ -12,6 +12,7 @@
 import * as C from "../segments/constants.js";
 import { CorruptionError, ScopeErasedDuringRead, StoreClosedError } from "../rules/errors.js";
 import { checkRecordBytes, preadSync } from "../segments/point-read.js";
+import { formatOf } from "../segments/header.js";
 import { decodeRecord, isRecord } from "../segments/record.js";
 import { hitAsync } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
@@ -158,7 +159,7 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
     key: token.key,
     generation: token.generation,
     seq: token.version,
-  }, true);
+  }, true, formatOf(token.segment.header)); // the segment's own record frame (format 2 or 3)
   if (typeof got === "string") throw new CorruptionError(token.segment.id, token.offset, `point read failed its ${got} check`);
   // The value is a view of `bytes`. A block's bytes are the cache's: the caller gets a pooled copy
   // (one small object; a fresh 256-byte ArrayBuffer per read cost more than the decode itself).
@@ -170,7 +171,7 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
 
 /** The naive read: trusts whatever valid record lies at the offset. */
 function unvalidated(token: ReadToken, bytes: Uint8Array): ReadResult {
-  const got = decodeRecord(bytes, 0, bytes.length);
+  const got = decodeRecord(bytes, 0, bytes.length, true, undefined, formatOf(token.segment.header));
   if (!isRecord(got) || got.value === null) throw new CorruptionError(token.segment.id, token.offset, `unvalidated read found ${isRecord(got) ? "a non-PUT record" : got}`);
   return { status: "OK", value: got.value, version: got.seq, generation: got.generation, scope: got.scope };
 }

@@ -23,7 +23,8 @@ import { blankEntry, decodeEntry, hintVersionWritten, HintBuilder, parseHintFile
 import { HintSlots } from "./hint-index.js";
 import { writeSealedHint } from "./hints.js";
 import { decodeEraseList } from "../segments/erase-list.js";
-import { isFramed } from "../segments/header.js";
+import { formatOf, isFramed } from "../segments/header.js";
+import { formatVersionWritten } from "../segments/version-written.js";
 import { assertSealedEnd, scanRecords, type ScanEnd } from "../segments/scan.js";
 import { committedAtOf, killedVersionOf } from "../segments/record-kinds.js";
 import { SegmentWriter } from "../segments/writer.js";
@@ -234,7 +235,7 @@ function hintFor(dir: string, o: Opened): LoadedHint | null {
 
 /** Rewrites a sealed segment's valid hint of an older version (1 or 2) in the current layout (best effort, as every hint write). */
 function rewriteHint(dir: string, seg: Segment, hint: LoadedHint): void {
-  const builder = new HintBuilder();
+  const builder = new HintBuilder(formatOf(seg.header));
   builder.addLoaded(hint);
   writeHintFile(dir, seg.id, builder.encode(seg.id, seg.header, hint.coversEnd, true));
 }
@@ -256,9 +257,10 @@ interface Hinted {
 function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[], opened: Opened[], journalsReplayed: number, nextId: number): Omit<Recovered, "manifest"> {
   const keydir = new Keydir();
   const segments = new Map<number, Segment>();
-  // A format-1 unsealed segment is read record by record and then sealed: appends go only to
-  // group-framed (format 2) segments, so one file never mixes the two torn-tail rules.
-  const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && isFramed(o.header)).map((o) => o.id);
+  // An unsealed segment of an older format is read with its own rules and then sealed: appends go
+  // only to segments of the written format, so one file never mixes two record frames (format 2
+  // and 3) or two torn-tail rules (format 1 and 2).
+  const unsealed = opened.filter((o) => (o.header.header.flags & C.FLAG_SEALED) === 0 && formatOf(o.header) === formatVersionWritten()).map((o) => o.id);
   const activeId = unsealed.length > 0 ? Math.max(...unsealed) : -1;
   dropOrphanHints(dir, opened.map((o) => o.id));
   const deferred = new HintSlots(now, dir);
@@ -315,7 +317,7 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
  */
 function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | null, active: boolean): "torn" | "zeros" | "clean" {
   const sealed = (o.header.header.flags & C.FLAG_SEALED) !== 0;
-  const builder = new HintBuilder();
+  const builder = new HintBuilder(formatOf(o.header));
   if (hint !== null) builder.addLoaded(hint);
   const from = hint?.coversEnd ?? C.DATA_START;
   const size = fs.fstatSync(o.fd).size;
@@ -328,7 +330,7 @@ function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | nu
     end = scanRecords(bytes, o.id, sealed, (r, off) => {
       applyRecord(keydir, seg, r, off);
       builder.addRecord(bytes, off, off);
-    }, false, isFramed(o.header), from);
+    }, false, formatOf(o.header), from);
     if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
   }
   seg.dataEnd = end.end;

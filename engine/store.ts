@@ -7,6 +7,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
+import { choiceOf } from "../segments/header.js";
+import { formatVersionWritten } from "../segments/version-written.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { writeManifest } from "./manifest.js";
 import { initChecksum, initRecordSums } from "../segments/checksum.js";
@@ -210,8 +212,9 @@ export class Store implements T.Backend {
       this.gens.release(cell);
       throw err;
     }
-    const seg = new Segment(id, fd, cell, { header, copy: 0 }, C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc, C.DATA_START + zeroBytes));
-    seg.hint = new HintBuilder();
+    const version = formatVersionWritten(); // createSegmentFile wrote its header in it
+    const seg = new Segment(id, fd, cell, choiceOf(header, 0, version), C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc, C.DATA_START + zeroBytes));
+    seg.hint = new HintBuilder(version);
     this.segments.set(id, seg);
     try {
       this.recordSegments();

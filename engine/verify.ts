@@ -9,7 +9,7 @@ import * as C from "../segments/constants.js";
 import { CorruptionError } from "../rules/errors.js";
 import { parseSegmentFileName, segmentFileName } from "../segments/file-names.js";
 import { readWholeFile } from "../segments/whole-file.js";
-import { chooseHeader, decodeHeader, isFramed } from "../segments/header.js";
+import { chooseHeader, decodeHeader, formatOf } from "../segments/header.js";
 import { assertSealedEnd, scanRecords } from "../segments/scan.js";
 import type { ProgressFn, VerifyReport } from "../rules/types.js";
 import { readManifest } from "./manifest.js";
@@ -38,10 +38,11 @@ function checkOne(file: string, id: number, report: VerifyReport): number {
   }
   try {
     const bytes = readWholeFile(fd);
-    const { header } = chooseHeader(bytes, id);
+    const choice = chooseHeader(bytes, id);
+    const header = choice.header;
     checkBothCopies(bytes, id, report);
     const sealed = (header.flags & C.FLAG_SEALED) !== 0;
-    const end = scanRecords(bytes, id, sealed, () => undefined, false, isFramed(chooseHeader(bytes, id)));
+    const end = scanRecords(bytes, id, sealed, () => undefined, false, formatOf(choice));
     if (sealed) assertSealedEnd(id, header.sealedBytes, end, bytes.length);
     report.records += end.records;
     report.bytes += end.end;

@@ -9,6 +9,7 @@
  * where it lies (one WASM call per record, no copy, no subarray): what a sealed-segment walk uses.
  */
 import xxhash from "xxhash-wasm";
+import { formatVersionWritten, isLeanFrame } from "./version-written.js";
 
 type H64Raw = (bytes: Uint8Array, seed?: bigint) => bigint;
 type Create64 = (seed?: bigint) => { update(input: Uint8Array): unknown; digest(): bigint };
@@ -91,15 +92,16 @@ export function checksum64Of(parts: readonly Uint8Array[]): bigint {
 
 /**
  * Checks `count` records of `bytes`: record i lies at starts[i] with length lengths[i] and ends
- * in its xxh64 (little-endian u64) over every byte before it. The records must be in file order
+ * in its xxh64 over every byte before it (a little-endian u64, or its low 32 bits when `sumBytes`
+ * is 4: format 3). The records must be in file order
  * and lie within bytes[from, to), a span of at most SUM_SPAN_BYTES_MAX. Returns the index of the
  * first record whose stored checksum differs, or -1 when all match.
  */
-export function firstBadSum(bytes: Uint8Array, from: number, to: number, starts: Int32Array, lengths: Int32Array, count: number): number {
+export function firstBadSum(bytes: Uint8Array, from: number, to: number, starts: Int32Array, lengths: Int32Array, count: number, sumBytes: 4 | 8 = 8): number {
   if (h64Raw === null) throw new Error("firstBadSum before initChecksum() resolved");
   if (count === 0) return -1;
   if (to - from > SUM_SPAN_BYTES_MAX || from < 0 || to > bytes.length) throw new Error(`firstBadSum: span [${from}, ${to}) of ${bytes.length} bytes over ${SUM_SPAN_BYTES_MAX}`);
-  if (raw === null) return firstBadSumEach(bytes, starts, lengths, count);
+  if (raw === null) return firstBadSumEach(bytes, starts, lengths, count, sumBytes);
   const r = raw;
   // Growing through the library keeps its own view of the memory valid (it renews it only when it
   // grows the memory itself); the hash of zeros it computes on the way is thrown away.
@@ -108,20 +110,22 @@ export function firstBadSum(bytes: Uint8Array, from: number, to: number, starts:
   const view = new DataView(r.mem.buffer);
   for (let i = 0; i < count; i++) {
     const at = (starts[i] as number) - from;
-    const sumAt = at + (lengths[i] as number) - 8;
-    if (at < 0 || sumAt + 8 > to - from) throw new Error(`firstBadSum: record ${i} at ${starts[i]} outside [${from}, ${to})`);
-    if (r.xxh64(at, sumAt - at, 0n) !== view.getBigInt64(sumAt, true)) return i;
+    const sumAt = at + (lengths[i] as number) - sumBytes;
+    if (at < 0 || sumAt + sumBytes > to - from) throw new Error(`firstBadSum: record ${i} at ${starts[i]} outside [${from}, ${to})`);
+    const sum = r.xxh64(at, sumAt - at, 0n);
+    if (sumBytes === 8 ? sum !== view.getBigInt64(sumAt, true) : Number(BigInt.asUintN(32, sum)) !== view.getUint32(sumAt, true)) return i;
   }
   return -1;
 }
 
 /** firstBadSum one h64Raw call per record (no raw exports). */
-function firstBadSumEach(bytes: Uint8Array, starts: Int32Array, lengths: Int32Array, count: number): number {
+function firstBadSumEach(bytes: Uint8Array, starts: Int32Array, lengths: Int32Array, count: number, sumBytes: 4 | 8): number {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   for (let i = 0; i < count; i++) {
     const at = starts[i] as number;
-    const sumAt = at + (lengths[i] as number) - 8;
-    if (checksum64(bytes, at, sumAt) !== view.getBigUint64(sumAt, true)) return i;
+    const sumAt = at + (lengths[i] as number) - sumBytes;
+    const sum = checksum64(bytes, at, sumAt);
+    if (sumBytes === 8 ? sum !== view.getBigUint64(sumAt, true) : Number(BigInt.asUintN(32, sum)) !== view.getUint32(sumAt, true)) return i;
   }
   return -1;
 }
@@ -139,8 +143,9 @@ export const RECORD_SUMS_RUN_BYTES_MAX = 4 * 1024 * 1024;
 
 /**
  * Writes the checksum of every record of `run`, records laid back to back from run[0] to its end
- * (bulk-6): each starts with its total length (u32 little-endian, at least 12) and ends in 8 bytes
- * that get xxh64 (seed 0) of all its bytes before them, little-endian (exactly checksum64's sum).
+ * (bulk-6), in the written format: each starts with its total length (format 3: a varint; 2: a
+ * u32 little-endian; at least 12) and ends in 4 (format 3: the low half) or 8 bytes of the xxh64
+ * (seed 0) of all its bytes before them, little-endian (exactly checksum64's sum).
  * The run is copied into the module's memory once and each record hashed where it lies (h64Raw per
  * record copies and masks a BigInt on each call: ~0.6 µs of a bulk record); a run over
  * RECORD_SUMS_RUN_BYTES_MAX, or no raw exports, is hashed record by record. Throws when a length
@@ -161,13 +166,34 @@ function writeSumsRun(ex: RawExports, run: Uint8Array): void {
   new Uint8Array(ex.mem.buffer, 0, bytes).set(run);
   const mem = new DataView(ex.mem.buffer, 0, bytes);
   const out = new DataView(run.buffer, run.byteOffset, bytes);
+  const lean = isLeanFrame(formatVersionWritten());
   let at = 0;
   while (at < bytes) {
-    const len = at + 4 <= bytes ? mem.getUint32(at, true) : 0;
+    const len = lean ? varintLengthAt(run, at) : at + 4 <= bytes ? mem.getUint32(at, true) : 0;
     if (len < 12 || at + len > bytes) throw new Error(`writeRecordSums: a record of ${len} bytes at ${at} does not fit a run of ${bytes}`);
-    out.setBigInt64(at + len - 8, ex.xxh64(at, len - 8, 0n), true); // the signed i64's bits are the u64 sum's
+    if (lean) {
+      LOW_HALF.setBigInt64(0, ex.xxh64(at, len - 4, 0n), true); // its low 32 bits, without BigInt arithmetic
+      out.setUint32(at + len - 4, LOW_HALF.getUint32(0, true), true);
+    }
+    else out.setBigInt64(at + len - 8, ex.xxh64(at, len - 8, 0n), true); // the signed i64's bits are the u64 sum's
     at += len;
   }
+}
+
+/** Scratch for a sum's low half (format 3 stores the low 32 bits of the xxh64). */
+const LOW_HALF = new DataView(new ArrayBuffer(8));
+
+/** The length varint of a version-3 record at run[at] (0 when it does not end within 5 bytes: no record). */
+function varintLengthAt(run: Uint8Array, at: number): number {
+  let value = 0;
+  let scale = 1;
+  for (let i = 0; i < 5 && at + i < run.length; i++) {
+    const b = run[at + i] as number;
+    value += (b & 0x7f) * scale;
+    if (b < 0x80) return value;
+    scale *= 0x80;
+  }
+  return 0;
 }
 
 /** writeRecordSums one checksum64 call per record (no raw exports, or a run too long to copy). */
@@ -175,10 +201,12 @@ function writeSumsEach(run: Uint8Array): void {
   const bytes = run.byteLength;
   const view = new DataView(run.buffer, run.byteOffset, bytes);
   let at = 0;
+  const lean = isLeanFrame(formatVersionWritten());
   while (at < bytes) {
-    const len = at + 4 <= bytes ? view.getUint32(at, true) : 0;
+    const len = lean ? varintLengthAt(run, at) : at + 4 <= bytes ? view.getUint32(at, true) : 0;
     if (len < 12 || at + len > bytes) throw new Error(`writeRecordSums: a record of ${len} bytes at ${at} does not fit a run of ${bytes}`);
-    view.setBigUint64(at + len - 8, checksum64(run, at, at + len - 8), true);
+    if (lean) view.setUint32(at + len - 4, Number(BigInt.asUintN(32, checksum64(run, at, at + len - 4))), true);
+    else view.setBigUint64(at + len - 8, checksum64(run, at, at + len - 8), true);
     at += len;
   }
 }

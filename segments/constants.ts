@@ -9,9 +9,10 @@ export const HEADER_MAGIC = 0x53474e45;
 /**
  * Version of the byte layout in this file. 2: records of an unsealed segment are written in
  * group frames (a GROUP record with the length and xxh64 of the group's bytes), so recovery can
- * cut an unacknowledged group as a unit whatever order its pages reached the disk in.
+ * cut an unacknowledged group as a unit whatever order its pages reached the disk in. 3: the
+ * lean record frame (varints, a 4-byte checksum: FORMAT_VERSION_LEAN below, record-v3.ts).
  */
-export const FORMAT_VERSION = 2;
+export const FORMAT_VERSION = 3;
 /** The oldest version this code opens: version 1 segments have no group frames (scanned record by record). */
 export const FORMAT_VERSION_MIN = 1;
 /** The first version whose unsealed segments are group-framed. */
@@ -101,3 +102,25 @@ export const RECORD_BYTES_MAX = RECORD_OVERHEAD + SCOPE_BYTES_MAX + KEY_BYTES_MA
 export const GROUP_VALUE_BYTES = 16;
 /** Bytes of one group frame record: overhead + "global" + the value. */
 export const GROUP_FRAME_BYTES = RECORD_OVERHEAD + 6 + GROUP_VALUE_BYTES;
+
+/**
+ * Record frame of format version 3 (segments/record-v3.ts): a varint length, one byte of type
+ * (bits 0–2) and flags (bits 3–4), varints for the scope, key and value lengths, seq, generation
+ * and expires at, the payload, then the low 32 bits of the xxh64 of everything before them.
+ */
+export const FORMAT_VERSION_LEAN = 3;
+/** Most bytes an unsigned LEB128 varint of a safe integer takes (53 bits in 7-bit groups). */
+export const VARINT_BYTES_MAX = 8;
+/** The type byte of a version-3 frame: the type in its low bits, the flags shifted past it. */
+export const RV3_TYPE_MASK = 0x07;
+export const RV3_FLAGS_SHIFT = 3;
+/** Bytes of a version-3 record's checksum: the low half of its xxh64 (FORMAT.md says why 4 are enough). */
+export const RECORD_V3_CHECKSUM_BYTES = 4;
+/** Smallest version-3 record: one byte per varint and the type, a 1-byte scope, the checksum. */
+export const RECORD_V3_BYTES_MIN = 1 + 1 + 6 + 1 + RECORD_V3_CHECKSUM_BYTES;
+/** Most frame bytes of a version-3 record: length 5, type 1, scope and key lengths 2 each, value length 5, three u53 varints 8 each, the checksum. */
+export const RECORD_V3_OVERHEAD_MAX = 5 + 1 + 2 + 2 + 5 + 3 * VARINT_BYTES_MAX + RECORD_V3_CHECKSUM_BYTES;
+/** Largest version-3 record. */
+export const RECORD_V3_BYTES_MAX = RECORD_V3_OVERHEAD_MAX + SCOPE_BYTES_MAX + KEY_BYTES_MAX + VALUE_BYTES_MAX;
+/** A version-3 GROUP frame: every varint 1 byte but seq and syncedEnd (8 each, always), "global", the value, the checksum. */
+export const GROUP_FRAME_BYTES_V3 = 1 + 1 + 3 + 2 * VARINT_BYTES_MAX + 1 + 6 + GROUP_VALUE_BYTES + RECORD_V3_CHECKSUM_BYTES;

@@ -9,6 +9,8 @@
 import { checksum64, checksum64Of } from "./checksum.js";
 import * as C from "./constants.js";
 import { decodeRecord, encodeRecord, isRecord, writeChecksum, type RecordFault } from "./record.js";
+import { fillV3 } from "./record-v3.js";
+import { formatVersionWritten, isLeanFrame } from "./version-written.js";
 import { writeU64 } from "./u64.js";
 import { assert } from "../rules/assert.js";
 
@@ -77,6 +79,7 @@ export function encodeGroupFrame(firstSeq: number, syncedEnd: number, body: read
   assert(Number.isSafeInteger(syncedEnd) && syncedEnd >= 0 && syncedEnd <= C.SEQ_MAX, "a group's synced end is a non-negative safe integer");
   let bytes = 0;
   for (let i = 0; i < body.length; i++) bytes += (body[i] as Uint8Array).byteLength; // indexed: a cold for-of costs an iterator per put
+  if (isLeanFrame(formatVersionWritten())) return encodeLeanFrame(firstSeq, syncedEnd, bytes, body);
   frameTemplate ??= encodeRecord({ type: C.RecordType.GROUP, seq: 1, generation: 0, scope: C.ROOT_SCOPE, key: "", value: new Uint8Array(C.GROUP_VALUE_BYTES) });
   assert(frameTemplate.length === C.GROUP_FRAME_BYTES && FRAME_VALUE_AT + C.GROUP_VALUE_BYTES + C.RECORD_CHECKSUM_BYTES === C.GROUP_FRAME_BYTES, "a frame is its fixed part, the scope, its value and its checksum");
   const frame = Buffer.allocUnsafe(C.GROUP_FRAME_BYTES);
@@ -91,12 +94,24 @@ export function encodeGroupFrame(firstSeq: number, syncedEnd: number, body: read
   return frame;
 }
 
+/** The value of a version-3 frame being encoded (body length, body xxh64): reused, the encoder copies it. */
+const LEAN_VALUE = Buffer.alloc(C.GROUP_VALUE_BYTES);
+
+/** encodeGroupFrame in the version-3 frame: GROUP_FRAME_BYTES_V3 whatever the numbers (seq and syncedEnd take 8 varint bytes each). */
+function encodeLeanFrame(firstSeq: number, syncedEnd: number, bodyBytes: number, body: readonly Uint8Array[]): Buffer {
+  writeU64(LEAN_VALUE, bodyBytes, 0);
+  writeChecksum(LEAN_VALUE, bodyChecksum(body), 8);
+  const frame = Buffer.allocUnsafe(C.GROUP_FRAME_BYTES_V3);
+  fillV3(frame, 0, C.GROUP_FRAME_BYTES_V3, C.RecordType.GROUP, 0, firstSeq, syncedEnd, 0, C.ROOT_SCOPE, C.ROOT_SCOPE.length, "", 0, LEAN_VALUE, C.GROUP_VALUE_BYTES, true);
+  return frame;
+}
+
 /**
  * Reads the group at `at` (bytes up to `end` available): its frame must be a valid GROUP record
  * and its body must fit and pass its checksum. Returns the frame, or why not; never throws.
  */
-export function readGroupFrame(bytes: Uint8Array, at: number, end: number): GroupFrame | GroupFault {
-  const got = decodeRecord(bytes, at, end, false);
+export function readGroupFrame(bytes: Uint8Array, at: number, end: number, version: number = formatVersionWritten()): GroupFrame | GroupFault {
+  const got = decodeRecord(bytes, at, end, false, undefined, version);
   if (!isRecord(got)) return got;
   if (got.type !== C.RecordType.GROUP) return "unframed";
   const value = Buffer.from((got.value as Uint8Array).buffer, (got.value as Uint8Array).byteOffset, C.GROUP_VALUE_BYTES);

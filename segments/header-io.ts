@@ -4,7 +4,7 @@
  */
 import * as fs from "node:fs";
 import * as C from "./constants.js";
-import { chooseHeader, encodeHeader, nextHeaderOffset, type HeaderChoice, type SegmentHeader } from "./header.js";
+import { chooseHeader, choiceOf, encodeHeader, nextHeaderOffset, rewrittenVersion, type HeaderChoice, type SegmentHeader } from "./header.js";
 import * as io from "./io.js";
 import type { FaultPoint } from "../rules/types.js";
 
@@ -21,11 +21,12 @@ export function readHeader(fd: number, segmentId: number): HeaderChoice {
  */
 export function writeHeader(fd: number, current: HeaderChoice, next: SegmentHeader, point: FaultPoint = "io:seal"): HeaderChoice {
   const header = { ...next, headerSeq: current.header.headerSeq + 1 };
-  const bytes = encodeHeader(header);
+  // The segment keeps its record frame: a format-2 segment stays 2, a format-1 one becomes 2 (its
+  // records read the same there), never 3 (whose frame its records do not have).
+  const version = rewrittenVersion(current);
+  const bytes = encodeHeader(header, version);
   const at = nextHeaderOffset(current);
   io.writeAllSync(point, fd, [bytes], at);
   io.datasyncSync(point, fd);
-  // The copy just written carries FORMAT_VERSION (version absent). A sealed segment's records read
-  // the same in every version, so a format-1 segment may be resealed or rewritten this way.
-  return { header, copy: at === C.HEADER_A_OFFSET ? 0 : 1 };
+  return choiceOf(header, at === C.HEADER_A_OFFSET ? 0 : 1, version);
 }

@@ -7,6 +7,8 @@ import { checksum64 } from "./checksum.js";
 import * as C from "./constants.js";
 import { CorruptionError, NotSupportedError } from "../rules/errors.js";
 import { readU64 } from "./u64.js";
+import { assert } from "../rules/assert.js";
+import { formatVersionWritten } from "./version-written.js";
 
 /** The decoded content of one header copy. */
 export interface SegmentHeader {
@@ -30,13 +32,14 @@ function u64(view: DataView, at: number): number {
   return readU64(Buffer.from(view.buffer, view.byteOffset, view.byteLength), at);
 }
 
-/** Encodes one header copy into a fresh 64-byte buffer, checksum included. */
-export function encodeHeader(h: SegmentHeader): Uint8Array {
+/** Encodes one header copy of format `version` (default: the version new segments are written in) into a fresh 64-byte buffer, checksum included. */
+export function encodeHeader(h: SegmentHeader, version: number = formatVersionWritten()): Uint8Array {
+  assert(version >= C.FORMAT_VERSION_FRAMED && version <= C.FORMAT_VERSION, `a header is written in format 2 or ${C.FORMAT_VERSION} (${version})`);
   assertHeaderFields(h);
   const bytes = new Uint8Array(C.HEADER_COPY_BYTES);
   const view = new DataView(bytes.buffer);
   view.setUint32(C.H_MAGIC, C.HEADER_MAGIC, true);
-  view.setUint16(C.H_VERSION, C.FORMAT_VERSION, true);
+  view.setUint16(C.H_VERSION, version, true);
   view.setUint16(C.H_FLAGS, h.flags, true);
   view.setUint32(C.H_SEGMENT_ID, h.segmentId, true);
   view.setUint32(C.H_HEADER_SEQ, h.headerSeq, true);
@@ -112,6 +115,25 @@ export interface HeaderChoice {
 /** The version field of the copy at `at` (meaningful only for a copy decodeHeader accepted). */
 function versionAt(bytes: Uint8Array, at: number): number {
   return new DataView(bytes.buffer, bytes.byteOffset + at, C.HEADER_COPY_BYTES).getUint16(C.H_VERSION, true);
+}
+
+/** The format version of a segment whose current header copy is `choice`. */
+export function formatOf(choice: HeaderChoice): number {
+  return choice.version ?? C.FORMAT_VERSION;
+}
+
+/**
+ * The version a rewrite of this segment's header (a seal, an in-place compaction, a copy of its
+ * records) carries: its own, but 2 for a format-1 segment (whose records read the same in 2, and
+ * whose file takes no appends any more). Never a different record frame than its records have.
+ */
+export function rewrittenVersion(choice: HeaderChoice): number {
+  return Math.max(formatOf(choice), C.FORMAT_VERSION_FRAMED);
+}
+
+/** The choice of a header copy just written in format `version` (version absent when it is FORMAT_VERSION). */
+export function choiceOf(header: SegmentHeader, copy: 0 | 1, version: number): HeaderChoice {
+  return version === C.FORMAT_VERSION ? { header, copy } : { header, copy, version };
 }
 
 /** True when segments of this header's version frame their unsealed records in groups. */

@@ -16,6 +16,8 @@ import * as C from "./constants.js";
 import { checksum64 } from "./checksum.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
+import type { RecordLengthOf } from "./record.js";
+import { frameAtV3, recordLengthV3, type FrameV3 } from "./record-v3.js";
 
 /** Bytes of the version-3 hint header (version 2's 72, then packed bytes, entry blocks, reserved). */
 export const HINT_V3_HEADER_BYTES = 80;
@@ -106,7 +108,7 @@ export interface Packed {
  * sequence outside [minSeq, 2^53)): only a loaded older hint can hold one, and it is then not
  * rewritten (the caller removes it; the next open scans the segment).
  */
-export function packEntries(body: Buffer, minSeq: number, startScopes: readonly ScopeItem[] = []): Packed | null {
+export function packEntries(body: Buffer, minSeq: number, lengthOf: RecordLengthOf, startScopes: readonly ScopeItem[] = []): Packed | null {
   const out = Buffer.allocUnsafe(body.length + 16);
   // The scope list continues `startScopes` (a loaded hint's, whose packed blocks keep their indexes).
   const scopes: ScopeItem[] = startScopes.map((sc) => ({ bytes: sc.bytes, put: sc.put }));
@@ -155,7 +157,10 @@ export function packEntries(body: Buffer, minSeq: number, startScopes: readonly 
     q = putPacked(out, q, type, flags, offset - prevEnd, seq, prevSeq, valueLen, gen, exp, id === prevScope ? -1 : id, keyLen, body, keyAt, n);
     if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) keyed++;
     at = keyAt + keyLen + tail;
-    prevEnd = offset + C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
+    // The decoder derives each length from the fields (the segment's record frame): it must be the stored one.
+    const length = lengthOf(scopeLen, keyLen, valueLen, seq, gen, exp);
+    if (length !== u32(body, f + C.R_LENGTH)) return null;
+    prevEnd = offset + length;
     prevSeq = seq;
     prevScope = id;
     if (q - blockStart >= ENTRY_BLOCK_BYTES || at >= body.length) {
@@ -179,6 +184,33 @@ export interface RecordRun {
   rec: Buffer;
   offsets: Uint32Array;
   base: number;
+  /** The records are in the version-3 frame (varint fields, docs/FORMAT.md), else in the 48-byte one. */
+  lean: boolean;
+}
+
+/** The fields of the record runTotals or packRecords reads now (one object for every record: no allocation per record). */
+const fieldsAt: FrameV3 = { length: 0, type: 0, flags: 0, scopeLen: 0, keyLen: 0, valueLen: 0, seq: 0, generation: 0, expiresAt: 0, payloadAt: 0 };
+
+/**
+ * The fields of the (already checked) record at rec[f...] of either frame, read into one shared
+ * object; seq is -1 when the 48-byte frame's sequence is not a safe integer (HintBuilder.addRecord's
+ * -1). The lean frame's varints are read by frameAtV3, which throws on a malformed record.
+ */
+function fieldsOf(rec: Buffer, f: number, lean: boolean): Readonly<FrameV3> {
+  if (lean) return frameAtV3(rec, f);
+  const o = fieldsAt;
+  o.length = u32(rec, f + C.R_LENGTH);
+  o.type = rec[f + C.R_TYPE] as number;
+  o.flags = rec[f + C.R_FLAGS] as number;
+  o.scopeLen = u16(rec, f + C.R_SCOPE_LEN);
+  o.keyLen = u16(rec, f + C.R_KEY_LEN);
+  o.valueLen = u32(rec, f + C.R_VALUE_LEN);
+  const seqHigh = u32(rec, f + C.R_SEQ + 4);
+  o.seq = seqHigh > SEQ_HIGH_MAX ? -1 : seqHigh * 0x1_0000_0000 + u32(rec, f + C.R_SEQ);
+  o.generation = u32(rec, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32(rec, f + C.R_GENERATION);
+  o.expiresAt = u32(rec, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32(rec, f + C.R_EXPIRES_AT);
+  o.payloadAt = f + C.RECORD_FIXED_BYTES;
+  return o;
 }
 
 /** What a hint needs of a run of records before packing: entries, their version-2 bytes, sequence range, end. */
@@ -196,7 +228,7 @@ export interface RunTotals {
  * the caller then takes the entry-by-entry path, which refuses or asserts as it always did.
  */
 export function runTotals(run: RecordRun): RunTotals | null {
-  const { rec, offsets, base } = run;
+  const { rec, offsets, base, lean } = run;
   let count = 0;
   let bodyBytes = 0;
   let minSeq = 0;
@@ -204,19 +236,16 @@ export function runTotals(run: RecordRun): RunTotals | null {
   let end: number = C.DATA_START;
   for (let i = 0; i < offsets.length; i++) {
     const offset = offsets[i] as number;
-    const f = offset - base;
-    const type = rec[f + C.R_TYPE] as number;
-    if (type === C.RecordType.GROUP) continue;
+    const r = fieldsOf(rec, offset - base, lean);
+    if (r.type === C.RecordType.GROUP) continue;
     if (offset < end) return null; // out of order: addRecord's assertion reports it
-    const seqHigh = u32(rec, f + C.R_SEQ + 4);
-    if (seqHigh > SEQ_HIGH_MAX) return null;
-    const seq = seqHigh * 0x1_0000_0000 + u32(rec, f + C.R_SEQ);
-    if (minSeq === 0 || seq < minSeq) minSeq = seq;
-    if (seq > maxSeq) maxSeq = seq;
-    const tail = type === C.RecordType.SCOPE_ERASE ? u32(rec, f + C.R_VALUE_LEN) : 0;
-    bodyBytes += ENTRY_FIXED + u16(rec, f + C.R_SCOPE_LEN) + u16(rec, f + C.R_KEY_LEN) + tail;
+    if (r.seq < 0 || r.seq > Number.MAX_SAFE_INTEGER) return null;
+    if (minSeq === 0 || r.seq < minSeq) minSeq = r.seq;
+    if (r.seq > maxSeq) maxSeq = r.seq;
+    const tail = r.type === C.RecordType.SCOPE_ERASE ? r.valueLen : 0;
+    bodyBytes += ENTRY_FIXED + r.scopeLen + r.keyLen + tail;
     count += 1;
-    end = offset + u32(rec, f + C.R_LENGTH);
+    end = offset + r.length;
   }
   return { count, bodyBytes, minSeq, maxSeq, end };
 }
@@ -243,7 +272,7 @@ export interface PackedRun extends Packed {
  * to one that the other lacks fails there.
  */
 export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null {
-  const { rec, offsets, base } = run;
+  const { rec, offsets, base, lean } = run;
   const out = Buffer.allocUnsafe(totals.bodyBytes + 16);
   const hashes = new Uint32Array(totals.count);
   const erases: number[] = [];
@@ -264,18 +293,14 @@ export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null
   let at = 0; // the body offset of this record's version-2 entry
   for (let i = 0; i < offsets.length; i++) {
     const offset = offsets[i] as number;
-    const f = offset - base;
-    const type = rec[f + C.R_TYPE] as number;
+    const r = fieldsOf(rec, offset - base, lean);
+    const type = r.type;
     if (type === C.RecordType.GROUP) continue;
-    const flags = rec[f + C.R_FLAGS] as number;
-    const scopeLen = u16(rec, f + C.R_SCOPE_LEN);
-    const keyLen = u16(rec, f + C.R_KEY_LEN);
-    const valueLen = u32(rec, f + C.R_VALUE_LEN);
-    const scopeAt = f + C.RECORD_FIXED_BYTES;
-    const seq = u32(rec, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32(rec, f + C.R_SEQ);
-    const gen = u32(rec, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32(rec, f + C.R_GENERATION);
-    const exp = u32(rec, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32(rec, f + C.R_EXPIRES_AT);
+    const { flags, scopeLen, keyLen, valueLen, seq, generation: gen, expiresAt: exp, length } = r;
+    const scopeAt = r.payloadAt;
     if (flags > C.RECORD_FLAGS_KNOWN || type < 1 || type >= C.RecordType.GROUP || offset < prevEnd || seq < minSeq || seq > Number.MAX_SAFE_INTEGER || gen > Number.MAX_SAFE_INTEGER || exp > Number.MAX_SAFE_INTEGER) return null;
+    // The decoder derives each length from the fields (packEntries' check): it must be the stored one.
+    if ((lean ? recordLengthV3(scopeLen, keyLen, valueLen, seq, gen, exp) : C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen) !== length) return null;
     if (!sameRange(rec, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
       const name = rec.toString("latin1", scopeAt, scopeAt + scopeLen);
       let id = scopeIds.get(name);
@@ -298,7 +323,7 @@ export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null
     if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) hashes[keyed++] = keyHash(rec, keyAt, keyLen, scopeHash);
     else if (type === C.RecordType.SCOPE_ERASE) erases.push(at);
     at += ENTRY_FIXED + scopeLen + n;
-    prevEnd = offset + C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
+    prevEnd = offset + length;
     prevSeq = seq;
     prevScope = id;
     if (q - blockStart >= ENTRY_BLOCK_BYTES || at >= totals.bodyBytes) {
@@ -440,6 +465,8 @@ export class HintBytesV3 {
     private readonly indexSums: Buffer,
     private readonly scopes: readonly Buffer[],
     private readonly minSeq: number,
+    /** The record length of the segment's frame (its format version), derived per entry. */
+    private readonly lengthOf: RecordLengthOf,
   ) {
     this.buf = Buffer.allocUnsafeSlow(layout.regionBytes); // address space only until blocks are decoded
     assert(this.buf.byteOffset === 0, "an unpooled buffer starts its ArrayBuffer");
@@ -596,7 +623,7 @@ export class HintBytesV3 {
         this.broken = true;
         return false;
       }
-      if (!decodeBlock(block, this.buf, REGION_HEAD_BYTES + this.before(b, 4), REGION_HEAD_BYTES + this.rows.readUInt32LE(row + 4), this.before(b, 8), this.rows.readUInt32LE(row + 8), this.layout.entryAt, this.scopes, this.minSeq)) {
+      if (!decodeBlock(block, this.buf, REGION_HEAD_BYTES + this.before(b, 4), REGION_HEAD_BYTES + this.rows.readUInt32LE(row + 4), this.before(b, 8), this.rows.readUInt32LE(row + 8), this.layout.entryAt, this.scopes, this.minSeq, this.lengthOf)) {
         this.broken = true;
         this.bad = true;
         return false;
@@ -620,7 +647,7 @@ export function unsafeTrustPackedEntries(trust: boolean): void {
 const COPY_LOOP_MAX = 64;
 
 /** Stores u32 `v` (0 <= v < 2^32, checked by the caller) little-endian at `at` (in bounds: checked by the caller). */
-function putU32(out: Buffer, at: number, v: number): void {
+export function putU32(out: Buffer, at: number, v: number): void {
   out[at] = v & 0xff;
   out[at + 1] = (v >>> 8) & 0xff;
   out[at + 2] = (v >>> 16) & 0xff;
@@ -628,7 +655,7 @@ function putU32(out: Buffer, at: number, v: number): void {
 }
 
 /** Stores safe integer `v` >= 0 as a little-endian u64 at `at` (writeU64's bytes, without its calls). */
-function putU64(out: Buffer, at: number, v: number): void {
+export function putU64(out: Buffer, at: number, v: number): void {
   const lo = v % 0x1_0000_0000;
   putU32(out, at, lo);
   putU32(out, at + 4, (v - lo) / 0x1_0000_0000);
@@ -641,7 +668,7 @@ function putU64(out: Buffer, at: number, v: number): void {
  * integer, a type is no entry's, a scope index is unknown, a length past its limit, or the
  * entries end anywhere but at the block's end, xEnd and kEnd.
  */
-function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number, kEnd: number, entryAt: number, scopes: readonly Buffer[], minSeq: number): boolean {
+function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number, kEnd: number, entryAt: number, scopes: readonly Buffer[], minSeq: number, lengthOf: RecordLengthOf): boolean {
   if (trustPacked) out.fill(0, entryAt + 4 * k, entryAt + 4 * kEnd); // the unsafe twin: cells it may not reach hold 0, not garbage
   let q = 0;
   const end = p.length;
@@ -683,7 +710,7 @@ function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number,
     const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
     const size = ENTRY_FIXED + scopeBytes.length + keyLen + tail;
     const offset = prevEnd + gap;
-    const length = C.RECORD_OVERHEAD + scopeBytes.length + keyLen + valueLen;
+    const length = lengthOf(scopeBytes.length, keyLen, valueLen, seq, gen, exp);
     if (q + keyLen + tail > end || x + size > xEnd || offset > 0xffffffff || length > 0xffffffff) return false;
     // Byte stores, not Buffer.write*/copy: an entry is ~60 bytes, and those calls' argument checks
     // and native copies were most of a block's decode (docs/PERFORMANCE.md, slots-6).

@@ -27,14 +27,16 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as C from "./constants.js";
 import { checksum64 } from "./checksum.js";
-import type { HeaderChoice } from "./header.js";
+import { formatOf, type HeaderChoice } from "./header.js";
 import { FILE_MODE } from "./file-names.js";
 import * as io from "./io.js";
 import { readU64, writeU64 } from "./u64.js";
-import type { DecodedRecord } from "./record.js";
+import { recordLengthOf, type DecodedRecord, type RecordLengthOf } from "./record.js";
+import { frameAtV3 } from "./record-v3.js";
+import { isLeanFrame } from "./version-written.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type RecordRun, type ScopeItem } from "./hint-v3.js";
+import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type RecordRun, type ScopeItem } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
@@ -151,7 +153,13 @@ export class HintBuilder {
   private lastPutScopeAt = -1;
   private lastPutScopeLen = -1;
 
-  constructor(initialBytes = 64 * 1024) {
+  /** True when the segment's records are in the version-3 frame (its format version, from its header): entries are then laid out from its fields. */
+  private readonly lean: boolean;
+  private readonly lengthOf: RecordLengthOf;
+
+  constructor(version: number, initialBytes = 64 * 1024) {
+    this.lean = isLeanFrame(version);
+    this.lengthOf = recordLengthOf(version);
     this.bytes = Buffer.allocUnsafe(initialBytes);
     const slots = Math.max(16, initialBytes >>> 6);
     this.keyedAt = new Uint32Array(slots);
@@ -207,17 +215,19 @@ export class HintBuilder {
    * When version 2 is written, or a record's sequence is not a safe integer, or the records are
    * out of order, it is that builder (which then refuses or asserts as it does).
    */
-  static ofRecords(run: RecordRun, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
+  static ofRecords(records: Omit<RecordRun, "lean">, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
+    const version = formatOf(header); // the records' frame is their segment's
+    const run: RecordRun = { ...records, lean: isLeanFrame(version) };
     const totals = versionWritten === HINT_VERSION ? runTotals(run) : null;
     if (totals === null) {
-      const b = new HintBuilder(Math.max(1024, run.offsets.length * 64));
+      const b = new HintBuilder(version, Math.max(1024, run.offsets.length * 64));
       for (const off of run.offsets) b.addRecord(run.rec, off - run.base, off);
       return b.encode(segmentId, header, coversEnd, sealed);
     }
     assert(coversEnd >= totals.end, "a hint covers every record it holds");
     const packed = packRecords(run, totals);
     if (packed === null) return null; // as encodeV3: entries that do not pack write no hint
-    const b = new HintBuilder(16);
+    const b = new HintBuilder(version, 16);
     b.entries = totals.count;
     b.minSeq = totals.minSeq;
     b.maxSeq = totals.maxSeq;
@@ -235,6 +245,10 @@ export class HintBuilder {
    * keyed entry's slot hash is computed in the same pass over its names.
    */
   addRecord(rec: Uint8Array, at: number, offset: number): void {
+    if (this.lean) {
+      this.addLean(rec, at, offset);
+      return;
+    }
     const type = rec[at + C.R_TYPE] as number;
     if (type === C.RecordType.GROUP) return;
     const length = u32At(rec, at + C.R_LENGTH);
@@ -255,9 +269,54 @@ export class HintBuilder {
     out[to + 3] = offset >>> 24;
     const fixed = to + 4;
     for (let i = 0; i < C.RECORD_FIXED_BYTES; i++) out[fixed + i] = rec[at + i] as number;
+    this.addNames(rec, at + C.RECORD_FIXED_BYTES, to, type, scopeLen, keyLen, value);
+    this.lastEnd = offset + length;
+  }
+
+  /**
+   * addRecord for a record in the version-3 frame: the entry is the same in-memory layout (the
+   * 48-byte frame's first 40 bytes, rebuilt from the record's varint fields), so every reader of
+   * entries reads one layout whatever the segment's version.
+   */
+  private addLean(rec: Uint8Array, at: number, offset: number): void {
+    const f = frameAtV3(rec, at);
+    if (f.type === C.RecordType.GROUP) return;
+    if (this.minSeq === 0 || f.seq < this.minSeq) this.minSeq = f.seq;
+    if (f.seq > this.maxSeq) this.maxSeq = f.seq;
+    assert(offset >= this.lastEnd, `hint entries come in file order (${offset} after ${this.lastEnd})`);
+    const value = f.type === C.RecordType.SCOPE_ERASE ? f.valueLen : 0;
+    const to = this.reserve(ENTRY_FIXED_BYTES + f.scopeLen + f.keyLen + value);
+    const out = this.bytes;
+    // Byte stores, as addRecord's copy (Buffer's write methods check their arguments per call).
+    putU32(out, to, offset);
+    const fixed = to + 4;
+    putU32(out, fixed + C.R_LENGTH, f.length);
+    out[fixed + C.R_TYPE] = f.type;
+    out[fixed + C.R_FLAGS] = f.flags;
+    out[fixed + C.R_SCOPE_LEN] = f.scopeLen & 0xff;
+    out[fixed + C.R_SCOPE_LEN + 1] = f.scopeLen >>> 8;
+    out[fixed + C.R_KEY_LEN] = f.keyLen & 0xff;
+    out[fixed + C.R_KEY_LEN + 1] = f.keyLen >>> 8;
+    out[fixed + C.R_RESERVED] = 0;
+    out[fixed + C.R_RESERVED + 1] = 0;
+    putU32(out, fixed + C.R_VALUE_LEN, f.valueLen);
+    putU64(out, fixed + C.R_SEQ, f.seq);
+    putU64(out, fixed + C.R_GENERATION, f.generation);
+    putU64(out, fixed + C.R_EXPIRES_AT, f.expiresAt);
+    const length = f.length; // read before addNames: the frame object is shared
+    this.addNames(rec, f.payloadAt, to, f.type, f.scopeLen, f.keyLen, value);
+    this.lastEnd = offset + length;
+  }
+
+  /**
+   * Copies the names (and an erasure's value) of the record whose scope starts at rec[from] into
+   * the entry at own-body offset `to`, and notes the entry in the slot index.
+   */
+  private addNames(rec: Uint8Array, from: number, to: number, type: number, scopeLen: number, keyLen: number, value: number): void {
+    const out = this.bytes;
+    const names = scopeLen + keyLen;
+    const dst = to + ENTRY_FIXED_BYTES;
     // The names, with FNV-1a over scope, 0xFF, key on the way (slotHash's definition).
-    const from = at + C.RECORD_FIXED_BYTES;
-    const dst = fixed + C.RECORD_FIXED_BYTES;
     let h = 0x811c9dc5;
     for (let i = 0; i < scopeLen; i++) {
       const b = rec[from + i] as number;
@@ -279,7 +338,6 @@ export class HintBuilder {
       this.lastPutScopeLen = scopeLen;
     }
     this.entries += 1;
-    this.lastEnd = offset + length;
   }
 
   /**
@@ -394,7 +452,7 @@ export class HintBuilder {
    * (erase offsets, scope list, entry block rows, index block sums) and the trailer.
    */
   private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer | null {
-    const packed = packEntries(body, this.minSeq);
+    const packed = packEntries(body, this.minSeq, this.lengthOf);
     if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
     const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
     putRows(rows, 0, packed, 0, 0, 0);
@@ -421,7 +479,7 @@ export class HintBuilder {
     const puts = new Set(p.scopes);
     const start: ScopeItem[] = run.scopes.map((b) => ({ bytes: b, put: puts.has(b.toString("utf8")) }));
     const own = this.bytes.subarray(0, this.used);
-    const packed = packEntries(own, this.minSeq, start);
+    const packed = packEntries(own, this.minSeq, this.lengthOf, start);
     if (packed === null) return undefined;
     const pBody = prefix.body.length;
     const hashes = new Uint32Array(p.keyed + this.keyed);
@@ -845,7 +903,7 @@ export function entryUsable(hint: Pick<LoadedHint, "body" | "coversEnd" | "minSe
   if (scopeLen > SCOPE_BYTES_MAX || keyLen > KEY_BYTES_MAX || ENTRY_FIXED_BYTES + scopeLen + keyLen + value > body.length - at) return false;
   const offset = u32At(body, at);
   const length = u32At(body, f + C.R_LENGTH);
-  if (offset < C.DATA_START || length < C.RECORD_OVERHEAD || offset + length > hint.coversEnd) return false;
+  if (offset < C.DATA_START || length < C.RECORD_V3_BYTES_MIN || offset + length > hint.coversEnd) return false;
   // Generation and expiry must be safe integers (their high words at most 2^21 - 1, as readU64 requires).
   if (u32At(body, f + C.R_GENERATION + 4) > U64_HIGH_MAX || u32At(body, f + C.R_EXPIRES_AT + 4) > U64_HIGH_MAX) return false;
   const seqHigh = u32At(body, f + C.R_SEQ + 4);
@@ -871,7 +929,7 @@ function entriesWellFormed(body: Buffer, count: number, coversEnd: number, minSe
     const names = body.readUInt16LE(f + C.R_SCOPE_LEN) + body.readUInt16LE(f + C.R_KEY_LEN);
     const value = type === C.RecordType.SCOPE_ERASE ? body.readUInt32LE(f + C.R_VALUE_LEN) : 0;
     if (type === 0 || type > C.RECORD_TYPE_MAX || type === C.RecordType.GROUP) return false;
-    if (offset < lastEnd || length < C.RECORD_OVERHEAD || offset + length > coversEnd) return false;
+    if (offset < lastEnd || length < C.RECORD_V3_BYTES_MIN || offset + length > coversEnd) return false;
     const seq = readU64(body, f + C.R_SEQ);
     if (seq < minSeq || seq > maxSeq || seq === 0) return false;
     at += ENTRY_FIXED_BYTES + names + value;
@@ -1017,7 +1075,7 @@ function finishV3(source: HintSourceV3, head: Buffer, L: LayoutV3, summary: Buff
   const bodyBytes = head.readUInt32LE(X_BODY_BYTES);
   const rows = summary.subarray(at(L.blocks), at(L.sums));
   if (!checkRows(rows, L.entryBlocks, L.packed, bodyBytes, keyed)) return null;
-  const bytes = new HintBytesV3(source, L, bodyBytes, head.readUInt32LE(X_BLOCK_BYTES), rows, summary.subarray(at(L.sums), at(L.total - HINT_TRAILER_BYTES)), scopes.bytes, c.minSeq);
+  const bytes = new HintBytesV3(source, L, bodyBytes, head.readUInt32LE(X_BLOCK_BYTES), rows, summary.subarray(at(L.sums), at(L.total - HINT_TRAILER_BYTES)), scopes.bytes, c.minSeq, c.lengthOf);
   const region = bytes.buf;
   const erases = new Uint32Array(head.readUInt32LE(X_ERASES));
   for (let i = 0; i < erases.length; i++) erases[i] = summary.readUInt32LE(4 * i);
@@ -1029,7 +1087,7 @@ function finishV3(source: HintSourceV3, head: Buffer, L: LayoutV3, summary: Buff
 }
 
 /** The fields both versions share, checked against the segment's header; null when any is wrong. */
-type Common = Pick<LoadedHint, "segmentId" | "sealed" | "coversEnd" | "count" | "minSeq" | "maxSeq">;
+type Common = Pick<LoadedHint, "segmentId" | "sealed" | "coversEnd" | "count" | "minSeq" | "maxSeq"> & { lengthOf: RecordLengthOf };
 
 /** The checks of the first 48 header bytes (both versions) against segment `segmentId`'s header. */
 function commonChecks(head: Buffer, segmentId: number, header: HeaderChoice): Common | null {
@@ -1044,7 +1102,7 @@ function commonChecks(head: Buffer, segmentId: number, header: HeaderChoice): Co
   const minSeq = readU64(head, X_MIN_SEQ);
   const maxSeq = readU64(head, X_MAX_SEQ);
   if (minSeq < 0 || maxSeq < 0 || minSeq > maxSeq || (count === 0) !== (maxSeq === 0)) return null;
-  return { segmentId, sealed, coversEnd, count, minSeq, maxSeq };
+  return { segmentId, sealed, coversEnd, count, minSeq, maxSeq, lengthOf: recordLengthOf(formatOf(header)) };
 }
 
 /** Version 1: the entries are walked and indexed here (linear in the entries). */

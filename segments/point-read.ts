@@ -3,6 +3,7 @@
  * the reader expects (docs/FORMAT.md "Point reads"). Returns the record or the first failed check.
  */
 import * as fs from "node:fs";
+import { formatVersionWritten } from "./version-written.js";
 import { decodeRecord, isRecord, type DecodedRecord, type RecordFault } from "./record.js";
 
 /** What a point read expects to find; any field left out is not compared. */
@@ -35,12 +36,13 @@ export function preadSync(fd: number, offset: number, length: number): Uint8Arra
 }
 
 /**
- * Point read: one pread of the record at `offset`, then length, checksum and the expected fields.
+ * Point read: one pread of the record at `offset` of a segment of format `version` (its header's),
+ * then length, checksum and the expected fields.
  * Returns the record, or the name of the first check that failed.
  */
-export function readRecordAt(fd: number, offset: number, length: number, expect: RecordExpectation): DecodedRecord | PointReadFault {
+export function readRecordAt(fd: number, offset: number, length: number, expect: RecordExpectation, version: number = formatVersionWritten()): DecodedRecord | PointReadFault {
   const bytes = preadSync(fd, offset, length);
-  return checkRecordBytes(bytes, length, expect);
+  return checkRecordBytes(bytes, length, expect, true, version);
 }
 
 /**
@@ -48,8 +50,8 @@ export function readRecordAt(fd: number, offset: number, length: number, expect:
  * point read's fresh buffer, handed to no one else) a binary value is a view of `bytes`; without
  * (bytes shared with a cache) it is a copy.
  */
-export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation, owned = true): DecodedRecord | PointReadFault {
-  const got = decodeRecord(bytes, 0, bytes.length, owned ? "view" : true, expect); // expected names are reused, not decoded again, when they match
+export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation, owned = true, version: number = formatVersionWritten()): DecodedRecord | PointReadFault {
+  const got = decodeRecord(bytes, 0, bytes.length, owned ? "view" : true, expect, version); // expected names are reused, not decoded again, when they match
   if (!isRecord(got)) return got;
   if (got.length !== length) return "length";
   return mismatch(got, expect) ?? got;

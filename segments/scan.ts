@@ -7,15 +7,16 @@
  *    That is never a crash artefact, so it is a CorruptionError, never skipped silently.
  * Records flagged RF_IN_BATCH in an unsealed segment are held back until their BATCH_COMMIT; a
  * batch without one at the end is part of the torn tail (the batch is all-or-nothing).
- * Format 2 unsealed segments are group-framed (group.ts): they are scanned group by group, and a
+ * Unsealed segments of format 2 and later are group-framed (group.ts): they are scanned group by group, and a
  * failing group is a torn tail unless a later valid group was written after it was durable.
  */
 import * as C from "./constants.js";
 import { batchOpCountOf } from "./record-kinds.js";
 import { CorruptionError } from "../rules/errors.js";
-import { checkRecordAt, decodeRecord, isRecord, probeRecord, type DecodedRecord, type RecordFault } from "./record.js";
+import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
 import { firstBadSum, SUM_SPAN_BYTES_MAX } from "./checksum.js";
 import { isSyncMark, readGroupFrame, type GroupFault } from "./group.js";
+import { isLeanFrame } from "./version-written.js";
 
 /** How a scan ended. */
 export interface ScanEnd {
@@ -51,10 +52,10 @@ function firstNonZero(bytes: Uint8Array, from: number, end: number): number {
   return end;
 }
 
-/** True when some offset in (from, end) holds a record that passes every check. */
-export function validRecordAfter(bytes: Uint8Array, from: number, end: number): boolean {
+/** True when some offset in (from, end) holds a record of format `version` that passes every check. */
+export function validRecordAfter(bytes: Uint8Array, from: number, end: number, version: number): boolean {
   for (let at = firstNonZero(bytes, from, end); at < end; at = firstNonZero(bytes, at + 1, end)) {
-    if (typeof checkRecordAt(bytes, at, end) === "number") return true;
+    if (typeof checkRecordAt(bytes, at, end, version) === "number") return true;
   }
   return false;
 }
@@ -62,12 +63,13 @@ export function validRecordAfter(bytes: Uint8Array, from: number, end: number): 
 /**
  * Scans bytes[DATA_START, end) of segment `segmentId`. Throws CorruptionError on corruption;
  * returns how the records ended otherwise. With `withValues` false, PUT values are checked by the
- * checksum but not materialized (value: null). `framed` (format 2, unsealed): the records come in
- * group frames. GROUP records are never delivered to `visit`.
+ * checksum but not materialized (value: null). `version` is the segment's format version (its
+ * header's): it decides the record frame, and from 2 on the records of an unsealed segment come
+ * in group frames. GROUP records are never delivered to `visit`.
  */
-export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues = true, framed = false, from: number = C.DATA_START): ScanEnd {
+export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolean, visit: RecordVisitor, withValues: boolean, version: number, from: number = C.DATA_START): ScanEnd {
   // I2: recovery reads a prefix of the commit sequence: only a torn tail is cut; damage before it is CorruptionError.
-  if (framed && !sealed) return scanFramed(bytes, segmentId, visit, withValues, from);
+  if (version >= C.FORMAT_VERSION_FRAMED && !sealed) return scanFramed(bytes, segmentId, visit, withValues, from, version);
   if (from !== C.DATA_START) throw new Error(`segment ${segmentId}: only a group-framed unsealed scan starts past the header (at ${from})`);
   const end = bytes.length;
   let at = C.DATA_START;
@@ -75,8 +77,8 @@ export function scanRecords(bytes: Uint8Array, segmentId: number, sealed: boolea
   let batch: Array<{ record: DecodedRecord; offset: number }> = [];
   let batchStart = -1;
   while (at < end) {
-    const got = decodeRecord(bytes, at, end, withValues);
-    if (!isRecord(got)) return finishFault(bytes, segmentId, sealed, at, got, batchStart, records);
+    const got = decodeRecord(bytes, at, end, withValues, undefined, version);
+    if (!isRecord(got)) return finishFault(bytes, segmentId, sealed, at, got, batchStart, records, version);
     if (got.type === C.RecordType.GROUP) {
       at += got.length; // a sealed format-2 segment keeps its frames until compaction drops them
       continue;
@@ -117,7 +119,8 @@ const WALK_WINDOW_RECORDS = 4096;
  * visited — no record reaches `visit` before its checksum passed, and the first fault in file
  * order is the one reported.
  */
-export function walkSealed(bytes: Uint8Array, segmentId: number, visit: (offset: number, length: number, type: number) => void): ScanEnd {
+export function walkSealed(bytes: Uint8Array, segmentId: number, version: number, visit: (offset: number, length: number, type: number) => void): ScanEnd {
+  const sumBytes = isLeanFrame(version) ? C.RECORD_V3_CHECKSUM_BYTES : C.RECORD_CHECKSUM_BYTES;
   let at = C.DATA_START;
   let records = 0;
   // Per call, not per module: a visitor may walk another segment.
@@ -128,16 +131,16 @@ export function walkSealed(bytes: Uint8Array, segmentId: number, visit: (offset:
     let n = 0;
     let fault: RecordFault | null = null;
     while (at < bytes.length && n < WALK_WINDOW_RECORDS) {
-      const length = probeRecord(bytes, at, bytes.length);
+      const length = probeRecord(bytes, at, bytes.length, version);
       if (typeof length !== "number") {
         fault = length;
         break;
       }
       if (at + length - from > SUM_SPAN_BYTES_MAX) {
         if (n > 0) break; // the next window takes it
-        const checked = checkRecordAt(bytes, at, bytes.length); // one record over the span: hashed alone
+        const checked = checkRecordAt(bytes, at, bytes.length, version); // one record over the span: hashed alone
         if (typeof checked !== "number") throw new CorruptionError(segmentId, at, `record ${checked} inside a sealed segment`);
-        visit(at, length, bytes[at + C.R_TYPE] as number);
+        visit(at, length, recordTypeAt(bytes, at, version));
         records += 1;
         at += length;
         break;
@@ -147,12 +150,12 @@ export function walkSealed(bytes: Uint8Array, segmentId: number, visit: (offset:
       n += 1;
       at += length;
     }
-    const bad = firstBadSum(bytes, from, at, walkStarts, walkLengths, n);
+    const bad = firstBadSum(bytes, from, at, walkStarts, walkLengths, n, sumBytes);
     if (bad >= 0) throw new CorruptionError(segmentId, walkStarts[bad] as number, "record checksum inside a sealed segment");
     if (fault !== null) throw new CorruptionError(segmentId, at, `record ${fault} inside a sealed segment`);
     for (let i = 0; i < n; i++) {
       const off = walkStarts[i] as number;
-      visit(off, walkLengths[i] as number, bytes[off + C.R_TYPE] as number);
+      visit(off, walkLengths[i] as number, recordTypeAt(bytes, off, version));
     }
     records += n;
   }
@@ -182,6 +185,7 @@ function finishFault(
   fault: RecordFault,
   batchStart: number,
   records: number,
+  version: number,
 ): ScanEnd {
   const end = bytes.length;
   const cut = batchStart >= 0 ? batchStart : at;
@@ -193,15 +197,15 @@ function finishFault(
     // Zeros then stray bytes with no valid record among them: a final append whose later pages
     // reached the disk before its earlier ones (power loss). Only a valid record after the gap
     // proves that the zeros sit in the middle of committed data.
-    if (!sealed && !validRecordAfter(bytes, at + 1, end)) return { end: cut, torn: { offset: at, reason: "empty" }, records };
+    if (!sealed && !validRecordAfter(bytes, at + 1, end, version)) return { end: cut, torn: { offset: at, reason: "empty" }, records };
     throw new CorruptionError(segmentId, at, sealed ? "zero bytes inside a sealed segment" : "zero length followed by valid records");
   }
   if (sealed) throw new CorruptionError(segmentId, at, `record ${fault} inside a sealed segment`);
   // A checksum failure means the fixed fields were self-consistent, so the record's extent is
   // known: a "valid record" inside it is value bytes (a value may embed an encoded record), not a
   // record boundary, and must not turn a torn final append into corruption. Search after it.
-  const skip = fault === "checksum" ? (probeRecord(bytes, at, end) as number) : 1;
-  if (fault !== "short" && validRecordAfter(bytes, at + skip, end)) {
+  const skip = fault === "checksum" ? (probeRecord(bytes, at, end, version) as number) : 1;
+  if (fault !== "short" && validRecordAfter(bytes, at + skip, end, version)) {
     throw new CorruptionError(segmentId, at, `record ${fault} with valid records after it`);
   }
   return { end: cut, torn: { offset: at, reason: fault }, records };
@@ -213,15 +217,15 @@ function finishFault(
  * checked first; its records are then decoded strictly (a record that fails inside a group whose
  * checksum passed is corruption). The first group that fails ends the scan (finishGroupFault).
  */
-function scanFramed(bytes: Uint8Array, segmentId: number, visit: RecordVisitor, withValues: boolean, from: number): ScanEnd {
+function scanFramed(bytes: Uint8Array, segmentId: number, visit: RecordVisitor, withValues: boolean, from: number, version: number): ScanEnd {
   const end = bytes.length;
   let at = from;
   let records = 0;
   let covered: number = from;
   while (at < end) {
-    const frame = readGroupFrame(bytes, at, end);
-    if (typeof frame === "string") return { ...finishGroupFault(bytes, segmentId, at, frame, records), covered };
-    records += scanGroupBody(bytes, segmentId, frame.bodyStart, frame.bodyEnd, visit, withValues);
+    const frame = readGroupFrame(bytes, at, end, version);
+    if (typeof frame === "string") return { ...finishGroupFault(bytes, segmentId, at, frame, records, version), covered };
+    records += scanGroupBody(bytes, segmentId, frame.bodyStart, frame.bodyEnd, visit, withValues, version);
     covered = Math.max(covered, isSyncMark(frame, at) ? frame.bodyEnd : frame.syncedEnd);
     at = frame.bodyEnd;
   }
@@ -229,12 +233,12 @@ function scanFramed(bytes: Uint8Array, segmentId: number, visit: RecordVisitor, 
 }
 
 /** Delivers the records of one verified group body; returns how many. Any fault is corruption. */
-function scanGroupBody(bytes: Uint8Array, segmentId: number, from: number, to: number, visit: RecordVisitor, withValues: boolean): number {
+function scanGroupBody(bytes: Uint8Array, segmentId: number, from: number, to: number, visit: RecordVisitor, withValues: boolean, version: number): number {
   const view = bytes.subarray(0, to);
   let batch: Array<{ record: DecodedRecord; offset: number }> = [];
   let delivered = 0;
   for (let at = from; at < to; ) {
-    const got = decodeRecord(view, at, to, withValues);
+    const got = decodeRecord(view, at, to, withValues, undefined, version);
     if (!isRecord(got)) throw new CorruptionError(segmentId, at, `record ${got} inside a group whose checksum passed`);
     if (got.type === C.RecordType.GROUP) throw new CorruptionError(segmentId, at, "group frame inside a group");
     if ((got.flags & C.RF_IN_BATCH) !== 0) {
@@ -262,22 +266,22 @@ function scanGroupBody(bytes: Uint8Array, segmentId: number, from: number, to: n
  * order — unless some later valid group says the segment was durable past `at` when it was
  * written: then the failing bytes were committed, and that is corruption.
  */
-function finishGroupFault(bytes: Uint8Array, segmentId: number, at: number, fault: GroupFault, records: number): ScanEnd {
+function finishGroupFault(bytes: Uint8Array, segmentId: number, at: number, fault: GroupFault, records: number, version: number): ScanEnd {
   const end = bytes.length;
   // Zeros to the end: a clean end. Fewer than 4 of them are "short" to the frame decoder, yet no
   // group fits there (a frame is GROUP_FRAME_BYTES): the writer left the segment's last bytes unused.
   if ((fault === "empty" || (fault === "short" && end - at < 4)) && firstNonZero(bytes, at, end) === end) return { end: at, torn: null, records };
-  const witness = durableGroupAfter(bytes, at, end);
+  const witness = durableGroupAfter(bytes, at, end, version);
   if (witness >= 0) {
-    throw new CorruptionError(segmentId, damageIn(bytes, at, end), `group at ${at}: ${fault}, although the group at ${witness} was written after it was durable`);
+    throw new CorruptionError(segmentId, damageIn(bytes, at, end, version), `group at ${at}: ${fault}, although the group at ${witness} was written after it was durable`);
   }
   return { end: at, torn: { offset: at, reason: fault }, records };
 }
 
 /** Offset of a valid group after `at` whose frame says the segment was durable past `at`, or -1. */
-export function durableGroupAfter(bytes: Uint8Array, at: number, end: number): number {
+export function durableGroupAfter(bytes: Uint8Array, at: number, end: number, version: number): number {
   for (let p = firstNonZero(bytes, at + 1, end); p < end; p = firstNonZero(bytes, p + 1, end)) {
-    const frame = readGroupFrame(bytes, p, end);
+    const frame = readGroupFrame(bytes, p, end, version);
     if (typeof frame !== "string" && frame.syncedEnd > at) return p;
   }
   return -1;
@@ -287,13 +291,13 @@ export function durableGroupAfter(bytes: Uint8Array, at: number, end: number): n
  * Where the damage of the failing group at `at` is: the first record of its body that fails its
  * own checks when the frame itself is intact (a body checksum failure), else the frame.
  */
-function damageIn(bytes: Uint8Array, at: number, end: number): number {
-  const frame = decodeRecord(bytes, at, end, false);
+function damageIn(bytes: Uint8Array, at: number, end: number, version: number): number {
+  const frame = decodeRecord(bytes, at, end, false, undefined, version);
   if (!isRecord(frame) || frame.type !== C.RecordType.GROUP) return at;
   const bodyBytes = Number(Buffer.from((frame.value as Uint8Array).buffer, (frame.value as Uint8Array).byteOffset, C.GROUP_VALUE_BYTES).readBigUInt64LE(0));
   const bodyEnd = Math.min(end, at + frame.length + bodyBytes);
   for (let p = at + frame.length; p < bodyEnd; ) {
-    const got = decodeRecord(bytes, p, bodyEnd, false);
+    const got = decodeRecord(bytes, p, bodyEnd, false, undefined, version);
     if (!isRecord(got)) return p;
     p += got.length;
   }

@@ -2,7 +2,8 @@
  * `engram demo`: replays the two failures of the seed notes on fresh stores in a temp directory,
  * first under the `unsafe` options (which reproduce them), then with the safe defaults.
  */
-import { GROUP_FRAME_BYTES } from "../segments/constants.js";
+import { formatVersionWritten, groupFrameBytes } from "../segments/version-written.js";
+import { recordLengthOf } from "../segments/record.js";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -108,8 +109,23 @@ const OTHER = "user:bob";
 function equalSizeValues(): Record<string, string> {
   const base: Record<string, string> = { [ERASED]: "alice session-1 draft", global: "theme=solarized", [OTHER]: "bob private note" };
   const total = Math.max(...Object.entries(base).map(([scope, v]) => scope.length + v.length));
-  const size = (scope: string): number => total + (scope === ERASED ? 0 : 2 * GROUP_FRAME_BYTES);
-  return Object.fromEntries(Object.entries(base).map(([scope, v]) => [scope, v.padEnd(size(scope) - scope.length, ".")]));
+  // The record's length as the store writes it (format 3: a function of the fields, varints
+  // included; these three writes have sequences below 128 and generation 0).
+  const version = formatVersionWritten();
+  const recordBytes = (scope: string, valueLen: number): number => recordLengthOf(version)(scope.length, KEY.length, valueLen, 1, 0, 0);
+  // A varint's size steps at 128, so not every record length is reachable: pad the erased value
+  // until both others can be padded to exactly two frames more than its record.
+  const fit = (scope: string, v: string, target: number): string | null => {
+    for (let n = v.length; n <= target; n++) if (recordBytes(scope, n) === target) return v.padEnd(n, ".");
+    return null;
+  };
+  for (let e = total - ERASED.length; e < 4 * total; e++) {
+    const target = recordBytes(ERASED, e) + 2 * groupFrameBytes(version);
+    const global = fit("global", base["global"] as string, target);
+    const other = fit(OTHER, base[OTHER] as string, target);
+    if (global !== null && other !== null) return { [ERASED]: (base[ERASED] as string).padEnd(e, "."), global, [OTHER]: other };
+  }
+  throw new Error("no padding gives the global and user:bob records two frames more than the erased one");
 }
 
 function timeout<T>(ms: number, what: string): Promise<T> {

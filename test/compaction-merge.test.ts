@@ -26,7 +26,7 @@ import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
 import { chooseHeader } from "../segments/header.js";
 import { setIoObserver, type IoEvent } from "../segments/io.js";
-import { recordNamesAt } from "../segments/record.js";
+import { decodeRecord, isRecord, recordNamesAt } from "../segments/record.js";
 import { walkSealed } from "../segments/scan.js";
 import { readManifest, writeManifest } from "../engine/manifest.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -91,10 +91,11 @@ function duplicatePuts(dir: string): number {
     const bytes = fs.readFileSync(path.join(dir, "segments", name));
     const header = chooseHeader(bytes, idOf(name)).header;
     if ((header.flags & C.FLAG_SEALED) === 0) continue;
-    walkSealed(bytes.subarray(0, header.sealedBytes), idOf(name), (offset, _len, type) => {
+    walkSealed(bytes.subarray(0, header.sealedBytes), idOf(name), C.FORMAT_VERSION, (offset, _len, type) => {
       if (type !== C.RecordType.PUT) return;
       const { scope, key } = recordNamesAt(bytes, offset);
-      const id = `${scope}\u0000${key}\u0000${bytes.readBigUInt64LE(offset + C.R_SEQ)}`;
+      const rec = decodeRecord(bytes, offset, bytes.length, false);
+      const id = `${scope}\u0000${key}\u0000${isRecord(rec) ? rec.seq : -1}`;
       if (seen.has(id)) dups += 1;
       seen.add(id);
     });

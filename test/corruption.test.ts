@@ -33,6 +33,7 @@ import { CorruptionError, Engram } from "../src/index.js";
 import type { OpenOptions, Value } from "../src/types.js";
 import { tempDir as freshDir } from "./helpers/tmp.js";
 import { dropHints } from "./helpers/hints.js";
+import { decodeRecord, isRecord } from "../segments/record.js";
 
 const DATA_START = 128;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false } };
@@ -83,13 +84,11 @@ function framesAndRecordsOf(file: string): Rec[] {
   const b = fs.readFileSync(file);
   const out: Rec[] = [];
   let at = DATA_START;
-  while (at + 4 <= b.length) {
-    const len = b.readUInt32LE(at);
-    if (len === 0 || at + len > b.length) break;
-    const scopeLen = b.readUInt16LE(at + 6);
-    const keyLen = b.readUInt16LE(at + 8);
-    out.push({ off: at, len, type: b[at + 4] as number, seq: Number(b.readBigUInt64LE(at + 16)), key: b.toString("utf8", at + 40 + scopeLen, at + 40 + scopeLen + keyLen) });
-    at += len;
+  while (at < b.length) {
+    const r = decodeRecord(b, at, b.length, false); // the store writes format 3 (its lean frame)
+    if (!isRecord(r)) break;
+    out.push({ off: at, len: r.length, type: r.type, seq: r.seq, key: r.key });
+    at += r.length;
   }
   return out;
 }

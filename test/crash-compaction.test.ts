@@ -44,6 +44,7 @@ import { CrashModel, leftovers } from "./helpers/crash-model.js";
 import { between, rng, runSeed } from "./helpers/crash-proc.js";
 import { ChildPool, reopenAndCheck, runRound, type KillTrigger } from "./helpers/crash-rounds.js";
 import { tempDir as freshDir } from "./helpers/tmp.js";
+import { recordLengthAt } from "../segments/record.js";
 
 type Mode = "in-place" | "copy-on-write";
 
@@ -119,7 +120,7 @@ function checkCrashState(point: FaultPoint, before: Map<string, Buffer>, after: 
     expect(now, `segment ${j.id} still exists`).toBeDefined();
     const o = old as Buffer;
     const f = now as Buffer;
-    const firstLen = j.data.readUInt32LE(0);
+    const firstLen = recordLengthAt(j.data, 0); // the store's own record frame (format 3: a varint length)
     const h = headerOf(f, j.id);
     if (point === "compaction:after-rewrite") {
       // Rewritten, truncated, new generation in the header; only the journal's deletion is missing.

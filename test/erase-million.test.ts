@@ -20,7 +20,7 @@ import { Engram } from "../src/index.js";
 import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
 import { ERASE_LIST_CHUNK_BYTES } from "../segments/erase-list.js";
-import { chooseHeader, isFramed } from "../segments/header.js";
+import { chooseHeader, formatOf } from "../segments/header.js";
 import { readGroupFrame } from "../segments/group.js";
 import { scanRecords } from "../segments/scan.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -40,7 +40,7 @@ function erasuresIn(file: string): number[] {
   const out: number[] = [];
   scanRecords(bytes, 0, (h.header.flags & C.FLAG_SEALED) !== 0, (r) => {
     if (r.type === C.RecordType.SCOPE_ERASE) out.push((r.value as Uint8Array).length);
-  }, false, isFramed(h));
+  }, false, formatOf(h));
   return out;
 }
 

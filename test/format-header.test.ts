@@ -81,7 +81,7 @@ describe("header copy layout", () => {
     const want = Buffer.alloc(64);
     want.writeUInt32LE(0x53474e45, 0);
     expect(want.subarray(0, 4).toString("latin1")).toBe("ENGS");
-    want.writeUInt16LE(2, 4); // version
+    want.writeUInt16LE(3, 4); // version (FORMAT_VERSION)
     want.writeUInt16LE(3, 6); // flags
     want.writeUInt32LE(0xdeadbeef, 8);
     want.writeUInt32LE(0xfffffffe, 12);
@@ -97,7 +97,7 @@ describe("header copy layout", () => {
     expect([C.H_MAGIC, C.H_VERSION, C.H_FLAGS, C.H_SEGMENT_ID, C.H_HEADER_SEQ, C.H_GENERATION, C.H_CREATED_SEQ, C.H_MIN_SEQ, C.H_MAX_SEQ, C.H_REPLACES_ID, C.H_SEALED_BYTES, C.H_CHECKSUM]).toEqual([
       0, 4, 6, 8, 12, 16, 24, 32, 40, 48, 52, 56,
     ]);
-    expect([C.FORMAT_VERSION, C.HEADER_COPY_BYTES, C.HEADER_A_OFFSET, C.HEADER_B_OFFSET, C.DATA_START]).toEqual([2, 64, 0, 64, 128]);
+    expect([C.FORMAT_VERSION, C.HEADER_COPY_BYTES, C.HEADER_A_OFFSET, C.HEADER_B_OFFSET, C.DATA_START]).toEqual([3, 64, 0, 64, 128]);
     expect([C.FLAG_SEALED, C.FLAG_COMPACTING]).toEqual([1, 2]);
   });
 
@@ -118,7 +118,7 @@ describe("header copy layout", () => {
     };
     const good = Buffer.from(encodeHeader(header()));
     const v3 = Buffer.from(good);
-    v3.writeUInt16LE(3, C.H_VERSION); // a newer format than this code reads (format 1 still opens: format-versions.test.ts)
+    v3.writeUInt16LE(4, C.H_VERSION); // a newer format than this code reads (format 1 still opens: format-versions.test.ts)
     expect(decodeHeader(reseal(v3), 0)).toBeNull();
     const flags = Buffer.from(good);
     flags.writeUInt16LE(4, C.H_FLAGS);

@@ -17,12 +17,17 @@
  * Files and the scanner are covered by format-writer/format-scan; here no file is needed.
  */
 import * as fs from "node:fs";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import xxhash from "xxhash-wasm";
 import { initChecksum } from "../segments/checksum.js";
 import * as C from "../segments/constants.js";
 import { encodeHeader } from "../segments/header.js";
 import { decodeRecord, encodeRecord, isRecord, probeRecord, type DecodedRecord, type RecordInput } from "../segments/record.js";
+import { setFormatVersionWritten } from "../segments/version-written.js";
+
+// The 48-byte record frame (format 2, still read) is pinned here; format-record-v3.test.ts covers the version-3 frame.
+beforeAll(() => setFormatVersionWritten(2));
+afterAll(() => setFormatVersionWritten(3));
 
 const MiB = 1024 * 1024;
 const utf8 = (s: string): number => Buffer.byteLength(s, "utf8");
@@ -191,7 +196,7 @@ describe("record byte layout", () => {
       if (m === null) throw new Error(`docs/FORMAT.md has no "${name}" example`);
       return (m[1] as string).split("\n").map((line) => line.replace(/^\s*\d+:/, "").replace(/\s+/g, "")).join("");
     };
-    const header = encodeHeader({ segmentId: 42, generation: 2, headerSeq: 1, flags: C.FLAG_SEALED, createdSeq: 100, minSeq: 101, maxSeq: 250, replacesId: 0, sealedBytes: 0 });
+    const header = encodeHeader({ segmentId: 42, generation: 2, headerSeq: 1, flags: C.FLAG_SEALED, createdSeq: 100, minSeq: 101, maxSeq: 250, replacesId: 0, sealedBytes: 0 }, C.FORMAT_VERSION);
     expect(example("header")).toBe(Buffer.from(header).toString("hex"));
     const record = encodeRecord({ type: C.RecordType.PUT, seq: 7, generation: 3, scope: "user:alice", key: "theme", value: "dark" });
     expect(record.length).toBe(67);

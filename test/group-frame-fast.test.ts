@@ -14,6 +14,12 @@ import { checksum64, initChecksum } from "../segments/checksum.js";
 import { encodeGroupFrame, readGroupFrame } from "../segments/group.js";
 import { encodeRecord } from "../segments/record.js";
 import { rng } from "./helpers/rng.js";
+import { setFormatVersionWritten as pinFormat } from "../segments/version-written.js";
+import { afterAll as afterAllPinned, beforeAll as beforeAllPinned } from "vitest";
+
+// These tests pin the 48-byte record frame (format 2, still read): the version-3 frame has its own (format-record-v3.test.ts).
+beforeAllPinned(() => pinFormat(2));
+afterAllPinned(() => pinFormat(3));
 
 beforeAll(async () => {
   await initChecksum();

@@ -87,7 +87,7 @@ function encoded(b: HintBuilder, end: number): { bytes: Buffer; hint: LoadedHint
 /** A version-3 prefix hint of `recs` written to a fresh directory and read back from the file (blocks on first use). */
 function loadedPrefix(recs: readonly Buffer[]): { dir: string; hint: LoadedHint; end: number } {
   const dir = tempDir("hint-append");
-  const b = new HintBuilder();
+  const b = new HintBuilder(C.FORMAT_VERSION);
   const end = feed(b, recs, C.DATA_START);
   expect(writeHintFile(dir, 7, b.encode(7, HEADER, end, false))).toBe(true);
   const hint = readHint(dir, 7, HEADER);
@@ -100,7 +100,7 @@ function loadedPrefix(recs: readonly Buffer[]): { dir: string; hint: LoadedHint;
 function appended(prefix: LoadedHint, prefixEnd: number, more: readonly Buffer[], reuse: boolean): { bytes: Buffer; hint: LoadedHint } {
   setReuseLoadedBlocks(reuse);
   try {
-    const b = new HintBuilder();
+    const b = new HintBuilder(C.FORMAT_VERSION);
     b.addLoaded(prefix);
     const end = feed(b, more, prefixEnd);
     return encoded(b, end);
@@ -139,7 +139,7 @@ describe("hint encoding shortcuts", () => {
 
   it("twin: an index that differs in one hash is caught by the comparison", async () => {
     await initChecksum();
-    const b = new HintBuilder();
+    const b = new HintBuilder(C.FORMAT_VERSION);
     const end = feed(b, records(5, 200, 1), C.DATA_START);
     const { hint } = encoded(b, end);
     const ref = buildIndex(b.entriesBody() as Buffer, false);
@@ -159,7 +159,7 @@ describe("hint encoding shortcuts", () => {
       const b = loadedPrefix(first);
       const slow = appended(b.hint, b.end, more, false);
       expect(appendedEncodes()).toBe(before + 1); // the long way did not take the shortcut
-      const scratch = new HintBuilder();
+      const scratch = new HintBuilder(C.FORMAT_VERSION);
       const whole = encoded(scratch, feed(scratch, [...first, ...more], C.DATA_START));
       expect(entriesOf(fast.hint)).toEqual(entriesOf(slow.hint));
       expect(entriesOf(fast.hint)).toEqual(entriesOf(whole.hint));
@@ -184,7 +184,7 @@ describe("hint encoding shortcuts", () => {
     const b = loadedPrefix(first);
     const slow = appended(b.hint, b.end, low, false);
     expect(checked.bytes.equals(slow.bytes)).toBe(true);
-    const scratch = new HintBuilder();
+    const scratch = new HintBuilder(C.FORMAT_VERSION);
     const whole = encoded(scratch, feed(scratch, [...first, ...low], C.DATA_START));
     expect(entriesOf(checked.hint)).toEqual(entriesOf(whole.hint));
 
@@ -204,7 +204,7 @@ describe("hint encoding shortcuts", () => {
     const bytes = fs.readFileSync(file);
     bytes[90] = (bytes[90] as number) ^ 0x10; // inside the first packed block
     fs.writeFileSync(file, bytes);
-    const b = new HintBuilder();
+    const b = new HintBuilder(C.FORMAT_VERSION);
     b.addLoaded(a.hint);
     const end = feed(b, records(42, 30, 5000), a.end);
     expect(b.encode(7, HEADER, end, false)).toBeNull();

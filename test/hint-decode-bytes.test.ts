@@ -32,7 +32,7 @@ const RECORDS = 3000;
 /** A hint's records: their file bytes and the builder that indexed them. */
 function build(seed: number): { file: Buffer; body: Buffer } {
   const rand = rng(seed);
-  const b = new HintBuilder();
+  const b = new HintBuilder(C.FORMAT_VERSION);
   let off: number = C.DATA_START;
   for (let i = 0; i < RECORDS; i++) {
     const keyBytes = 1 + Math.floor(rand() * 300);

@@ -23,6 +23,7 @@ import { initChecksum } from "../segments/checksum.js";
 import { encodeRecord, type RecordInput } from "../segments/record.js";
 import { checkHint, HintBuilder, setHintVersionWritten } from "../segments/hint.js";
 import { unsafeSkewRecordHashes } from "../segments/hint-v3.js";
+import { setFormatVersionWritten } from "../segments/version-written.js";
 import type { HeaderChoice } from "../segments/header.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -31,8 +32,8 @@ import { openState } from "./helpers/recovered-state.js";
 
 const SCOPES = ["global", "user:alice", "user:alice/notes", "team:x"];
 /** The sealed header of segment 9 ending at `end` (what a hint for it is keyed by and checked against). */
-function headerAt(end: number): HeaderChoice {
-  return { header: { segmentId: 9, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 3, sealedBytes: end }, copy: 0, version: C.FORMAT_VERSION };
+function headerAt(end: number, version: 2 | 3 = C.FORMAT_VERSION as 3): HeaderChoice {
+  return { header: { segmentId: 9, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 3, sealedBytes: end }, copy: 0, version };
 }
 
 /** `n` seeded records from sequence `seq0` on, laid out in one buffer from DATA_START (a gap now and then); their offsets and end. */
@@ -64,11 +65,11 @@ function laidOut(seed: number, n: number, seq0: number): { rec: Buffer; offsets:
   return { rec: Buffer.concat(parts), offsets, end: at };
 }
 
-/** The long way: a fresh builder, addRecord of every record, encode. */
-function longWay(rec: Buffer, offsets: Uint32Array, end: number): Buffer | null {
-  const b = new HintBuilder();
+/** The long way: a fresh builder, addRecord of every record, encode (records in the frame of format `version`). */
+function longWay(rec: Buffer, offsets: Uint32Array, end: number, version: 2 | 3 = C.FORMAT_VERSION as 3): Buffer | null {
+  const b = new HintBuilder(version);
   for (const off of offsets) b.addRecord(rec, off - C.DATA_START, off);
-  return b.encode(9, headerAt(end), end, true);
+  return b.encode(9, headerAt(end, version), end, true);
 }
 
 beforeAll(async () => {
@@ -78,20 +79,26 @@ beforeAll(async () => {
 afterEach(() => {
   unsafeSkewRecordHashes(false);
   setHintVersionWritten(3);
+  setFormatVersionWritten(C.FORMAT_VERSION as 3);
 });
 
 describe("a hint packed straight from records equals the one built record by record", () => {
-  for (const [seed, n] of [[1, 0], [2, 1], [3, 7], [4, 300], [5, 2500], [6, 9000]] as const) {
-    it(`${n} records (seed ${seed}): the same file, byte for byte, and it checks`, () => {
-      const { rec, offsets, end } = laidOut(seed, n, 1000 + seed);
-      const want = longWay(rec, offsets, end);
-      const got = HintBuilder.ofRecords({ rec, offsets, base: C.DATA_START }, 9, headerAt(end), end, true);
-      expect(want).not.toBeNull();
-      expect(got).not.toBeNull();
-      expect(Buffer.compare(got as Buffer, want as Buffer)).toBe(0);
-      const hint = checkHint(got as Buffer, 9, headerAt(end));
-      expect(hint?.count).toBe(n);
-    });
+  // Both record frames: format 3's varint fields (what new segments are written in) and format 2's
+  // 48-byte frame (a compaction of an older store's segments keeps their frame).
+  for (const version of [3, 2] as const) {
+    for (const [seed, n] of [[1, 0], [2, 1], [3, 7], [4, 300], [5, 2500], [6, 9000]] as const) {
+      it(`format ${version}, ${n} records (seed ${seed}): the same file, byte for byte, and it checks`, () => {
+        setFormatVersionWritten(version);
+        const { rec, offsets, end } = laidOut(seed, n, 1000 + seed);
+        const want = longWay(rec, offsets, end, version);
+        const got = HintBuilder.ofRecords({ rec, offsets, base: C.DATA_START }, 9, headerAt(end, version), end, true);
+        expect(want).not.toBeNull();
+        expect(got).not.toBeNull();
+        expect(Buffer.compare(got as Buffer, want as Buffer)).toBe(0);
+        const hint = checkHint(got as Buffer, 9, headerAt(end, version));
+        expect(hint?.count).toBe(n);
+      });
+    }
   }
 
   it("version 2 written: ofRecords takes the long way", () => {

@@ -28,6 +28,7 @@ import { CorruptionError } from "../rules/errors.js";
 import { blankEntry, checkHint, decodeEntry, HINT_HEADER_BYTES, HINT_TRAILER_BYTES, HINT_V1_HEADER_BYTES, setHintVersionWritten, unsafeSkipHintEntryChecks } from "../segments/hint.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
+import { setFormatVersionWritten } from "../segments/version-written.js";
 import { dropHints, hintIds } from "./helpers/hints.js";
 import { rng } from "./helpers/rng.js";
 import { copyDir, headerOf, hintPath, openState, recoveredState, scannedState } from "./helpers/recovered-state.js";
@@ -78,8 +79,16 @@ function planted(base: string, id: number, bad: Buffer, label: string): string {
 
 describe("hint files version 2", () => {
   // Version 3 is written since; this file keeps testing the version-2 layout, which is still read.
-  beforeAll(() => setHintVersionWritten(2));
-  afterAll(() => setHintVersionWritten(3));
+  // Hint version 2 over the 48-byte record frame (format 2), as it was written: the seeded
+  // workload's segment layout (which erasure names which segment's slots) depends on the frame.
+  beforeAll(() => {
+    setHintVersionWritten(2);
+    setFormatVersionWritten(2);
+  });
+  afterAll(() => {
+    setHintVersionWritten(3);
+    setFormatVersionWritten(3);
+  });
   let base = "";
   let reference: unknown = null;
   /** A sealed segment whose hint has keyed entries, erase entries and scopes, with padding after its entries. */

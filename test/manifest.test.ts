@@ -18,7 +18,7 @@ import { initChecksum } from "../segments/checksum.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const OPTS = { segmentBytes: 4096, compaction: { workers: 0, auto: false } };
-const FILL = "f".repeat(3800); // fills a segment alone
+const FILL = "f".repeat(3880); // fills a segment alone (format 3's lean frames: 3800 left room for the tombstone)
 
 const seg = (dir: string, id: number): string => path.join(dir, "segments", `${String(id).padStart(8, "0")}.seg`);
 

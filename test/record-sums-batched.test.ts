@@ -92,7 +92,7 @@ describe("writeRecordSums", () => {
     const fields = seededFields(9, 50);
     const apart = fields.map((f) => {
       const b = oneByOne(f);
-      b.fill(0, b.length - C.RECORD_CHECKSUM_BYTES); // forget the sum, keep the content
+      b.fill(0, b.length - C.RECORD_V3_CHECKSUM_BYTES); // forget the sum, keep the content
       return b;
     });
     const whole = Buffer.concat(apart);
@@ -119,7 +119,7 @@ describe("writeRecordSums", () => {
     // A sealed segment of these records: the scan refuses the changed record (damage before the end is corruption).
     const seg = Buffer.concat([Buffer.alloc(C.DATA_START), ...batched]); // the scan starts at DATA_START
     const seen: number[] = [];
-    expect(() => scanRecords(seg, 1, true, (r) => void seen.push(r.seq), false)).toThrow(CorruptionError);
+    expect(() => scanRecords(seg, 1, true, (r) => void seen.push(r.seq), false, C.FORMAT_VERSION)).toThrow(CorruptionError);
     expect(seen).toEqual(fields.slice(0, victim).map((f) => f.seq));
   });
 });

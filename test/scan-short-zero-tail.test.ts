@@ -41,7 +41,7 @@ async function activePrefix(): Promise<{ prefix: Buffer; records: number }> {
   }
   expect(at).toBeGreaterThan(C.DATA_START);
   const prefix = Buffer.from(bytes.subarray(0, at));
-  const whole = scanRecords(prefix, 1, false, () => undefined, false, true);
+  const whole = scanRecords(prefix, 1, false, () => undefined, false, C.FORMAT_VERSION);
   expect(whole.torn).toBeNull();
   expect(whole.end).toBe(at);
   return { prefix, records: whole.records };
@@ -53,7 +53,7 @@ describe("scan: fewer than 4 zero bytes after the last group are a clean end", (
     expect(records).toBeGreaterThanOrEqual(12);
     for (const pad of [1, 2, 3]) {
       const bytes = Buffer.concat([prefix, Buffer.alloc(pad)]);
-      const got = scanRecords(bytes, 1, false, () => undefined, false, true);
+      const got = scanRecords(bytes, 1, false, () => undefined, false, C.FORMAT_VERSION);
       expect(got.torn).toBeNull();
       expect(got.end).toBe(prefix.length);
       expect(got.records).toBe(records);
@@ -65,8 +65,9 @@ describe("scan: fewer than 4 zero bytes after the last group are a clean end", (
     for (const pad of [1, 2, 3]) {
       const tail = Buffer.alloc(pad);
       tail[pad - 1] = 0x5a;
-      const got = scanRecords(Buffer.concat([prefix, tail]), 1, false, () => undefined, false, true);
-      expect(got.torn).toEqual({ offset: prefix.length, reason: "short" });
+      const got = scanRecords(Buffer.concat([prefix, tail]), 1, false, () => undefined, false, C.FORMAT_VERSION);
+      // Format 3: a zero first byte is a zero length ("empty"); a lone non-zero byte a length whose record is cut ("short").
+      expect(got.torn).toEqual({ offset: prefix.length, reason: pad === 1 ? "short" : "empty" });
       expect(got.end).toBe(prefix.length);
     }
   });

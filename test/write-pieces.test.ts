@@ -133,7 +133,7 @@ describe("noteGroup over pieces", () => {
 
   /** The hint entries of the records after a frame, each added alone, from segment offset `offset`. */
   function oneByOne(frame: Buffer, records: readonly Buffer[], offset: number): HintBuilder {
-    const hint = new HintBuilder();
+    const hint = new HintBuilder(C.FORMAT_VERSION);
     let at = offset + frame.length;
     for (const r of records) {
       hint.addRecord(r, 0, at);
@@ -145,7 +145,7 @@ describe("noteGroup over pieces", () => {
   it("notes the same entries as one addRecord per record", () => {
     for (let seed = 1; seed <= 6; seed++) {
       const { group, records } = pieces(seed);
-      const got = new HintBuilder();
+      const got = new HintBuilder(C.FORMAT_VERSION);
       noteGroup(got, group, 4096);
       const want = oneByOne(group[0] as Buffer, records, 4096);
       expect(got.count).toBe(records.length);
@@ -156,7 +156,7 @@ describe("noteGroup over pieces", () => {
 
   it("twin: taking each piece for one record loses entries", () => {
     const { group, records } = pieces(2);
-    const wrong = new HintBuilder();
+    const wrong = new HintBuilder(C.FORMAT_VERSION);
     notePiecesAsRecords(wrong, group, 4096);
     expect(wrong.count).toBeLessThan(records.length);
   });
