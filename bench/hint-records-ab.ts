@@ -57,8 +57,11 @@ function cpuMs(f: () => unknown): number {
   return (u.user + u.system) / 1000;
 }
 
+/** The tree's HintBuilder constructor: (format version, bytes) since format 3, (bytes) before it. */
+const Builder = hints.HintBuilder as unknown as new (...args: number[]) => InstanceType<HintModule["HintBuilder"]>;
+const builderArgs = hints.HintBuilder.length >= 1 ? [C.FORMAT_VERSION, Math.max(1024, records * 64)] : [Math.max(1024, records * 64)];
 const longWay = (): unknown => {
-  const b = new hints.HintBuilder(Math.max(1024, records * 64));
+  const b = new Builder(...builderArgs);
   for (const off of offsets) b.addRecord(out, off - C.DATA_START, off);
   return b.encode(9, header, end, true);
 };

@@ -273,37 +273,49 @@ export function namesAtV3(bytes: Uint8Array, at: number): { scope: string; key: 
   return { scope: utf8(buf, frame.payloadAt, keyAt), key: utf8(buf, keyAt, keyAt + frame.keyLen) };
 }
 
+/** frameAtV3's cursor: the bytes it reads and the offset of the next varint. */
+const EMPTY = new Uint8Array(0);
+let scanBytes: Uint8Array = EMPTY;
+let scanAt = 0;
+
+/** The varint at scanBytes[scanAt] (a byte below 0x80 ends it; most fields are one byte); moves scanAt past it. */
+function nextVarint(): number {
+  const bytes = scanBytes;
+  let b = bytes[scanAt++] as number;
+  if (b < 0x80) return b;
+  let value = b & 0x7f;
+  let scale = 0x80;
+  for (let i = 1; i < C.VARINT_BYTES_MAX; i++) {
+    b = bytes[scanAt++] as number;
+    value += (b & 0x7f) * scale;
+    if (b < 0x80) return value;
+    scale *= 0x80;
+  }
+  throw new Error(`frameAtV3: a varint at ${scanAt} runs past ${C.VARINT_BYTES_MAX} bytes`);
+}
+
 /**
  * The fields of the (already checked, or just encoded) version-3 record at `at`, in an object
  * shared by every call: read them before the next. No check beyond the varints' own ends (the
  * hint builder's hot path: every record of a committed group passes here).
  */
 export function frameAtV3(bytes: Uint8Array, at: number): Readonly<FrameV3> {
-  let p = at;
-  // Each varint read inline: a byte below 0x80 ends it (most fields are one byte).
-  const next = (): number => {
-    let b = bytes[p++] as number;
-    if (b < 0x80) return b;
-    let value = b & 0x7f;
-    let scale = 0x80;
-    for (let i = 1; i < C.VARINT_BYTES_MAX; i++) {
-      b = bytes[p++] as number;
-      value += (b & 0x7f) * scale;
-      if (b < 0x80) return value;
-      scale *= 0x80;
-    }
-    throw new Error(`frameAtV3: a varint at ${p} runs past ${C.VARINT_BYTES_MAX} bytes`);
-  };
-  frame.length = next();
-  const kind = bytes[p++] as number;
+  // Module-level cursor and reader, not a closure per call: this runs once per record on the commit
+  // path and in compaction's hint packing, where a closure per record cost 2–4× the v2 reads.
+  scanBytes = bytes;
+  scanAt = at;
+  frame.length = nextVarint();
+  const kind = bytes[scanAt++] as number;
   frame.type = kind & C.RV3_TYPE_MASK;
   frame.flags = kind >>> C.RV3_FLAGS_SHIFT;
-  frame.scopeLen = next();
-  frame.keyLen = next();
-  frame.valueLen = next();
-  frame.seq = next();
-  frame.generation = next();
-  frame.expiresAt = next();
+  frame.scopeLen = nextVarint();
+  frame.keyLen = nextVarint();
+  frame.valueLen = nextVarint();
+  frame.seq = nextVarint();
+  frame.generation = nextVarint();
+  frame.expiresAt = nextVarint();
+  const p = scanAt;
+  scanBytes = EMPTY; // holds no record past the call
   frame.payloadAt = p;
   if (p + frame.scopeLen + frame.keyLen + frame.valueLen + C.RECORD_V3_CHECKSUM_BYTES !== at + frame.length) throw new Error(`frameAtV3: no record at ${at}`);
   return frame;
