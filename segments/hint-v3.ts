@@ -102,6 +102,90 @@ export interface Packed {
 }
 
 /**
+ * One hint's packed entries as they are written: the bytes, the block rows, the scope list and the
+ * deltas each block restarts. packEntries (from v2-layout entries) and packRecords (straight from
+ * records) feed it one entry at a time, so both write exactly the same bytes for the same fields.
+ */
+class EntryPacker {
+  readonly out: Buffer;
+  q = 0;
+  readonly rows: number[] = [];
+  readonly scopes: ScopeItem[];
+  /** Keyed entries (PUT, TOMBSTONE, CLEAR) packed so far. */
+  keyed = 0;
+  /** The scope index of the entry last added, and whether its scope differs from the one before it. */
+  scopeId = -1;
+  scopeChanged = false;
+  private readonly scopeIds = new Map<string, number>();
+  private blockStart = 0;
+  private prevEnd: number = C.DATA_START;
+  private prevSeq: number;
+  private prevScope = -1;
+  private lastScopeAt = -1;
+  private lastScopeLen = -1;
+
+  /** A packer of at most `bytes` packed bytes whose blocks start at `minSeq`; its scope list continues `startScopes` (a loaded hint's, whose packed blocks keep their indexes). */
+  constructor(bytes: number, private readonly minSeq: number, startScopes: readonly ScopeItem[]) {
+    this.out = Buffer.allocUnsafe(bytes + 16);
+    this.scopes = startScopes.map((sc) => ({ bytes: sc.bytes, put: sc.put }));
+    this.scopes.forEach((sc, id) => this.scopeIds.set(sc.bytes.toString("latin1"), id));
+    this.prevSeq = minSeq;
+  }
+
+  /**
+   * Packs the entry of these fields, whose scope and key lie at src[scopeAt...] (an erasure's list
+   * after the key): false when it cannot be packed — a type or flag outside the format, an offset
+   * before the previous record's end, a sequence outside [minSeq, 2^53), or a stored `length`
+   * other than the frame's `derived` one (the decoder derives it from the fields).
+   */
+  add(src: Buffer, type: number, flags: number, offset: number, seq: number, gen: number, exp: number, valueLen: number, scopeAt: number, scopeLen: number, keyLen: number, length: number, derived: number): boolean {
+    if (flags > C.RECORD_FLAGS_KNOWN || type < 1 || type >= C.RecordType.GROUP || offset < this.prevEnd || seq < this.minSeq || seq > Number.MAX_SAFE_INTEGER || gen > Number.MAX_SAFE_INTEGER || exp > Number.MAX_SAFE_INTEGER) return false;
+    if (derived !== length) return false;
+    this.scopeChanged = !sameRange(src, this.lastScopeAt, this.lastScopeLen, scopeAt, scopeLen);
+    if (this.scopeChanged) this.enterScope(src, scopeAt, scopeLen);
+    const id = this.scopeId;
+    if (type === C.RecordType.PUT) (this.scopes[id] as ScopeItem).put = true;
+    const keyAt = scopeAt + scopeLen;
+    const n = keyLen + (type === C.RecordType.SCOPE_ERASE ? valueLen : 0);
+    this.q = putPacked(this.out, this.q, type, flags, offset - this.prevEnd, seq, this.prevSeq, valueLen, gen, exp, id === this.prevScope ? -1 : id, keyLen, src, keyAt, n);
+    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) this.keyed++;
+    this.prevEnd = offset + length;
+    this.prevSeq = seq;
+    this.prevScope = id;
+    return true;
+  }
+
+  /** Makes src[at, at + len) the current scope, adding it to the list when new. */
+  private enterScope(src: Buffer, at: number, len: number): void {
+    const name = src.toString("latin1", at, at + len);
+    let id = this.scopeIds.get(name);
+    if (id === undefined) {
+      id = this.scopes.length;
+      this.scopeIds.set(name, id);
+      this.scopes.push({ bytes: Buffer.from(src.subarray(at, at + len)), put: false });
+    }
+    this.lastScopeAt = at;
+    this.lastScopeLen = len;
+    this.scopeId = id;
+  }
+
+  /** Ends the block after the entry just added when it is full or `last`: a row (packed end, v2 body end `bodyAt`, keyed entries), and the deltas restart. */
+  endBlockIf(bodyAt: number, last: boolean): void {
+    if (this.q - this.blockStart < ENTRY_BLOCK_BYTES && !last) return;
+    this.rows.push(this.q, bodyAt, this.keyed);
+    this.blockStart = this.q;
+    this.prevEnd = C.DATA_START;
+    this.prevSeq = this.minSeq;
+    this.prevScope = -1;
+  }
+
+  /** The packed entries so far. */
+  packed(): Packed {
+    return { bytes: this.out.subarray(0, this.q), rows: this.rows, scopes: encodeScopeList(this.scopes) };
+  }
+}
+
+/**
  * Packs `body` (v2-layout entries, in file order) into version-3 entries with `minSeq` as every
  * block's starting sequence. Linear in the body; never larger than it. Null when an entry cannot
  * be packed (a type or flag outside the format, an offset before the previous record's end, a
@@ -109,70 +193,24 @@ export interface Packed {
  * rewritten (the caller removes it; the next open scans the segment).
  */
 export function packEntries(body: Buffer, minSeq: number, lengthOf: RecordLengthOf, startScopes: readonly ScopeItem[] = []): Packed | null {
-  const out = Buffer.allocUnsafe(body.length + 16);
-  // The scope list continues `startScopes` (a loaded hint's, whose packed blocks keep their indexes).
-  const scopes: ScopeItem[] = startScopes.map((sc) => ({ bytes: sc.bytes, put: sc.put }));
-  const scopeIds = new Map<string, number>();
-  scopes.forEach((sc, id) => scopeIds.set(sc.bytes.toString("latin1"), id));
-  const rows: number[] = [];
-  let q = 0;
-  let blockStart = 0;
-  let keyed = 0;
-  let prevEnd: number = C.DATA_START;
-  let prevSeq = minSeq;
-  let prevScope = -1;
-  let lastScopeAt = -1;
-  let lastScopeLen = -1;
-  let scopeId = -1;
+  const packer = new EntryPacker(body.length, minSeq, startScopes);
   for (let at = 0; at < body.length; ) {
     const f = at + 4;
     const type = body[f + C.R_TYPE] as number;
-    const flags = body[f + C.R_FLAGS] as number;
     const scopeLen = u16(body, f + C.R_SCOPE_LEN);
     const keyLen = u16(body, f + C.R_KEY_LEN);
     const valueLen = u32(body, f + C.R_VALUE_LEN);
-    const scopeAt = f + C.RECORD_FIXED_BYTES;
-    const offset = u32(body, at);
     const seq = u32(body, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32(body, f + C.R_SEQ);
     const gen = u32(body, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32(body, f + C.R_GENERATION);
     const exp = u32(body, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32(body, f + C.R_EXPIRES_AT);
-    if (flags > C.RECORD_FLAGS_KNOWN || type < 1 || type >= C.RecordType.GROUP || offset < prevEnd || seq < minSeq || seq > Number.MAX_SAFE_INTEGER || gen > Number.MAX_SAFE_INTEGER || exp > Number.MAX_SAFE_INTEGER) return null;
-    if (!sameRange(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
-      const name = body.toString("latin1", scopeAt, scopeAt + scopeLen);
-      let id = scopeIds.get(name);
-      if (id === undefined) {
-        id = scopes.length;
-        scopeIds.set(name, id);
-        scopes.push({ bytes: Buffer.from(body.subarray(scopeAt, scopeAt + scopeLen)), put: false });
-      }
-      lastScopeAt = scopeAt;
-      lastScopeLen = scopeLen;
-      scopeId = id;
-    }
-    const id = scopeId;
-    if (type === C.RecordType.PUT) (scopes[id] as ScopeItem).put = true;
-    const keyAt = scopeAt + scopeLen;
-    const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
-    const n = keyLen + tail;
-    q = putPacked(out, q, type, flags, offset - prevEnd, seq, prevSeq, valueLen, gen, exp, id === prevScope ? -1 : id, keyLen, body, keyAt, n);
-    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) keyed++;
-    at = keyAt + keyLen + tail;
-    // The decoder derives each length from the fields (the segment's record frame): it must be the stored one.
-    const length = lengthOf(scopeLen, keyLen, valueLen, seq, gen, exp);
-    if (length !== u32(body, f + C.R_LENGTH)) return null;
-    prevEnd = offset + length;
-    prevSeq = seq;
-    prevScope = id;
-    if (q - blockStart >= ENTRY_BLOCK_BYTES || at >= body.length) {
-      rows.push(q, at, keyed);
-      blockStart = q;
-      prevEnd = C.DATA_START;
-      prevSeq = minSeq;
-      prevScope = -1;
-    }
+    const derived = lengthOf(scopeLen, keyLen, valueLen, seq, gen, exp);
+    if (!packer.add(body, type, body[f + C.R_FLAGS] as number, u32(body, at), seq, gen, exp, valueLen, f + C.RECORD_FIXED_BYTES, scopeLen, keyLen, u32(body, f + C.R_LENGTH), derived)) return null;
+    at = f + C.RECORD_FIXED_BYTES + scopeLen + keyLen + (type === C.RecordType.SCOPE_ERASE ? valueLen : 0);
+    packer.endBlockIf(at, at >= body.length);
   }
-  assert(q <= body.length, "packed entries are never larger than the v2 entries");
-  return { bytes: out.subarray(0, q), rows, scopes: encodeScopeList(scopes) };
+  const packed = packer.packed();
+  assert(packed.bytes.length <= body.length, "packed entries are never larger than the v2 entries");
+  return packed;
 }
 
 /**
@@ -273,69 +311,28 @@ export interface PackedRun extends Packed {
  */
 export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null {
   const { rec, offsets, base, lean } = run;
-  const out = Buffer.allocUnsafe(totals.bodyBytes + 16);
+  const packer = new EntryPacker(totals.bodyBytes, totals.minSeq, []);
   const hashes = new Uint32Array(totals.count);
   const erases: number[] = [];
-  const scopes: ScopeItem[] = [];
-  const scopeIds = new Map<string, number>();
-  const rows: number[] = [];
-  const minSeq = totals.minSeq;
-  let q = 0;
-  let blockStart = 0;
-  let keyed = 0;
-  let prevEnd: number = C.DATA_START;
-  let prevSeq = minSeq;
-  let prevScope = -1;
-  let lastScopeAt = -1;
-  let lastScopeLen = -1;
-  let scopeId = -1;
   let scopeHash = 0; // FNV-1a over the current scope and the separator: slotHash's first half
   let at = 0; // the body offset of this record's version-2 entry
   for (let i = 0; i < offsets.length; i++) {
     const offset = offsets[i] as number;
     const r = fieldsOf(rec, offset - base, lean);
-    const type = r.type;
+    const { type, scopeLen, keyLen, valueLen, seq, generation: gen, expiresAt: exp, length, payloadAt: scopeAt } = r;
     if (type === C.RecordType.GROUP) continue;
-    const { flags, scopeLen, keyLen, valueLen, seq, generation: gen, expiresAt: exp, length } = r;
-    const scopeAt = r.payloadAt;
-    if (flags > C.RECORD_FLAGS_KNOWN || type < 1 || type >= C.RecordType.GROUP || offset < prevEnd || seq < minSeq || seq > Number.MAX_SAFE_INTEGER || gen > Number.MAX_SAFE_INTEGER || exp > Number.MAX_SAFE_INTEGER) return null;
-    // The decoder derives each length from the fields (packEntries' check): it must be the stored one.
-    if ((lean ? recordLengthV3(scopeLen, keyLen, valueLen, seq, gen, exp) : C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen) !== length) return null;
-    if (!sameRange(rec, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
-      const name = rec.toString("latin1", scopeAt, scopeAt + scopeLen);
-      let id = scopeIds.get(name);
-      if (id === undefined) {
-        id = scopes.length;
-        scopeIds.set(name, id);
-        scopes.push({ bytes: Buffer.from(rec.subarray(scopeAt, scopeAt + scopeLen)), put: false });
-      }
-      lastScopeAt = scopeAt;
-      lastScopeLen = scopeLen;
-      scopeId = id;
-      scopeHash = scopeHashOf(rec, scopeAt, scopeLen);
-    }
-    const id = scopeId;
-    if (type === C.RecordType.PUT) (scopes[id] as ScopeItem).put = true;
-    const keyAt = scopeAt + scopeLen;
-    const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
-    const n = keyLen + tail;
-    q = putPacked(out, q, type, flags, offset - prevEnd, seq, prevSeq, valueLen, gen, exp, id === prevScope ? -1 : id, keyLen, rec, keyAt, n);
-    if (type === C.RecordType.PUT || type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR) hashes[keyed++] = keyHash(rec, keyAt, keyLen, scopeHash);
+    const derived = lean ? recordLengthV3(scopeLen, keyLen, valueLen, seq, gen, exp) : C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
+    const keyedBefore = packer.keyed;
+    if (!packer.add(rec, type, r.flags, offset, seq, gen, exp, valueLen, scopeAt, scopeLen, keyLen, length, derived)) return null;
+    if (packer.scopeChanged) scopeHash = scopeHashOf(rec, scopeAt, scopeLen);
+    if (packer.keyed > keyedBefore) hashes[keyedBefore] = keyHash(rec, scopeAt + scopeLen, keyLen, scopeHash);
     else if (type === C.RecordType.SCOPE_ERASE) erases.push(at);
-    at += ENTRY_FIXED + scopeLen + n;
-    prevEnd = offset + length;
-    prevSeq = seq;
-    prevScope = id;
-    if (q - blockStart >= ENTRY_BLOCK_BYTES || at >= totals.bodyBytes) {
-      rows.push(q, at, keyed);
-      blockStart = q;
-      prevEnd = C.DATA_START;
-      prevSeq = minSeq;
-      prevScope = -1;
-    }
+    at += ENTRY_FIXED + scopeLen + keyLen + (type === C.RecordType.SCOPE_ERASE ? valueLen : 0);
+    packer.endBlockIf(at, at >= totals.bodyBytes);
   }
-  assert(at === totals.bodyBytes && q <= at, "the records pack into exactly their totals' entries, never larger");
-  return { bytes: out.subarray(0, q), rows, scopes: encodeScopeList(scopes), hashes: hashes.subarray(0, keyed), erases: Uint32Array.from(erases) };
+  const packed = packer.packed();
+  assert(at === totals.bodyBytes && packed.bytes.length <= at, "the records pack into exactly their totals' entries, never larger");
+  return { ...packed, hashes: hashes.subarray(0, packer.keyed), erases: Uint32Array.from(erases) };
 }
 
 /** Test hook (the unsafe twin of packRecords): when true, its slot hashes leave out the scope/key separator. */
