@@ -1,0 +1,70 @@
+// Slot lookups on a hinted open, with the hint tables merged into one index or probed one by one
+// (engine/hint-index.ts MergedIndex; w5-9). Usage:
+//   node bench/hint-merge-ab.mjs [TREE]     (TREE has a built dist/ exporting setHintMerge; default .)
+// Env: ROUNDS (5), N (200000 keys), AFTER (comma-separated merge fractions to compare, default
+// "0.0625,Infinity": merged after lookups of 1/16 of the entries, and never merged).
+// Builds two stores once: "loaded" (N keys written in random order: one segment, one hint) and
+// "w5" (the same after W5's forgets of every even key and rewrites of every 8th, then closed:
+// many segments and hints). Then, rounds alternating the fractions, opens each store and looks up
+// slots with Keydir.get — the even keys of "loaded" (W5's delete phase), every key of "w5" (its
+// reopen + read-all) — and prints the main-thread CPU ms (/proc/thread-self/schedstat) of the
+// lookups, then the medians (min–max) per fraction. No value is read: this is the hint side only.
+import { pathToFileURL } from "node:url";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as os from "node:os";
+const tree = process.argv[2] ?? ".";
+const { Store } = await import(pathToFileURL(path.join(tree, "dist/engine/store.js")).href);
+const { setHintMerge } = await import(pathToFileURL(path.join(tree, "dist/engine/hint-index.js")).href);
+const rounds = Number(process.env.ROUNDS ?? 5);
+const n = Number(process.env.N ?? 200000);
+const afters = (process.env.AFTER ?? "0.0625,Infinity").split(",").map(Number);
+const keyOf = (i) => "k" + String(i).padStart(9, "0");
+function rng(a) { return () => { a |= 0; a = (a + 0x6d2b79f5) | 0; let t = Math.imul(a ^ (a >>> 15), 1 | a); t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t; return ((t ^ (t >>> 14)) >>> 0) / 4294967296; }; }
+function permutation(n, seed) { const p = new Uint32Array(n); for (let i = 0; i < n; i++) p[i] = i; const r = rng(seed); for (let i = n - 1; i > 0; i--) { const j = Math.floor(r() * (i + 1)); const t = p[i]; p[i] = p[j]; p[j] = t; } return p; }
+const mainNs = () => Number(fs.readFileSync("/proc/thread-self/schedstat", "utf8").split(" ")[0]);
+const value = Buffer.alloc(256, 7);
+const root = fs.mkdtempSync(path.join(os.tmpdir(), "hint-merge-ab-"));
+const perm = permutation(n, 52);
+async function build(name, churn) {
+  const dir = path.join(root, name);
+  let s = await Store.open(dir, { durability: "none" });
+  const lp = permutation(n, 51);
+  for (let b = 0; b < n; b += 1000) { const batch = []; for (let j = b; j < Math.min(b + 1000, n); j++) batch.push({ op: "write", key: keyOf(lp[j]), value }); await s.batch(batch); }
+  if (churn) {
+    for (const op of ["forget", "write"]) {
+      let cur = [];
+      for (const i of perm) {
+        if (op === "forget" ? i % 2 : i % 8) continue;
+        cur.push(op === "forget" ? { op, key: keyOf(i) } : { op, key: keyOf(i), value });
+        if (cur.length === 1000) { await s.batch(cur); cur = []; }
+      }
+      if (cur.length) await s.batch(cur);
+    }
+  }
+  await s.close();
+  return dir;
+}
+const stores = [["loaded (even keys)", await build("loaded", false), (i) => i % 2 === 0], ["w5 (every key)", await build("w5", true), () => true]];
+const res = stores.map(() => afters.map(() => []));
+for (let r = 0; r < rounds; r++) for (let a = 0; a < afters.length; a++) {
+  setHintMerge({ after: afters[a] });
+  const line = [];
+  for (let k = 0; k < stores.length; k++) {
+    const [label, dir, wanted] = stores[k];
+    const s = await Store.open(dir, { durability: "none", compaction: { auto: false } });
+    let found = 0;
+    const m0 = mainNs();
+    for (const i of perm) if (wanted(i) && s.keydir.get("global", keyOf(i)) !== undefined) found++;
+    const ms = (mainNs() - m0) / 1e6;
+    await s.close();
+    res[k][a].push(ms);
+    line.push(`${label} ${ms.toFixed(0)} ms (${found} found)`);
+  }
+  console.log(`round ${r} after=${afters[a]}: ${line.join("; ")}; load ${fs.readFileSync("/proc/loadavg", "utf8").split(" ")[0]}`);
+}
+fs.rmSync(root, { recursive: true, force: true });
+for (let k = 0; k < stores.length; k++) for (let a = 0; a < afters.length; a++) {
+  const v = res[k][a].sort((x, y) => x - y);
+  console.log(`${stores[k][0]}, after=${afters[a]}: median ${v[v.length >> 1].toFixed(0)} (${v[0].toFixed(0)}–${v[v.length - 1].toFixed(0)}) ms CPU`);
+}
