@@ -3,12 +3,14 @@
 //   node bench/hint-merge-ab.mjs [TREE]     (TREE has a built dist/ exporting setHintMerge; default .)
 // Env: ROUNDS (5), N (200000 keys), AFTER (comma-separated merge fractions to compare, default
 // "0.0625,Infinity": merged after lookups of 1/16 of the entries, and never merged).
-// Builds two stores once: "loaded" (N keys written in random order: one segment, one hint) and
-// "w5" (the same after W5's forgets of every even key and rewrites of every 8th, then closed:
-// many segments and hints). Then, rounds alternating the fractions, opens each store and looks up
-// slots with Keydir.get — the even keys of "loaded" (W5's delete phase), every key of "w5" (its
-// reopen + read-all) — and prints the main-thread CPU ms (/proc/thread-self/schedstat) of the
-// lookups, then the medians (min–max) per fraction. No value is read: this is the hint side only.
+// Builds three stores once: "loaded" (N keys written in random order: one 64 MiB segment, one
+// hint), the same with 4 MiB segments (about N / 14000 hints of equal size), and "w5" (loaded,
+// then W5's forgets of every even key and rewrites of every 8th, then closed: as many hints as
+// compaction left, often two). Then, rounds alternating the fractions, opens each store and looks
+// up slots with Keydir.get — the even keys of the loaded ones (W5's delete phase), every key of
+// "w5" (its reopen + read-all) — and prints the main-thread CPU ms (/proc/thread-self/schedstat)
+// of the lookups and the hints, then the medians (min–max) per fraction. No value is read: this
+// is the hint side only.
 import { pathToFileURL } from "node:url";
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -26,9 +28,9 @@ const mainNs = () => Number(fs.readFileSync("/proc/thread-self/schedstat", "utf8
 const value = Buffer.alloc(256, 7);
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "hint-merge-ab-"));
 const perm = permutation(n, 52);
-async function build(name, churn) {
+async function build(name, churn, segmentBytes) {
   const dir = path.join(root, name);
-  let s = await Store.open(dir, { durability: "none" });
+  let s = await Store.open(dir, { durability: "none", ...(segmentBytes ? { segmentBytes } : {}) });
   const lp = permutation(n, 51);
   for (let b = 0; b < n; b += 1000) { const batch = []; for (let j = b; j < Math.min(b + 1000, n); j++) batch.push({ op: "write", key: keyOf(lp[j]), value }); await s.batch(batch); }
   if (churn) {
@@ -45,7 +47,11 @@ async function build(name, churn) {
   await s.close();
   return dir;
 }
-const stores = [["loaded (even keys)", await build("loaded", false), (i) => i % 2 === 0], ["w5 (every key)", await build("w5", true), () => true]];
+const stores = [
+  ["loaded (even keys)", await build("loaded", false), (i) => i % 2 === 0],
+  ["loaded, 4 MiB segments (even keys)", await build("small", false, 4 << 20), (i) => i % 2 === 0],
+  ["w5 (every key)", await build("w5", true), () => true],
+];
 const res = stores.map(() => afters.map(() => []));
 for (let r = 0; r < rounds; r++) for (let a = 0; a < afters.length; a++) {
   setHintMerge({ after: afters[a] });
@@ -54,12 +60,14 @@ for (let r = 0; r < rounds; r++) for (let a = 0; a < afters.length; a++) {
     const [label, dir, wanted] = stores[k];
     const s = await Store.open(dir, { durability: "none", compaction: { auto: false } });
     let found = 0;
+    const sizes = (s.keydir.deferred?.tables ?? []).map((t) => t.count); // private fields, read for the report only
     const m0 = mainNs();
     for (const i of perm) if (wanted(i) && s.keydir.get("global", keyOf(i)) !== undefined) found++;
     const ms = (mainNs() - m0) / 1e6;
+    const merged = s.keydir.deferred?.isMerged === true;
     await s.close();
     res[k][a].push(ms);
-    line.push(`${label} ${ms.toFixed(0)} ms (${found} found)`);
+    line.push(`${label} ${ms.toFixed(0)} ms (${found} found, ${sizes.length} hints${sizes.length <= 4 ? ` of ${sizes.join(" + ")} entries` : ""}${merged ? ", merged" : ""})`);
   }
   console.log(`round ${r} after=${afters[a]}: ${line.join("; ")}; load ${fs.readFileSync("/proc/loadavg", "utf8").split(" ")[0]}`);
 }

@@ -171,10 +171,9 @@ function writeQuery(scope: string, key: string): number {
 export interface HintMergePolicy {
   /**
    * The index is built once the lookups since open reach this fraction of the keyed entries of
-   * every table (0: at the first lookup; Infinity: never). Building it reads every hint whole —
-   * what lookups spread over the keys soon read anyway, a block per entry looked up — and even
-   * with one hint it pays: its blocks are decoded in one pass, and a probe step reads the hash
-   * and the entry number from one cache line instead of two arrays.
+   * every table (0: at the first lookup, whatever the tables; Infinity: never), if the tables are
+   * worth merging (HintSlots.worthMerging). Building it reads every hint whole — what lookups
+   * spread over the keys soon read anyway — and indexes every entry once.
    */
   after: number;
   /** Test twin only: the merged probe stops at the first entry of the name (a broken index that keeps one entry per name). */
@@ -268,8 +267,9 @@ export class HintSlots implements DeferredSlots {
   private readonly at: Location = { seg: 0, off: 0, len: 0 };
   /** The merge policy read when this was made (setHintMerge). */
   private readonly policy: HintMergePolicy = { ...mergePolicy };
-  /** Keyed entries of every table, and lookups since open: the merge trigger (policy.after). */
+  /** Keyed entries of every table and of the largest, and lookups since open: the merge trigger (policy.after). */
   private entries = 0;
+  private largest = 0;
   private asked = 0;
   /** Every table's entries in one index once merged; null before, and again after a rescan replaced a table. */
   private merged: MergedIndex | null = null;
@@ -301,6 +301,7 @@ export class HintSlots implements DeferredSlots {
     this.tables.push(new HintTable(hint));
     this.segs.push(seg);
     this.entries += hint.index.keyed;
+    this.largest = Math.max(this.largest, hint.index.keyed);
     return Array.from(hint.index.erases);
   }
 
@@ -360,6 +361,18 @@ export class HintSlots implements DeferredSlots {
     for (let j = 0; j < fresh.count; j++) if (applied.has(fresh.recordOffset(j))) fresh.done[j] = 1;
     this.tables[ti] = fresh;
     this.merged = null; // it numbers the replaced table's entries: the next lookup merges again
+  }
+
+  /**
+   * Whether merging can pay: the tables besides the largest hold at least half as many entries as
+   * it does. A merged probe saves the probes of every table but one, and a table much smaller than
+   * the largest stays in cache; with one hint, or one large and a few small ones (a store reopened
+   * after compaction), the index would cost its build and save nothing (bench/hint-merge-ab.mjs).
+   * A policy that merges at once (after 0, tests) merges any tables.
+   */
+  private worthMerging(): boolean {
+    if (this.tables.length === 0) return false;
+    return this.policy.after === 0 || this.entries - this.largest >= this.largest / 2;
   }
 
   /**
@@ -432,7 +445,7 @@ export class HintSlots implements DeferredSlots {
     if (h < 0) return; // longer than any stored name
     const scopeLen = queryScopeLen;
     const keyLen = queryKeyLen;
-    if (this.merged === null && this.tables.length > 0 && ++this.asked >= this.entries * this.policy.after) {
+    if (this.merged === null && this.worthMerging() && ++this.asked >= this.entries * this.policy.after) {
       this.merge(); // reads hints and segments only: QUERY still holds the name
     }
     // A table found unreadable is rebuilt from a scan (never unreadable again): at most one retry each.

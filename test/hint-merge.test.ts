@@ -12,6 +12,8 @@
  * (stored ones and near misses) is looked up in a shuffled order in all three: every slot field
  * must be equal, and the first must have merged while the second never did. Then the default
  * policy: after a few lookups the open merges, and the lookups before and after agree with the scan.
+ * A hint with a flipped byte in its first packed block (checked at first use, not at open) is
+ * rescanned by the merge (which reads every hint whole), and the answers still equal the scan's.
  * Its twin: a broken merged probe that keeps only the first entry of a name (policy firstOnly)
  * builds slots that differ from the scan's (a name written in two hints loses one of its records),
  * so the comparison can fail.
@@ -25,6 +27,8 @@ import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { dropHints, hintIds } from "./helpers/hints.js";
 import { rng } from "./helpers/rng.js";
+import { hintPath } from "./helpers/recovered-state.js";
+import { V3_HEADER_BYTES } from "./helpers/hint-layout.js";
 
 const NOW = 1_800_000_000_000;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 4096, compaction: { workers: 0, auto: false }, clock: () => NOW };
@@ -134,6 +138,24 @@ describe("slots built through the merged hint index", () => {
     }
     expect(before).toBeGreaterThan(0);
     expect(sourceOf(deferred)?.isMerged).toBe(true);
+  });
+
+  it("a hint whose first packed block fails its checksum is rescanned by the merge, and the answers equal the scan's", async () => {
+    const dir = await build();
+    const ids = hintIds(dir);
+    const id = ids[ids.length >> 1] as number;
+    const file = hintPath(dir, id);
+    const bytes = fs.readFileSync(file);
+    bytes[V3_HEADER_BYTES] = (bytes[V3_HEADER_BYTES] as number) ^ 0x08; // inside the first entry block: found at first use, not at open
+    fs.writeFileSync(file, bytes);
+    const merged = await openCopy(dir, 0);
+    expect(merged.opened.hinted).toBe(ids.length); // the open did not read the block
+    const full = await openCopy(dir, null);
+    for (const [scope, key] of names()) expect(fields(merged.keydir.get(scope, key))).toEqual(fields(full.keydir.get(scope, key)));
+    expect(sourceOf(merged)?.isMerged).toBe(true);
+    // Paired: that hint's table is the rescan's (its bytes in memory), every other one still the file's blocks.
+    const tables = (sourceOf(merged) as unknown as { tables: Array<{ segmentId: number; hint: { bytes: unknown } }> }).tables;
+    expect(tables.filter((t) => t.hint.bytes === null).map((t) => t.segmentId)).toEqual([id]);
   });
 
   it("twin: a merged probe that keeps only a name's first entry builds slots that differ from the scan's", async () => {
