@@ -2,7 +2,7 @@
 // (engine/hint-index.ts MergedIndex; w5-9). Usage:
 //   node bench/hint-merge-ab.mjs [TREE]     (TREE has a built dist/ exporting setHintMerge; default .)
 // Env: ROUNDS (5), N (200000 keys), AFTER (comma-separated merge fractions to compare, default
-// "0.0625,Infinity": merged after lookups of 1/16 of the entries, and never merged).
+// "0.015625,Infinity": merged after lookups of 1/64 of the entries, as the engine does, and never).
 // Builds three stores once: "loaded" (N keys written in random order: one 64 MiB segment, one
 // hint), the same with 4 MiB segments (about N / 14000 hints of equal size), and "w5" (loaded,
 // then W5's forgets of every even key and rewrites of every 8th, then closed: as many hints as
@@ -15,34 +15,23 @@ import { pathToFileURL } from "node:url";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as os from "node:os";
+import { keyOf, loadKeys, mainNs, w5Batches } from "./w5-shared.mjs";
 const tree = process.argv[2] ?? ".";
 const { Store } = await import(pathToFileURL(path.join(tree, "dist/engine/store.js")).href);
 const { setHintMerge } = await import(pathToFileURL(path.join(tree, "dist/engine/hint-index.js")).href);
 const rounds = Number(process.env.ROUNDS ?? 5);
 const n = Number(process.env.N ?? 200000);
-const afters = (process.env.AFTER ?? "0.0625,Infinity").split(",").map(Number);
-const keyOf = (i) => "k" + String(i).padStart(9, "0");
-function rng(a) { return () => { a |= 0; a = (a + 0x6d2b79f5) | 0; let t = Math.imul(a ^ (a >>> 15), 1 | a); t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t; return ((t ^ (t >>> 14)) >>> 0) / 4294967296; }; }
-function permutation(n, seed) { const p = new Uint32Array(n); for (let i = 0; i < n; i++) p[i] = i; const r = rng(seed); for (let i = n - 1; i > 0; i--) { const j = Math.floor(r() * (i + 1)); const t = p[i]; p[i] = p[j]; p[j] = t; } return p; }
-const mainNs = () => Number(fs.readFileSync("/proc/thread-self/schedstat", "utf8").split(" ")[0]);
+const afters = (process.env.AFTER ?? "0.015625,Infinity").split(",").map(Number);
 const value = Buffer.alloc(256, 7);
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "hint-merge-ab-"));
-const perm = permutation(n, 52);
+const { perm } = w5Batches(n, value);
 async function build(name, churn, segmentBytes) {
   const dir = path.join(root, name);
-  let s = await Store.open(dir, { durability: "none", ...(segmentBytes ? { segmentBytes } : {}) });
-  const lp = permutation(n, 51);
-  for (let b = 0; b < n; b += 1000) { const batch = []; for (let j = b; j < Math.min(b + 1000, n); j++) batch.push({ op: "write", key: keyOf(lp[j]), value }); await s.batch(batch); }
+  const s = await Store.open(dir, { durability: "none", ...(segmentBytes ? { segmentBytes } : {}) });
+  await loadKeys(s, n, value);
   if (churn) {
-    for (const op of ["forget", "write"]) {
-      let cur = [];
-      for (const i of perm) {
-        if (op === "forget" ? i % 2 : i % 8) continue;
-        cur.push(op === "forget" ? { op, key: keyOf(i) } : { op, key: keyOf(i), value });
-        if (cur.length === 1000) { await s.batch(cur); cur = []; }
-      }
-      if (cur.length) await s.batch(cur);
-    }
+    const { dels, puts } = w5Batches(n, value);
+    for (const b of [...dels, ...puts]) await s.batch(b);
   }
   await s.close();
   return dir;

@@ -25,7 +25,7 @@ import type { Slot } from "../engine/keydir.js";
 import { HINT_MERGE_DEFAULT, setHintMerge, type HintSlots } from "../engine/hint-index.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
-import { dropHints, hintIds } from "./helpers/hints.js";
+import { churnedHintStore, dropHints, hintIds } from "./helpers/hints.js";
 import { rng } from "./helpers/rng.js";
 import { hintPath } from "./helpers/recovered-state.js";
 import { V3_HEADER_BYTES } from "./helpers/hint-layout.js";
@@ -54,22 +54,7 @@ afterEach(async () => {
 });
 
 /** The seeded store, closed: overwrites, forgets and undeletes across many small segments. */
-async function build(): Promise<string> {
-  const dir = tempDir("hint-merge");
-  const s = await Store.open(dir, OPTS);
-  const r = rng(11);
-  for (let round = 0; round < 3; round++) {
-    for (const scope of SCOPES) {
-      for (const key of KEYS) {
-        const p = r();
-        if (p < 0.7 || round === 0) await s.write(key, `v${round}-${key}`, { scope, clearTombstone: true });
-        else if (p < 0.9) await s.forget(key, { scope });
-      }
-    }
-  }
-  await s.close();
-  return dir;
-}
+const build = (): Promise<string> => churnedHintStore("hint-merge", 11, OPTS, SCOPES, KEYS);
 
 /** A copy of `dir` opened with the merge policy `after` (hints kept), or with its hints deleted (after null: the full scan). */
 async function openCopy(dir: string, after: number | null, firstOnly = false): Promise<Store> {
