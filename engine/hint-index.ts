@@ -164,6 +164,97 @@ function writeQuery(scope: string, key: string): number {
   return slotHash(QUERY, 0, scopeLen, scopeLen, keyLen);
 }
 
+/**
+ * When a HintSlots merges its tables into one index (MergedIndex). The default is the engine's;
+ * tests and bench/ change it through setHintMerge, and each HintSlots reads it when made.
+ */
+export interface HintMergePolicy {
+  /**
+   * The index is built once the lookups since open reach this fraction of the keyed entries of
+   * every table (0: at the first lookup, whatever the tables; Infinity: never), if the tables are
+   * worth merging (HintSlots.worthMerging). Building it reads every hint whole — what lookups
+   * spread over the keys soon read anyway — and indexes every entry once.
+   */
+  after: number;
+  /** Test twin only: the merged probe stops at the first entry of the name (a broken index that keeps one entry per name). */
+  firstOnly: boolean;
+}
+
+/** The engine's policy: merge after lookups of 1/64 of the entries (bench/hint-merge-ab.mjs). */
+export const HINT_MERGE_DEFAULT: Readonly<HintMergePolicy> = { after: 1 / 64, firstOnly: false };
+const mergePolicy: HintMergePolicy = { ...HINT_MERGE_DEFAULT };
+
+/** Sets the merge policy of HintSlots made from now on (tests, bench/); returns the one it replaced. */
+export function setHintMerge(policy: Partial<HintMergePolicy>): HintMergePolicy {
+  const old = { ...mergePolicy };
+  Object.assign(mergePolicy, policy);
+  return old;
+}
+
+/**
+ * One open-addressing table over the keyed entries of every hint table, so that a lookup probes
+ * once instead of once per hint (each probe of a hint's table is a cache miss or two). Made, once
+ * every table's bytes are present and checked, from what each table's cells name: exactly the
+ * entries its own probe can reach (a cell emptied or doubled finds the same as there). Cell c
+ * holds at 2c an entry's slot hash and at 2c + 1 its number among all entries plus one (0:
+ * empty), so a probe step reads one cache line; entry g is entry g - base[t] of table t. Entries
+ * of one name share a hash, so they lie along its probe sequence in insertion order: by table.
+ */
+class MergedIndex {
+  readonly cells: Uint32Array;
+  readonly mask: number;
+  /** base[t]: the number of table t's first entry (prefix sums of the counts; base[tables] = the total). */
+  readonly base: Uint32Array;
+
+  constructor(tables: readonly HintTable[]) {
+    this.base = new Uint32Array(tables.length + 1);
+    let total = 0;
+    for (let t = 0; t < tables.length; t++) {
+      this.base[t] = total;
+      total += elementAt(tables, t, "a table per hint").count;
+    }
+    this.base[tables.length] = total;
+    let named = 0;
+    for (const t of tables) for (const cell of t.table) if (cell !== 0) named++;
+    // At most two thirds full: a probe for an absent name (every new key written) ends within a line or two.
+    let cap = 16;
+    while (cap < named * 1.5) cap *= 2;
+    assert(cap <= 2 ** 30 && total < 2 ** 32 - 1, `a merged index of ${named} cells naming ${total} entries fits one typed array`);
+    this.cells = new Uint32Array(2 * cap);
+    this.mask = cap - 1;
+    for (let t = 0; t < tables.length; t++) {
+      const { table, hashes } = elementAt(tables, t, "a table per hint");
+      const first = this.base[t] as number;
+      for (let p = 0; p < table.length; p++) {
+        const cell = table[p] as number; // checked by merge(): 0 or an entry number plus one
+        if (cell !== 0) this.insert(hashes[cell - 1] as number, first + cell);
+      }
+    }
+  }
+
+  /** Puts entry number `g1` - 1 with slot hash `h` in the first empty cell of h's probe sequence. */
+  private insert(h: number, g1: number): void {
+    const cells = this.cells;
+    let p = h & this.mask;
+    while (cells[2 * p + 1] !== 0) p = (p + 1) & this.mask;
+    cells[2 * p] = h;
+    cells[2 * p + 1] = g1;
+  }
+
+  /** The table holding entry number `g` (the last t with base[t] <= g: a binary search). */
+  tableOf(g: number): number {
+    const base = this.base;
+    let lo = 0;
+    let hi = base.length - 2;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >>> 1;
+      if ((base[mid] as number) <= g) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+}
+
 /** Deferred entries of every hinted segment of one open. */
 export class HintSlots implements DeferredSlots {
   private readonly tables: HintTable[] = [];
@@ -174,10 +265,23 @@ export class HintSlots implements DeferredSlots {
   /** The segments directory (a hint found malformed at first use is deleted there). */
   private readonly dir: string;
   private readonly at: Location = { seg: 0, off: 0, len: 0 };
+  /** The merge policy read when this was made (setHintMerge). */
+  private readonly policy: HintMergePolicy = { ...mergePolicy };
+  /** Keyed entries of every table and of the largest, and lookups since open: the merge trigger (policy.after). */
+  private entries = 0;
+  private largest = 0;
+  private asked = 0;
+  /** Every table's entries in one index once merged; null before, and again after a rescan replaced a table. */
+  private merged: MergedIndex | null = null;
 
   constructor(now: number, dir: string) {
     this.now = now;
     this.dir = dir;
+  }
+
+  /** True while lookups probe the merged index (tests: which path answered). */
+  get isMerged(): boolean {
+    return this.merged !== null;
   }
 
   /**
@@ -193,8 +297,11 @@ export class HintSlots implements DeferredSlots {
       seg.noteSeq(hint.minSeq);
       seg.noteSeq(hint.maxSeq);
     }
+    assert(this.merged === null, "hints are added at open, before any lookup");
     this.tables.push(new HintTable(hint));
     this.segs.push(seg);
+    this.entries += hint.index.keyed;
+    this.largest = Math.max(this.largest, hint.index.keyed);
     return Array.from(hint.index.erases);
   }
 
@@ -253,6 +360,40 @@ export class HintSlots implements DeferredSlots {
     const fresh = new HintTable({ ...t.hint, body, index: buildIndex(body), bytes: null });
     for (let j = 0; j < fresh.count; j++) if (applied.has(fresh.recordOffset(j))) fresh.done[j] = 1;
     this.tables[ti] = fresh;
+    this.merged = null; // it numbers the replaced table's entries: the next lookup merges again
+  }
+
+  /**
+   * Whether merging can pay: the tables besides the largest hold at least half as many entries as
+   * it does. A merged probe saves the probes of every table but one, and a table much smaller than
+   * the largest stays in cache; with one hint, or one large and a few small ones (a store reopened
+   * after compaction), the index would cost its build and save nothing (bench/hint-merge-ab.mjs).
+   * A policy that merges at once (after 0, tests) merges any tables.
+   */
+  private worthMerging(): boolean {
+    if (this.tables.length === 0) return false;
+    return this.policy.after === 0 || this.entries - this.largest >= this.largest / 2;
+  }
+
+  /**
+   * Builds the merged index: every table's bytes made present (one that cannot be is rescanned,
+   * or refused, as loadAll does) and every table cell checked — each must be empty or name one of
+   * its table's entries, the check the per-table probe makes of the cells it visits.
+   */
+  private merge(): void {
+    for (let ti = 0; ti < this.tables.length; ti++) {
+      const bytes = elementAt(this.tables, ti, "a table per hint").hint.bytes;
+      if (bytes !== null && !bytes.ensureAll()) this.rescanOrRefuse(ti);
+    }
+    for (const t of this.tables) {
+      assert(t.whole, `segment ${t.segmentId}: a merged table has every byte present`);
+      const table = t.table;
+      for (let p = 0; p < table.length; p++) {
+        const cell = table[p] as number;
+        if (cell < 0 || cell > t.count) this.refuse(t, p, `table cell ${p} names entry ${cell} of ${t.count}`);
+      }
+    }
+    this.merged = new MergedIndex(this.tables);
   }
 
   /**
@@ -304,6 +445,9 @@ export class HintSlots implements DeferredSlots {
     if (h < 0) return; // longer than any stored name
     const scopeLen = queryScopeLen;
     const keyLen = queryKeyLen;
+    if (this.merged === null && this.worthMerging() && ++this.asked >= this.entries * this.policy.after) {
+      this.merge(); // reads hints and segments only: QUERY still holds the name
+    }
     // A table found unreadable is rebuilt from a scan (never unreadable again): at most one retry each.
     for (let attempt = 0; ; attempt++) {
       try {
@@ -320,6 +464,23 @@ export class HintSlots implements DeferredSlots {
   private lookup(keydir: Keydir, scope: string, key: string, h: number, scopeLen: number, keyLen: number): void {
     const found = FOUND;
     found.length = 0;
+    const merged = this.merged;
+    if (merged !== null) this.probeMerged(merged, h, scopeLen, keyLen, found);
+    else this.probeEach(h, scopeLen, keyLen, found);
+    if (found.length === 0) return;
+    // Every entry to apply is present and checked: now apply them all (no slot is left half built).
+    const slot = keydir.ensureApplied(scope, key);
+    for (let k = 0; k < found.length; k += 2) {
+      const t = elementAt(this.tables, elementAt(found, k, "table number"), "a table per hint");
+      const i = elementAt(found, k + 1, "entry number");
+      t.done[i] = 1;
+      this.apply(t, elementAt(t.entryAt, i, "an entry offset per indexed entry"), slot);
+    }
+    this.settle(slot);
+  }
+
+  /** lookup()'s probe before the tables are merged: each table's own probe sequence of `h`, in table order. */
+  private probeEach(h: number, scopeLen: number, keyLen: number, found: number[]): void {
     for (let ti = 0; ti < this.tables.length; ti++) {
       const t = elementAt(this.tables, ti, "a table per hint");
       if (t.whole) {
@@ -342,16 +503,6 @@ export class HintSlots implements DeferredSlots {
         found.push(ti, i);
       }
     }
-    if (found.length === 0) return;
-    // Every entry to apply is present and checked: now apply them all (no slot is left half built).
-    const slot = keydir.ensureApplied(scope, key);
-    for (let k = 0; k < found.length; k += 2) {
-      const t = elementAt(this.tables, elementAt(found, k, "table number"), "a table per hint");
-      const i = elementAt(found, k + 1, "entry number");
-      t.done[i] = 1;
-      this.apply(t, elementAt(t.entryAt, i, "an entry offset per indexed entry"), slot);
-    }
-    this.settle(slot);
   }
 
   /**
@@ -378,6 +529,31 @@ export class HintSlots implements DeferredSlots {
       if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
       if (t.done[i] !== 0 || !sameName(t.body, at, QUERY, scopeLen, keyLen)) continue;
       found.push(ti, i);
+    }
+  }
+
+  /**
+   * lookup()'s probe of the merged index: the steps and checks of probeWhole (every table is
+   * whole once merged) — hash, entry offset, entry, done, name — on the one probe sequence of `h`;
+   * the table cells were checked when the index was built.
+   */
+  private probeMerged(m: MergedIndex, h: number, scopeLen: number, keyLen: number, found: number[]): void {
+    const cells = m.cells;
+    const mask = m.mask;
+    // At most every cell once (the index always has empty cells, so this only bounds the loop).
+    for (let p = h & mask, n = 0; n <= mask; p = (p + 1) & mask, n++) {
+      const g1 = cells[2 * p + 1] as number; // in bounds: p <= mask, cells has 2 (mask + 1)
+      if (g1 === 0) break;
+      if (cells[2 * p] !== h) continue;
+      const ti = m.tableOf(g1 - 1);
+      const t = elementAt(this.tables, ti, "a table per hint");
+      const i = g1 - 1 - (m.base[ti] as number);
+      const at = t.entryAt[i] as number; // in bounds: 0 <= i < count, by the prefix sums
+      if (at > t.body.length) throw new HintUnreadable(ti); // entry()'s answer for a whole table
+      if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
+      if (t.done[i] !== 0 || !sameName(t.body, at, QUERY, scopeLen, keyLen)) continue;
+      found.push(ti, i);
+      if (this.policy.firstOnly) break; // the twin's broken index
     }
   }
 
@@ -428,6 +604,7 @@ export class HintSlots implements DeferredSlots {
     for (const slot of built) this.settle(slot);
     this.tables.length = 0;
     this.segs.length = 0;
+    this.merged = null;
   }
 }
 

@@ -25,7 +25,7 @@ import { slotHash } from "../segments/hint.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
-import { dropHints, hintIds } from "./helpers/hints.js";
+import { churnedHintStore, dropHints, hintIds } from "./helpers/hints.js";
 import { rng } from "./helpers/rng.js";
 
 const NOW = 1_800_000_000_000;
@@ -99,22 +99,7 @@ describe("the lookup name and its hash", () => {
 
 describe("slots built from hints on first use", () => {
   /** The seeded store, closed: overwrites, forgets and undeletes across many small segments. */
-  async function build(): Promise<string> {
-    const dir = tempDir("hint-slot-build");
-    const s = await Store.open(dir, OPTS);
-    const r = rng(5);
-    for (let round = 0; round < 3; round++) {
-      for (const scope of SCOPES) {
-        for (const key of KEYS) {
-          const p = r();
-          if (p < 0.7 || round === 0) await s.write(key, `v${round}-${key}`, { scope, clearTombstone: true });
-          else if (p < 0.9) await s.forget(key, { scope });
-        }
-      }
-    }
-    await s.close();
-    return dir;
-  }
+  const build = (): Promise<string> => churnedHintStore("hint-slot-build", 5, OPTS, SCOPES, KEYS);
 
   it("equal the slots of a full scan, field by field, in any lookup order", async () => {
     const dir = await build();

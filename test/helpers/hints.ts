@@ -5,6 +5,10 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { Store } from "../../engine/store.js";
+import type { OpenOptions } from "../../rules/types.js";
+import { rng } from "./rng.js";
+import { tempDir } from "./tmp.js";
 
 /** Deletes every `NNNNNNNN.hint` under DIR/segments; returns how many there were. */
 export function dropHints(dir: string): number {
@@ -25,4 +29,26 @@ export function hintIds(dir: string): number[] {
     .filter((n) => /^\d{8}\.hint$/.test(n))
     .map((n) => Number(n.slice(0, 8)))
     .sort((a, b) => a - b);
+}
+
+/**
+ * A closed store in a fresh temp dir (`label`) whose hints cover overwrites, forgets and undeletes:
+ * three rounds over `scopes` × `keys` with the generator seeded `seed` (70% writes, 20% forgets
+ * after the first round, which writes every name), opened with `opts` (small segments: many hints).
+ */
+export async function churnedHintStore(label: string, seed: number, opts: OpenOptions, scopes: readonly string[], keys: readonly string[]): Promise<string> {
+  const dir = tempDir(label);
+  const s = await Store.open(dir, opts);
+  const r = rng(seed);
+  for (let round = 0; round < 3; round++) {
+    for (const scope of scopes) {
+      for (const key of keys) {
+        const p = r();
+        if (p < 0.7 || round === 0) await s.write(key, `v${round}-${key}`, { scope, clearTombstone: true });
+        else if (p < 0.9) await s.forget(key, { scope });
+      }
+    }
+  }
+  await s.close();
+  return dir;
 }
