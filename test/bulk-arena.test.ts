@@ -9,6 +9,9 @@
  * same byte for byte, while the sized store's plans take fewer runs (so the two paths did differ).
  * Twin: the same comparison finds one value byte changed in one batch. (2) A unit: records encoded
  * into arenas of any first size are the same bytes, and the first size is held within the bounds.
+ * (3) Two per-record checks build their message only on failure now (a slot per new name,
+ * keydir.ts createAbsent; a hint entry per record, hint.ts addLean): each still fails loudly, and
+ * passes on the good input (the pair).
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -17,6 +20,10 @@ import * as C from "../segments/constants.js";
 import { initChecksum, writeRecordSums } from "../segments/checksum.js";
 import { encodeNamedInto, RecordArena, RECORD_ARENA_CHUNK_BYTES_MAX, RECORD_ARENA_CHUNK_BYTES_MIN } from "../segments/record.js";
 import { forgetBatchBytes } from "../engine/batch-plan.js";
+import { Keydir } from "../engine/keydir.js";
+import { HintBuilder } from "../segments/hint.js";
+import { encodeRecord } from "../segments/record.js";
+import { InternalError } from "../rules/errors.js";
 import { Store } from "../engine/store.js";
 import type * as T from "../rules/types.js";
 import { rng } from "./helpers/rng.js";
@@ -137,5 +144,25 @@ describe("RecordArena's first chunk", () => {
     expect(firstChunk(0)).toBe(RECORD_ARENA_CHUNK_BYTES_MIN);
     expect(firstChunk(300_000)).toBe(300_000);
     expect(firstChunk(1e12)).toBe(RECORD_ARENA_CHUNK_BYTES_MAX);
+  });
+});
+
+describe("per-record checks whose message is built only on failure", () => {
+  it("createAbsent still refuses a name held, and makes one not held", () => {
+    const keydir = new Keydir();
+    const made = keydir.createAbsent("global", "a");
+    expect(keydir.get("global", "a")).toBe(made);
+    expect(() => keydir.createAbsent("global", "a")).toThrow(InternalError);
+    expect(() => keydir.createAbsent("global", "a")).toThrow(/\(global, a\) replaced none/);
+  });
+
+  it("a format-3 hint still refuses an entry out of file order, and takes them in order", () => {
+    const rec = encodeRecord({ type: C.RecordType.PUT, seq: 7, generation: 1, scope: "global", key: "k", value: "v" });
+    const hint = new HintBuilder(C.FORMAT_VERSION);
+    const first = hint.end; // the segment's data start
+    hint.addRecord(rec, 0, first);
+    hint.addRecord(rec, 0, first + rec.length);
+    expect(hint.count).toBe(2);
+    expect(() => hint.addRecord(rec, 0, first)).toThrow(`file order (${first} after ${first + 2 * rec.length})`);
   });
 });
