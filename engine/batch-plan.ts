@@ -92,6 +92,18 @@ export function expiryFor(options: BatchHost["options"], scope: string, ttlMs: n
   return ttl === null ? 0 : now + ttl;
 }
 
+/**
+ * Each host's last sealed batch, in record bytes: the next batch's arena starts with a chunk that
+ * size, so a batch like the one before takes one chunk (one run to hash, note and write) instead
+ * of doubling through seven. Only the chunking follows from it, never a byte of any record.
+ */
+const lastBatchBytes = new WeakMap<BatchHost, number>();
+
+/** Makes the next batch of `host` start its arena at the smallest chunk, as every batch did before bulk-9 (test/bulk-arena.test.ts compares the two). */
+export function forgetBatchBytes(host: BatchHost): void {
+  lastBatchBytes.delete(host);
+}
+
 /** The arrays of a plan with no op yet: shared, never written (push replaces each one before it grows). */
 const EMPTY = Object.freeze([]) as unknown as never[];
 
@@ -140,7 +152,7 @@ export class BatchPlan {
   constructor(private readonly host: BatchHost, first: number, private readonly now: number, readonly inBatch: boolean) {
     this.seq = first - 1;
     this.flags = inBatch ? C.RF_IN_BATCH : 0;
-    this.arena = inBatch ? new RecordArena(true) : undefined; // sums written by seal(), in one pass
+    this.arena = inBatch ? new RecordArena(true, lastBatchBytes.get(host)) : undefined; // sums written by seal(), in one pass
   }
 
   /** The state (scope, key) is decided against: the store's logical state, which holds this plan's earlier ops as intents. */
@@ -247,6 +259,7 @@ export class BatchPlan {
       bytes += run.length;
     }
     assert(bytes === this.bytes + (this.lengths[this.lengths.length - 1] as number), "a batch's runs hold exactly its records");
+    lastBatchBytes.set(this.host, bytes + (bytes >>> 3)); // an eighth over: the next batch's records may be a little longer (their sequences)
     this.records = runs;
     this.sealed = true;
   }

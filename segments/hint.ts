@@ -283,7 +283,7 @@ export class HintBuilder {
     if (f.type === C.RecordType.GROUP) return;
     if (this.minSeq === 0 || f.seq < this.minSeq) this.minSeq = f.seq;
     if (f.seq > this.maxSeq) this.maxSeq = f.seq;
-    assert(offset >= this.lastEnd, `hint entries come in file order (${offset} after ${this.lastEnd})`);
+    if (offset < this.lastEnd) assert(false, `hint entries come in file order (${offset} after ${this.lastEnd})`); // as addRecord: the message (two numbers made strings) is built only on failure
     const value = f.type === C.RecordType.SCOPE_ERASE ? f.valueLen : 0;
     const to = this.reserve(ENTRY_FIXED_BYTES + f.scopeLen + f.keyLen + value);
     const out = this.bytes;
