@@ -136,6 +136,9 @@ export class Compactor {
         minThreads: workers,
         maxThreads: workers,
         idleTimeout: 30_000,
+        // An idle worker waits for tasks without blocking its event loop (piscina's default blocks
+        // it in Atomics.wait), so that its warm-up rounds (compaction-worker.ts) run between tasks.
+        atomics: "async",
       });
       this.pool.on("error", (err: unknown) => process.emitWarning(`engram compaction worker error: ${String(err)}`));
     }
