@@ -618,6 +618,7 @@ export class Compactor {
    * sources go). If a group reached `seg` after the plan (stillPlanned fails: it was queued
    * before the seal), `seg`'s plan is made again before its job starts — the other sources keep
    * theirs (records only die since; publication moves only pointers still naming the planned place).
+   * Its output was sized by the first plan: it may exceed group()'s bound by what reached `seg` late.
    */
   private async sealDuring(seg: Segment, planned: PlannedPass): Promise<void> {
     if (earlyStartForTests.beforeSeal !== null) await earlyStartForTests.beforeSeal(); // never set but by a test
@@ -713,7 +714,7 @@ export class Compactor {
     const first = jobs[0];
     running = seal === null || (first !== undefined && first.group.every((s) => s.writer === null)) ? startNext() : null;
     try {
-      if (seal !== null) {
+      if (seal !== null && !earlyStartForTests.sealAfterPublish) {
         if (running !== null) planReuse.earlyStarts += 1;
         await seal();
         running ??= startNext();
@@ -725,6 +726,7 @@ export class Compactor {
         addReport(report, this.publish(current, result, plans, now));
         running ??= startNext();
       }
+      if (seal !== null && earlyStartForTests.sealAfterPublish) await seal(); // the twin's wrong order
     } catch (err) {
       if (running !== null) await this.discard(running);
       throw err;
@@ -887,11 +889,13 @@ export const unsafePlanReuseForTests: { always: boolean; afterPlan: (() => Promi
 export const planReuse = { kept: 0, replanned: 0, earlyStarts: 0, sealedReplanned: 0 };
 
 /**
- * Test hook, never set by the engine or any option (test/compaction-early-start.test.ts):
+ * Test hooks, never set by the engine or any option (test/compaction-early-start.test.ts):
  * `beforeSeal` runs after a pass started its first job and before it seals the segment that was
- * active at its plan (a write there lands in that segment after the plan).
+ * active at its plan (a write there lands in that segment after the plan); `sealAfterPublish`
+ * seals and flushes only after the jobs of sealed segments were published — the wrong order,
+ * whose source unlinks precede the syncs of the records that killed what they held.
  */
-export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null } = { beforeSeal: null };
+export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sealAfterPublish: boolean } = { beforeSeal: null, sealAfterPublish: false };
 
 /** Moves survivor i's keydir pointer from (source, its old offset) to (target, off) if it still points there. */
 function relocate(keydir: Keydir, list: RecordList, i: number, source: number, target: number, off: number): void {

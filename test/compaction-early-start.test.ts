@@ -12,12 +12,17 @@
  * `earlyStartForTests.beforeSeal` hook): the pass plans the sealed segment again, and the write
  * reads back, after a reopen too. The twin: the same write with the plan kept regardless
  * (`unsafePlanReuseForTests.always`): its record is in no plan, the copy drops it as dead, and
- * the key no longer reads its value.
+ * the key no longer reads its value. Last, the main thread's I/O order (segments/io.ts observer):
+ * every sync of the segment that was active precedes the first unlink of a source; its twin seals
+ * only after the first outputs are published (`earlyStartForTests.sealAfterPublish`) and the
+ * check sees an unlink before the seal's sync.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { earlyStartForTests, planReuse, unsafePlanReuseForTests } from "../engine/compactor.js";
 import type { OpenOptions } from "../rules/types.js";
+import { setIoObserver } from "../segments/io.js";
+import { segmentFileName } from "../segments/file-names.js";
 import { tempDir } from "./helpers/tmp.js";
 import { lateWriteOnce, valueOf, wrongReads as wrongOf } from "./helpers/late-write.js";
 
@@ -48,6 +53,8 @@ function wrongReads(s: Store, late: boolean): number {
 }
 
 afterEach(() => {
+  setIoObserver(null);
+  earlyStartForTests.sealAfterPublish = false;
   earlyStartForTests.beforeSeal = null;
   unsafePlanReuseForTests.always = false;
 });
@@ -102,6 +109,43 @@ describe("copy-on-write compact() starts its first output before the seal", () =
     earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
     await s.compact({ mode: "copy-on-write" });
     expect(wrongReads(s, true)).toBeGreaterThan(0);
+    await s.close().catch(() => undefined);
+  }, 60_000);
+
+  /**
+   * The main thread's I/O of one pass (the worker's is not observed): the index of the last sync
+   * of the segment that was active, and of the first unlink of a source segment.
+   */
+  async function ioOrder(s: Store, activeFile: string): Promise<{ lastSealSync: number; firstUnlink: number }> {
+    const log: string[] = [];
+    setIoObserver((e) => {
+      if (e.op === "sync" && e.path.endsWith(activeFile)) log.push("seal-sync");
+      else if (e.op === "unlink" && e.path.endsWith(".seg")) log.push("unlink");
+    });
+    await s.compact({ mode: "copy-on-write" });
+    setIoObserver(null);
+    return { lastSealSync: log.lastIndexOf("seal-sync"), firstUnlink: log.indexOf("unlink") };
+  }
+
+  it("I/O order: the segment that was active is synced before any source is unlinked", async () => {
+    const s = await filled(tempDir("early-start-order"));
+    const activeId = s.stats().segments.find((x) => !x.sealed)?.id as number;
+    const earlyStarts = planReuse.earlyStarts;
+    const order = await ioOrder(s, segmentFileName(activeId));
+    expect(planReuse.earlyStarts).toBe(earlyStarts + 1);
+    expect(order.lastSealSync).toBeGreaterThanOrEqual(0);
+    expect(order.firstUnlink).toBeGreaterThan(order.lastSealSync);
+    expect(wrongReads(s, false)).toBe(0);
+    await s.close();
+  }, 60_000);
+
+  it("twin: sealing after the first outputs are published unlinks sources before the seal's sync (caught)", async () => {
+    const s = await filled(tempDir("early-start-order-unsafe"));
+    const activeId = s.stats().segments.find((x) => !x.sealed)?.id as number;
+    earlyStartForTests.sealAfterPublish = true;
+    const order = await ioOrder(s, segmentFileName(activeId));
+    expect(order.firstUnlink).toBeGreaterThanOrEqual(0);
+    expect(order.firstUnlink).toBeLessThan(order.lastSealSync);
     await s.close().catch(() => undefined);
   }, 60_000);
 });
