@@ -29,6 +29,7 @@ import { chooseHeader, choiceOf, encodeHeader, formatOf, nextHeaderOffset, rewri
 import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segments/hint.js";
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordLengthAt, recordNamesAt } from "../segments/record.js";
+import { encodeRecordV3 } from "../segments/record-v3.js";
 import { decodeJournal, encodeJournal } from "../segments/journal.js";
 import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
 import { assert, elementAt } from "../rules/assert.js";
@@ -343,9 +344,9 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
  * rescan of the written file). `newOffsets` lists every record's offset in the output, in file
  * order. Null when the builder cannot encode it (then no hint: recovery scans).
  */
-function encodeOutputHint(task: CompactionTask, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): Buffer | null {
+function encodeOutputHint(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): Buffer | null {
   const offsets = newOffsets.length === 1 ? (newOffsets[0] as Uint32Array) : concatU32(newOffsets);
-  return HintBuilder.ofRecords({ rec: out, offsets, base: C.DATA_START }, task.targetId, header, C.DATA_START + out.length, true);
+  return HintBuilder.ofRecords({ rec: out, offsets, base: C.DATA_START }, targetId, header, C.DATA_START + out.length, true);
 }
 
 /** The arrays of `parts` end to end, in one array. */
@@ -423,7 +424,7 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, version: n
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
     const written = checkCopyHeader(fd, task.targetId, out);
     const newOffsets = result.sources.map((x) => x.newOffsets);
-    hint = await overlapped(writeDataDurably(fd, out), () => encodeOutputHint(task, written, out, newOffsets));
+    hint = await overlapped(writeDataDurably(fd, out), () => encodeOutputHint(task.targetId, written, out, newOffsets));
     checkCopy(fd, task.targetId, out, written);
   } catch (err) {
     io.closeQuietly(fd);
@@ -516,7 +517,7 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
   const expected = rewrittenHeader(readHeader(fd, src.segmentId), unsafeHintOverlapForTests.mispredict ? generation : next, out.length);
   let hint: Buffer | null;
   try {
-    hint = await overlapped(writeJournal(task, src, next, out), () => encodeOutputHint(task, expected, out, [newOffsets]));
+    hint = await overlapped(writeJournal(task, src, next, out), () => encodeOutputHint(task.targetId, expected, out, [newOffsets]));
     checkJournal(task, src, next, out);
   } catch (err) {
     unlinkQuietly(journal);
@@ -541,7 +542,7 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
   // directory fsync. It was keyed by the header this rewrite meant to write: if the one on disk
   // differs, it is encoded again for that one (a hint never names a header it was not built for).
   const written = readHeader(fd, src.segmentId);
-  if (headerIdentity(written) !== headerIdentity(expected) && !unsafeHintOverlapForTests.unchecked) hint = encodeOutputHint(task, written, out, [newOffsets]);
+  if (headerIdentity(written) !== headerIdentity(expected) && !unsafeHintOverlapForTests.unchecked) hint = encodeOutputHint(task.targetId, written, out, [newOffsets]);
   const hinted = stageHintBytes(task, hint);
   try {
     io.unlink("io:unlink", journal);
@@ -618,6 +619,94 @@ async function writeJournal(task: CompactionTask, src: SourceTask, generation: n
     io.closeQuietly(fd);
   }
   io.syncDir("io:journal", task.segmentsDir);
+}
+
+/** Records of the warm-up's synthetic segment: each round walks, copies and hints them once, as a pass does per output. */
+const WARM_RECORDS = 4096;
+
+/** The id the warm-up's hint names: no file of it is ever written (the segment lives in memory only). */
+const WARM_SEGMENT_ID = 0x7fff_fff0;
+
+/** A synthetic sealed segment in memory (never a file) and the task source that keeps 3 of its 4 records. */
+export interface WarmSegment {
+  bytes: Buffer;
+  src: SourceTask;
+  header: SegmentHeader;
+  liveBytes: number;
+}
+
+/**
+ * Builds the warm-up's segment in the format new segments are written in (FORMAT_VERSION, the
+ * lean frame): PUT records and some TOMBSTONEs in one scope; of every four records one is a dead
+ * PUT, half of those known to the "plan" (skipped) and half not (named, as a pass names them).
+ */
+function warmSegment(): WarmSegment {
+  const value = new Uint8Array(200).fill(0x5a);
+  const recs: Buffer[] = [];
+  for (let i = 0; i < WARM_RECORDS; i++) {
+    const tomb = i % 8 === 5;
+    const type = tomb ? C.RecordType.TOMBSTONE : C.RecordType.PUT;
+    recs.push(encodeRecordV3({ type, seq: i + 1, generation: 1, scope: "warm", key: `w${String(i).padStart(8, "0")}`, value: tomb ? undefined : value, expiresAt: tomb ? 1 : 0 }));
+  }
+  const sealedBytes = C.DATA_START + recs.reduce((n, r) => n + r.length, 0);
+  const header: SegmentHeader = { segmentId: WARM_SEGMENT_ID, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, createdSeq: 1, minSeq: 1, maxSeq: WARM_RECORDS, replacesId: 0, sealedBytes };
+  const bytes = Buffer.alloc(sealedBytes);
+  bytes.set(encodeHeader(header, C.FORMAT_VERSION), C.HEADER_A_OFFSET);
+  const live: number[] = [];
+  const known: number[] = [];
+  let at = C.DATA_START;
+  recs.forEach((r, i) => {
+    bytes.set(r, at);
+    if (i % 4 !== 0) live.push(at, r.length);
+    else if (i % 8 === 0) known.push(at);
+    at += r.length;
+  });
+  const liveU32 = Uint32Array.from(live);
+  return { bytes, src: { segmentId: WARM_SEGMENT_ID, live: liveU32, known: Uint32Array.from(known), cell: 0 }, header, liveBytes: liveBytesOf(liveU32) };
+}
+
+/** The warm-up's segment, built on its first round and dropped after its last (warmDone). */
+let warm: WarmSegment | null = null;
+
+/**
+ * One warm-up round: the per-record loops a compaction runs (the walk with its checksums and the
+ * copy, alternately by moving runs within the source and by a copy per run; the output hint
+ * packed from the copied records) over the synthetic segment, in buffers of its own — never the
+ * tasks' scratch, which a task holds across its awaits. A pass otherwise runs those loops cold,
+ * once per output: V8 optimizes a loop only after it ran a while (compact-9's measurements in
+ * docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output and hint
+ * (for the paired check of the tests).
+ */
+export function warmRound(round: number): { out: Buffer; hint: Buffer | null; newOffsets: Uint32Array; header: HeaderChoice } {
+  const seg = warmInput();
+  const clobber = round % 2 === 0;
+  // A clobbering walk moves runs within its input: it walks a copy, so every round reads the same segment.
+  const bytes = clobber && !unsafeWarmForTests.clobberInput ? Buffer.from(seg.bytes) : seg.bytes;
+  const out = Buffer.allocUnsafe(seg.liveBytes);
+  const part = copySurvivors(bytes, seg.src, seg.header.sealedBytes, C.FORMAT_VERSION, out, 0, clobber);
+  assert(part.copied === out.length && part.kept === seg.src.live.length / 2, `warm-up: copied ${part.copied} of ${out.length} bytes`);
+  const header = choiceOf({ ...seg.header, sealedBytes: C.DATA_START + out.length }, 0, C.FORMAT_VERSION);
+  const hint = encodeOutputHint(WARM_SEGMENT_ID, header, out, [part.source.newOffsets]);
+  return { out, hint, newOffsets: part.source.newOffsets, header };
+}
+
+/** The warm-up's synthetic segment (built on first use; the same object until warmDone). */
+export function warmInput(): Readonly<WarmSegment> {
+  warm ??= warmSegment();
+  return warm;
+}
+
+/**
+ * Test switch, never set by the engine or any option (test/compaction-warm.test.ts): with
+ * `clobberInput`, a clobbering warm-up round walks the synthetic segment itself instead of a copy,
+ * so the runs it moves down are what the next round reads — the copy that keeps every round's
+ * input the same segment.
+ */
+export const unsafeWarmForTests = { clobberInput: false };
+
+/** Drops the warm-up's segment (its last round ran). */
+export function warmDone(): void {
+  warm = null;
 }
 
 /**

@@ -136,6 +136,9 @@ export class Compactor {
         minThreads: workers,
         maxThreads: workers,
         idleTimeout: 30_000,
+        // An idle worker waits for tasks without blocking its event loop (piscina's default blocks
+        // it in Atomics.wait), so that its warm-up rounds (compaction-worker.ts) run between tasks.
+        atomics: "async",
       });
       this.pool.on("error", (err: unknown) => process.emitWarning(`engram compaction worker error: ${String(err)}`));
     }
@@ -589,12 +592,42 @@ export class Compactor {
     planned.plans = planSegments(this.host, planned.now, null);
     this.countDead(planned.plans); // the active segment's count too: what recountActive computed
     if (unsafePlanReuseForTests.afterPlan !== null) await unsafePlanReuseForTests.afterPlan(); // never set but by a test: no await here otherwise
-    if ((estimated > 0 || active.deadBytes > 0) && active.dataEnd !== C.DATA_START) {
+    const sealIt = (estimated > 0 || active.deadBytes > 0) && active.dataEnd !== C.DATA_START;
+    if (sealIt && this.startsBeforeSeal(mode) && this.stillPlanned(planned)) return this.compactMany("garbage", mode, planned, active);
+    if (sealIt) {
       const old = this.host.log.rotate();
       assert(old === active, "the segment sealed is the one planned as active");
       await this.host.log.whenSealed(old);
     }
     return this.compactMany("garbage", mode, planned);
+  }
+
+  /**
+   * True when a pass may start its first job before it seals the active segment (sealDuring):
+   * copy-on-write with a worker, whose jobs change nothing on disk that a reader or recovery
+   * sees until the main thread publishes them — so the seal's syncs run while the worker copies.
+   * In place, a job rewrites its segment in the worker: it must start after the flush.
+   */
+  private startsBeforeSeal(mode: Mode): boolean {
+    return mode === "copy-on-write" && this.host.options.compaction.workers > 0;
+  }
+
+  /**
+   * Seals `seg`, the segment active at the plan, while the pass's first job runs, then flushes:
+   * runJobs publishes nothing before both (a dropped record's killer is durable before its
+   * sources go). If a group reached `seg` after the plan (stillPlanned fails: it was queued
+   * before the seal), `seg`'s plan is made again before its job starts — the other sources keep
+   * theirs (records only die since; publication moves only pointers still naming the planned place).
+   * Its output was sized by the first plan: it may exceed group()'s bound by what reached `seg` late.
+   */
+  private async sealDuring(seg: Segment, planned: PlannedPass): Promise<void> {
+    if (earlyStartForTests.beforeSeal !== null) await earlyStartForTests.beforeSeal(); // never set but by a test
+    if (this.host.log.activeSegment === seg) this.host.log.rotate();
+    await this.host.log.whenSealed(seg);
+    await this.host.flush();
+    if (this.stillPlanned(planned)) return;
+    planReuse.sealedReplanned += 1;
+    planned.plans.set(seg.id, planSegments(this.host, planned.now, new Set([seg.id])).get(seg.id) ?? emptyPlan());
   }
 
   /**
@@ -604,27 +637,31 @@ export class Compactor {
    * copy-on-write merges them into outputs (group), whose ids one manifest write reserves first
    * (nextId past them: an output the manifest does not list yet is deleted at open, never read);
    * in-place rewrites one segment after the other (a segment hard-linked into a backup is merged
-   * by copy instead: backup.ts).
+   * by copy instead: backup.ts). With `sealing` (the segment active at `planned`, which is kept:
+   * startsBeforeSeal), it joins the last output, and the pass seals it and flushes while the first
+   * job runs (sealDuring) instead of flushing first.
    */
-  private async compactMany(which: Segment[] | "garbage", mode: Mode, planned?: PlannedPass): Promise<T.CompactionReport> {
+  private async compactMany(which: Segment[] | "garbage", mode: Mode, planned?: PlannedPass, sealing?: Segment): Promise<T.CompactionReport> {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
     const started = performance.now();
     if (which !== "garbage" && which.length === 0) return report;
-    await this.host.flush();
+    if (sealing === undefined) await this.host.flush();
     // From here to the jobs' start nothing awaits: a plan kept is checked in the turn that uses it.
     const kept = planned !== undefined && which === "garbage" && this.stillPlanned(planned);
     if (planned !== undefined) planReuse[kept ? "kept" : "replanned"] += 1;
+    assert(sealing === undefined || (kept && planned !== undefined), "a pass seals during its first job only with the plan it kept");
     const now = kept ? planned.now : this.host.options.clock();
     const plans = kept ? planned.plans : planSegments(this.host, now, which === "garbage" ? null : new Set(which.map((x) => x.id)));
     if (which === "garbage" && !kept) this.countDead(plans);
     const ready = (which === "garbage" ? this.sealedWithGarbage() : which).filter((s) => this.compactable(s));
+    if (sealing !== undefined && sealing.deadBytes > 0) ready.push(sealing); // last: in the last output, started once sealed
     this.deadAtPlan.clear();
     for (const seg of ready) this.deadAtPlan.set(seg.id, seg.deadBytes);
     const jobs = this.jobsOf(ready, mode, plans);
     if (jobs.length === 0) return report;
     if (jobs.some((j) => j.mode === "copy-on-write")) this.host.recordSegments(); // reserves the output ids
     try {
-      await this.runJobs(jobs, plans, now, report);
+      await this.runJobs(jobs, plans, now, report, sealing === undefined || planned === undefined ? null : () => this.sealDuring(sealing, planned));
     } finally {
       this.syncUnlinks();
     }
@@ -660,8 +697,10 @@ export class Compactor {
    * moves a keydir pointer only if it still names the planned place, so the overlap changes no
    * decision. In-place jobs run strictly one after the other (an in-place result must be published).
    * After a failure, a copy already started is awaited and its unpublished output removed.
+   * `seal` (sealDuring) runs after the first job started — unless that job holds a segment not
+   * sealed yet — and before anything is published.
    */
-  private async runJobs(jobs: readonly Job[], plans: ReadonlyMap<number, SegmentPlan>, now: number, report: T.CompactionReport): Promise<void> {
+  private async runJobs(jobs: readonly Job[], plans: ReadonlyMap<number, SegmentPlan>, now: number, report: T.CompactionReport, seal: (() => Promise<void>) | null): Promise<void> {
     const canOverlap = this.host.options.compaction.workers > 0;
     let next = 0;
     let running: Running | null = null;
@@ -672,8 +711,14 @@ export class Compactor {
       }
       return null;
     };
-    running = startNext();
+    const first = jobs[0];
+    running = seal === null || (first !== undefined && first.group.every((s) => s.writer === null)) ? startNext() : null;
     try {
+      if (seal !== null && !earlyStartForTests.sealAfterPublish) {
+        if (running !== null) planReuse.earlyStarts += 1;
+        await seal();
+        running ??= startNext();
+      }
       while (running !== null) {
         const result = await running.done;
         const current: Running = running;
@@ -681,6 +726,7 @@ export class Compactor {
         addReport(report, this.publish(current, result, plans, now));
         running ??= startNext();
       }
+      if (seal !== null && earlyStartForTests.sealAfterPublish) await seal(); // the twin's wrong order
     } catch (err) {
       if (running !== null) await this.discard(running);
       throw err;
@@ -835,8 +881,21 @@ interface PlannedPass {
  */
 export const unsafePlanReuseForTests: { always: boolean; afterPlan: (() => Promise<void>) | null } = { always: false, afterPlan: null };
 
-/** compact() passes that kept their plan made before the seal, and those that planned again (for tests: which path ran). */
-export const planReuse = { kept: 0, replanned: 0 };
+/**
+ * compact() passes that kept their plan made before the seal, and those that planned again; those
+ * that sealed while their first job ran, and of those, the ones whose sealed segment was planned
+ * again (for tests: which path ran).
+ */
+export const planReuse = { kept: 0, replanned: 0, earlyStarts: 0, sealedReplanned: 0 };
+
+/**
+ * Test hooks, never set by the engine or any option (test/compaction-early-start.test.ts):
+ * `beforeSeal` runs after a pass started its first job and before it seals the segment that was
+ * active at its plan (a write there lands in that segment after the plan); `sealAfterPublish`
+ * seals and flushes only after the jobs of sealed segments were published — the wrong order,
+ * whose source unlinks precede the syncs of the records that killed what they held.
+ */
+export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sealAfterPublish: boolean } = { beforeSeal: null, sealAfterPublish: false };
 
 /** Moves survivor i's keydir pointer from (source, its old offset) to (target, off) if it still points there. */
 function relocate(keydir: Keydir, list: RecordList, i: number, source: number, target: number, off: number): void {

@@ -20,6 +20,7 @@ import { Store } from "../engine/store.js";
 import { planReuse, unsafePlanReuseForTests } from "../engine/compactor.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
+import { valueOf, wrongReads as wrongOf } from "./helpers/late-write.js";
 
 type Mode = "copy-on-write" | "in-place";
 const KEYS = 600;
@@ -27,11 +28,6 @@ const KEYS = 600;
 /** The options of a store of this test: small segments, no automatic compaction. */
 function optsOf(mode: Mode, workers: number): OpenOptions {
   return { durability: "none", segmentBytes: 16 * 1024, compaction: { mode, workers, auto: false } };
-}
-
-/** The value of key i. */
-function valueOf(i: number): string {
-  return `v${i}-`.padEnd(90 + (i % 30), "z");
 }
 
 /** A store with KEYS keys, every third forgotten (the last ones' values lie in the active segment). */
@@ -46,24 +42,9 @@ async function filled(dir: string, opts: OpenOptions): Promise<Store> {
   return s;
 }
 
-/** Keys that do not read what they should (`late`: key "late" must read "late-value"). */
+/** Keys of this test's store that do not read what they should (`late`: key "late" too). */
 function wrongReads(s: Store, late: boolean): number {
-  let wrong = 0;
-  for (let i = 0; i < KEYS; i++) {
-    const got = s.readSync(`k${i}`, { scope: "s" });
-    const ok = i % 3 === 0 ? got.status === "NOT_FOUND" : got.status === "OK" && Buffer.from(got.value as Uint8Array).toString() === valueOf(i);
-    if (!ok) wrong += 1;
-  }
-  if (late) {
-    let got: ReturnType<Store["readSync"]> | null = null;
-    try {
-      got = s.readSync("late", { scope: "s" });
-    } catch {
-      got = null; // a slot left pointing at bytes that are gone fails: it reads wrong either way
-    }
-    if (got === null || got.status !== "OK" || Buffer.from(got.value as Uint8Array).toString() !== "late-value") wrong += 1;
-  }
-  return wrong;
+  return wrongOf(s, KEYS, late);
 }
 
 afterEach(() => {

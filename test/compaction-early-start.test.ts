@@ -1,0 +1,151 @@
+/**
+ * compact-9: a copy-on-write `compact()` with a worker starts its first output's copy before it
+ * seals the active segment (engine/compactor.ts `startsBeforeSeal`, `sealDuring`): the seal's
+ * syncs run on the main thread while the worker copies, and nothing is published before the seal
+ * and a flush. The segment that was active joins the last output, started once it is sealed.
+ *
+ * Method: a store of ~130 16 KiB segments (so a pass has two outputs), every third key
+ * forgotten, the last writes in the active segment; compact() — the early path ran (the plan was
+ * kept, the sealed segment not planned again), every key reads back, before and after a reopen,
+ * and the active segment's records are in an output (no sealed segment with garbage left). Then
+ * a write lands in the active segment after the first job started and before the seal (the
+ * `earlyStartForTests.beforeSeal` hook): the pass plans the sealed segment again, and the write
+ * reads back, after a reopen too. The twin: the same write with the plan kept regardless
+ * (`unsafePlanReuseForTests.always`): its record is in no plan, the copy drops it as dead, and
+ * the key no longer reads its value. Last, the main thread's I/O order (segments/io.ts observer):
+ * every sync of the segment that was active precedes the first unlink of a source; its twin seals
+ * only after the first outputs are published (`earlyStartForTests.sealAfterPublish`) and the
+ * check sees an unlink before the seal's sync.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { Store } from "../engine/store.js";
+import { earlyStartForTests, planReuse, unsafePlanReuseForTests } from "../engine/compactor.js";
+import type { OpenOptions } from "../rules/types.js";
+import { setIoObserver } from "../segments/io.js";
+import { segmentFileName } from "../segments/file-names.js";
+import { tempDir } from "./helpers/tmp.js";
+import { lateWriteOnce, valueOf, wrongReads as wrongOf } from "./helpers/late-write.js";
+
+const KEYS = 16_000;
+const OPTS: OpenOptions = { durability: "none", segmentBytes: 16 * 1024, compaction: { mode: "copy-on-write", workers: 1, auto: false } };
+
+/** A store with KEYS keys, every third forgotten (the forgets' tombstones in the active segment). */
+async function filled(dir: string): Promise<Store> {
+  const s = await Store.open(dir, OPTS);
+  for (let i = 0; i < KEYS; i += 100) {
+    const ops = [];
+    for (let j = i; j < i + 100; j++) ops.push({ op: "write" as const, scope: "s", key: `k${j}`, value: valueOf(j) });
+    await s.batch(ops);
+  }
+  for (let i = 0; i < KEYS; i += 300) {
+    const forgets = [];
+    for (let j = i; j < Math.min(KEYS, i + 300); j += 3) forgets.push({ op: "forget" as const, scope: "s", key: `k${j}` });
+    await s.batch(forgets);
+  }
+  // The active segment keeps room for the late write of the tests below (it lands in the planned segment).
+  expect(s.stats().segments.filter((x) => !x.sealed).every((x) => x.bytes < 12 * 1024)).toBe(true);
+  return s;
+}
+
+/** Keys of this test's store that do not read what they should (`late`: key "late" too). */
+function wrongReads(s: Store, late: boolean): number {
+  return wrongOf(s, KEYS, late);
+}
+
+afterEach(() => {
+  setIoObserver(null);
+  earlyStartForTests.sealAfterPublish = false;
+  earlyStartForTests.beforeSeal = null;
+  unsafePlanReuseForTests.always = false;
+});
+
+describe("copy-on-write compact() starts its first output before the seal", () => {
+  it("the plan is kept, two outputs, every key reads back before and after a reopen", async () => {
+    const dir = tempDir("early-start");
+    const s = await filled(dir);
+    const kept = planReuse.kept;
+    const sealedReplanned = planReuse.sealedReplanned;
+    const earlyStarts = planReuse.earlyStarts;
+    const activeId = s.stats().segments.find((x) => !x.sealed)?.id;
+    expect(activeId).toBeDefined();
+    let sealedAfterStart = false;
+    earlyStartForTests.beforeSeal = async () => {
+      sealedAfterStart = true;
+    };
+    const rep = await s.compact({ mode: "copy-on-write" });
+    expect(sealedAfterStart).toBe(true);
+    expect(planReuse.kept).toBe(kept + 1);
+    expect(planReuse.sealedReplanned).toBe(sealedReplanned);
+    expect(planReuse.earlyStarts).toBe(earlyStarts + 1); // the first output's job ran when the seal began
+    expect(rep.segments.length).toBeGreaterThan(64); // more sources than one output takes
+    expect(wrongReads(s, false)).toBe(0);
+    // The segment that was active went into an output (sealed, then compacted with the rest).
+    expect(s.stats().segments.some((x) => x.id === activeId)).toBe(false);
+    await s.close();
+    const again = await Store.open(dir, OPTS);
+    expect(wrongReads(again, false)).toBe(0);
+    await again.close();
+  }, 60_000);
+
+  it("a write between the first job's start and the seal: the sealed segment is planned again, the write reads back", async () => {
+    const dir = tempDir("early-start-late");
+    const s = await filled(dir);
+    earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
+    const sealedReplanned = planReuse.sealedReplanned;
+    const earlyStarts = planReuse.earlyStarts;
+    await s.compact({ mode: "copy-on-write" });
+    expect(planReuse.earlyStarts).toBe(earlyStarts + 1);
+    expect(planReuse.sealedReplanned).toBe(sealedReplanned + 1);
+    expect(wrongReads(s, true)).toBe(0);
+    await s.close();
+    const again = await Store.open(dir, OPTS);
+    expect(wrongReads(again, true)).toBe(0);
+    await again.close();
+  }, 60_000);
+
+  it("twin: the same write with the plan kept regardless is lost", async () => {
+    const s = await filled(tempDir("early-start-late-unsafe"));
+    unsafePlanReuseForTests.always = true;
+    earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
+    await s.compact({ mode: "copy-on-write" });
+    expect(wrongReads(s, true)).toBeGreaterThan(0);
+    await s.close().catch(() => undefined);
+  }, 60_000);
+
+  /**
+   * The main thread's I/O of one pass (the worker's is not observed): the index of the last sync
+   * of the segment that was active, and of the first unlink of a source segment.
+   */
+  async function ioOrder(s: Store, activeFile: string): Promise<{ lastSealSync: number; firstUnlink: number }> {
+    const log: string[] = [];
+    setIoObserver((e) => {
+      if (e.op === "sync" && e.path.endsWith(activeFile)) log.push("seal-sync");
+      else if (e.op === "unlink" && e.path.endsWith(".seg")) log.push("unlink");
+    });
+    await s.compact({ mode: "copy-on-write" });
+    setIoObserver(null);
+    return { lastSealSync: log.lastIndexOf("seal-sync"), firstUnlink: log.indexOf("unlink") };
+  }
+
+  it("I/O order: the segment that was active is synced before any source is unlinked", async () => {
+    const s = await filled(tempDir("early-start-order"));
+    const activeId = s.stats().segments.find((x) => !x.sealed)?.id as number;
+    const earlyStarts = planReuse.earlyStarts;
+    const order = await ioOrder(s, segmentFileName(activeId));
+    expect(planReuse.earlyStarts).toBe(earlyStarts + 1);
+    expect(order.lastSealSync).toBeGreaterThanOrEqual(0);
+    expect(order.firstUnlink).toBeGreaterThan(order.lastSealSync);
+    expect(wrongReads(s, false)).toBe(0);
+    await s.close();
+  }, 60_000);
+
+  it("twin: sealing after the first outputs are published unlinks sources before the seal's sync (caught)", async () => {
+    const s = await filled(tempDir("early-start-order-unsafe"));
+    const activeId = s.stats().segments.find((x) => !x.sealed)?.id as number;
+    earlyStartForTests.sealAfterPublish = true;
+    const order = await ioOrder(s, segmentFileName(activeId));
+    expect(order.firstUnlink).toBeGreaterThanOrEqual(0);
+    expect(order.firstUnlink).toBeLessThan(order.lastSealSync);
+    await s.close().catch(() => undefined);
+  }, 60_000);
+});
