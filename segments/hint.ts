@@ -471,9 +471,7 @@ export class HintBuilder {
       this.packable = false;
       return;
     }
-    const puts = new Set(hint.index.scopes);
-    const start: ScopeItem[] = bytes.scopeList.map((b) => ({ bytes: b, put: puts.has(b.toString("utf8")) }));
-    this.packing = new RecordPacker(hint.minSeq, start, this.initialBytes >>> 1, this.initialBytes >>> 6);
+    this.packing = new RecordPacker(hint.minSeq, scopeItemsOf(hint, bytes.scopeList), this.initialBytes >>> 1, this.initialBytes >>> 6);
   }
 
   /** Every entry in file order; null when the loaded prefix can no longer be read whole. */
@@ -595,9 +593,7 @@ export class HintBuilder {
     if ((this.minSeq !== prefix.minSeq && !appendIgnoringMinSeq) || prefix.count === 0) return undefined;
     const run = loadedRun(prefix, bytes);
     if (run === null) return null;
-    const puts = new Set(prefix.index.scopes);
-    const start: ScopeItem[] = run.scopes.map((b) => ({ bytes: b, put: puts.has(b.toString("utf8")) }));
-    const packed = packEntries(this.bytes.subarray(0, this.used), this.minSeq, this.lengthOf, start);
+    const packed = packEntries(this.bytes.subarray(0, this.used), this.minSeq, this.lengthOf, scopeItemsOf(prefix, run.scopes));
     if (packed === null) return undefined;
     const own = { ...packed, hashes: this.keyedHashes.subarray(0, this.keyed), erases: Uint32Array.from(this.eraseAt) };
     return this.writeAppended(segmentId, header, coversEnd, sealed, prefix, run, own, this.used);
@@ -654,6 +650,12 @@ export class HintBuilder {
     out.writeBigUInt64LE(trailerSum(out.subarray(0, HINT_V3_HEADER_BYTES), out.subarray(L.summary, tail)), tail);
     return out;
   }
+}
+
+/** A loaded version-3 hint's scope list `scopes` with the PUT flags its index gives: what packing after it continues. */
+function scopeItemsOf(prefix: LoadedHint, scopes: readonly Buffer[]): ScopeItem[] {
+  const puts = new Set(prefix.index.scopes);
+  return scopes.map((b) => ({ bytes: b, put: puts.has(b.toString("utf8")) }));
 }
 
 /** A loaded version-3 hint's packed entries as its file holds them (HintBytesV3.packedRun). */
