@@ -2,7 +2,9 @@
  * When hint files (segments/hint.ts) are written. Every hint describes bytes that are already
  * durable, and a failed hint write is dropped: nothing ever depends on a hint.
  *  - The active segment collects its entries as groups commit (`noteGroup`, from the very record
- *    buffers written), so sealing costs one small file write, not a scan.
+ *    buffers written; packed into version-3 blocks as they come, segments/hint-v3.ts
+ *    RecordPacker), so sealing or closing costs the last block, the index and one small file
+ *    write, not a scan or a second pass over the entries.
  *  - At seal (after the sealed header is fdatasynced): the whole segment's hint.
  *  - At close (after the final fdatasync and sync mark): a prefix hint of the active segment,
  *    which recovery extends by scanning only the bytes after it.

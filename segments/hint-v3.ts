@@ -107,7 +107,7 @@ export interface Packed {
  * records) feed it one entry at a time, so both write exactly the same bytes for the same fields.
  */
 class EntryPacker {
-  readonly out: Buffer;
+  out: Buffer;
   q = 0;
   readonly rows: number[] = [];
   readonly scopes: ScopeItem[];
@@ -121,27 +121,37 @@ class EntryPacker {
   private prevEnd: number = C.DATA_START;
   private prevSeq: number;
   private prevScope = -1;
-  private lastScopeAt = -1;
-  private lastScopeLen = -1;
 
-  /** A packer of at most `bytes` packed bytes whose blocks start at `minSeq`; its scope list continues `startScopes` (a loaded hint's, whose packed blocks keep their indexes). */
-  constructor(bytes: number, private readonly minSeq: number, startScopes: readonly ScopeItem[]) {
+  /** A packer whose blocks start at `minSeq`, its buffer `bytes` long to begin with (grown by reserve); its scope list continues `startScopes` (a loaded hint's, whose packed blocks keep their indexes). */
+  constructor(bytes: number, readonly minSeq: number, startScopes: readonly ScopeItem[], private readonly blockBytes: number = ENTRY_BLOCK_BYTES) {
     this.out = Buffer.allocUnsafe(bytes + 16);
     this.scopes = startScopes.map((sc) => ({ bytes: sc.bytes, put: sc.put }));
     this.scopes.forEach((sc, id) => this.scopeIds.set(sc.bytes.toString("latin1"), id));
     this.prevSeq = minSeq;
   }
 
+  /** Makes room for an entry of `names` name and erase-list bytes (its varints need at most 64 more). */
+  reserve(names: number): void {
+    const need = this.q + 64 + names;
+    if (need <= this.out.length) return;
+    const next = Buffer.allocUnsafe(Math.max(2 * this.out.length, need));
+    this.out.copy(next, 0, 0, this.q);
+    this.out = next;
+  }
+
   /**
    * Packs the entry of these fields, whose scope and key lie at src[scopeAt...] (an erasure's list
-   * after the key): false when it cannot be packed — a type or flag outside the format, an offset
-   * before the previous record's end, a sequence outside [minSeq, 2^53), or a stored `length`
-   * other than the frame's `derived` one (the decoder derives it from the fields).
+   * after the key): false, with nothing changed, when it cannot be packed — a type or flag outside
+   * the format, an offset before the previous record's end, a sequence outside [minSeq, 2^53), or
+   * a stored `length` other than the frame's `derived` one (the decoder derives it from the fields).
    */
   add(src: Buffer, type: number, flags: number, offset: number, seq: number, gen: number, exp: number, valueLen: number, scopeAt: number, scopeLen: number, keyLen: number, length: number, derived: number): boolean {
     if (flags > C.RECORD_FLAGS_KNOWN || type < 1 || type >= C.RecordType.GROUP || offset < this.prevEnd || seq < this.minSeq || seq > Number.MAX_SAFE_INTEGER || gen > Number.MAX_SAFE_INTEGER || exp > Number.MAX_SAFE_INTEGER) return false;
     if (derived !== length) return false;
-    this.scopeChanged = !sameRange(src, this.lastScopeAt, this.lastScopeLen, scopeAt, scopeLen);
+    // Compared with the current scope's own copy, not with src: an incremental packer's records
+    // come in different buffers (a group's pieces), which may be reused after the call.
+    const current = this.scopes[this.scopeId];
+    this.scopeChanged = current === undefined || !sameRange(current.bytes, src, scopeAt, scopeLen);
     if (this.scopeChanged) this.enterScope(src, scopeAt, scopeLen);
     const id = this.scopeId;
     if (type === C.RecordType.PUT) (this.scopes[id] as ScopeItem).put = true;
@@ -164,14 +174,12 @@ class EntryPacker {
       this.scopeIds.set(name, id);
       this.scopes.push({ bytes: Buffer.from(src.subarray(at, at + len)), put: false });
     }
-    this.lastScopeAt = at;
-    this.lastScopeLen = len;
     this.scopeId = id;
   }
 
   /** Ends the block after the entry just added when it is full or `last`: a row (packed end, v2 body end `bodyAt`, keyed entries), and the deltas restart. */
   endBlockIf(bodyAt: number, last: boolean): void {
-    if (this.q - this.blockStart < ENTRY_BLOCK_BYTES && !last) return;
+    if (this.q - this.blockStart < this.blockBytes && !last) return;
     this.rows.push(this.q, bodyAt, this.keyed);
     this.blockStart = this.q;
     this.prevEnd = C.DATA_START;
@@ -179,9 +187,19 @@ class EntryPacker {
     this.prevScope = -1;
   }
 
-  /** The packed entries so far. */
-  packed(): Packed {
-    return { bytes: this.out.subarray(0, this.q), rows: this.rows, scopes: encodeScopeList(this.scopes) };
+  /**
+   * The packed entries so far, the last block closed after the entry that ends at v2 body offset
+   * `bodyAt` (what endBlockIf(bodyAt, true) would have given) without closing it here: more
+   * entries may still be added to it.
+   */
+  packed(bodyAt: number): Packed {
+    const rows = this.q > this.blockStart ? [...this.rows, this.q, bodyAt, this.keyed] : this.rows;
+    return { bytes: this.out.subarray(0, this.q), rows, scopes: encodeScopeList(this.scopes) };
+  }
+
+  /** The scope list's bytes, by index (what decodeBlock reads). */
+  scopeBytes(): Buffer[] {
+    return this.scopes.map((sc) => sc.bytes);
   }
 }
 
@@ -208,7 +226,7 @@ export function packEntries(body: Buffer, minSeq: number, lengthOf: RecordLength
     at = f + C.RECORD_FIXED_BYTES + scopeLen + keyLen + (type === C.RecordType.SCOPE_ERASE ? valueLen : 0);
     packer.endBlockIf(at, at >= body.length);
   }
-  const packed = packer.packed();
+  const packed = packer.packed(body.length);
   assert(packed.bytes.length <= body.length, "packed entries are never larger than the v2 entries");
   return packed;
 }
@@ -311,28 +329,116 @@ export interface PackedRun extends Packed {
  */
 export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null {
   const { rec, offsets, base, lean } = run;
-  const packer = new EntryPacker(totals.bodyBytes, totals.minSeq, []);
-  const hashes = new Uint32Array(totals.count);
-  const erases: number[] = [];
-  let scopeHash = 0; // FNV-1a over the current scope and the separator: slotHash's first half
-  let at = 0; // the body offset of this record's version-2 entry
+  const packer = new RecordPacker(totals.minSeq, [], totals.bodyBytes, totals.count, ENTRY_BLOCK_BYTES, skewRecordHashes);
   for (let i = 0; i < offsets.length; i++) {
     const offset = offsets[i] as number;
     const r = fieldsOf(rec, offset - base, lean);
-    const { type, scopeLen, keyLen, valueLen, seq, generation: gen, expiresAt: exp, length, payloadAt: scopeAt } = r;
-    if (type === C.RecordType.GROUP) continue;
-    const derived = lean ? recordLengthV3(scopeLen, keyLen, valueLen, seq, gen, exp) : C.RECORD_OVERHEAD + scopeLen + keyLen + valueLen;
-    const keyedBefore = packer.keyed;
-    if (!packer.add(rec, type, r.flags, offset, seq, gen, exp, valueLen, scopeAt, scopeLen, keyLen, length, derived)) return null;
-    if (packer.scopeChanged) scopeHash = scopeHashOf(rec, scopeAt, scopeLen);
-    if (packer.keyed > keyedBefore) hashes[keyedBefore] = keyHash(rec, scopeAt + scopeLen, keyLen, scopeHash);
-    else if (type === C.RecordType.SCOPE_ERASE) erases.push(at);
-    at += ENTRY_FIXED + scopeLen + keyLen + (type === C.RecordType.SCOPE_ERASE ? valueLen : 0);
-    packer.endBlockIf(at, at >= totals.bodyBytes);
+    if (r.type === C.RecordType.GROUP) continue;
+    const derived = lean ? recordLengthV3(r.scopeLen, r.keyLen, r.valueLen, r.seq, r.generation, r.expiresAt) : C.RECORD_OVERHEAD + r.scopeLen + r.keyLen + r.valueLen;
+    if (!packer.add(rec, r, offset, derived)) return null;
   }
   const packed = packer.packed();
-  assert(at === totals.bodyBytes && packed.bytes.length <= at, "the records pack into exactly their totals' entries, never larger");
-  return { ...packed, hashes: hashes.subarray(0, packer.keyed), erases: Uint32Array.from(erases) };
+  assert(packer.bodyBytes === totals.bodyBytes && packed.bytes.length <= totals.bodyBytes, "the records pack into exactly their totals' entries, never larger");
+  return packed;
+}
+
+/**
+ * Packs records into a hint's version-3 entries one at a time, as they arrive (a compaction's
+ * run: packRecords; the active segment's committed groups: segments/hint.ts HintBuilder), keeping
+ * beside the packed bytes what the hint's index needs — each keyed entry's slot hash and each
+ * erase entry's version-2 body offset — so that an encode packs nothing: it closes the last
+ * partial block and writes the index. The bytes are packEntries' of the version-2 entries these
+ * records would have (test/hint-incremental.test.ts, test/hint-of-records.test.ts).
+ */
+export class RecordPacker {
+  private readonly packer: EntryPacker;
+  private hashes: Uint32Array;
+  private readonly erases: number[] = [];
+  /** FNV-1a over the current scope and the separator: slotHash's first half. */
+  private scopeHash = 0;
+  /** The version-2 body offset of the next entry (the bytes of the entries added, in that layout). */
+  private at = 0;
+
+  /** Blocks start at `minSeq`; scope numbers continue `startScopes`; the buffers start at `bytes` packed bytes and `keyed` hashes (they grow); `skewHashes` is packRecords' twin. */
+  constructor(minSeq: number, startScopes: readonly ScopeItem[], bytes: number, keyed: number, blockBytes: number = ENTRY_BLOCK_BYTES + incrementalBlockSkew, private readonly skewHashes = false) {
+    this.packer = new EntryPacker(bytes, minSeq, startScopes, blockBytes);
+    this.hashes = new Uint32Array(Math.max(16, keyed));
+  }
+
+  /** The sequence every block starts from: a record below it cannot be added. */
+  get minSeq(): number {
+    return this.packer.minSeq;
+  }
+
+  /** Bytes of the version-2 entries of the records added. */
+  get bodyBytes(): number {
+    return this.at;
+  }
+
+  /**
+   * Adds the (checked, not GROUP) record of fields `r` at segment offset `offset` whose names lie
+   * in `rec` at r.payloadAt, its stored length `r.length` and the length its fields imply
+   * `derived`: false, with nothing changed, when its entry cannot be packed (EntryPacker.add).
+   */
+  add(rec: Buffer, r: Readonly<FrameV3>, offset: number, derived: number): boolean {
+    const { type, scopeLen, keyLen, valueLen, payloadAt: scopeAt } = r;
+    const tail = type === C.RecordType.SCOPE_ERASE ? valueLen : 0;
+    const p = this.packer;
+    p.reserve(keyLen + tail);
+    const keyedBefore = p.keyed;
+    if (!p.add(rec, type, r.flags, offset, r.seq, r.generation, r.expiresAt, valueLen, scopeAt, scopeLen, keyLen, r.length, derived)) return false;
+    if (p.scopeChanged) this.scopeHash = scopeHashOf(rec, scopeAt, scopeLen, this.skewHashes);
+    if (p.keyed > keyedBefore) {
+      if (keyedBefore === this.hashes.length) this.hashes = grown(this.hashes);
+      this.hashes[keyedBefore] = keyHash(rec, scopeAt + scopeLen, keyLen, this.scopeHash);
+    } else if (type === C.RecordType.SCOPE_ERASE) this.erases.push(this.at);
+    this.at += ENTRY_FIXED + scopeLen + keyLen + tail;
+    p.endBlockIf(this.at, false);
+    return true;
+  }
+
+  /** The packed entries so far (the last block closed in the answer only), with their slot hashes and erase offsets. */
+  packed(): PackedRun {
+    const p = this.packer;
+    return { ...p.packed(this.at), hashes: this.hashes.subarray(0, p.keyed), erases: Uint32Array.from(this.erases) };
+  }
+
+  /**
+   * The version-2 entries of the records added, decoded from the packed blocks (the layout
+   * HintBuilder.addRecord writes), and each keyed entry's body offset; null when a block does not
+   * decode into exactly what was packed (a packer bug: the caller writes no hint).
+   */
+  entries(lengthOf: RecordLengthOf): { body: Buffer; keyedAt: Uint32Array } | null {
+    const packed = this.packed();
+    const keyed = packed.hashes.length;
+    const entryAt = REGION_HEAD_BYTES + Math.ceil(this.at / 4) * 4; // 4-aligned: keyedAt views it
+    const out = Buffer.alloc(entryAt + 4 * keyed);
+    const scopes = this.packer.scopeBytes();
+    for (let j = 0, from = 0; j < packed.rows.length / 3; j++) {
+      const to = packed.rows[3 * j] as number;
+      const x = REGION_HEAD_BYTES + (j === 0 ? 0 : (packed.rows[3 * j - 2] as number));
+      const k = j === 0 ? 0 : (packed.rows[3 * j - 1] as number);
+      if (!decodeBlock(packed.bytes.subarray(from, to), out, x, REGION_HEAD_BYTES + (packed.rows[3 * j + 1] as number), k, packed.rows[3 * j + 2] as number, entryAt, scopes, this.minSeq, lengthOf)) return null;
+      from = to;
+    }
+    const keyedAt = new Uint32Array(out.buffer, out.byteOffset + entryAt, keyed);
+    return { body: out.subarray(REGION_HEAD_BYTES, REGION_HEAD_BYTES + this.at), keyedAt };
+  }
+}
+
+/** A copy of `a` twice as long. */
+function grown(a: Uint32Array): Uint32Array {
+  const next = new Uint32Array(2 * a.length);
+  next.set(a);
+  return next;
+}
+
+/** Test hook (the unsafe twin of the incremental packer): bytes added to its block size, so its blocks end one entry off. */
+let incrementalBlockSkew = 0;
+
+/** Test only: makes RecordPackers made from now on (other than packRecords') close blocks `skew` bytes later (0: as the format says). */
+export function unsafeSkewIncrementalBlocks(skew: number): void {
+  incrementalBlockSkew = skew;
 }
 
 /** Test hook (the unsafe twin of packRecords): when true, its slot hashes leave out the scope/key separator. */
@@ -344,10 +450,10 @@ export function unsafeSkewRecordHashes(skew: boolean): void {
 }
 
 /** FNV-1a over a scope's bytes and the 0xFF separator: the state slotHash continues with the key. */
-function scopeHashOf(b: Buffer, at: number, n: number): number {
+function scopeHashOf(b: Buffer, at: number, n: number, skew: boolean): number {
   let h = 0x811c9dc5;
   for (let k = 0; k < n; k++) h = Math.imul(h ^ (b[at + k] as number), 0x01000193);
-  return skewRecordHashes ? h : Math.imul(h ^ 0xff, 0x01000193);
+  return skew ? h : Math.imul(h ^ 0xff, 0x01000193);
 }
 
 /** slotHash from a scope's state (scopeHashOf) over the key's bytes. */
@@ -394,10 +500,10 @@ function u32(b: Buffer, at: number): number {
   return ((b[at] as number) | ((b[at + 1] as number) << 8) | ((b[at + 2] as number) << 16)) + (b[at + 3] as number) * 0x100_0000;
 }
 
-/** True when bytes[a, a + aLen) equals bytes[b, b + bLen) (a < 0: no range yet). */
-function sameRange(bytes: Buffer, a: number, aLen: number, b: number, bLen: number): boolean {
-  if (a < 0 || aLen !== bLen) return false;
-  for (let i = 0; i < bLen; i++) if (bytes[a + i] !== bytes[b + i]) return false;
+/** True when `a` holds exactly the bytes src[b, b + bLen). */
+function sameRange(a: Buffer, src: Buffer, b: number, bLen: number): boolean {
+  if (a.length !== bLen) return false;
+  for (let i = 0; i < bLen; i++) if (a[i] !== src[b + i]) return false;
   return true;
 }
 
@@ -496,6 +602,11 @@ export class HintBytesV3 {
       this.broken = true;
       return null;
     }
+  }
+
+  /** The hint's scope list, by index (the bytes its packed entries number their scopes by). */
+  get scopeList(): readonly Buffer[] {
+    return this.scopes;
   }
 
   /** True once a block failed to read, to check or to decode: nothing more is loaded. */

@@ -36,7 +36,7 @@ import { frameAtV3 } from "./record-v3.js";
 import { isLeanFrame } from "./version-written.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type RecordRun, type ScopeItem } from "./hint-v3.js";
+import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, RecordPacker, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type PackedRun, type RecordRun, type ScopeItem } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
@@ -122,8 +122,23 @@ export function headerIdentity(choice: HeaderChoice): bigint {
   return checksum64(buf, 0, buf.length);
 }
 
+/** When false (a test's reference), builders made from now on keep version-2 entries per record and pack them at encode. */
+let incrementalPacking = true;
+
+/** Test only: makes builders made from now on pack records as they are added (true, the default) or keep version-2 entries (false: the general path). */
+export function setIncrementalPacking(on: boolean): void {
+  incrementalPacking = on;
+}
+
 /**
- * Accumulates the entries of one segment's hint as records are written (or scanned): one
+ * Accumulates the entries of one segment's hint as records are written (or scanned). A segment
+ * in the version-3 frame packs each record's version-3 entry as it is added (segments/hint-v3.ts
+ * RecordPacker: the bytes encode would write, so an encode only closes the last block and writes
+ * the index); whatever that cannot pack exactly as a full encode would (a sequence below the
+ * first's, a field outside the format, version 2 written, a loaded hint not of version 3) turns
+ * the builder, once, into the general one: its packed entries are decoded back into the
+ * version-2 entries the general builder would hold, and it goes on from there. The general
+ * builder keeps one
  * growable byte buffer off the JS heap, and beside it the slot index of those entries (each keyed
  * entry's body offset and slot hash, the erase entries' offsets, the PUT scopes), computed while
  * each record's bytes are in hand so that encode does not walk the entries again to index them.
@@ -156,12 +171,22 @@ export class HintBuilder {
   /** True when the segment's records are in the version-3 frame (its format version, from its header): entries are then laid out from its fields. */
   private readonly lean: boolean;
   private readonly lengthOf: RecordLengthOf;
+  /** True while records are packed as they come (the own version-2 state above is then empty). */
+  private packable: boolean;
+  /** The packed entries added, once the first is (or a loaded version-3 hint starts them); null in the general builder. */
+  private packing: RecordPacker | null = null;
+  private readonly initialBytes: number;
+  /** True when packed entries failed to decode back (a packer bug): encode then writes no hint. */
+  private broken = false;
 
   constructor(version: number, initialBytes = 64 * 1024) {
     this.lean = isLeanFrame(version);
     this.lengthOf = recordLengthOf(version);
-    this.bytes = Buffer.allocUnsafe(initialBytes);
-    const slots = Math.max(16, initialBytes >>> 6);
+    this.packable = this.lean && incrementalPacking;
+    this.initialBytes = initialBytes;
+    const own = this.packable ? 256 : initialBytes; // the general state grows only if the builder turns general
+    this.bytes = Buffer.allocUnsafe(own);
+    const slots = Math.max(16, own >>> 6);
     this.keyedAt = new Uint32Array(slots);
     this.keyedHashes = new Uint32Array(slots);
   }
@@ -173,7 +198,7 @@ export class HintBuilder {
 
   /** Bytes of entries added (the loaded prefix's included). */
   get bodyBytes(): number {
-    return (this.prefix?.body.length ?? 0) + this.used;
+    return (this.prefix?.body.length ?? 0) + (this.packing?.bodyBytes ?? this.used);
   }
 
   /** Offset just past the last record added. */
@@ -245,6 +270,10 @@ export class HintBuilder {
    * keyed entry's slot hash is computed in the same pass over its names.
    */
   addRecord(rec: Uint8Array, at: number, offset: number): void {
+    if (this.packable) {
+      this.addPacked(rec, at, offset);
+      return;
+    }
     if (this.lean) {
       this.addLean(rec, at, offset);
       return;
@@ -271,6 +300,58 @@ export class HintBuilder {
     for (let i = 0; i < C.RECORD_FIXED_BYTES; i++) out[fixed + i] = rec[at + i] as number;
     this.addNames(rec, at + C.RECORD_FIXED_BYTES, to, type, scopeLen, keyLen, value);
     this.lastEnd = offset + length;
+  }
+
+  /**
+   * addRecord while packing: the record's entry packed at once (its slot hash taken on the way);
+   * a record the packer cannot take as a full encode would turns the builder general first.
+   */
+  private addPacked(rec: Uint8Array, at: number, offset: number): void {
+    const f = frameAtV3(rec, at);
+    if (f.type === C.RecordType.GROUP) return;
+    if (offset < this.lastEnd) assert(false, `hint entries come in file order (${offset} after ${this.lastEnd})`); // the message is built only on failure
+    const packer = this.packing ?? this.startPacking(f.seq);
+    const src = Buffer.isBuffer(rec) ? rec : Buffer.from(rec.buffer, rec.byteOffset, rec.byteLength);
+    const { seq, length } = f; // read now: the frame object is shared
+    if (packer === null || !packer.add(src, f, offset, this.lengthOf(f.scopeLen, f.keyLen, f.valueLen, seq, f.generation, f.expiresAt))) {
+      this.unpack();
+      this.addLean(rec, at, offset);
+      return;
+    }
+    if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
+    if (seq > this.maxSeq) this.maxSeq = seq;
+    this.entries += 1;
+    this.lastEnd = offset + length;
+  }
+
+  /** The packer of a builder without a prefix, its blocks starting at the first record's sequence `seq`; null when that cannot start them (below 1). */
+  private startPacking(seq: number): RecordPacker | null {
+    if (seq < 1) return null; // a full encode's minSeq would not be this record's (0 reads as "none yet")
+    this.packing = new RecordPacker(seq, [], this.initialBytes >>> 1, this.initialBytes >>> 6);
+    return this.packing;
+  }
+
+  /**
+   * Turns a packing builder into the general one for good: the packed entries decoded into the
+   * version-2 entries addRecord would have written, with their slot index (hashes and erase
+   * offsets as packed; PUT scopes as buildIndex finds them).
+   */
+  private unpack(): void {
+    this.packable = false;
+    const packer = this.packing;
+    this.packing = null;
+    if (packer === null) return;
+    const decoded = packer.entries(this.lengthOf);
+    if (decoded === null) {
+      this.broken = true;
+      return;
+    }
+    const { hashes, erases } = packer.packed();
+    const to = this.reserve(decoded.body.length); // before naming this.bytes: reserve may replace it
+    decoded.body.copy(this.bytes, to);
+    for (let i = 0; i < hashes.length; i++) this.noteKeyed(decoded.keyedAt[i] as number, hashes[i] as number);
+    for (const at of erases) this.eraseAt.push(at);
+    for (const sc of buildIndex(decoded.body, false).scopes) this.putScopes.add(sc);
   }
 
   /**
@@ -370,7 +451,8 @@ export class HintBuilder {
    * version-2 hint's entries are read (and checked block by block) only when this builder encodes.
    */
   addLoaded(hint: LoadedHint): void {
-    assert(this.entries === 0 && this.used === 0 && this.prefix === null, "a loaded hint starts a builder");
+    assert(this.entries === 0 && this.used === 0 && this.prefix === null && this.packing === null, "a loaded hint starts a builder");
+    if (this.packable) this.packAfter(hint);
     this.prefix = hint;
     this.entries = hint.count;
     this.lastEnd = hint.coversEnd;
@@ -378,8 +460,24 @@ export class HintBuilder {
     this.maxSeq = hint.maxSeq;
   }
 
+  /**
+   * Packing after a loaded version-3 hint with entries: the packer continues its scope list (with
+   * the PUT flags its index gives) from its minSeq, as encodeAppended would pack the added
+   * entries; any other loaded hint makes the builder general.
+   */
+  private packAfter(hint: LoadedHint): void {
+    const bytes = hint.bytes;
+    if (hint.count === 0 || hint.minSeq < 1 || !(bytes instanceof HintBytesV3)) {
+      this.packable = false;
+      return;
+    }
+    this.packing = new RecordPacker(hint.minSeq, scopeItemsOf(hint, bytes.scopeList), this.initialBytes >>> 1, this.initialBytes >>> 6);
+  }
+
   /** Every entry in file order; null when the loaded prefix can no longer be read whole. */
   entriesBody(): Buffer | null {
+    if (this.packing !== null) this.unpack();
+    if (this.broken) return null;
     const own = this.bytes.subarray(0, this.used);
     if (this.prefix === null) return own;
     if (this.prefix.bytes !== null && !this.prefix.bytes.ensureAll()) return null;
@@ -396,6 +494,11 @@ export class HintBuilder {
    */
   encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
+    if (this.packing !== null) {
+      if (versionWritten === HINT_VERSION && (this.prefix === null || reuseLoadedBlocks)) return this.encodePacked(segmentId, header, coversEnd, sealed, this.packing);
+      this.unpack();
+    }
+    if (this.broken) return null;
     if (versionWritten === HINT_VERSION && reuseLoadedBlocks && this.prefix !== null && this.prefix.bytes instanceof HintBytesV3) {
       const appended = this.encodeAppended(segmentId, header, coversEnd, sealed, this.prefix, this.prefix.bytes);
       if (appended !== undefined) return appended;
@@ -460,6 +563,23 @@ export class HintBuilder {
   }
 
   /**
+   * encode of a packing builder (version 3 written): its packed entries as they are, the last
+   * block closed, after a loaded hint's blocks (writeAppended) when there is one.
+   */
+  private encodePacked(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, packer: RecordPacker): Buffer | null {
+    const own = packer.packed();
+    const prefix = this.prefix;
+    if (prefix !== null) {
+      const run = prefix.bytes instanceof HintBytesV3 ? loadedRun(prefix, prefix.bytes) : null; // HintBytesV3 by packAfter
+      return run === null ? null : this.writeAppended(segmentId, header, coversEnd, sealed, prefix, run, own, packer.bodyBytes);
+    }
+    const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (own.rows.length / 3));
+    putRows(rows, 0, own, 0, 0, 0);
+    const index = { keyed: own.hashes.length, hashes: own.hashes, table: tableOf(own.hashes, false), erases: own.erases };
+    return this.writeV3(segmentId, header, coversEnd, sealed, packer.bodyBytes, [own.bytes], rows, index, own.scopes);
+  }
+
+  /**
    * encodeV3 for entries added after a loaded version-3 hint, without decoding or repacking its
    * entries: its packed blocks, their rows and its scope list are kept verbatim (each block
    * carries its own delta state from the hint's minSeq and its own xxh64, so it decodes the same
@@ -471,29 +591,34 @@ export class HintBuilder {
    */
   private encodeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, prefix: LoadedHint, bytes: HintBytesV3): Buffer | null | undefined {
     if ((this.minSeq !== prefix.minSeq && !appendIgnoringMinSeq) || prefix.count === 0) return undefined;
-    const p = prefix.index;
-    const hashesAt = p.hashes.byteOffset - bytes.buf.byteOffset;
-    if (!bytes.ensure(hashesAt, hashesAt + 4 * p.keyed)) return null;
-    const run = bytes.packedRun();
+    const run = loadedRun(prefix, bytes);
     if (run === null) return null;
-    const puts = new Set(p.scopes);
-    const start: ScopeItem[] = run.scopes.map((b) => ({ bytes: b, put: puts.has(b.toString("utf8")) }));
-    const own = this.bytes.subarray(0, this.used);
-    const packed = packEntries(own, this.minSeq, this.lengthOf, start);
+    const packed = packEntries(this.bytes.subarray(0, this.used), this.minSeq, this.lengthOf, scopeItemsOf(prefix, run.scopes));
     if (packed === null) return undefined;
+    const own = { ...packed, hashes: this.keyedHashes.subarray(0, this.keyed), erases: Uint32Array.from(this.eraseAt) };
+    return this.writeAppended(segmentId, header, coversEnd, sealed, prefix, run, own, this.used);
+  }
+
+  /**
+   * The version-3 file of a loaded hint's packed blocks (`run`) followed by the added entries
+   * packed in blocks after them (`own`, `ownBody` bytes of version-2 entries; its erase offsets
+   * relative to the added entries): the loaded index's hashes then the added ones in a new table.
+   */
+  private writeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, prefix: LoadedHint, run: LoadedRun, own: PackedRun, ownBody: number): Buffer {
+    const p = prefix.index;
     const pBody = prefix.body.length;
-    const hashes = new Uint32Array(p.keyed + this.keyed);
+    const hashes = new Uint32Array(p.keyed + own.hashes.length);
     hashes.set(p.hashes);
-    hashes.set(this.keyedHashes.subarray(0, this.keyed), p.keyed);
-    const erases = new Uint32Array(p.erases.length + this.eraseAt.length);
+    hashes.set(own.hashes, p.keyed);
+    const erases = new Uint32Array(p.erases.length + own.erases.length);
     erases.set(p.erases);
-    for (let i = 0; i < this.eraseAt.length; i++) erases[p.erases.length + i] = pBody + (this.eraseAt[i] as number);
+    for (let i = 0; i < own.erases.length; i++) erases[p.erases.length + i] = pBody + (own.erases[i] as number);
     const index = { keyed: hashes.length, hashes, table: tableOf(hashes, false), erases };
-    const rows = Buffer.alloc(run.rows.length + ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
+    const rows = Buffer.alloc(run.rows.length + ENTRY_BLOCK_ROW_BYTES * (own.rows.length / 3));
     run.rows.copy(rows, 0);
-    putRows(rows, run.rows.length, packed, run.bytes.length, pBody, p.keyed);
+    putRows(rows, run.rows.length, own, run.bytes.length, pBody, p.keyed);
     encodesAppended += 1;
-    return this.writeV3(segmentId, header, coversEnd, sealed, pBody + this.used, [run.bytes, packed.bytes], rows, index, packed.scopes);
+    return this.writeV3(segmentId, header, coversEnd, sealed, pBody + ownBody, [run.bytes, own.bytes], rows, index, own.scopes);
   }
 
   /**
@@ -525,6 +650,22 @@ export class HintBuilder {
     out.writeBigUInt64LE(trailerSum(out.subarray(0, HINT_V3_HEADER_BYTES), out.subarray(L.summary, tail)), tail);
     return out;
   }
+}
+
+/** A loaded version-3 hint's scope list `scopes` with the PUT flags its index gives: what packing after it continues. */
+function scopeItemsOf(prefix: LoadedHint, scopes: readonly Buffer[]): ScopeItem[] {
+  const puts = new Set(prefix.index.scopes);
+  return scopes.map((b) => ({ bytes: b, put: puts.has(b.toString("utf8")) }));
+}
+
+/** A loaded version-3 hint's packed entries as its file holds them (HintBytesV3.packedRun). */
+type LoadedRun = NonNullable<ReturnType<HintBytesV3["packedRun"]>>;
+
+/** The packed entries of loaded hint `prefix` with its hashes present; null when they cannot be read or checked. */
+function loadedRun(prefix: LoadedHint, bytes: HintBytesV3): LoadedRun | null {
+  const hashesAt = prefix.index.hashes.byteOffset - bytes.buf.byteOffset;
+  if (!bytes.ensure(hashesAt, hashesAt + 4 * prefix.index.keyed)) return null;
+  return bytes.packedRun();
 }
 
 /**
