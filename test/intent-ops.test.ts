@@ -14,8 +14,6 @@
  * remembering a dropped map is told apart. (3) add()'s
  * paired check: a name that holds an intent fails loudly.
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { initChecksum } from "../segments/checksum.js";
 import { Intents, type Logical } from "../engine/intents.js";
@@ -25,6 +23,7 @@ import { Store } from "../engine/store.js";
 import type * as T from "../rules/types.js";
 import { rng } from "./helpers/rng.js";
 import { tempDir } from "./helpers/tmp.js";
+import { differing, filesOf } from "./helpers/dir-bytes.js";
 import { guardUnhandledRejections, settle } from "./helpers/io-faults.js";
 
 guardUnhandledRejections();
@@ -124,22 +123,6 @@ async function run(dir: string, steps: readonly Step[], variant: Variant): Promi
   const queued = [...inside.intents.queuedSlots()].map((q) => `${q.scope}/${q.key}`).sort();
   await s.close();
   return { outcomes, slots, queued, left, added };
-}
-
-/** Every file under `dir` by relative path, with its bytes (the lock file apart). */
-function filesOf(dir: string): Map<string, Buffer> {
-  const names = (fs.readdirSync(dir, { recursive: true }) as string[]).filter((n) => !n.endsWith(".lock") && fs.statSync(path.join(dir, n)).isFile());
-  return new Map(names.sort().map((n) => [n, fs.readFileSync(path.join(dir, n))]));
-}
-
-/** The names whose bytes differ between two directories (a name missing on one side included). */
-function differing(a: Map<string, Buffer>, b: Map<string, Buffer>): string[] {
-  const names = new Set([...a.keys(), ...b.keys()]);
-  return [...names].filter((n) => {
-    const x = a.get(n);
-    const y = b.get(n);
-    return x === undefined || y === undefined || !x.equals(y);
-  });
 }
 
 describe("a plan's intents added without a lookup", () => {
