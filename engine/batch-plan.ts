@@ -27,6 +27,8 @@ export interface BatchHost {
   logical(scope: string, key: string, now: number): Logical;
   /** Records `state` as the intent of (scope, key) (Intents.replace); returns the one it replaced. */
   intend(scope: string, key: string, state: Logical): Logical | undefined;
+  /** intend() for a name the last logical() call found no intent for (Intents.add): replaces none. */
+  intendNew(scope: string, key: string, state: Logical): undefined;
   /** Undoes intend(scope, key, state), which returned `replaced` (Intents.restore). */
   unintend(scope: string, key: string, replaced: Logical | undefined, state: Logical): void;
   /** What the last logical() call found in the keydir: the slot, undefined (absent), null (not asked). */
@@ -182,7 +184,8 @@ export class BatchPlan {
     assert(this.inBatch || this.ops.length === 0, "a plan outside a batch holds one op");
     this.bytes += length;
     if (this.inBatch && this.bytes > BATCH_BYTES_MAX) throw new InvalidArgumentError(`batch exceeds ${BATCH_BYTES_MAX} bytes; split it`);
-    const replaced = this.host.intend(op.scope, op.key, op); // a planned op is the state it leaves
+    // A planned op is the state it leaves. A decision that asked the keydir found no intent (state(): nothing recorded since), so it replaces none.
+    const replaced = op.slot === null ? this.host.intend(op.scope, op.key, op) : this.host.intendNew(op.scope, op.key, op);
     if (this.ops.length === 0) {
       this.lengths = [length];
       this.seqs = [op.seq];

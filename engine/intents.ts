@@ -56,6 +56,13 @@ const SCOPE_MAPS_KEPT = 16;
 export class Intents {
   private readonly slots = new Map<string, Map<string, Logical>>();
   private readonly erases = new Map<string, number>();
+  /**
+   * The scope keysOf answered last and its map (undefined: none), or null: most calls name the
+   * scope of the call before ("global" above all), so a string compare replaces a map lookup.
+   * Every change of `slots` that adds or drops a scope's map forgets it.
+   */
+  private lastScope: string | null = null;
+  private lastKeys: Map<string, Logical> | undefined = undefined;
 
   /**
    * What the last logical() call found in the keydir: its slot, undefined when the name was
@@ -66,7 +73,7 @@ export class Intents {
 
   /** The logical state of (scope, key) at `now`. */
   logical(keydir: Keydir, scope: string, key: string, now: number): Logical {
-    let base = this.slots.get(scope)?.get(key);
+    let base = this.keysOf(scope)?.get(key);
     if (base !== undefined) this.lastSlot = null;
     else {
       const slot = keydir.get(scope, key);
@@ -84,12 +91,35 @@ export class Intents {
 
   /** Records the state a queued mutation leaves behind (the object is kept, not copied). */
   set(scope: string, key: string, state: Logical): void {
-    let keys = this.slots.get(scope);
+    this.keysFor(scope).set(key, state);
+  }
+
+  /** The intents of `scope`, or undefined (remembered: see lastScope). */
+  private keysOf(scope: string): Map<string, Logical> | undefined {
+    if (scope === this.lastScope) return this.lastKeys;
+    const keys = this.slots.get(scope);
+    this.lastScope = scope;
+    this.lastKeys = keys;
+    return keys;
+  }
+
+  /** The intents of `scope`, its map made when missing. */
+  private keysFor(scope: string): Map<string, Logical> {
+    let keys = this.keysOf(scope);
     if (keys === undefined) {
       keys = new Map();
       this.slots.set(scope, keys);
+      this.lastKeys = keys; // keysOf just remembered `scope` as having none
     }
-    keys.set(key, state);
+    return keys;
+  }
+
+  /** Drops the emptied map of `scope` when more than SCOPE_MAPS_KEPT are held. */
+  private dropIfEmpty(scope: string, keys: Map<string, Logical>): void {
+    if (keys.size !== 0 || this.slots.size <= SCOPE_MAPS_KEPT) return;
+    this.slots.delete(scope);
+    this.lastScope = null;
+    this.lastKeys = undefined;
   }
 
   /**
@@ -98,14 +128,24 @@ export class Intents {
    * what it replaced to restore should the plan not be queued after all (restore()).
    */
   replace(scope: string, key: string, state: Logical): Logical | undefined {
-    let keys = this.slots.get(scope);
-    if (keys === undefined) {
-      keys = new Map();
-      this.slots.set(scope, keys);
-    }
+    const keys = this.keysFor(scope);
     const replaced = keys.get(key);
     keys.set(key, state);
     return replaced;
+  }
+
+  /**
+   * replace() for a name the last logical() call found no intent for (lastSlot not null) with no
+   * intent recorded since: nothing to look up, it replaces none (a plan's op on a name new to the
+   * plan and the queue, most ops of a bulk load). Paired check: the map grows by exactly one, so a
+   * name that held an intent after all fails loudly (its restore would lose that intent).
+   */
+  add(scope: string, key: string, state: Logical): undefined {
+    const keys = this.keysFor(scope);
+    const before = keys.size;
+    keys.set(key, state);
+    if (keys.size !== before + 1) assert(false, `an intent added for (${scope}, ${key}) replaced one`); // the message is built only on failure
+    return undefined;
   }
 
   /**
@@ -114,26 +154,28 @@ export class Intents {
    * intent held (paired check).
    */
   restore(scope: string, key: string, replaced: Logical | undefined, state: Logical): void {
-    const keys = this.slots.get(scope);
+    const keys = this.keysOf(scope);
     assert(keys?.get(key) === state, "an intent is restored while it is still the one its plan set");
     if (replaced !== undefined) keys.set(key, replaced);
     else {
       keys.delete(key);
-      if (keys.size === 0 && this.slots.size > SCOPE_MAPS_KEPT) this.slots.delete(scope);
+      this.dropIfEmpty(scope, keys);
     }
   }
 
   /** Forgets the queued state once the mutation with `seq` is applied (unless a later one is queued). */
   settle(scope: string, key: string, seq: number): void {
-    const keys = this.slots.get(scope);
+    const keys = this.keysOf(scope);
     if (keys?.get(key)?.seq !== seq) return;
     keys.delete(key);
-    if (keys.size === 0 && this.slots.size > SCOPE_MAPS_KEPT) this.slots.delete(scope);
+    this.dropIfEmpty(scope, keys);
   }
 
   /** Drops every queued state: the log rejected every queued mutation (commit.ts failure protocol). */
   clear(): void {
     this.slots.clear();
+    this.lastScope = null;
+    this.lastKeys = undefined;
     this.erases.clear();
   }
 

@@ -548,6 +548,11 @@ export class Store implements T.Backend {
     return this.intents.replace(scope, key, state);
   }
 
+  /** intend() for a name its decision found no intent for (Intents.add). */
+  intendNew(scope: string, key: string, state: Logical): undefined {
+    return this.intents.add(scope, key, state);
+  }
+
   /** Takes back an intent recorded by intend() (Intents.restore). */
   unintend(scope: string, key: string, replaced: Logical | undefined, state: Logical): void {
     this.intents.restore(scope, key, replaced, state);

@@ -13,8 +13,6 @@
  * keydir.ts createAbsent; a hint entry per record, hint.ts addLean): each still fails loudly, and
  * passes on the good input (the pair).
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import * as C from "../segments/constants.js";
 import { initChecksum, writeRecordSums } from "../segments/checksum.js";
@@ -28,6 +26,7 @@ import { Store } from "../engine/store.js";
 import type * as T from "../rules/types.js";
 import { rng } from "./helpers/rng.js";
 import { tempDir } from "./helpers/tmp.js";
+import { differing, filesOf } from "./helpers/dir-bytes.js";
 
 beforeAll(async () => {
   await initChecksum();
@@ -64,22 +63,6 @@ async function load(dir: string, batches: readonly T.BatchOp[][], unsized: boole
   }
   await s.close();
   return pieces;
-}
-
-/** Every file under `dir` by relative path, with its bytes (the lock file apart). */
-function filesOf(dir: string): Map<string, Buffer> {
-  const names = (fs.readdirSync(dir, { recursive: true }) as string[]).filter((n) => !n.endsWith(".lock") && fs.statSync(path.join(dir, n)).isFile());
-  return new Map(names.sort().map((n) => [n, fs.readFileSync(path.join(dir, n))]));
-}
-
-/** The names whose bytes differ between two directories (a name missing on one side included). */
-function differing(a: Map<string, Buffer>, b: Map<string, Buffer>): string[] {
-  const names = new Set([...a.keys(), ...b.keys()]);
-  return [...names].filter((n) => {
-    const x = a.get(n);
-    const y = b.get(n);
-    return x === undefined || y === undefined || !x.equals(y);
-  });
 }
 
 describe("a batch's arena sized from the last batch", () => {

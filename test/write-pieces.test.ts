@@ -180,6 +180,7 @@ function hostOf(retracts: boolean): { host: BatchHost; intents: Intents; keydir:
     options: { tombstoneWrites: "auto-clear", scopeRules: [], ttlMs: null },
     logical: (scope, key, now) => intents.logical(keydir, scope, key, now),
     intend: (scope, key, state) => intents.replace(scope, key, state),
+    intendNew: (scope, key, state) => intents.add(scope, key, state),
     unintend: (scope, key, replaced, state) => {
       if (retracts) intents.restore(scope, key, replaced, state);
     },
