@@ -176,12 +176,23 @@ export interface HintMergePolicy {
    * spread over the keys soon read anyway — and indexes every entry once.
    */
   after: number;
+  /**
+   * The most keyed entries (all tables together) an index is built for. The build runs inside one
+   * lookup — a readSync blocks the event loop for it — and reads and decodes every hint whole: at
+   * 2M entries that one call took 1.1 s (a 2M-key store's 100k random reads after reopen, load 5.6;
+   * without the merge the longest call was 0.1 s). Above this bound the tables are probed one by
+   * one, as before the merged index, and each first lookup's cost stays spread over the lookups.
+   */
+  entriesMax: number;
   /** Test twin only: the merged probe stops at the first entry of the name (a broken index that keeps one entry per name). */
   firstOnly: boolean;
 }
 
-/** The engine's policy: merge after lookups of 1/64 of the entries (bench/hint-merge-ab.mjs). */
-export const HINT_MERGE_DEFAULT: Readonly<HintMergePolicy> = { after: 1 / 64, firstOnly: false };
+/**
+ * The engine's policy: merge after lookups of 1/64 of the entries (bench/hint-merge-ab.mjs), for
+ * at most 2^18 entries (a build of ~0.1 s, the longest first-touch read without it).
+ */
+export const HINT_MERGE_DEFAULT: Readonly<HintMergePolicy> = { after: 1 / 64, entriesMax: 1 << 18, firstOnly: false };
 const mergePolicy: HintMergePolicy = { ...HINT_MERGE_DEFAULT };
 
 /** Sets the merge policy of HintSlots made from now on (tests, bench/); returns the one it replaced. */
@@ -372,7 +383,8 @@ export class HintSlots implements DeferredSlots {
    */
   private worthMerging(): boolean {
     if (this.tables.length === 0) return false;
-    return this.policy.after === 0 || this.entries - this.largest >= this.largest / 2;
+    if (this.policy.after === 0) return true;
+    return this.entries <= this.policy.entriesMax && this.entries - this.largest >= this.largest / 2;
   }
 
   /**

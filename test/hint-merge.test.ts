@@ -125,6 +125,21 @@ describe("slots built through the merged hint index", () => {
     expect(sourceOf(deferred)?.isMerged).toBe(true);
   });
 
+  it("above entriesMax the default policy never merges (the build would block one lookup too long), and the answers equal the scan's", async () => {
+    const dir = await build();
+    const full = await openCopy(dir, null);
+    const copy = tempDir("hint-merge-copy");
+    fs.cpSync(dir, copy, { recursive: true });
+    setHintMerge({ ...HINT_MERGE_DEFAULT, entriesMax: 1 }); // every store of this test holds more than one entry
+    const bounded = await Store.open(copy, OPTS);
+    setHintMerge(HINT_MERGE_DEFAULT);
+    open.push(bounded);
+    expect(bounded.keydir.isDeferred).toBe(true);
+    for (const [scope, key] of names()) expect(fields(bounded.keydir.get(scope, key))).toEqual(fields(full.keydir.get(scope, key)));
+    // Paired with the default-policy case above, on the same store: there the same lookups merged.
+    expect(sourceOf(bounded)?.isMerged).toBe(false);
+  });
+
   it("a hint whose first packed block fails its checksum is rescanned by the merge, and the answers equal the scan's", async () => {
     const dir = await build();
     const ids = hintIds(dir);
