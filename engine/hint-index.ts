@@ -378,8 +378,9 @@ export class HintSlots implements DeferredSlots {
    * Whether merging can pay: the tables besides the largest hold at least half as many entries as
    * it does. A merged probe saves the probes of every table but one, and a table much smaller than
    * the largest stays in cache; with one hint, or one large and a few small ones (a store reopened
-   * after compaction), the index would cost its build and save nothing (bench/hint-merge-ab.mjs).
-   * A policy that merges at once (after 0, tests) merges any tables.
+   * after compaction), the index would cost its build and save nothing (bench/hint-merge-ab.mjs);
+   * above policy.entriesMax the build would block its one lookup too long. A policy that merges
+   * at once (after 0, tests) merges any tables, whatever their size.
    */
   private worthMerging(): boolean {
     if (this.tables.length === 0) return false;
