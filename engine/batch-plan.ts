@@ -15,7 +15,7 @@ import { RecordArena, type RecordInput } from "../segments/record.js";
 import { writeRecordSums } from "../segments/checksum.js";
 import { batchCommitInput } from "../segments/record-kinds.js";
 import type { Logical } from "./intents.js";
-import type { Location, Slot } from "./keydir.js";
+import { isReserved, type Location, type Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
 import { matchScopeRule } from "../rules/scope-rules.js";
 import type * as T from "../rules/types.js";
@@ -23,8 +23,12 @@ import type * as T from "../rules/types.js";
 /** What a plan reads from the store. */
 export interface BatchHost {
   readonly options: Pick<ResolvedOptions, "tombstoneWrites" | "scopeRules" | "ttlMs">;
-  /** The state a mutation of (scope, key) is decided against: queued intents over the keydir. */
-  logical(scope: string, key: string, now: number): Logical;
+  /**
+   * The state a mutation of (scope, key) is decided against: queued intents over the keydir. With
+   * `reserve`, a name the keydir does not hold may get a reserved slot (Keydir.reserveFor), which
+   * foundSlot() then answers and the plan applies or takes back (unreserve).
+   */
+  logical(scope: string, key: string, now: number, reserve?: boolean): Logical;
   /** Records `state` as the intent of (scope, key) (Intents.replace); returns the one it replaced. */
   intend(scope: string, key: string, state: Logical): Logical | undefined;
   /** intend() for a name the last logical() call found no intent for (Intents.add): replaces none. */
@@ -33,6 +37,8 @@ export interface BatchHost {
   unintend(scope: string, key: string, replaced: Logical | undefined, state: Logical): void;
   /** What the last logical() call found in the keydir: the slot, undefined (absent), null (not asked). */
   foundSlot(): Slot | undefined | null;
+  /** Takes back a slot reserved by this plan's decision (Keydir.unreserve): the plan will not be applied. */
+  unreserve(slot: Slot): void;
   /** The keydir's count of slots made or dropped (Keydir.changes). */
   keydirChanges(): number;
   /** Encodes one record (the store's value limit, and its round-trip check under tests), into `arena` when given. */
@@ -56,8 +62,9 @@ export interface PlannedOp extends Logical {
   /** PUT: the expiry (ms, 0 = never). TOMBSTONE: the version it kills. */
   readonly expiresAt: number;
   /**
-   * The keydir's slot its decision found (undefined: the name was absent there), valid while the
-   * keydir's `changes` equal the plan's `keydirMark`; null when the decision did not ask the keydir.
+   * The keydir's slot its decision found (undefined: the name was absent there; a reserved slot:
+   * absent, the slot made for it at the decision), valid while the keydir's `changes` equal the
+   * plan's `keydirMark`; null when the decision did not ask the keydir.
    */
   readonly slot: Slot | undefined | null;
 }
@@ -160,7 +167,7 @@ export class BatchPlan {
   /** The state (scope, key) is decided against: the store's logical state, which holds this plan's earlier ops as intents. */
   private state(scope: string, key: string): Logical {
     assert(!this.retracted, "a retracted plan decides nothing");
-    const state = this.host.logical(scope, key, this.now);
+    const state = this.host.logical(scope, key, this.now, this.inBatch); // a batch's new names get reserved slots
     this.found = this.host.foundSlot();
     this.keydirMark = this.host.keydirChanges(); // deferred slots built by this decision are counted
     return state;
@@ -202,16 +209,24 @@ export class BatchPlan {
 
   /**
    * Takes back every intent this plan recorded, newest first, leaving the intents as they were
-   * before its first op: called when the plan will not be queued (an op of the batch refused,
-   * or the log refused the plan). Idempotent.
+   * before its first op, and every slot its decisions reserved: called when the plan will not be
+   * queued (an op of the batch refused, or the log refused the plan). Idempotent.
    */
   retract(): void {
     if (this.retracted) return;
     this.retracted = true;
+    this.dropFound(); // a refused decision's own reservation: it took no op
     for (let i = this.ops.length - 1; i >= 0; i--) {
       const op = this.ops[i] as PlannedOp; // in bounds: 0 <= i < ops.length
       this.host.unintend(op.scope, op.key, this.replaced[i], op);
+      if (op.slot !== null && op.slot !== undefined && isReserved(op.slot)) this.host.unreserve(op.slot);
     }
+  }
+
+  /** Takes back the slot the last decision reserved, if it did: that decision took no op. */
+  private dropFound(): void {
+    const found = this.found;
+    if (found !== null && found !== undefined && isReserved(found)) this.host.unreserve(found);
   }
 
   /** Decides and encodes a write; throws (and the plan takes nothing) when it conflicts. */
@@ -234,7 +249,10 @@ export class BatchPlan {
   /** Decides and encodes a forget; one with nothing live takes no record and answers null. */
   forget(scope: string, key: string): T.ForgetResult {
     const before = this.state(scope, key);
-    if (!before.live) return { ok: true, tombstoneSeq: null, generation: before.exists ? before.generation : null };
+    if (!before.live) {
+      this.dropFound(); // no record: a slot reserved for an absent name goes back at once
+      return { ok: true, tombstoneSeq: null, generation: before.exists ? before.generation : null };
+    }
     const seq = this.seq + 1;
     const killed = before.version as number;
     // A TOMBSTONE's fields: the killed generation in `generation`, the killed version in `expires at` (record-kinds.ts tombstoneInput).

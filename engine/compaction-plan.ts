@@ -6,7 +6,7 @@
  * die, and the compactor moves or clears a pointer only if it still names the planned place).
  */
 import * as P from "./gc-policy.js";
-import type { Keydir, Slot } from "./keydir.js";
+import { isReserved, type Keydir, type Slot } from "./keydir.js";
 import type { ScopeRule } from "../rules/scope-rules.js";
 
 /** What kind of record a plan entry is (who points at it: a slot's PUT, TOMBSTONE or CLEAR; an erasure's scope). */
@@ -133,7 +133,7 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
   // while the plan runs: a plan is one synchronous pass). A slot walk over Maps, no generator.
   for (const [scope, keys] of keydir.scopes) {
     walk.scope(rules ? host.retentionMsFor(scope) : fixedRetention, keydir.eraseSeq(scope));
-    for (const slot of keys.values()) walk.slot(keydir, slot);
+    for (const slot of keys.values()) if (!isReserved(slot)) walk.slot(keydir, slot); // a reserved slot has no record yet
   }
   for (const [scope, e] of keydir.erases) {
     const parts = [e, ...(e.more ?? [])].filter((x) => walk.wanted(x.seg));

@@ -6,7 +6,7 @@
  */
 import { lineageMax } from "../rules/names.js";
 import { assert } from "../rules/assert.js";
-import { isReadable, isTombstoned, killSeq, type Keydir, type Slot } from "./keydir.js";
+import { isReadable, isReserved, isTombstoned, killSeq, type Keydir, type Slot } from "./keydir.js";
 
 /** A slot's state as the next mutation sees it. */
 export interface Logical {
@@ -29,9 +29,9 @@ export interface Logical {
 
 const ABSENT: Logical = { seq: 0, live: false, version: null, lastVersion: 0, generation: 0, tombstoned: false, killSeq: 0, exists: false };
 
-/** The logical state of a committed slot (ABSENT when there is none) at `now`. */
+/** The logical state of a committed slot (ABSENT when there is none, or only a reserved one) at `now`. */
 function fromSlot(keydir: Keydir, slot: Slot | undefined, now: number): Logical {
-  if (slot === undefined) return ABSENT;
+  if (slot === undefined || isReserved(slot)) return ABSENT;
   const kill = killSeq(keydir, slot);
   const live = isReadable(keydir, slot, now);
   return {
@@ -65,18 +65,22 @@ export class Intents {
   private lastKeys: Map<string, Logical> | undefined = undefined;
 
   /**
-   * What the last logical() call found in the keydir: its slot, undefined when the name was
-   * absent there, null when a queued state answered and the keydir was not asked (read by a plan
-   * right after its decision, engine/batch-plan.ts; no object per call).
+   * What the last logical() call found in the keydir: its slot (possibly one reserved for the
+   * caller: Keydir.reserveFor), undefined when the name was absent there, null when a queued state
+   * answered and the keydir was not asked (read by a plan right after its decision,
+   * engine/batch-plan.ts; no object per call).
    */
   lastSlot: Slot | undefined | null = null;
 
-  /** The logical state of (scope, key) at `now`. */
-  logical(keydir: Keydir, scope: string, key: string, now: number): Logical {
+  /**
+   * The logical state of (scope, key) at `now`. With `reserve` (a batch's decision, which records
+   * the name's intent next), a name the keydir does not hold gets a reserved slot (Keydir.reserveFor).
+   */
+  logical(keydir: Keydir, scope: string, key: string, now: number, reserve = false): Logical {
     let base = this.keysOf(scope)?.get(key);
     if (base !== undefined) this.lastSlot = null;
     else {
-      const slot = keydir.get(scope, key);
+      const slot = reserve ? keydir.reserveFor(scope, key) : keydir.get(scope, key);
       this.lastSlot = slot;
       base = fromSlot(keydir, slot, now);
     }

@@ -119,6 +119,21 @@ export class Slot {
   set reclaimedAt(v: number) { if (v !== 0 || this.rare !== null) this.more().reclaimedAt = v; }
 }
 
+/**
+ * True for a slot a batch's decision reserved (Keydir.reserveFor) and no apply has made real yet:
+ * it sits in its scope's map but is "absent" to every reader, pass and count. Marked by
+ * `physical` -1, so that no field is added per slot.
+ */
+export function isReserved(slot: Slot): boolean {
+  return slot.physical < 0;
+}
+
+/** True when `keys` holds a slot that is not reserved (a scope that exists for listings and stats). */
+function holdsSlot(keys: ReadonlyMap<string, Slot>): boolean {
+  for (const slot of keys.values()) if (!isReserved(slot)) return true;
+  return false;
+}
+
 /** The latest SCOPE_ERASE record of one scope. */
 export interface EraseRecord {
   seq: number;
@@ -176,6 +191,13 @@ export class Keydir {
   private lastKeys: Map<string, Slot> | undefined = undefined;
   /** The slot ensureApplied returned last (loadDeferred's answer); null outside a load. */
   private applied: Slot | null = null;
+  /**
+   * Slots reserved by decisions (reserveFor), possibly admitted or dropped since: what
+   * dropReserved() takes back when the log rejects every queued plan. `reservedOut` counts those
+   * still reserved; the list is emptied whenever it reaches 0 and trimmed when it runs long.
+   */
+  private reservedList: Slot[] = [];
+  private reservedOut = 0;
 
   /**
    * `checks` is false only in this file's test twin (test/keydir-memo.test.ts): the remembered
@@ -201,6 +223,8 @@ export class Keydir {
     this.erases.clear();
     this.count = 0;
     this.deferred = null;
+    this.reservedList = [];
+    this.reservedOut = 0;
   }
 
   /** True while some entries are not applied yet. */
@@ -221,13 +245,23 @@ export class Keydir {
     }
   }
 
-  /** Slots by scope then key (every deferred entry applied first). */
+  /**
+   * Slots by scope then key (every deferred entry applied first). The maps may hold reserved
+   * slots (isReserved): a pass over them skips those.
+   */
   get scopes(): ReadonlyMap<string, ReadonlyMap<string, Slot>> {
     this.loadAll();
     return this.byScope;
   }
 
-  /** Number of slots (retention records) held. */
+  /** The scopes holding at least one slot that is not reserved, in no particular order. */
+  scopeNames(): string[] {
+    const names: string[] = [];
+    for (const [scope, keys] of this.scopes) if (holdsSlot(keys)) names.push(scope);
+    return names;
+  }
+
+  /** Number of slots (retention records) held, reserved ones not counted. */
   get size(): number {
     this.loadAll();
     return this.count;
@@ -253,11 +287,84 @@ export class Keydir {
     this.lastKeys = undefined;
   }
 
-  /** The slot of (scope, key), or undefined. */
+  /** The slot of (scope, key), or undefined (a reserved slot is not one: its name is absent). */
   get(scope: string, key: string): Slot | undefined {
     const slot = this.keysOf(scope)?.get(key);
-    if (slot !== undefined || this.deferred === null) return slot;
+    if (slot !== undefined) return isReserved(slot) ? undefined : slot;
+    if (this.deferred === null) return undefined;
     return this.loadDeferred(scope, key);
+  }
+
+  /**
+   * get() for a batch's decision, which owns the name (its plan records the name's intent next):
+   * a name absent from a scope that has a map gets a reserved slot there at once, so that the
+   * map's bucket the miss just read is written while still in cache, and the apply finds the slot
+   * with no map operation (the two cold touches of a big Map per new name become one). The
+   * caller reads a reserved answer as absent, and either has it applied (admit, through the
+   * apply's ensure or directly) or takes it back (unreserve, dropReserved). Undefined when the
+   * scope has no map (the apply makes the slot as before).
+   */
+  reserveFor(scope: string, key: string): Slot | undefined {
+    let keys = this.keysOf(scope);
+    let slot = keys?.get(key);
+    if (slot === undefined && this.deferred !== null) {
+      slot = this.loadDeferred(scope, key);
+      keys = this.keysOf(scope);
+    }
+    if (slot !== undefined || keys === undefined) return slot; // a reserved slot found is absent to the caller too
+    slot = new Slot(scope, key);
+    slot.physical = -1;
+    keys.set(key, slot);
+    this.reservedOut += 1;
+    if (this.reservedList.length > 2 * this.reservedOut + 4096) this.reservedList = this.reservedList.filter((r) => r.physical === -1); // still reserved
+    this.reservedList.push(slot);
+    return slot;
+  }
+
+  /** Makes a reserved slot a held one (its op is being applied): counted, and visible to every reader from now on. */
+  admit(slot: Slot): void {
+    assert(slot.physical === -1, "only a reserved slot is admitted");
+    slot.physical = 0;
+    this.count += 1;
+    this.oneLessReserved();
+  }
+
+  /**
+   * Takes back a reserved slot whose plan will not be applied (refused, or rejected by the log),
+   * if it is still reserved and still the one held for its name; otherwise does nothing.
+   */
+  unreserve(slot: Slot): void {
+    if (!isReserved(slot)) return;
+    const keys = this.keysOf(slot.scope);
+    if (keys?.get(slot.key) !== slot) return;
+    keys.delete(slot.key);
+    slot.physical = -2; // dropped: still reserved to any reference left, never counted twice
+    this.moved += 1;
+    this.oneLessReserved();
+    if (keys.size === 0) {
+      this.byScope.delete(slot.scope);
+      this.forgetLastScope();
+    }
+  }
+
+  /** Takes back every slot still reserved (the log rejected every queued plan: commit.ts failure protocol). */
+  dropReserved(): void {
+    const list = this.reservedList;
+    for (let i = 0; i < list.length; i++) this.unreserve(list[i] as Slot); // in bounds
+    this.reservedList = [];
+    this.reservedOut = 0;
+  }
+
+  /** Counts one reservation settled (admitted or taken back); the list is emptied once none is left. */
+  private oneLessReserved(): void {
+    this.reservedOut -= 1;
+    if (this.reservedOut === 0) this.reservedList.length = 0;
+  }
+
+  /** `slot` as ensure() answers it: a reserved slot found by name is admitted (an op on its name is being applied). */
+  private found(slot: Slot): Slot {
+    if (isReserved(slot)) this.admit(slot);
+    return slot;
   }
 
   /**
@@ -278,7 +385,7 @@ export class Keydir {
   /** The slot of (scope, key), created empty when missing. */
   ensure(scope: string, key: string): Slot {
     const slot = this.keysOf(scope)?.get(key);
-    if (slot !== undefined) return slot;
+    if (slot !== undefined) return this.found(slot);
     if (this.deferred !== null) {
       const loaded = this.loadDeferred(scope, key);
       if (loaded !== undefined) return loaded;
@@ -294,12 +401,12 @@ export class Keydir {
   ensureSlot(scope: string, key: string): Slot {
     let keys = this.keysOf(scope);
     let slot = keys?.get(key);
-    if (slot !== undefined) return slot;
+    if (slot !== undefined) return this.found(slot);
     if (this.deferred !== null) {
       this.deferred.load(this, scope, key);
       keys = this.keysOf(scope);
       slot = keys?.get(key);
-      if (slot !== undefined) return slot;
+      if (slot !== undefined) return this.found(slot);
     }
     if (keys === undefined) {
       keys = new Map();
@@ -351,13 +458,14 @@ export class Keydir {
       keys.set(key, slot);
       this.count += 1;
       this.moved += 1;
-    }
+    } else this.found(slot);
     this.applied = slot;
     return slot;
   }
 
-  /** Forgets a slot entirely: its retention record is gone ("absent"). */
+  /** Forgets a slot entirely: its retention record is gone ("absent"). A reserved slot is taken back (unreserve). */
   delete(slot: Slot): void {
+    if (isReserved(slot)) return this.unreserve(slot);
     const keys = this.keysOf(slot.scope);
     if (keys?.get(slot.key) !== slot) return;
     keys.delete(slot.key);
@@ -375,9 +483,9 @@ export class Keydir {
     return lineageMax(scope, (s) => this.erases.get(s)?.seq ?? 0);
   }
 
-  /** Calls `visit` with every slot held now, deferred entries left deferred (recovery's pass at open). */
+  /** Calls `visit` with every slot held now (reserved ones skipped), deferred entries left deferred (recovery's pass at open). */
   forEachHeld(visit: (slot: Slot) => void): void {
-    for (const keys of this.byScope.values()) for (const slot of keys.values()) visit(slot);
+    for (const keys of this.byScope.values()) for (const slot of keys.values()) if (!isReserved(slot)) visit(slot);
   }
 
   /** Calls `visit` with every slot, in no particular order. */
@@ -386,16 +494,16 @@ export class Keydir {
     this.forEachHeld(visit);
   }
 
-  /** Every slot, in no particular order. */
+  /** Every slot (reserved ones skipped), in no particular order. */
   *all(): Generator<Slot> {
     this.loadAll();
-    for (const keys of this.byScope.values()) yield* keys.values();
+    for (const keys of this.byScope.values()) for (const slot of keys.values()) if (!isReserved(slot)) yield slot;
   }
 
-  /** Every slot in `root` and its descendant scopes. */
+  /** Every slot in `root` and its descendant scopes (reserved ones skipped). */
   *subtree(root: string): Generator<Slot> {
     this.loadAll();
-    for (const [scope, keys] of this.byScope) if (scopeWithin(scope, root)) yield* keys.values();
+    for (const [scope, keys] of this.byScope) if (scopeWithin(scope, root)) for (const slot of keys.values()) if (!isReserved(slot)) yield slot;
   }
 }
 

@@ -42,7 +42,7 @@ export function storeStats(host: StatsHost, sequence: number, counts: Compaction
   }
   return {
     segments, liveBytes, totalBytes, deadBytes: totalBytes - liveBytes - segments.length * C.DATA_START,
-    slots: host.keydir.size, liveSlots, tombstones, scopes: host.keydir.scopes.size, sequence,
+    slots: host.keydir.size, liveSlots, tombstones, scopes: host.keydir.scopeNames().length, sequence,
     pendingGcSegments: counts.pendingGcSegments, compactions: counts.compactions,
   };
 }

@@ -28,7 +28,7 @@ import { Compactor } from "./compactor.js";
 import { createFaultBuffer, FaultController } from "./faults.js";
 import { GenerationTable } from "./generations.js";
 import { Intents, type Logical } from "./intents.js";
-import { applyClear, applyErase, applyPut, applyTombstone, isExpired, isReadable, isTombstoned, putSurvives, type Keydir, type Location, type Slot } from "./keydir.js";
+import { applyClear, applyErase, applyPut, applyTombstone, isExpired, isReadable, isReserved, isTombstoned, putSurvives, type Keydir, type Location, type Slot } from "./keydir.js";
 import { lockDirectory, type DirLock, type LockNote } from "./lock.js";
 import { resolveOptions, type ResolvedOptions } from "./options.js";
 import { matchScopeRule } from "../rules/scope-rules.js";
@@ -135,7 +135,10 @@ export class Store implements T.Backend {
           writeSealedHint(this.segmentsDir, seg); // best effort: a failed hint write is dropped
           this.compactor.nudge();
         },
-        onRejected: () => this.intents.clear(),
+        onRejected: () => {
+          this.intents.clear();
+          this.keydir.dropReserved(); // the rejected plans' reserved slots: none of them will be applied
+        },
       },
       active,
     );
@@ -359,8 +362,10 @@ export class Store implements T.Backend {
   private slotForOp(plan: BatchPlan, op: PlannedOp): Slot {
     const inStep = this.keydir.changes === plan.keydirMark;
     let slot: Slot;
-    if (inStep && op.slot !== null && op.slot !== undefined) slot = op.slot;
-    else {
+    if (inStep && op.slot !== null && op.slot !== undefined) {
+      slot = op.slot;
+      if (isReserved(slot)) this.keydir.admit(slot); // reserved by the decision: made real with no map operation
+    } else {
       slot = inStep && op.slot === undefined ? this.keydir.createAbsent(op.scope, op.key) : this.keydir.ensureSlot(op.scope, op.key);
       if (inStep) plan.keydirMark = this.keydir.changes; // only this op's own name moved
     }
@@ -538,9 +543,14 @@ export class Store implements T.Backend {
     return results;
   }
 
-  /** The state a mutation of (scope, key) is decided against. */
-  logical(scope: string, key: string, now: number): Logical {
-    return this.intents.logical(this.keydir, scope, key, now);
+  /** The state a mutation of (scope, key) is decided against; with `reserve`, a new name may get a reserved slot (BatchHost.logical). */
+  logical(scope: string, key: string, now: number, reserve?: boolean): Logical {
+    return this.intents.logical(this.keydir, scope, key, now, reserve);
+  }
+
+  /** Takes back a slot a plan's decision reserved (Keydir.unreserve). */
+  unreserve(slot: Slot): void {
+    this.keydir.unreserve(slot);
   }
 
   /** Records a decided op's state as its slot's intent; returns the one it replaced (Intents.replace). */
@@ -682,14 +692,16 @@ export class Store implements T.Backend {
   /** Scopes holding at least one slot (any state), sorted; read-only, for inspectors (`engram ui`). */
   async listScopes(): Promise<string[]> {
     this.assertOpen();
-    return [...this.keydir.scopes.keys()].sort();
+    return this.keydir.scopeNames().sort();
   }
 
   /** Keys of every slot in exactly `scope` (any state; probe tells which), sorted, at most `limit`. */
   async listSlots(scope: string, limit: number): Promise<string[]> {
     this.assertOpen();
     const o = { scope, limit }; // checked here too: a shared owner serves this call from other processes
-    return [...(this.keydir.scopes.get(A.scopeOf(o))?.keys() ?? [])].sort().slice(0, A.limitOf(o));
+    const keys: string[] = [];
+    for (const [key, slot] of this.keydir.scopes.get(A.scopeOf(o)) ?? []) if (!isReserved(slot)) keys.push(key);
+    return keys.sort().slice(0, A.limitOf(o));
   }
 
   /** compact(): see compactor.ts. */
