@@ -106,12 +106,9 @@ describe("copy-on-write compaction with two outputs in flight", () => {
       expect((await store.verify()).problems).toEqual([]);
       await store.close();
       const again = await within(DEADLINE, Engram.open(dir, OPTS), "reopen");
-      try {
-        await readsAll(again, live, "after reopen");
-        expect((await again.verify()).problems).toEqual([]);
-      } finally {
-        await again.close();
-      }
+      const reread = readsAll(again, live, "after reopen").then(async () => (await again.verify()).problems);
+      const problems = await reread.finally(() => again.close());
+      expect(problems, "verify() after reopen").toEqual([]);
     });
   }
 
