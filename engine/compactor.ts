@@ -746,7 +746,7 @@ export class Compactor {
    * compactable are skipped.
    */
   private topUp(jobs: readonly Job[], cursor: { next: number; sealed: boolean }, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
-    const limit = this.host.options.compaction.workers > 0 ? unsafeInFlightForTests.limit ?? COPIES_IN_FLIGHT : 1;
+    const limit = this.host.options.compaction.workers > 0 ? COPIES_IN_FLIGHT : 1;
     while (cursor.next < jobs.length && !this.closed) {
       const job = elementAt(jobs, cursor.next, "a job");
       const beside = inFlight.length === 0 || (job.mode === "copy-on-write" && inFlight.length < limit && inFlight.every((r) => r.job.mode === "copy-on-write"));
@@ -933,11 +933,11 @@ export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sea
 
 /**
  * Test switches, never set by the engine or any option (test/compaction-in-flight.test.ts):
- * `limit` replaces COPIES_IN_FLIGHT; `leaveOnFailure` makes a failed pass reject without awaiting
- * the copies still in flight or removing their outputs (pushed to `left`, for the test to await) —
- * the protection whose absence leaves an unpublished output beside the published store.
+ * `leaveOnFailure` makes a failed pass reject without awaiting the copies still in flight or
+ * removing their outputs (pushed to `left`, for the test to await) — the protection whose absence
+ * leaves an unpublished output beside the published store.
  */
-export const unsafeInFlightForTests: { limit: number | null; leaveOnFailure: boolean; left: Promise<void>[] } = { limit: null, leaveOnFailure: false, left: [] };
+export const unsafeInFlightForTests: { leaveOnFailure: boolean; left: Promise<void>[] } = { leaveOnFailure: false, left: [] };
 
 /** The most jobs a pass has had in flight at once since load (for tests: that copies overlapped). */
 export const inFlightSeen = { max: 0 };
