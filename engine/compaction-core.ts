@@ -95,7 +95,8 @@ export interface CompactionResult {
 }
 
 /**
- * Reused read buffers of this thread (tasks run one at a time per thread): the source segment,
+ * Reused read buffers of this thread (a copy-on-write task takes them only in its copy turn,
+ * CopyTurns; a buffer still held gives a second taker a fresh one): the source segment,
  * and the copy read back for its check. Neither view outlives the task that took it: what a
  * result carries is numbers and fresh strings. Segments up to 16 MiB keep theirs.
  */
@@ -108,6 +109,30 @@ const outScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
 /** The copy is read back in pieces of this size for its check. */
 const BACK_CHUNK_BYTES = 1024 * 1024;
 const backScratch = new ReadScratch(BACK_CHUNK_BYTES);
+
+/**
+ * The copy phase (reads, walk, copy) of this thread's copy-on-write tasks, one at a time in
+ * arrival order. The pool hands a thread two such tasks at once (compactor.ts COPIES_IN_FLIGHT):
+ * the later one copies while the earlier one's output is written and fdatasynced — never beside
+ * its copy, which fair interleaving at every await would slow so that both finished together and
+ * neither publication overlapped the other's work.
+ */
+class CopyTurns {
+  private last: Promise<void> = Promise.resolve();
+
+  /** Waits for every earlier task's copy phase to end; resolves to the function that ends this one (idempotent). */
+  async take(): Promise<() => void> {
+    let end!: () => void;
+    const mine = new Promise<void>((resolve) => {
+      end = resolve;
+    });
+    const before = this.last;
+    this.last = mine;
+    await before;
+    return end;
+  }
+}
+const copyTurns = new CopyTurns();
 
 /** Pauses or crashes at a fault point: blocking in a worker, awaited inline. */
 export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
@@ -124,16 +149,19 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
   assert(task.sources.length >= 1 && task.sources.length <= MERGE_SOURCES_MAX, `a compaction has 1..${MERGE_SOURCES_MAX} sources, got ${task.sources.length}`);
   if (task.mode === "in-place") return runInPlace(task, elementAt(task.sources, 0, "an in-place task has one source"), hit);
   assert(task.sources.every((src) => src.segmentId !== task.targetId), `copy-on-write output ${task.targetId} is none of its sources`);
-  const out = outScratch.take(task.sources.reduce((n, src) => n + liveBytesOf(src.live), 0));
+  const endTurn = await copyTurns.take();
+  let out: Buffer | null = null;
   try {
-    return await copyAll(task, out, hit);
+    out = outScratch.take(task.sources.reduce((n, src) => n + liveBytesOf(src.live), 0));
+    return await copyAll(task, out, hit, endTurn);
   } finally {
-    outScratch.release(out);
+    endTurn();
+    if (out !== null) outScratch.release(out);
   }
 }
 
-/** copy-on-write: every source's survivors copied into `out` (exactly their size), then written as the output. */
-async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promise<CompactionResult> {
+/** copy-on-write: every source's survivors copied into `out` (exactly their size), then (`endTurn` called: the next task may copy) written as the output. */
+async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit, endTurn: () => void): Promise<CompactionResult> {
   const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: 0, hinted: false };
   let first: SegmentHeader | null = null;
   let version = 0; // the sources' format version: one record frame per output (compactor.ts groups by it)
@@ -169,6 +197,7 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit): Promis
   assert(first !== null && cursor === out.length, `output ${task.targetId}: copied ${cursor} of ${out.length} live bytes`);
   finishTotals(result, cursor);
   if (result.empty) return result;
+  endTurn();
   result.hinted = await writeCopy(task, { ...first, minSeq, maxSeq }, version, out, result, hit);
   return result;
 }

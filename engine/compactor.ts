@@ -7,8 +7,9 @@
  * even; copy-on-write, by one manifest write that lists the output in place of its sources, whose
  * files are then unlinked (a reader still holding one keeps its descriptor until it leaves).
  *
- * Passes run one at a time (a promise chain); within a pass the worker may copy the next group
- * while the main thread publishes the previous one; the main thread keeps serving meanwhile.
+ * Passes run one at a time (a promise chain); within a pass the worker may hold two copy-on-write
+ * groups (one copied while the other's output is written and synced or published); the main
+ * thread keeps serving meanwhile.
  * What survives is decided by compaction-plan.ts; the store is reached only through
  * CompactorHost (no import of store.ts: the two files form no cycle).
  */
@@ -46,6 +47,13 @@ const ACTIVE_SEAL_BYTES_MIN = 4 * 1024 * 1024;
  * worker holds the output and one source in memory.
  */
 const MERGE_OUTPUT_BYTES_MIN = 16 * 1024 * 1024;
+
+/**
+ * Copy-on-write jobs a pass keeps in flight with a worker (done but unpublished ones included):
+ * the next output's walk and copy overlap this one's data write and fdatasync in the worker,
+ * which takes as many tasks at once (getPool). group()'s free-space bound assumes at most two.
+ */
+const COPIES_IN_FLIGHT = 2;
 
 /** One compaction of a pass: the sources, the mode, and the output id (in-place: the source's). */
 interface Job {
@@ -136,6 +144,9 @@ export class Compactor {
         minThreads: workers,
         maxThreads: workers,
         idleTimeout: 30_000,
+        // A pass keeps up to COPIES_IN_FLIGHT copy-on-write jobs in one worker (runJobs): one copies
+        // while another awaits its output's write and fdatasync on libuv's pool.
+        concurrentTasksPerWorker: COPIES_IN_FLIGHT,
         // An idle worker waits for tasks without blocking its event loop (piscina's default blocks
         // it in Atomics.wait), so that its warm-up rounds (compaction-worker.ts) run between tasks.
         atomics: "async",
@@ -691,46 +702,69 @@ export class Compactor {
   }
 
   /**
-   * Runs the jobs in order. A copy-on-write job's worker starts on the next job before the main
-   * thread publishes this one (two cores: one copies while the other syncs the manifest and
-   * unlinks); the groups are disjoint and every plan was made before either ran, and publication
-   * moves a keydir pointer only if it still names the planned place, so the overlap changes no
-   * decision. In-place jobs run strictly one after the other (an in-place result must be published).
-   * After a failure, a copy already started is awaited and its unpublished output removed.
-   * `seal` (sealDuring) runs after the first job started — unless that job holds a segment not
-   * sealed yet — and before anything is published.
+   * Runs the jobs, publishing them in order. With a worker, up to COPIES_IN_FLIGHT copy-on-write
+   * jobs run at once in it (the next output is walked and copied while this one's data is written
+   * and fdatasynced on libuv's pool), and a copy runs while the main thread publishes the job before
+   * it; a job done but not yet published counts as in flight, so at most that many unpublished
+   * outputs exist at any time (group()'s free-space bound). The groups are disjoint and every plan
+   * was made before any of them ran, and publication moves a keydir pointer only if it still names
+   * the planned place, so the overlap changes no decision. In-place jobs run strictly one after the
+   * other (an in-place result must be published). After a failure, every copy still in flight is
+   * awaited and its unpublished output removed. `seal` (sealDuring) runs after the first jobs
+   * started — none that holds a segment not sealed yet — and before anything is published.
    */
   private async runJobs(jobs: readonly Job[], plans: ReadonlyMap<number, SegmentPlan>, now: number, report: T.CompactionReport, seal: (() => Promise<void>) | null): Promise<void> {
-    const canOverlap = this.host.options.compaction.workers > 0;
-    let next = 0;
-    let running: Running | null = null;
-    const startNext = (): Running | null => {
-      while (next < jobs.length && !this.closed) {
-        const job = elementAt(jobs, next++, "a job");
-        if (job.group.every((s) => this.compactable(s))) return this.start(job, plans);
-      }
-      return null;
-    };
-    const first = jobs[0];
-    running = seal === null || (first !== undefined && first.group.every((s) => s.writer === null)) ? startNext() : null;
+    const inFlight: Running[] = [];
+    const cursor = { next: 0, sealed: seal === null || earlyStartForTests.sealAfterPublish };
     try {
+      this.topUp(jobs, cursor, inFlight, plans);
       if (seal !== null && !earlyStartForTests.sealAfterPublish) {
-        if (running !== null) planReuse.earlyStarts += 1;
+        if (inFlight.length > 0) planReuse.earlyStarts += 1;
         await seal();
-        running ??= startNext();
+        cursor.sealed = true;
+        this.topUp(jobs, cursor, inFlight, plans);
       }
-      while (running !== null) {
-        const result = await running.done;
-        const current: Running = running;
-        running = canOverlap && current.job.mode === "copy-on-write" && jobs[next]?.mode === "copy-on-write" ? startNext() : null;
+      while (inFlight.length > 0) {
+        const current = elementAt(inFlight, 0, "a running job");
+        const result = await current.done;
+        this.topUp(jobs, cursor, inFlight, plans); // `current` still counts: a copy overlaps its publication only if one is free
+        inFlight.shift();
         addReport(report, this.publish(current, result, plans, now));
-        running ??= startNext();
+        this.topUp(jobs, cursor, inFlight, plans);
       }
       if (seal !== null && earlyStartForTests.sealAfterPublish) await seal(); // the twin's wrong order
     } catch (err) {
-      if (running !== null) await this.discard(running);
+      await this.discardAll(inFlight);
       throw err;
     }
+  }
+
+  /**
+   * Starts jobs from `cursor.next` while they may run beside `inFlight`: none beside an in-place
+   * job or as one, at most COPIES_IN_FLIGHT copies with a worker (one inline), and, before the
+   * seal, none holding a segment still being written. Jobs whose segments are no longer
+   * compactable are skipped.
+   */
+  private topUp(jobs: readonly Job[], cursor: { next: number; sealed: boolean }, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
+    const limit = this.host.options.compaction.workers > 0 ? COPIES_IN_FLIGHT : 1;
+    while (cursor.next < jobs.length && !this.closed) {
+      const job = elementAt(jobs, cursor.next, "a job");
+      const beside = inFlight.length === 0 || (job.mode === "copy-on-write" && inFlight.length < limit && inFlight.every((r) => r.job.mode === "copy-on-write"));
+      if (!beside || (!cursor.sealed && job.group.some((s) => s.writer !== null))) return;
+      cursor.next += 1;
+      if (!job.group.every((s) => this.compactable(s))) continue;
+      inFlight.push(this.start(job, plans));
+      inFlightSeen.max = Math.max(inFlightSeen.max, inFlight.length);
+    }
+  }
+
+  /** After a failure: every job still in flight is awaited and its unpublished output removed (the test twin leaves them). */
+  private async discardAll(inFlight: readonly Running[]): Promise<void> {
+    if (unsafeInFlightForTests.leaveOnFailure) {
+      unsafeInFlightForTests.left.push(...inFlight.map((r) => r.done.then(() => undefined, () => undefined)));
+      return;
+    }
+    for (const run of inFlight) await this.discard(run);
   }
 
   /** Waits for a started copy-on-write job that will not be published and removes its output files. */
@@ -896,6 +930,17 @@ export const planReuse = { kept: 0, replanned: 0, earlyStarts: 0, sealedReplanne
  * whose source unlinks precede the syncs of the records that killed what they held.
  */
 export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sealAfterPublish: boolean } = { beforeSeal: null, sealAfterPublish: false };
+
+/**
+ * Test switches, never set by the engine or any option (test/compaction-in-flight.test.ts):
+ * `leaveOnFailure` makes a failed pass reject without awaiting the copies still in flight or
+ * removing their outputs (pushed to `left`, for the test to await) — the protection whose absence
+ * leaves an unpublished output beside the published store.
+ */
+export const unsafeInFlightForTests: { leaveOnFailure: boolean; left: Promise<void>[] } = { leaveOnFailure: false, left: [] };
+
+/** The most jobs a pass has had in flight at once since load (for tests: that copies overlapped). */
+export const inFlightSeen = { max: 0 };
 
 /** Moves survivor i's keydir pointer from (source, its old offset) to (target, off) if it still points there. */
 function relocate(keydir: Keydir, list: RecordList, i: number, source: number, target: number, off: number): void {
