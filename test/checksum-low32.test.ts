@@ -7,27 +7,24 @@
  * wrong.
  */
 import { describe, expect, it, beforeAll, afterEach } from "vitest";
+import { rng } from "./helpers/rng.js";
 import { checksum64, checksumLow32, firstBadSum, initChecksum, SUM_SPAN_BYTES_MAX, unsafeChecksumForTests } from "../segments/checksum.js";
 
 /** The reference: the low 32 bits of xxh64 by BigInt arithmetic. */
 const lowOf = (b: Uint8Array, from: number, to: number): number => Number(BigInt.asUintN(32, checksum64(b, from, to)));
 
-/** Seeded bytes (xorshift32). */
+/** Seeded bytes (the tests' one PRNG). */
 function bytesOf(n: number, seed: number): Buffer {
-  const b = Buffer.allocUnsafe(n);
-  let x = seed >>> 0 || 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    b[i] = x & 0xff;
-  }
-  return b;
+  const r = rng(seed);
+  return Buffer.from(Array.from({ length: n }, () => Math.floor(r() * 256)));
 }
+
+/** `n` bytes of one value (the large ranges: what they hold does not matter, only their size). */
+const filled = (n: number, byte: number): Buffer => Buffer.alloc(n, byte);
 
 /** Grows the module's memory to hold `bytes` (more than any earlier test: each call names a larger size) by hashing that many. */
 function growTo(bytes: number): void {
-  const span = bytesOf(bytes, 7);
+  const span = filled(bytes, 7);
   checksum64(span, 0, span.length);
 }
 
@@ -52,7 +49,7 @@ describe("checksumLow32", () => {
   });
 
   it("hashes a range longer than the module's memory (the fallback grows it), then smaller ones after the grow", () => {
-    const big = bytesOf(SUM_SPAN_BYTES_MAX + 3 * 65536, 13);
+    const big = filled(SUM_SPAN_BYTES_MAX + 3 * 65536, 13);
     expect(checksumLow32(big, 5, big.length)).toBe(lowOf(big, 5, big.length));
     const small = bytesOf(300, 17);
     expect(checksumLow32(small, 0, 300)).toBe(lowOf(small, 0, 300));
@@ -61,7 +58,7 @@ describe("checksumLow32", () => {
   it("is right after another caller grew the memory under its view (firstBadSum, checksum64)", () => {
     const rec = bytesOf(262, 19);
     expect(checksumLow32(rec, 0, rec.length)).toBe(lowOf(rec, 0, rec.length)); // the view is made
-    const span = bytesOf(SUM_SPAN_BYTES_MAX, 31);
+    const span = filled(SUM_SPAN_BYTES_MAX, 31);
     firstBadSum(span, 0, span.length, Int32Array.of(0), Int32Array.of(span.length), 1, 4);
     growTo(12 * 1024 * 1024); // detaches the view
     expect(checksumLow32(rec, 0, rec.length)).toBe(lowOf(rec, 0, rec.length));
