@@ -21,6 +21,11 @@ import { assert } from "../rules/assert.js";
 
 /** Size of one block (aligned in the file). */
 export const BLOCK_BYTES = 16 * 1024;
+/** Where the byte at file offset `offset` lies in its block (blockOf's bytes). */
+export function blockOffset(offset: number): number {
+  return offset % BLOCK_BYTES;
+}
+
 /** Blocks per segment key: segments are at most 1 GiB (SEGMENT_BYTES_MAX), so an index fits in 16 bits. */
 const BLOCKS_PER_SEGMENT = 1 << 16;
 /** Spare buffers kept from evictions: one insert evicts at most a few whole blocks. */
@@ -90,15 +95,26 @@ export class BlockCache {
   }
 
   /**
-   * The `length` bytes at `offset` of `segment` as the file held them at `generation` (the
-   * generation the read was authorized at): from a cached block, or from one pread of the whole
-   * block, cached when the generation did not move meanwhile. Null when the range cannot come from
-   * a block (the active segment's last, still filling block, a range across a block boundary or
-   * past the data end), or on a full cache's first miss of the block (the second-miss rule): the
-   * caller preads it itself. The bytes are a view of the cache's block:
-   * the caller copies what it keeps.
+   * The `length` bytes at `offset` of `segment` as the file held them at `generation`: blockOf's
+   * block, viewed at the range (tests; the read path decodes the block where it lies).
    */
   read(segment: Segment, gens: GenerationTable, offset: number, length: number, generation: number): Uint8Array | null {
+    const block = this.blockOf(segment, gens, offset, length, generation);
+    const at = blockOffset(offset);
+    return block === null ? null : block.subarray(at, at + length);
+  }
+
+  /**
+   * The whole cached block holding the `length` bytes at `offset` of `segment` as the file held
+   * them at `generation` (the generation the read was authorized at), the range starting at
+   * `blockOffset(offset)` in it: from the cache, or from one pread of the whole block, cached when
+   * the generation did not move meanwhile. Null when the range cannot come from a block (the
+   * active segment's last, still filling block, a range across a block boundary or past the data
+   * end), or on a full cache's first miss of the block (the second-miss rule): the caller preads
+   * it itself. The bytes are the cache's, valid only in the caller's synchronous turn (an evicted
+   * block's buffer serves a later fill): the caller copies what it keeps.
+   */
+  blockOf(segment: Segment, gens: GenerationTable, offset: number, length: number, generation: number): Buffer | null {
     if (offset + length > segment.dataEnd) return null;
     const index = Math.floor(offset / BLOCK_BYTES);
     const start = index * BLOCK_BYTES;
@@ -112,7 +128,7 @@ export class BlockCache {
       block = this.fill(segment, gens, key, start, generation);
     } else this.counters.hits++;
     if (offset + length > start + block.bytes.length) return null;
-    return block.bytes.subarray(offset - start, offset - start + length);
+    return block.bytes;
   }
 
   /**

@@ -19,7 +19,7 @@ import type { GenerationTable } from "./generations.js";
 import type { Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import { copyOf, type ValueCache } from "./value-cache.js";
-import type { BlockCache } from "./block-cache.js";
+import { blockOffset, type BlockCache } from "./block-cache.js";
 import type { ReadResult } from "../rules/types.js";
 
 /** A slot a read found, and the segment holding its value. */
@@ -133,13 +133,16 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
   // I3: no bytes of another slot, scope or generation than the token authorized are returned.
   let bytes: Uint8Array | null = null;
   let owned = true;
+  let at = 0;
   try {
     // close() closed the descriptor of a segment this read held (its number may be reused): fail closed.
     if (token.segment.isClosed) throw new StoreClosedError();
     if (token.cached === undefined) {
       // A block is the file's bytes at the authorized generation (or a pread made now): the same checks follow either way.
-      const block = host.blocks === null ? null : host.blocks.read(token.segment, host.gens, token.offset, token.length, token.segmentGeneration);
+      // The record is decoded where it lies in the block: no view of it is made first.
+      const block = host.blocks === null ? null : host.blocks.blockOf(token.segment, host.gens, token.offset, token.length, token.segmentGeneration);
       owned = block === null;
+      if (block !== null) at = blockOffset(token.offset);
       bytes = block ?? preadSync(token.segment.fd, token.offset, token.length);
     }
   } finally {
@@ -159,7 +162,7 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
     key: token.key,
     generation: token.generation,
     seq: token.version,
-  }, true, formatOf(token.segment.header)); // the segment's own record frame (format 2 or 3)
+  }, true, formatOf(token.segment.header), at); // the segment's own record frame (format 2 or 3)
   if (typeof got === "string") throw new CorruptionError(token.segment.id, token.offset, `point read failed its ${got} check`);
   // The value is a view of `bytes`. A block's bytes are the cache's: the caller gets a pooled copy
   // (one small object; a fresh 256-byte ArrayBuffer per read cost more than the decode itself).

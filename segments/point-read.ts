@@ -46,12 +46,14 @@ export function readRecordAt(fd: number, offset: number, length: number, expect:
 }
 
 /**
- * Decodes a record read at its offset and checks it against an expectation. With `owned` (the
- * point read's fresh buffer, handed to no one else) a binary value is a view of `bytes`; without
- * (bytes shared with a cache) it is a copy.
+ * Decodes a record read at its offset — the `length` bytes (or fewer: a short read) at `at` of
+ * `bytes` — and checks it against an expectation. With `owned` (the point read's fresh buffer,
+ * handed to no one else) a binary value is a view of `bytes`; without (bytes shared with a cache)
+ * it is a copy.
  */
-export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation, owned = true, version: number = formatVersionWritten()): DecodedRecord | PointReadFault {
-  const got = decodeRecord(bytes, 0, bytes.length, owned ? "view" : true, expect, version); // expected names are reused, not decoded again, when they match
+export function checkRecordBytes(bytes: Uint8Array, length: number, expect: RecordExpectation, owned = true, version: number = formatVersionWritten(), at = 0): DecodedRecord | PointReadFault {
+  const end = at === 0 ? bytes.length : Math.min(bytes.length, at + length);
+  const got = decodeRecord(bytes, at, end, owned ? "view" : true, expect, version); // expected names are reused, not decoded again, when they match
   if (!isRecord(got)) return got;
   if (got.length !== length) return "length";
   return mismatch(got, expect) ?? got;

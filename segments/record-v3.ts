@@ -10,7 +10,7 @@
  * always written in 8 varint bytes, so the frame has one size (GROUP_FRAME_BYTES_V3) that the
  * commit log reserves before it knows either number.
  */
-import { checksum64 } from "./checksum.js";
+import { checksumLow32 } from "./checksum.js";
 import * as C from "./constants.js";
 import { assertInput, asBuffer, decodePayload, utf8, utf8Length, valueLength, writeName, type DecodedRecord, type ExpectedNames, type RecordFault, type RecordInput } from "./record-common.js";
 
@@ -86,12 +86,8 @@ export function recordLengthV3(scopeLen: number, keyLen: number, valueLen: numbe
 
 /** The low 32 bits of the xxh64 of bytes[from, to): the version-3 record checksum. */
 export function checksum32(bytes: Uint8Array, from: number, to: number): number {
-  LOW_HALF.setBigUint64(0, checksum64(bytes, from, to), true); // its low 32 bits, without BigInt arithmetic
-  return LOW_HALF.getUint32(0, true);
+  return checksumLow32(bytes, from, to);
 }
-
-/** Scratch for checksum32. */
-const LOW_HALF = new DataView(new ArrayBuffer(8));
 
 /** Encodes a version-3 record into a fresh buffer. Throws InvalidArgumentError (producing nothing) for a bad input, as encodeRecord. */
 export function encodeRecordV3(r: RecordInput, valueBytesMax: number = C.VALUE_BYTES_MAX): Buffer {
