@@ -13,6 +13,9 @@
  * Eviction is first-in first-out by bytes. Once the budget is full a block is read whole only on
  * its second miss (a first miss leaves the record to the caller's own pread), so a block touched
  * once costs no whole-block read and no eviction; an evicted block's buffer serves the next fill.
+ * Whole blocks live in a few slabs, each one allocation, carved as the cache fills (read-12): a
+ * fill that allocated its own 16 KiB made 4,096 ArrayBuffers per 64 MiB, and V8 answers that many
+ * new external buffers with extra collections.
  */
 import * as fs from "node:fs";
 import type { GenerationTable } from "./generations.js";
@@ -28,8 +31,10 @@ export function blockOffset(offset: number): number {
 
 /** Blocks per segment key: segments are at most 1 GiB (SEGMENT_BYTES_MAX), so an index fits in 16 bits. */
 const BLOCKS_PER_SEGMENT = 1 << 16;
-/** Spare buffers kept from evictions: one insert evicts at most a few whole blocks. */
-const SPARES_MAX = 4;
+/** Whole blocks in the first slab (256 KiB: a reopened store that reads a little holds little). */
+const SLAB_BLOCKS_MIN = 16;
+/** Whole blocks in a slab at most (8 MiB): each slab doubles the memory carved so far up to this. */
+const SLAB_BLOCKS_MAX = 512;
 
 interface Block {
   readonly segment: Segment;
@@ -37,6 +42,8 @@ interface Block {
   readonly generation: number;
   /** The file's bytes from the block's start; shorter than BLOCK_BYTES at the segment's end. */
   readonly bytes: Buffer;
+  /** The slab's whole block `bytes` lies in, returned to the free list on eviction; null for a block with memory of its own. */
+  readonly memory: Buffer | null;
 }
 
 /** What a block cache did since it was made (tests and bench/): reads served, blocks read, bytes read, first misses left to the caller. */
@@ -49,7 +56,7 @@ export interface BlockCacheCounters {
 
 /** How the cache fills (test twins turn a rule off; the engine uses the defaults). */
 export interface BlockCachePolicy {
-  /** Reuse an evicted block's buffer for the next fill (default true). */
+  /** Reuse an evicted block's memory (a slab's block) for the next fill (default true; off, every fill allocates its own). */
   recycle?: boolean;
   /** Once full, read a block whole only on its second miss (default true). */
   secondMiss?: boolean;
@@ -64,8 +71,12 @@ export class BlockCache {
   private order: Block[] = [];
   private head = 0;
   private bytes = 0;
-  /** Evicted whole blocks' buffers, reused by the next fills (at most SPARES_MAX). */
-  private spares: Buffer[] = [];
+  /** Slab blocks no block holds (never filled, or evicted), taken by the next fills. */
+  private free: Buffer[] = [];
+  /** Whole blocks carved from slabs so far; at most `slabBlocksMax`. */
+  private carved = 0;
+  /** The budget's whole blocks and one in flight (a fill precedes the eviction it causes). */
+  private readonly slabBlocksMax: number;
   /** Keys of blocks that missed once while the cache was full (the second-miss rule); at most `missedMax`. */
   private readonly missed = new Set<number>();
   private readonly missedMax: number;
@@ -87,6 +98,7 @@ export class BlockCache {
     this.recycleBuffers = policy.recycle ?? true;
     this.secondMiss = policy.secondMiss ?? true;
     this.missedMax = 4 * Math.ceil(bytesMax / BLOCK_BYTES);
+    this.slabBlocksMax = Math.floor(bytesMax / BLOCK_BYTES) + 1;
   }
 
   /** Bytes held now (for tests and stats). */
@@ -150,41 +162,52 @@ export class BlockCache {
   /** Reads the block at `start` with one pread; caches it only if the generation held still during the read. */
   private fill(segment: Segment, gens: GenerationTable, key: number, start: number, generation: number): Block {
     const want = this.boundActive || segment.writer === null ? Math.min(BLOCK_BYTES, segment.dataEnd - start) : BLOCK_BYTES;
-    const buf = this.bufferOf(want);
+    const memory = want === BLOCK_BYTES && this.recycleBuffers ? this.slabBlock() : null;
+    const buf = memory ?? Buffer.allocUnsafeSlow(want);
     const n = fs.readSync(segment.fd, buf, 0, want, start);
     this.counters.fills++;
     this.counters.fillBytes += n;
-    const block: Block = { segment, key, generation, bytes: n === want ? buf : buf.subarray(0, n) };
+    const block: Block = { segment, key, generation, bytes: n === want ? buf : buf.subarray(0, n), memory };
     // A rewrite that began during the pread may have torn these bytes: the caller's own check fails the read closed; never keep them.
     if (gens.load(segment.cell) === generation) this.insert(block);
+    else this.recycle(block); // the caller is done with it before the next fill (see recycle)
     return block;
   }
 
   /**
-   * Memory for a fill of `want` bytes: a whole block reuses an evicted block's buffer when one is
-   * spare (a cache that is full and streaming would otherwise allocate 64 KiB per fill, and that
-   * external memory churn drives V8's full collections over the whole heap). Anything shorter
-   * gets its own memory, so the budget counts exactly what is held.
+   * A free slab block for a whole-block fill: an evicted block's memory when one is free, else a
+   * block of a new slab. Slabs grow with the cache (each doubles what was carved, 256 KiB to
+   * 8 MiB) and stop at the budget: a cache that is full and streaming allocates nothing, and one
+   * that never fills holds little. Null (the fill allocates its own) only past that bound.
    */
-  private bufferOf(want: number): Buffer {
-    const spare = want === BLOCK_BYTES ? this.spares.pop() : undefined;
-    if (spare !== undefined) return spare;
-    return Buffer.allocUnsafeSlow(want);
+  private slabBlock(): Buffer | null {
+    const free = this.free.pop();
+    if (free !== undefined) return free;
+    const count = Math.min(SLAB_BLOCKS_MAX, Math.max(SLAB_BLOCKS_MIN, this.carved), this.slabBlocksMax - this.carved);
+    if (count <= 0) return null;
+    const slab = Buffer.allocUnsafeSlow(count * BLOCK_BYTES);
+    for (let i = count - 1; i > 0; i--) this.free.push(slab.subarray(i * BLOCK_BYTES, (i + 1) * BLOCK_BYTES));
+    this.carved += count;
+    return slab.subarray(0, BLOCK_BYTES);
   }
 
   /**
-   * Keeps an evicted block's memory for the next fill. Sound because no one holds a block's bytes
-   * past the read that asked for them: read() hands out a view the caller decodes and copies in
-   * the same synchronous turn (engine/reads.ts finishRead).
+   * Returns a block's slab memory to the free list once no entry holds it (evicted, replaced, or
+   * never cached). Sound because no one holds a block's bytes past the read that asked for them:
+   * blockOf hands the block to a caller that decodes and copies in the same synchronous turn
+   * (engine/reads.ts finishRead).
    */
   private recycle(victim: Block): void {
-    if (this.recycleBuffers && victim.bytes.length === BLOCK_BYTES && this.spares.length < SPARES_MAX) this.spares.push(victim.bytes);
+    if (victim.memory !== null) this.free.push(victim.memory);
   }
 
   /** Takes a block in, evicting the oldest until the budget holds. */
   private insert(block: Block): void {
     const old = this.blocks.get(block.key);
-    if (old !== undefined) this.bytes -= old.bytes.length;
+    if (old !== undefined) {
+      this.bytes -= old.bytes.length;
+      this.recycle(old); // its `order` entry is stale now: eviction skips it
+    }
     this.blocks.set(block.key, block);
     this.order.push(block);
     this.bytes += block.bytes.length;
@@ -205,7 +228,8 @@ export class BlockCache {
   /** Drops everything (close). */
   clear(): void {
     this.blocks.clear();
-    this.spares = [];
+    this.free = [];
+    this.carved = 0;
     this.missed.clear();
     this.order = [];
     this.head = 0;

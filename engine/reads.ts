@@ -11,7 +11,7 @@
  */
 import * as C from "../segments/constants.js";
 import { CorruptionError, ScopeErasedDuringRead, StoreClosedError } from "../rules/errors.js";
-import { checkRecordBytes, preadSync } from "../segments/point-read.js";
+import { checkRecordBytes, preadSync, type RecordExpectation } from "../segments/point-read.js";
 import { formatOf } from "../segments/header.js";
 import { decodeRecord, isRecord } from "../segments/record.js";
 import { hitAsync } from "./faults.js";
@@ -54,22 +54,44 @@ export interface ReadHost {
   readonly blocks: BlockCache | null;
 }
 
-/** The token a read is authorized against: the slot's record location and fields, and its segment's generation now. */
-function authorize(host: ReadHost, found: ReadFound): ReadToken {
+/**
+ * Test-only hook, never set by the engine: with `aliasBlockValues` a value decoded from a block
+ * cache block is returned as a view of the block instead of a copy — the bug that lets a later
+ * fill of the same slab memory change a value a caller already holds (test/read-values-stable).
+ */
+export const unsafeReadsForTests = { aliasBlockValues: false };
+
+/** A token with no read in it (what the synchronous path's shared token starts as). */
+function blankToken(): ReadToken {
+  return { segment: null as unknown as Segment, slot: null as unknown as Slot, cached: undefined, offset: 0, length: 0, segmentGeneration: 0, scope: "", key: "", generation: 0, version: 0 };
+}
+
+/**
+ * The synchronous reads' token, filled again by each: a synchronous read authorizes and finishes
+ * in one turn and runs no caller code in between, so no two reads ever hold it at once, and a
+ * cold read (W5's read-all: 200,000 of them) makes one object less. An async read, which may
+ * pause between the two steps, gets its own.
+ */
+const syncToken = blankToken();
+
+/** Where finishRead's expected fields go: filled per read, read only within its decode (one object for all reads). */
+const expected: RecordExpectation = { type: C.RecordType.PUT, scope: "", key: "", generation: 0, seq: 0 };
+
+/** Fills `token` with what a read is authorized against: the slot's record location and fields, and its segment's generation now. */
+function authorize(host: ReadHost, found: ReadFound, token: ReadToken): ReadToken {
   const { slot, segment } = found;
   const segmentGeneration = host.gens.load(segment.cell);
-  return {
-    segment,
-    slot,
-    cached: host.cache?.get(slot, segmentGeneration),
-    offset: slot.off,
-    length: slot.len,
-    segmentGeneration,
-    scope: slot.scope,
-    key: slot.key,
-    generation: slot.putGen,
-    version: slot.putSeq,
-  };
+  token.segment = segment;
+  token.slot = slot;
+  token.cached = host.cache?.get(slot, segmentGeneration);
+  token.offset = slot.off;
+  token.length = slot.len;
+  token.segmentGeneration = segmentGeneration;
+  token.scope = slot.scope;
+  token.key = slot.key;
+  token.generation = slot.putGen;
+  token.version = slot.putSeq;
+  return token;
 }
 
 /**
@@ -107,13 +129,13 @@ export function materialize(host: ReadHost, found: ReadFound, faults: SharedArra
   if (faults === null) {
     const hit = cachedNow(host, found);
     if (hit !== null) return hit;
+    try {
+      return finishRead(host, startRead(host, authorize(host, found, syncToken)));
+    } finally {
+      release(syncToken);
+    }
   }
-  const token = authorize(host, found);
-  if (token.segmentGeneration % 2 !== 0 && !host.options.unsafeSkipReadValidation) {
-    throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, token.segmentGeneration, "segment is being rewritten in place");
-  }
-  token.segment.enter();
-  if (faults === null) return finishRead(host, token);
+  const token = startRead(host, authorize(host, found, blankToken()));
   return hitAsync(faults, "read:after-authorize").then(
     () => finishRead(host, token),
     (err: unknown) => {
@@ -121,6 +143,25 @@ export function materialize(host: ReadHost, found: ReadFound, faults: SharedArra
       throw err;
     },
   );
+}
+
+/**
+ * Enters an authorized token's segment (the reader count finishRead leaves), or throws
+ * ScopeErasedDuringRead when the segment is being rewritten in place (odd generation).
+ */
+function startRead(host: ReadHost, token: ReadToken): ReadToken {
+  if (token.segmentGeneration % 2 !== 0 && !host.options.unsafeSkipReadValidation) {
+    throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, token.segmentGeneration, "segment is being rewritten in place");
+  }
+  token.segment.enter();
+  return token;
+}
+
+/** Lets go of what the shared token points at once its read is over, so that it keeps no segment, slot or value alive. */
+function release(token: ReadToken): void {
+  token.segment = null as unknown as Segment;
+  token.slot = null as unknown as Slot;
+  token.cached = undefined;
 }
 
 /**
@@ -156,18 +197,16 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
   if (bytes === null) {
     return { status: "OK", value: token.cached as string | Uint8Array, version: token.version, generation: token.generation, scope: token.scope };
   }
-  const got = checkRecordBytes(bytes, token.length, {
-    type: C.RecordType.PUT,
-    scope: token.scope,
-    key: token.key,
-    generation: token.generation,
-    seq: token.version,
-  }, true, formatOf(token.segment.header), at); // the segment's own record frame (format 2 or 3)
+  expected.scope = token.scope;
+  expected.key = token.key;
+  expected.generation = token.generation;
+  expected.seq = token.version;
+  const got = checkRecordBytes(bytes, token.length, expected, true, formatOf(token.segment.header), at); // the segment's own record frame (format 2 or 3)
   if (typeof got === "string") throw new CorruptionError(token.segment.id, token.offset, `point read failed its ${got} check`);
   // The value is a view of `bytes`. A block's bytes are the cache's: the caller gets a pooled copy
   // (one small object; a fresh 256-byte ArrayBuffer per read cost more than the decode itself).
   const view = got.value as string | Uint8Array;
-  const value = owned || typeof view === "string" ? view : copyOf(view);
+  const value = owned || typeof view === "string" || unsafeReadsForTests.aliasBlockValues ? view : copyOf(view);
   host.cache?.put(token.slot, value, token.segment.id, token.offset, token.segmentGeneration);
   return { status: "OK", value, version: token.version, generation: token.generation, scope: token.scope };
 }

@@ -177,7 +177,7 @@ export function asBuffer(bytes: Uint8Array): Buffer {
  */
 export function decodePayload(
   bytes: Uint8Array,
-  fields: Omit<DecodedRecord, "scope" | "key" | "value">,
+  fields: Readonly<Omit<DecodedRecord, "scope" | "key" | "value">>,
   scopeAt: number,
   scopeLen: number,
   keyLen: number,

@@ -249,9 +249,10 @@ export function decodeRecordV3(bytes: Uint8Array, at: number, end: number, withV
   const length = probeV3(bytes, at, end);
   if (typeof length !== "number") return length;
   if (!sumMatches(bytes, at, length)) return "checksum";
-  const { type, flags, scopeLen, keyLen, valueLen, seq, generation, expiresAt, payloadAt } = frame;
-  if (seq === 0) return "structure";
-  return decodePayload(bytes, { type: type as C.RecordTypeValue, flags, seq, generation, expiresAt, length }, payloadAt, scopeLen, keyLen, valueLen, withValue, names);
+  if (frame.seq === 0) return "structure";
+  // The shared frame is the fields (probeV3 checked its type): no fields object per decoded record, which every cold read makes.
+  const fields = frame as Readonly<FrameV3> & { readonly type: C.RecordTypeValue };
+  return decodePayload(bytes, fields, frame.payloadAt, frame.scopeLen, frame.keyLen, frame.valueLen, withValue, names);
 }
 
 /** The type of the (already checked) version-3 record at `at`: the byte after its length varint. */
