@@ -1,6 +1,7 @@
 // What the one-process W5 scripts share (bench/read-ab.mjs, bench/w5-phases.mjs,
-// bench/hint-merge-ab.mjs): bench/workloads.ts's keys, values, permutations and W5 batches,
-// written against engine/store.js's Store (op "write" / "forget", readSync).
+// bench/hint-merge-ab.mjs, bench/hint-decode-ab.mjs, bench/hint-lookup-ab.mjs): bench/workloads.ts's
+// keys, values, permutations and W5 batches, written against engine/store.js's Store (op "write" /
+// "forget", readSync), and the A/B scripts' tree arguments and paired summary.
 import * as fs from "node:fs";
 
 /** Key i, as bench/common.ts keyOf: 10 bytes. */
@@ -68,4 +69,25 @@ export function w5Batches(n, value) {
   for (const i of perm) { if (i % 8) continue; cur.push({ op: "write", key: keyOf(i), value: value ?? valueOf(i, 2) }); if (cur.length === 1000) { puts.push(cur); cur = []; } }
   if (cur.length) puts.push(cur);
   return { dels, puts, perm };
+}
+
+/** The TREE arguments of an A/B script (each a built tree); prints `usage` and exits 2 when none is given. */
+export function treesArg(usage) {
+  const trees = process.argv.slice(2);
+  if (trees.length === 0) {
+    console.error(`usage: ${usage}`);
+    process.exit(2);
+  }
+  return trees;
+}
+
+/** Prints per tree the median (min–max) of its rounds' figures and, after the first, the paired difference against the first tree (median of per-round differences, rounds it was lower in). */
+export function printPaired(trees, res, unit) {
+  const med = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
+  for (let t = 0; t < trees.length; t++) {
+    const a = res[t].slice().sort((x, y) => x - y);
+    const d = res[t].map((v, r) => v - res[0][r]);
+    const paired = t === 0 ? "" : `; paired vs ${trees[0]} ${med(d).toFixed(1)}, better in ${d.filter((x) => x < 0).length} of ${d.length}`;
+    console.log(`${trees[t]}: ${med(a).toFixed(1)} (${a[0].toFixed(1)}–${a[a.length - 1].toFixed(1)}) ${unit}${paired}`);
+  }
 }
