@@ -5,7 +5,9 @@
  * Loads `keys` keys (values 256 B) into 4 MiB segments (non-durable, auto compaction off),
  * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact():
  * prints one JSON line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker
- * threads included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, load,
+ * threads included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, faults
+ * (the process's minor page faults during compact(): fresh memory touched, ~10 µs each on this
+ * machine kind, and a count no other load on the machine changes), load,
  * and syncs: the file fdatasyncs and directory fsyncs compact() made, counted by segments/io.ts's
  * observer of the main thread — so only with workers 0, where every call runs there}.
  * --alternate runs both trees in this one process, A then B, `pairs` times (default 5; a fresh
@@ -72,12 +74,14 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
       else if (e.op === "rename") syncs.rename += 1;
     });
   }
+  const faults0 = process.resourceUsage().minorPageFault;
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   const rep = await store.compact({ mode });
   io.setIoObserver(null);
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
+  const faults = process.resourceUsage().minorPageFault - faults0;
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   if (session !== null && prof !== undefined) {
     const { profile } = await session.post("Profiler.stop");
@@ -85,7 +89,7 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
   }
   await store.close();
   fs.rmSync(dir, { recursive: true, force: true });
-  return { tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) };
+  return { tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, faults, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) };
 }
 
 /** The median of `xs` (not empty). */

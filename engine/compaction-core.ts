@@ -30,7 +30,7 @@ import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segmen
 import { assertSealedEnd, walkSealed } from "../segments/scan.js";
 import { recordLengthAt, recordNamesAt } from "../segments/record.js";
 import { encodeRecordV3 } from "../segments/record-v3.js";
-import { decodeJournal, encodeJournal } from "../segments/journal.js";
+import { decodeJournal, encodeJournal, JOURNAL_CHECKSUM_BYTES, JOURNAL_HEAD_BYTES, journalBytes } from "../segments/journal.js";
 import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
 import { assert, elementAt } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
@@ -102,10 +102,17 @@ export interface CompactionResult {
  */
 const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
 const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
-/** The odd sources of a merge (copy-on-write reads the next source while it copies this one). */
-const sourceScratchOdd = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
-/** The output being assembled (a merged output up to 16 MiB keeps its buffer: no fresh pages faulted in per output). */
-const outScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
+/**
+ * The odd sources of a merge (copy-on-write reads the next source while it copies this one), and
+ * an in-place job's journal: its encoded bytes, then the same file read back for the check.
+ */
+const sourceScratchOdd = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX + JOURNAL_HEAD_BYTES + JOURNAL_CHECKSUM_BYTES);
+/**
+ * The output being assembled: copy-on-write's merged output, one buffer for each of the
+ * COPIES_IN_FLIGHT outputs (the later one is copied while the earlier one is written), or an
+ * in-place job's compacted bytes. Up to 16 MiB each is kept: no fresh pages faulted in per output.
+ */
+const outScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX, 2);
 /** The copy is read back in pieces of this size for its check. */
 const BACK_CHUNK_BYTES = 1024 * 1024;
 const backScratch = new ReadScratch(BACK_CHUNK_BYTES);
@@ -234,10 +241,11 @@ async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit):
   assert(task.sources.length === 1 && task.targetId === src.segmentId, `in-place rewrites one segment onto itself`);
   const fd = io.openFile("io:rewrite", path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r+");
   let bytes: Uint8Array | null = null;
+  let out: Buffer | null = null;
   try {
     bytes = sourceScratch.readWholeFile(fd);
     const { header, version } = sealedHeader(bytes, src.segmentId);
-    const out = Buffer.allocUnsafe(liveBytesOf(src.live));
+    out = outScratch.take(liveBytesOf(src.live));
     const part = copySurvivors(bytes, src, header.sealedBytes, version, out, 0, false); // the original bytes restore a failed rewrite
     const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: header.generation, hinted: false };
     addSource(result, part);
@@ -248,6 +256,7 @@ async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit):
     result.hinted = rewritten.hinted;
     return result;
   } finally {
+    if (out !== null) outScratch.release(out);
     if (bytes !== null) sourceScratch.release(bytes);
     io.closeQuietly(fd);
   }
@@ -515,11 +524,19 @@ function checkCopy(fd: number, targetId: number, out: Buffer, keyed: HeaderChoic
  * this segment and generation, and holds exactly the bytes the rewrite will put in place.
  */
 function checkJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): void {
-  const journal = decodeJournal(readWholePath(path.join(task.segmentsDir, journalFileName(src.segmentId))));
-  assert(journal !== null, `journal of ${src.segmentId}: magic and checksum`);
-  assert(journal.segmentId === src.segmentId && journal.generation === generation, `journal of ${src.segmentId}: id and generation ${generation}`);
-  assert(journal.dataBytes === out.length && journal.data.length === out.length, `journal of ${src.segmentId}: length`);
-  assert(Buffer.compare(journal.data, out) === 0, `journal of ${src.segmentId}: data`);
+  const fd = fs.openSync(path.join(task.segmentsDir, journalFileName(src.segmentId)), "r");
+  let bytes: Uint8Array | null = null;
+  try {
+    bytes = sourceScratchOdd.readWholeFile(fd);
+    const journal = decodeJournal(bytes);
+    assert(journal !== null, `journal of ${src.segmentId}: magic and checksum`);
+    assert(journal.segmentId === src.segmentId && journal.generation === generation, `journal of ${src.segmentId}: id and generation ${generation}`);
+    assert(journal.dataBytes === out.length && journal.data.length === out.length, `journal of ${src.segmentId}: length`);
+    assert(Buffer.compare(journal.data, out) === 0, `journal of ${src.segmentId}: data`);
+  } finally {
+    if (bytes !== null) sourceScratchOdd.release(bytes);
+    io.closeQuietly(fd);
+  }
 }
 
 /** The segment as it was before an in-place rewrite: its header generation and every byte. */
@@ -638,14 +655,18 @@ function finishRewrite(fd: number, segmentId: number, generation: number, dataBy
  * io:journal at each). The descriptor is closed only once no write of it is pending.
  */
 async function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): Promise<void> {
-  const body = encodeJournal(src.segmentId, generation, out);
+  const body = encodeJournal(src.segmentId, generation, out, sourceScratchOdd.take(journalBytes(out.length)));
   const file = path.join(task.segmentsDir, journalFileName(src.segmentId));
-  const fd = io.openFile("io:journal", file, "w", FILE_MODE);
   try {
-    await io.writeAll("io:journal", fd, [body], 0);
-    await io.datasync("io:journal", fd);
+    const fd = io.openFile("io:journal", file, "w", FILE_MODE);
+    try {
+      await io.writeAll("io:journal", fd, [body], 0);
+      await io.datasync("io:journal", fd);
+    } finally {
+      io.closeQuietly(fd);
+    }
   } finally {
-    io.closeQuietly(fd);
+    sourceScratchOdd.release(body); // no write of it is pending: writeAll settled before the close
   }
   io.syncDir("io:journal", task.segmentsDir);
 }

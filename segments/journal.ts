@@ -26,13 +26,24 @@ export interface Journal {
   data: Uint8Array;
 }
 
-/** Encodes the journal of a rewrite of `segmentId` to `data`, publishing `generation`. */
-export function encodeJournal(segmentId: number, generation: number, data: Uint8Array): Buffer {
-  const body = Buffer.alloc(JOURNAL_HEAD_BYTES + data.length + JOURNAL_CHECKSUM_BYTES);
+/** The size of the journal of `dataBytes` bytes of data. */
+export function journalBytes(dataBytes: number): number {
+  return JOURNAL_HEAD_BYTES + dataBytes + JOURNAL_CHECKSUM_BYTES;
+}
+
+/**
+ * Encodes the journal of a rewrite of `segmentId` to `data`, publishing `generation`: into
+ * `into` when given (exactly journalBytes(data.length) long, contents undefined: every byte is
+ * written), else into a new buffer.
+ */
+export function encodeJournal(segmentId: number, generation: number, data: Uint8Array, into?: Buffer): Buffer {
+  const body = into ?? Buffer.allocUnsafe(journalBytes(data.length));
+  if (body.length !== journalBytes(data.length)) throw new RangeError(`a journal of ${data.length} data bytes is ${journalBytes(data.length)} bytes, not ${body.length}`);
   body.writeUInt32LE(JOURNAL_MAGIC, 0);
   body.writeUInt32LE(segmentId, 4);
   writeU64(body, generation, 8);
   writeU64(body, data.length, 16);
+  body.fill(0, 24, JOURNAL_HEAD_BYTES); // the unused u64
   body.set(data, JOURNAL_HEAD_BYTES);
   const sumAt = body.length - JOURNAL_CHECKSUM_BYTES;
   body.writeBigUInt64LE(checksum64(body, 0, sumAt), sumAt);

@@ -1,6 +1,7 @@
 /** Reading a whole segment or journal file into memory (scans, compaction, recovery, verify). */
 import * as fs from "node:fs";
 import { promisify } from "node:util";
+import { assert } from "../rules/assert.js";
 
 const readAsync = promisify(fs.read);
 
@@ -37,31 +38,66 @@ export function readWholePath(file: string): Uint8Array {
 }
 
 /**
- * A read buffer kept for reuse by sequential jobs, so that each 4 MiB segment read does not
- * allocate — and fault in — fresh memory. While one job holds it (take() until release()), a
- * second taker gets a fresh buffer: jobs that interleave at await points (two stores compacting
- * inline in one process) never share bytes. Buffers over `retainBytesMax` are not kept.
+ * Test switch, never set by the engine or any option (test/read-scratch.test.ts): with
+ * `ignoreHeld`, take() hands out a kept buffer even while a job holds it — the reuse that the
+ * held flags forbid, which the test's overwritten buffers then show.
+ */
+export const unsafeScratchForTests = { ignoreHeld: false };
+
+/**
+ * Read buffers kept for reuse by sequential jobs, so that each 4 MiB segment read does not
+ * allocate — and fault in — fresh memory: on the machines measured a first touch costs ~10 µs per
+ * 4 KiB page (docs/PERFORMANCE.md, "Fresh memory"), so a 16 MiB buffer touched anew costs ~40 ms,
+ * while one touched before costs nothing. Up to `buffersMax` buffers are kept (two outputs in
+ * flight each take one). While every kept buffer is held (take() until release()), a further
+ * taker gets a fresh buffer: jobs that interleave at await points (two stores compacting inline in
+ * one process) never share bytes. Buffers over `retainBytesMax` are not kept.
  */
 export class ReadScratch {
-  private buf: Buffer | null = null;
-  private held = false;
+  /** The kept buffers (at most buffersMax), and which of them a job holds. */
+  private readonly bufs: Buffer[] = [];
+  private readonly held: boolean[] = [];
   private readonly retainBytesMax: number;
+  private readonly buffersMax: number;
 
-  constructor(retainBytesMax: number) {
+  constructor(retainBytesMax: number, buffersMax = 1) {
+    if (!(Number.isInteger(buffersMax) && buffersMax >= 1 && buffersMax <= 4)) throw new RangeError(`a scratch keeps 1..4 buffers, got ${buffersMax}`);
     this.retainBytesMax = retainBytesMax;
+    this.buffersMax = buffersMax;
   }
 
-  /** A buffer of exactly `size` bytes (contents undefined), the kept one when it is free and large enough. */
+  /**
+   * A buffer of exactly `size` bytes (contents undefined): a free kept one large enough, else a
+   * free kept one (or a new slot) replaced by a buffer of `size`, else a fresh one not kept.
+   */
   take(size: number): Buffer {
-    if (this.held || size > this.retainBytesMax) return Buffer.allocUnsafeSlow(size);
-    if (this.buf === null || this.buf.length < size) this.buf = Buffer.allocUnsafeSlow(size);
-    this.held = true;
-    return this.buf.subarray(0, size);
+    if (size > this.retainBytesMax) return Buffer.allocUnsafeSlow(size);
+    let slot = -1;
+    for (let i = 0; i < this.bufs.length; i++) {
+      if (this.held[i] === true && !unsafeScratchForTests.ignoreHeld) continue;
+      if ((this.bufs[i] as Buffer).length >= size) {
+        slot = i;
+        break;
+      }
+      if (slot < 0) slot = i; // the first free one too small: replaced if none is large enough
+    }
+    if (slot < 0 && this.bufs.length < this.buffersMax) slot = this.bufs.length;
+    if (slot < 0) return Buffer.allocUnsafeSlow(size);
+    if (slot === this.bufs.length || (this.bufs[slot] as Buffer).length < size) this.bufs[slot] = Buffer.allocUnsafeSlow(size);
+    this.held[slot] = true;
+    const buf = this.bufs[slot] as Buffer;
+    return buf.subarray(0, size);
   }
 
-  /** Ends the use of what take() returned (`buf`): the kept buffer is free again. */
+  /** Ends the use of what take() returned (`buf`): its kept buffer is free again (a fresh one is simply dropped). */
   release(buf: Uint8Array): void {
-    if (this.buf !== null && buf.buffer === this.buf.buffer) this.held = false;
+    for (let i = 0; i < this.bufs.length; i++) {
+      if ((this.bufs[i] as Buffer).buffer === buf.buffer) {
+        assert(this.held[i] === true || unsafeScratchForTests.ignoreHeld, "a kept scratch buffer is released once per take");
+        this.held[i] = false;
+        return;
+      }
+    }
   }
 
   /** Reads the whole file behind `fd` into take()'s buffer; release() it when done. */
