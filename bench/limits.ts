@@ -33,6 +33,10 @@ export const LIMIT_ROWS: ReadonlyArray<{ id: string; label: string; unit: string
   { id: "limit.pread.async1", label: "fs.read pread 256 B, 1 in flight", unit: "ops/s" },
   { id: "limit.pread.async16", label: "fs.read pread 256 B, 16 in flight", unit: "ops/s" },
   { id: "limit.pread.fh16", label: "FileHandle.read 256 B, 16 in flight", unit: "ops/s" },
+  { id: "limit.touch.fresh", label: "first write to fresh memory (allocUnsafeSlow, one byte per 4 KiB page)", unit: "µs/page" },
+  { id: "limit.touch.again", label: "write to the same memory again", unit: "µs/page" },
+  { id: "limit.pread16k.fresh", label: "readSync pread 16 KiB (page cache) into fresh memory", unit: "µs" },
+  { id: "limit.pread16k.reused", label: "readSync pread 16 KiB (page cache) into one reused buffer", unit: "µs" },
 ];
 
 function syncLoop(fd: number, n: number, capMs: number, pos: (i: number) => number | null): { rate: number; lat: Float64Array; done: number } {
@@ -150,8 +154,52 @@ export async function measureLimits(dir: string, quick: boolean): Promise<Record
       await fh.close();
       fs.closeSync(fd);
     }
+    Object.assign(m, freshMemory(seqFile, quick));
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
+  }
+  return m;
+}
+
+/** Bytes of a page: the unit the kernel maps fresh memory in. */
+const PAGE_BYTES = 4096;
+
+/**
+ * What touching memory for the first time costs, against touching it again: one byte written per
+ * page of a fresh buffer (each write faults a page in), then the same again; and a 16 KiB pread of
+ * `file` (in the page cache) into fresh memory against into one reused buffer. On a virtual
+ * machine a first touch can cost tens of times what it costs on bare metal (compact-13 measured
+ * ~10 µs per page here), which bounds every workload that grows its memory: a cache filling, a
+ * keydir growing, a buffer allocated per job (docs/PERFORMANCE.md, compact-13).
+ */
+function freshMemory(file: string, quick: boolean): Record<string, number> {
+  const m: Record<string, number> = {};
+  const bytes = (quick ? 16 : 64) << 20;
+  const buf = Buffer.allocUnsafeSlow(bytes);
+  let t0 = nowNs();
+  for (let at = 0; at < bytes; at += PAGE_BYTES) buf[at] = 1;
+  m["limit.touch.fresh"] = Number(nowNs() - t0) / 1e3 / (bytes / PAGE_BYTES);
+  t0 = nowNs();
+  for (let at = 0; at < bytes; at += PAGE_BYTES) buf[at] = 2;
+  m["limit.touch.again"] = Number(nowNs() - t0) / 1e3 / (bytes / PAGE_BYTES);
+  const fd = fs.openSync(file, "r");
+  try {
+    const size = fs.fstatSync(fd).size;
+    const BLOCK = 16 * 1024;
+    const reads = Math.min(quick ? 512 : 2048, Math.floor(size / BLOCK));
+    const pick = rng(11);
+    const offs = Array.from({ length: reads }, () => Math.floor(pick() * Math.floor(size / BLOCK)) * BLOCK);
+    const slab = Buffer.allocUnsafeSlow(reads * BLOCK);
+    t0 = nowNs();
+    for (let i = 0; i < reads; i++) fs.readSync(fd, slab, i * BLOCK, BLOCK, offs[i] as number);
+    m["limit.pread16k.fresh"] = Number(nowNs() - t0) / 1e3 / reads;
+    const one = Buffer.allocUnsafeSlow(BLOCK);
+    fs.readSync(fd, one, 0, BLOCK, 0); // its pages faulted in before the timing
+    t0 = nowNs();
+    for (let i = 0; i < reads; i++) fs.readSync(fd, one, 0, BLOCK, offs[i] as number);
+    m["limit.pread16k.reused"] = Number(nowNs() - t0) / 1e3 / reads;
+  } finally {
+    fs.closeSync(fd);
   }
   return m;
 }
