@@ -23,11 +23,11 @@ import { CorruptionError } from "../rules/errors.js";
 import { FILE_MODE, journalFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
 import { readHeader, writeHeader } from "../segments/header-io.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
-import { ReadScratch, readWholePath } from "../segments/whole-file.js";
+import { ReadScratch, readAtAsync, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, choiceOf, encodeHeader, formatOf, nextHeaderOffset, rewrittenVersion, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
 import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segments/hint.js";
-import { assertSealedEnd, walkSealed } from "../segments/scan.js";
+import { assertSealedEnd, walkSealedPiece, type SealedPiece } from "../segments/scan.js";
 import { recordLengthAt, recordNamesAt } from "../segments/record.js";
 import { encodeRecordV3 } from "../segments/record-v3.js";
 import { decodeJournal, encodeJournal, JOURNAL_CHECKSUM_BYTES, JOURNAL_HEAD_BYTES, journalBytes } from "../segments/journal.js";
@@ -96,17 +96,15 @@ export interface CompactionResult {
 
 /**
  * Reused read buffers of this thread (a copy-on-write task takes them only in its copy turn,
- * CopyTurns; a buffer still held gives a second taker a fresh one): the source segment,
- * and the copy read back for its check. Neither view outlives the task that took it: what a
- * result carries is numbers and fresh strings. Segments up to 16 MiB keep theirs.
+ * CopyTurns; a buffer still held gives a second taker a fresh one): the source — a piece of it
+ * at a time for copy-on-write (copySource), the whole segment in place (its original bytes
+ * restore a failed rewrite) — and the copy read back for its check. Neither view outlives the
+ * task that took it: what a result carries is numbers and fresh strings. Up to 16 MiB is kept.
  */
 const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
 const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
-/**
- * The odd sources of a merge (copy-on-write reads the next source while it copies this one), and
- * an in-place job's journal: its encoded bytes, then the same file read back for the check.
- */
-const sourceScratchOdd = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX + JOURNAL_HEAD_BYTES + JOURNAL_CHECKSUM_BYTES);
+/** An in-place job's journal: its encoded bytes, then the same file read back for the check. */
+const journalScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX + JOURNAL_HEAD_BYTES + JOURNAL_CHECKSUM_BYTES);
 /**
  * The output being assembled: copy-on-write's merged output, one buffer for each of the
  * COPIES_IN_FLIGHT outputs (the later one is copied while the earlier one is written), or an
@@ -175,31 +173,15 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit, endTurn
   let minSeq = 0;
   let maxSeq = 0;
   let cursor = 0;
-  // While one source is walked and copied, the next one is read on libuv's pool (into the other
-  // scratch buffer): the two overlap on two cores.
-  let next: SourceRead | null = readSource(task, 0);
   for (let i = 0; i < task.sources.length; i++) {
     const src = elementAt(task.sources, i, "a source");
-    const current: SourceRead = next as SourceRead;
-    next = null;
-    try {
-      const bytes = await current.bytes;
-      next = i + 1 < task.sources.length ? readSource(task, i + 1) : null;
-      const { header, version: own } = sealedHeader(bytes, src.segmentId);
-      first ??= header;
-      version ||= own;
-      if (own !== version) throw new Error(`segment ${src.segmentId} is format ${own}, the output's other sources ${version}: records are copied verbatim, so one output holds one record frame`);
-      if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
-      maxSeq = Math.max(maxSeq, header.maxSeq);
-      const part = copySurvivors(bytes, src, header.sealedBytes, own, out, cursor, true); // the scratch copy is read no more
-      cursor += part.copied;
-      addSource(result, part);
-    } catch (err) {
-      if (next !== null) await settleRead(next); // its descriptor is closed and its buffer freed before this fails
-      throw err;
-    } finally {
-      await settleRead(current);
-    }
+    const { part, header, version: own } = await copySource(task, src, version, out, cursor);
+    first ??= header;
+    version ||= own;
+    if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
+    maxSeq = Math.max(maxSeq, header.maxSeq);
+    cursor += part.copied;
+    addSource(result, part);
   }
   assert(first !== null && cursor === out.length, `output ${task.targetId}: copied ${cursor} of ${out.length} live bytes`);
   finishTotals(result, cursor);
@@ -209,31 +191,68 @@ async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit, endTurn
   return result;
 }
 
-/** A source being read: its descriptor, the scratch buffer it goes into, and the read. */
-interface SourceRead {
-  fd: number;
-  scratch: ReadScratch;
-  bytes: Promise<Uint8Array>;
-}
+/** Bytes of one piece of a copy-on-write source as it is streamed (a piece grows to hold a record larger than it). */
+const PIECE_BYTES = 1024 * 1024;
 
-/** Opens source `i` of a copy-on-write task and starts reading it whole (sources alternate between two scratch buffers). */
-function readSource(task: CompactionTask, i: number): SourceRead {
-  const src = elementAt(task.sources, i, "a source");
+/**
+ * Test switches, never set by the engine or any option (test/compaction-pieces.test.ts):
+ * `pieceBytes` (0: PIECE_BYTES) makes pieces small enough that records straddle them and exceed
+ * them; `skipPartial` starts each next piece where the last one ended instead of at the record it
+ * held only in part — the carry that makes a streamed walk see every record whole, which the
+ * test's twin shows by the corruption the walk then reports in a sound segment.
+ */
+export const unsafePiecesForTests = { pieceBytes: 0, skipPartial: false };
+
+/**
+ * Copies the survivors of `src` into `out` from `outFrom` on and returns them with the source's
+ * header and format version (`version`: the output's, 0 until its first source, which a source of
+ * another format must not contradict). The segment is read in pieces of PIECE_BYTES into this
+ * thread's kept source buffer, each walked and its survivors copied before the next is read
+ * (compact-13: a source read whole was up to a segment's size of fresh memory per source, never
+ * kept above 16 MiB; a first touch costs ~10 µs per 4 KiB page on the machines measured). Each
+ * piece starts at a record: the one the last piece held only in part.
+ */
+async function copySource(task: CompactionTask, src: SourceTask, version: number, out: Buffer, outFrom: number): Promise<{ part: CopiedSource; header: SegmentHeader; version: number }> {
   const fd = fs.openSync(path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r");
-  const scratch = i % 2 === 0 ? sourceScratch : sourceScratchOdd;
-  const bytes = scratch.readWholeFileAsync(fd);
-  bytes.catch(() => undefined); // awaited by copyAll (settleRead); never an unhandled rejection meanwhile
-  return { fd, scratch, bytes };
+  let buf: Buffer | null = null;
+  try {
+    const fileEnd = fs.fstatSync(fd).size;
+    const pieceBytes = unsafePiecesForTests.pieceBytes > 0 ? unsafePiecesForTests.pieceBytes : PIECE_BYTES;
+    buf = sourceScratch.take(Math.min(Math.max(pieceBytes, C.DATA_START), fileEnd));
+    let piece: SealedPiece = { bytes: await readPiece(fd, buf, 0, src.segmentId), base: 0, fileEnd };
+    const { header, version: own } = sealedHeader(piece.bytes, src.segmentId);
+    if (version !== 0 && own !== version) throw new Error(`segment ${src.segmentId} is format ${own}, the output's other sources ${version}: records are copied verbatim, so one output holds one record frame`);
+    const copy = new SurvivorCopy(src, own, out, outFrom, true); // each piece is read no more once walked
+    let at: number = C.DATA_START;
+    for (;;) {
+      const stop = copy.piece(piece, at);
+      if (stop === fileEnd) break;
+      // The record at `stop` goes on past this piece (walkSealedPiece): the next piece starts with
+      // it, and holds it whole — when not even one record fit, as long as the length it declares.
+      let want = pieceBytes;
+      if (stop === piece.base) {
+        want = recordLengthAt(piece.bytes, 0, own);
+        if (!(want > piece.bytes.length)) throw new CorruptionError(src.segmentId, stop, "a record that fits its piece does not walk");
+      }
+      const from = unsafePiecesForTests.skipPartial ? piece.base + piece.bytes.length : stop;
+      sourceScratch.release(buf);
+      buf = null;
+      buf = sourceScratch.take(Math.min(want, fileEnd - from));
+      piece = { bytes: await readPiece(fd, buf, from, src.segmentId), base: from, fileEnd };
+      at = from;
+    }
+    return { part: copy.finish(fileEnd, header.sealedBytes, fileEnd), header, version: own };
+  } finally {
+    if (buf !== null) sourceScratch.release(buf);
+    io.closeQuietly(fd);
+  }
 }
 
-/** Waits for a source's read to settle, then releases its buffer and closes its descriptor (never while the read runs). */
-async function settleRead(read: SourceRead): Promise<void> {
-  try {
-    read.scratch.release(await read.bytes);
-  } catch {
-    // a failed read released its buffer; the failure is reported where the bytes were awaited
-  }
-  io.closeQuietly(read.fd);
+/** Reads the file's bytes from offset `base` into all of `buf` through libuv's pool; a file that ends first is corruption (a sealed segment never shrinks under a copy). */
+async function readPiece(fd: number, buf: Buffer, base: number, segmentId: number): Promise<Buffer> {
+  const n = await readAtAsync(fd, buf, base);
+  if (n !== buf.length) throw new CorruptionError(segmentId, base + n, `segment ends inside a piece read from ${base}`);
+  return buf;
 }
 
 /** in-place: one sealed segment rewritten through its redo journal (see the file comment). */
@@ -308,72 +327,125 @@ interface CopiedSource {
  * accounting. With `clobber` (the caller reads `bytes` no more), each run of adjacent survivors
  * is moved down within `bytes` itself (copyWithin: no view object, no argument checks per run;
  * it lands below every byte the walk has yet to read) and the compacted prefix goes to `out` in
- * one copy; without, one Buffer copy per run.
+ * one copy; without, one Buffer copy per run. The segment is one piece here; copySource
+ * streams a source in pieces through the same SurvivorCopy.
  */
 function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, version: number, out: Buffer, base: number, clobber: boolean): CopiedSource {
-  const live = src.live;
-  const id = src.segmentId;
-  const srcBuf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  const source: SourceResult = { segmentId: id, newOffsets: new Uint32Array(live.length / 2), droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: bytes.length };
-  let dropped = 0;
-  const known = src.known;
-  let next = 0; // index into live of the next survivor, which the walk must meet in file order
-  let nextKnown = 0; // index into known of the next dead PUT the main thread already knows
-  let runFrom = -1; // source offset where the current run of adjacent survivors starts
-  let runTo = -1;
-  let cursor = base; // bytes of out filled by closed runs
-  const flushRun = (): void => {
-    if (runFrom < 0) return;
-    if (clobber) {
-      const to = C.DATA_START + (cursor - base);
-      assert(to <= runFrom, "a run moves down, never over bytes the walk has yet to read");
-      bytes.copyWithin(to, runFrom, runTo);
-      cursor += runTo - runFrom;
-    } else {
-      cursor += srcBuf.copy(out, cursor, runFrom, runTo);
-    }
-    runFrom = -1;
-  };
-  const scanned = walkSealed(bytes, id, version, (offset, recordLength, type) => {
+  const copy = new SurvivorCopy(src, version, out, base, clobber);
+  const end = copy.piece({ bytes, base: 0, fileEnd: bytes.length }, C.DATA_START);
+  return copy.finish(end, sealedBytes, bytes.length);
+}
+
+/**
+ * The survivors of one source copied into `out` from `outFrom` on, the source walked piece by
+ * piece in file order (one piece: the whole file). Runs of adjacent survivors are copied when
+ * they end and at each piece's end (a piece's bytes are gone once the next one is read).
+ */
+class SurvivorCopy {
+  private readonly source: SourceResult;
+  private dropped = 0;
+  /** Index into live of the next survivor, which the walk must meet in file order. */
+  private next = 0;
+  /** Index into known of the next dead PUT the main thread already knows. */
+  private nextKnown = 0;
+  /** File offsets of the current run of adjacent survivors ([runFrom, runTo); runFrom −1: none). */
+  private runFrom = -1;
+  private runTo = -1;
+  /** Bytes of out filled by closed runs. */
+  private cursor: number;
+  /** The piece being walked, and where in out its first run went (clobber: the piece's compacted prefix goes there). */
+  private bytes: Uint8Array = new Uint8Array(0);
+  /** `bytes` as a Buffer (one view per piece, for the copies of runs without clobber). */
+  private view: Buffer = Buffer.alloc(0);
+  private base = 0;
+  private pieceOut = 0;
+
+  constructor(
+    private readonly src: SourceTask,
+    private readonly version: number,
+    private readonly out: Buffer,
+    private readonly outFrom: number,
+    private readonly clobber: boolean,
+  ) {
+    this.cursor = outFrom;
+    this.source = { segmentId: src.segmentId, newOffsets: new Uint32Array(src.live.length / 2), droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: 0 };
+  }
+
+  /** Walks `piece` from file offset `from` (see walkSealedPiece), copying its survivors; returns where the walk stopped. */
+  piece(piece: SealedPiece, from: number): number {
+    this.bytes = piece.bytes;
+    this.view = Buffer.from(piece.bytes.buffer, piece.bytes.byteOffset, piece.bytes.byteLength);
+    this.base = piece.base;
+    this.pieceOut = this.cursor;
+    const end = walkSealedPiece(piece, from, this.src.segmentId, this.version, (offset, length, type) => this.visit(offset, length, type));
+    this.flushRun();
+    if (this.clobber) this.out.set(this.bytes.subarray(0, this.cursor - this.pieceOut), this.pieceOut);
+    return end;
+  }
+
+  /** Checks the walk met every planned location and ended where the header says; returns what was copied. */
+  finish(scannedEnd: number, sealedBytes: number, fileBytes: number): CopiedSource {
+    const { live, known, segmentId: id } = this.src;
+    assertSealedEnd(id, sealedBytes, { end: scannedEnd, torn: null, records: 0 }, fileBytes);
+    if (this.next !== live.length) throw new CorruptionError(id, 0, `${(live.length - this.next) / 2} live locations are not record starts`);
+    if (this.nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - this.nextKnown} dead locations are not record starts`);
+    const copied = this.cursor - this.outFrom;
+    let planned = 0; // the paired check: what was copied is exactly what the plan's lengths add up to
+    for (let i = 1; i < live.length; i += 2) planned += live[i] as number;
+    assert(copied === planned, `segment ${id}: copied ${copied} of ${planned} live bytes`);
+    this.source.bytesBefore = fileBytes;
+    return { source: this.source, copied, kept: live.length / 2, dropped: this.dropped };
+  }
+
+  /** One record of the walk (file offset `offset`): a survivor joins a run; a dead one is counted, and named when the plan did not know it. */
+  private visit(offset: number, recordLength: number, type: number): void {
+    const { live, known, segmentId: id } = this.src;
+    const next = this.next;
     const wantAt = next < live.length ? (live[next] as number) : -1;
     if (offset !== wantAt) {
       if (wantAt >= 0 && wantAt < offset) throw new CorruptionError(id, wantAt, "live location is not a record start");
-      dropped += 1;
-      const knownAt = nextKnown < known.length ? (known[nextKnown] as number) : -1;
+      this.dropped += 1;
+      const knownAt = this.nextKnown < known.length ? (known[this.nextKnown] as number) : -1;
       if (knownAt >= 0 && knownAt < offset) throw new CorruptionError(id, knownAt, "dead location is not a record start");
       if (knownAt === offset) {
         if (type !== C.RecordType.PUT) throw new CorruptionError(id, offset, "dead location is not a PUT record");
-        nextKnown += 1;
+        this.nextKnown += 1;
         return;
       }
       if (type === C.RecordType.PUT) {
-        const names = recordNamesAt(bytes, offset, version);
-        source.droppedScopes.push(names.scope);
-        source.droppedKeys.push(names.key);
-        source.droppedOffsets.push(offset);
+        const names = recordNamesAt(this.bytes, offset - this.base, this.version);
+        this.source.droppedScopes.push(names.scope);
+        this.source.droppedKeys.push(names.key);
+        this.source.droppedOffsets.push(offset);
       }
       return;
     }
     const length = live[next + 1] as number;
     if (length !== recordLength) throw new CorruptionError(id, offset, `keydir length ${length} != record length ${recordLength}`);
-    next += 2;
-    if (runFrom < 0 || runTo !== offset) {
-      flushRun();
-      runFrom = offset;
+    this.next = next + 2;
+    if (this.runFrom < 0 || this.runTo !== offset) {
+      this.flushRun();
+      this.runFrom = offset;
     }
-    runTo = offset + length;
-    source.newOffsets[next / 2 - 1] = C.DATA_START + cursor + (offset - runFrom);
-  });
-  flushRun();
-  if (clobber) out.set(bytes.subarray(C.DATA_START, C.DATA_START + (cursor - base)), base);
-  assertSealedEnd(id, sealedBytes, scanned, bytes.length);
-  if (next !== live.length) throw new CorruptionError(id, 0, `${(live.length - next) / 2} live locations are not record starts`);
-  if (nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - nextKnown} dead locations are not record starts`);
-  const copied = cursor - base;
-  let planned = 0; // the paired check: what was copied is exactly what the plan's lengths add up to
-  for (let i = 1; i < live.length; i += 2) planned += live[i] as number;
-  assert(copied === planned, `segment ${id}: copied ${copied} of ${planned} live bytes`);
-  return { source, copied, kept: live.length / 2, dropped };
+    this.runTo = offset + length;
+    this.source.newOffsets[next / 2] = C.DATA_START + this.cursor + (offset - this.runFrom);
+  }
+
+  /** Copies the current run (if any) into out: moved down within the piece with clobber, else copied straight. */
+  private flushRun(): void {
+    if (this.runFrom < 0) return;
+    const from = this.runFrom - this.base;
+    const to = this.runTo - this.base;
+    if (this.clobber) {
+      const at = this.cursor - this.pieceOut;
+      assert(at <= from, "a run moves down, never over bytes the walk has yet to read");
+      this.bytes.copyWithin(at, from, to);
+    } else {
+      this.view.copy(this.out, this.cursor, from, to);
+    }
+    this.cursor += to - from;
+    this.runFrom = -1;
+  }
 }
 
 /**
@@ -527,14 +599,14 @@ function checkJournal(task: CompactionTask, src: SourceTask, generation: number,
   const fd = fs.openSync(path.join(task.segmentsDir, journalFileName(src.segmentId)), "r");
   let bytes: Uint8Array | null = null;
   try {
-    bytes = sourceScratchOdd.readWholeFile(fd);
+    bytes = journalScratch.readWholeFile(fd);
     const journal = decodeJournal(bytes);
     assert(journal !== null, `journal of ${src.segmentId}: magic and checksum`);
     assert(journal.segmentId === src.segmentId && journal.generation === generation, `journal of ${src.segmentId}: id and generation ${generation}`);
     assert(journal.dataBytes === out.length && journal.data.length === out.length, `journal of ${src.segmentId}: length`);
     assert(Buffer.compare(journal.data, out) === 0, `journal of ${src.segmentId}: data`);
   } finally {
-    if (bytes !== null) sourceScratchOdd.release(bytes);
+    if (bytes !== null) journalScratch.release(bytes);
     io.closeQuietly(fd);
   }
 }
@@ -655,7 +727,7 @@ function finishRewrite(fd: number, segmentId: number, generation: number, dataBy
  * io:journal at each). The descriptor is closed only once no write of it is pending.
  */
 async function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): Promise<void> {
-  const body = encodeJournal(src.segmentId, generation, out, sourceScratchOdd.take(journalBytes(out.length)));
+  const body = encodeJournal(src.segmentId, generation, out, journalScratch.take(journalBytes(out.length)));
   const file = path.join(task.segmentsDir, journalFileName(src.segmentId));
   try {
     const fd = io.openFile("io:journal", file, "w", FILE_MODE);
@@ -666,7 +738,7 @@ async function writeJournal(task: CompactionTask, src: SourceTask, generation: n
       io.closeQuietly(fd);
     }
   } finally {
-    sourceScratchOdd.release(body); // no write of it is pending: writeAll settled before the close
+    journalScratch.release(body); // no write of it is pending: writeAll settled before the close
   }
   io.syncDir("io:journal", task.segmentsDir);
 }

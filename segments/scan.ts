@@ -13,6 +13,7 @@
 import * as C from "./constants.js";
 import { batchOpCountOf } from "./record-kinds.js";
 import { CorruptionError } from "../rules/errors.js";
+import { assert } from "../rules/assert.js";
 import { checkRecordAt, decodeRecord, isRecord, probeRecord, recordTypeAt, type DecodedRecord, type RecordFault } from "./record.js";
 import { firstBadSum, SUM_SPAN_BYTES_MAX } from "./checksum.js";
 import { isSyncMark, readGroupFrame, type GroupFault } from "./group.js";
@@ -120,14 +121,44 @@ const WALK_WINDOW_RECORDS = 4096;
  * order is the one reported.
  */
 export function walkSealed(bytes: Uint8Array, segmentId: number, version: number, visit: (offset: number, length: number, type: number) => void): ScanEnd {
+  const end = walkSealedPiece({ bytes, base: 0, fileEnd: bytes.length }, C.DATA_START, segmentId, version, visit);
+  assert(end === bytes.length, `a whole-file walk ends at the file's end (${end} of ${bytes.length})`);
+  return { end, torn: null, records: walked };
+}
+
+/**
+ * A piece of a sealed segment read into memory: bytes[i] is the file's byte at offset base + i;
+ * the file is fileEnd bytes long (a piece that reaches it is the last one).
+ */
+export interface SealedPiece {
+  bytes: Uint8Array;
+  base: number;
+  fileEnd: number;
+}
+
+/** Records the last walkSealedPiece call visited (read by walkSealed: no result object per piece). */
+let walked = 0;
+
+/**
+ * walkSealed over one piece of a sealed segment read in pieces (compaction streams its sources,
+ * compact-13): visits, with file offsets, every record from file offset `from` that ends inside
+ * the piece, checked as walkSealed checks them, and returns the file offset where it stopped —
+ * the start of the first record the piece holds only in part (the next piece starts there), or
+ * the file's end. Only the last piece (base + bytes.length === fileEnd) reports a record cut off
+ * at its end, as corruption; any other fault is corruption in every piece.
+ */
+export function walkSealedPiece(piece: SealedPiece, from: number, segmentId: number, version: number, visit: (offset: number, length: number, type: number) => void): number {
+  const { bytes, base } = piece;
+  const last = base + bytes.length === piece.fileEnd;
+  assert(base + bytes.length <= piece.fileEnd && from >= base && from <= base + bytes.length, `piece [${base}, ${base + bytes.length}) of a ${piece.fileEnd}-byte file holds ${from}`);
   const sumBytes = isLeanFrame(version) ? C.RECORD_V3_CHECKSUM_BYTES : C.RECORD_CHECKSUM_BYTES;
-  let at = C.DATA_START;
-  let records = 0;
+  let at = from - base; // positions in bytes from here on
+  walked = 0;
   // Per call, not per module: a visitor may walk another segment.
   const walkStarts = new Int32Array(WALK_WINDOW_RECORDS);
   const walkLengths = new Int32Array(WALK_WINDOW_RECORDS);
   while (at < bytes.length) {
-    const from = at;
+    const windowFrom = at;
     let n = 0;
     let fault: RecordFault | null = null;
     while (at < bytes.length && n < WALK_WINDOW_RECORDS) {
@@ -136,12 +167,12 @@ export function walkSealed(bytes: Uint8Array, segmentId: number, version: number
         fault = length;
         break;
       }
-      if (at + length - from > SUM_SPAN_BYTES_MAX) {
+      if (at + length - windowFrom > SUM_SPAN_BYTES_MAX) {
         if (n > 0) break; // the next window takes it
         const checked = checkRecordAt(bytes, at, bytes.length, version); // one record over the span: hashed alone
-        if (typeof checked !== "number") throw new CorruptionError(segmentId, at, `record ${checked} inside a sealed segment`);
-        visit(at, length, recordTypeAt(bytes, at, version));
-        records += 1;
+        if (typeof checked !== "number") throw new CorruptionError(segmentId, base + at, `record ${checked} inside a sealed segment`);
+        visit(base + at, length, recordTypeAt(bytes, at, version));
+        walked += 1;
         at += length;
         break;
       }
@@ -150,16 +181,17 @@ export function walkSealed(bytes: Uint8Array, segmentId: number, version: number
       n += 1;
       at += length;
     }
-    const bad = firstBadSum(bytes, from, at, walkStarts, walkLengths, n, sumBytes);
-    if (bad >= 0) throw new CorruptionError(segmentId, walkStarts[bad] as number, "record checksum inside a sealed segment");
-    if (fault !== null) throw new CorruptionError(segmentId, at, `record ${fault} inside a sealed segment`);
+    const bad = firstBadSum(bytes, windowFrom, at, walkStarts, walkLengths, n, sumBytes);
+    if (bad >= 0) throw new CorruptionError(segmentId, base + (walkStarts[bad] as number), "record checksum inside a sealed segment");
     for (let i = 0; i < n; i++) {
       const off = walkStarts[i] as number;
-      visit(off, walkLengths[i] as number, recordTypeAt(bytes, off, version));
+      visit(base + off, walkLengths[i] as number, recordTypeAt(bytes, off, version));
     }
-    records += n;
+    walked += n;
+    if (fault === "short" && !last) return base + at; // the record goes on past this piece: the next piece starts with it
+    if (fault !== null) throw new CorruptionError(segmentId, base + at, `record ${fault} inside a sealed segment`);
   }
-  return { end: at, torn: null, records };
+  return base + at;
 }
 
 /**

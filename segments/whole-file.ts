@@ -27,6 +27,21 @@ export function readFileRange(fd: number, buf: Buffer, from: number): Uint8Array
   return done === size ? buf : buf.subarray(0, done);
 }
 
+/**
+ * Fills all of `buf` with the file's bytes from offset `base` on, through libuv's pool (the
+ * calling thread works on meanwhile). Returns the bytes read: fewer than buf.length only where
+ * the file ended first.
+ */
+export async function readAtAsync(fd: number, buf: Buffer, base: number): Promise<number> {
+  let done = 0;
+  while (done < buf.length) {
+    const { bytesRead } = await readAsync(fd, buf, done, buf.length - done, base + done);
+    if (bytesRead === 0) break;
+    done += bytesRead;
+  }
+  return done;
+}
+
 /** Opens `file` read-only, reads all of it and closes it again (whatever the read did). */
 export function readWholePath(file: string): Uint8Array {
   const fd = fs.openSync(file, "r");
