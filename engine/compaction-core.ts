@@ -23,7 +23,7 @@ import { CorruptionError } from "../rules/errors.js";
 import { FILE_MODE, journalFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
 import { readHeader, writeHeader } from "../segments/header-io.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
-import { ReadScratch, readAtAsync, readWholePath } from "../segments/whole-file.js";
+import { ReadScratch, readAtSync, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, choiceOf, encodeHeader, formatOf, nextHeaderOffset, rewrittenVersion, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
 import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segments/hint.js";
@@ -219,7 +219,7 @@ async function copySource(task: CompactionTask, src: SourceTask, version: number
     const fileEnd = fs.fstatSync(fd).size;
     const pieceBytes = unsafePiecesForTests.pieceBytes > 0 ? unsafePiecesForTests.pieceBytes : PIECE_BYTES;
     buf = sourceScratch.take(Math.min(Math.max(pieceBytes, C.DATA_START), fileEnd));
-    let piece: SealedPiece = { bytes: await readPiece(fd, buf, 0, src.segmentId), base: 0, fileEnd };
+    let piece: SealedPiece = { bytes: readPiece(fd, buf, 0, src.segmentId), base: 0, fileEnd };
     const { header, version: own } = sealedHeader(piece.bytes, src.segmentId);
     if (version !== 0 && own !== version) throw new Error(`segment ${src.segmentId} is format ${own}, the output's other sources ${version}: records are copied verbatim, so one output holds one record frame`);
     const copy = new SurvivorCopy(src, own, out, outFrom, true); // each piece is read no more once walked
@@ -238,7 +238,8 @@ async function copySource(task: CompactionTask, src: SourceTask, version: number
       sourceScratch.release(buf);
       buf = null;
       buf = sourceScratch.take(Math.min(want, fileEnd - from));
-      piece = { bytes: await readPiece(fd, buf, from, src.segmentId), base: from, fileEnd };
+      await nextTurn(); // a pending write's completion (the other output in flight) runs between pieces
+      piece = { bytes: readPiece(fd, buf, from, src.segmentId), base: from, fileEnd };
       at = from;
     }
     return { part: copy.finish(fileEnd, header.sealedBytes, fileEnd), header, version: own };
@@ -248,9 +249,14 @@ async function copySource(task: CompactionTask, src: SourceTask, version: number
   }
 }
 
-/** Reads the file's bytes from offset `base` into all of `buf` through libuv's pool; a file that ends first is corruption (a sealed segment never shrinks under a copy). */
-async function readPiece(fd: number, buf: Buffer, base: number, segmentId: number): Promise<Buffer> {
-  const n = await readAtAsync(fd, buf, base);
+/** Resolves on the event loop's next turn (after the I/O callbacks due). */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/** Reads the file's bytes from offset `base` into all of `buf` (a page-cache copy into kept memory: no round trip through libuv's pool); a file that ends first is corruption (a sealed segment never shrinks under a copy). */
+function readPiece(fd: number, buf: Buffer, base: number, segmentId: number): Buffer {
+  const n = readAtSync(fd, buf, base);
   if (n !== buf.length) throw new CorruptionError(segmentId, base + n, `segment ends inside a piece read from ${base}`);
   return buf;
 }

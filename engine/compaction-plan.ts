@@ -122,11 +122,13 @@ export function emptyPlan(): SegmentPlan {
 
 /**
  * Per segment (all of them, or those in `only`), the records that survive — sorted by offset —
- * and the retention records (tombstones, clears, erasures) that do not, as of `now`.
+ * and the retention records (tombstones, clears, erasures) that do not, as of `now`. With
+ * `tally`, the same walk also counts what survives in every other segment into it (what
+ * tallySegments would say of them): no record list is built for those.
  */
-export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null): Map<number, SegmentPlan> {
+export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null, tally?: Map<number, LiveTally>): Map<number, SegmentPlan> {
   const keydir = host.keydir;
-  const walk = new PlanWalk(now, only);
+  const walk = new PlanWalk(now, only, tally ?? null);
   const rules = host.options.scopeRules.length > 0;
   const fixedRetention = host.options.tombstoneRetentionMs;
   // Per scope, not per slot: its retention window and the latest erasure over it (both fixed
@@ -136,13 +138,10 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
     for (const slot of keys.values()) if (!isReserved(slot)) walk.slot(keydir, slot); // a reserved slot has no record yet
   }
   for (const [scope, e] of keydir.erases) {
-    const parts = [e, ...(e.more ?? [])].filter((x) => walk.wanted(x.seg));
+    const parts = [e, ...(e.more ?? [])].filter((x) => walk.wanted(x.seg) || walk.tallied(x.seg));
     if (parts.length === 0) continue;
     const live = P.eraseRecordLive(keydir, scope, e, now, host.retentionMsFor(scope));
-    for (const x of parts) {
-      const p = walk.planOf(x.seg);
-      (live ? p.survivors : p.droppable).push(KIND_ERASE, scope, x.off, x.len); // every chunk lives or goes together
-    }
+    for (const x of parts) walk.file(x.seg, live, KIND_ERASE, scope, x.off, x.len); // every chunk lives or goes together
   }
   for (const p of walk.out.values()) p.survivors.sortByOffset();
   return walk.out;
@@ -160,14 +159,56 @@ class PlanWalk {
   private retention = 0;
   private scopeEraseSeq = 0;
 
+  /** The tally of the segment counted last (consecutive slots mostly lie in one segment). */
+  private lastTallySeg = -1;
+  private lastTally: LiveTally = { liveBytes: 0, records: 0, tombstones: 0 };
+
   constructor(
     private readonly now: number,
     private readonly only: ReadonlySet<number> | null,
+    private readonly tallies: Map<number, LiveTally> | null,
   ) {}
 
   /** True when segment `seg` is planned (a record there, in the set asked for). */
   wanted(seg: number): boolean {
     return seg !== 0 && (this.only === null || this.only.has(seg));
+  }
+
+  /** True when segment `seg` is counted, not planned (a record there, outside the set, with a tally asked for). */
+  tallied(seg: number): boolean {
+    return seg !== 0 && this.tallies !== null && !this.wanted(seg);
+  }
+
+  /**
+   * Files the record of `kind` at (seg, off, len), pointed at by `ref`, as surviving (`live`) or
+   * not: into the segment's plan when it is planned, into its tally when it is counted.
+   */
+  file(seg: number, live: boolean, kind: number, ref: Slot | string, off: number, len: number): void {
+    if (this.wanted(seg)) {
+      const p = this.planOf(seg);
+      (live ? p.survivors : kind === KIND_PUT ? p.deadPuts : p.droppable).push(kind, ref, off, len);
+      return;
+    }
+    if (!this.tallied(seg)) return;
+    const t = this.tallyOf(seg); // a segment with only dead records is counted too: 0 live bytes
+    if (!live && !unsafeTallyForTests.countDead) return;
+    t.liveBytes += len;
+    t.records += 1;
+    if (kind !== KIND_PUT) t.tombstones += 1;
+  }
+
+  /** The tally of segment `seg`, made on first use. */
+  private tallyOf(seg: number): LiveTally {
+    if (seg === this.lastTallySeg) return this.lastTally;
+    const tallies = this.tallies as Map<number, LiveTally>; // tallied(seg) held
+    let t = tallies.get(seg);
+    if (t === undefined) {
+      t = { liveBytes: 0, records: 0, tombstones: 0 };
+      tallies.set(seg, t);
+    }
+    this.lastTallySeg = seg;
+    this.lastTally = t;
+    return t;
   }
 
   /** The plan of segment `seg`, made on first use. */
@@ -192,27 +233,40 @@ class PlanWalk {
   /** Files the slot's PUT, TOMBSTONE and CLEAR records (those in planned segments) as surviving or not. */
   slot(keydir: Keydir, slot: Slot): void {
     const seg = slot.seg;
-    if (this.wanted(seg)) {
-      const p = this.planOf(seg);
-      (P.valueRecordLiveUnder(slot, this.scopeEraseSeq, this.now, this.retention) ? p.survivors : p.deadPuts).push(KIND_PUT, slot, slot.off, slot.len);
-    }
+    if (this.wanted(seg) || this.tallied(seg)) this.file(seg, P.valueRecordLiveUnder(slot, this.scopeEraseSeq, this.now, this.retention), KIND_PUT, slot, slot.off, slot.len);
     const tombSeg = slot.tombSeg;
-    if (this.wanted(tombSeg)) {
-      const p = this.planOf(tombSeg);
-      (P.tombstoneRecordLive(slot, this.now, this.retention) ? p.survivors : p.droppable).push(KIND_TOMB, slot, slot.tombOff, slot.tombLen);
-    }
+    if (this.wanted(tombSeg) || this.tallied(tombSeg)) this.file(tombSeg, P.tombstoneRecordLive(slot, this.now, this.retention), KIND_TOMB, slot, slot.tombOff, slot.tombLen);
     const clearSeg = slot.clearSeg;
-    if (this.wanted(clearSeg)) {
-      const p = this.planOf(clearSeg);
-      (P.clearRecordLive(slot, this.now, this.retention, keydir) ? p.survivors : p.droppable).push(KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
-    }
+    if (this.wanted(clearSeg) || this.tallied(clearSeg)) this.file(clearSeg, P.clearRecordLive(slot, this.now, this.retention, keydir), KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
   }
 }
 
-/** Per segment id, the bytes and records that would survive a compaction now (retention records count as tombstones). */
+/**
+ * Per segment id, the bytes and records that would survive a compaction now (retention records
+ * count as tombstones): planSegments' walk with no segment planned, so no record list is built
+ * or sorted (compact-13: the lists' growth alone faulted in ~4 MB of fresh memory per 100k
+ * records, at ~10 µs a page on the machines measured). test/plan-tally.test.ts checks it against
+ * the sums of a full plan.
+ */
 export function tallySegments(host: PlanHost, now: number): Map<number, LiveTally> {
   const out = new Map<number, LiveTally>();
-  for (const [seg, { survivors }] of planSegments(host, now, null)) {
+  planSegments(host, now, NONE, out);
+  return out;
+}
+
+/**
+ * Test switch, never set by the engine or any option (test/plan-tally.test.ts): `countDead` files
+ * a tallied segment's dead records as live — a count the full plan's sums then contradict.
+ */
+export const unsafeTallyForTests = { countDead: false };
+
+/** The empty set of segments: planSegments plans none of them. */
+const NONE: ReadonlySet<number> = new Set();
+
+/** The tally a full plan implies (the reference tallySegments must agree with: tests). */
+export function tallyOfPlans(plans: ReadonlyMap<number, SegmentPlan>): Map<number, LiveTally> {
+  const out = new Map<number, LiveTally>();
+  for (const [seg, { survivors }] of plans) {
     let tombstones = 0;
     for (const kind of survivors.kinds) if (kind !== KIND_PUT) tombstones += 1;
     out.set(seg, { liveBytes: survivors.bytes(), records: survivors.length, tombstones });

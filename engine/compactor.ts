@@ -26,7 +26,7 @@ import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
-import { emptyPlan, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
+import { emptyPlan, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import * as P from "./gc-policy.js";
@@ -662,8 +662,12 @@ export class Compactor {
     if (planned !== undefined) planReuse[kept ? "kept" : "replanned"] += 1;
     assert(sealing === undefined || (kept && planned !== undefined), "a pass seals during its first job only with the plan it kept");
     const now = kept ? planned.now : this.host.options.clock();
-    const plans = kept ? planned.plans : planSegments(this.host, now, which === "garbage" ? null : new Set(which.map((x) => x.id)));
+    // A pass over chosen segments walks every slot anyway: while the dead bytes were never
+    // counted since the open, the walk counts every other segment too (a recount's walk saved).
+    const tally = which !== "garbage" && !kept && !this.deadCounted ? new Map<number, LiveTally>() : null;
+    const plans = kept ? planned.plans : planSegments(this.host, now, which === "garbage" ? null : new Set(which.map((x) => x.id)), tally ?? undefined);
     if (which === "garbage" && !kept) this.countDead(plans);
+    else if (tally !== null) this.countDead(new Map<number, LiveTally | SegmentPlan>([...tally, ...plans]));
     const ready = (which === "garbage" ? this.sealedWithGarbage() : which).filter((s) => this.compactable(s));
     if (sealing !== undefined && sealing.deadBytes > 0) ready.push(sealing); // last: in the last output, started once sealed
     this.deadAtPlan.clear();

@@ -28,14 +28,13 @@ export function readFileRange(fd: number, buf: Buffer, from: number): Uint8Array
 }
 
 /**
- * Fills all of `buf` with the file's bytes from offset `base` on, through libuv's pool (the
- * calling thread works on meanwhile). Returns the bytes read: fewer than buf.length only where
- * the file ended first.
+ * Fills all of `buf` with the file's bytes from offset `base` on. Returns the bytes read: fewer
+ * than buf.length only where the file ended first.
  */
-export async function readAtAsync(fd: number, buf: Buffer, base: number): Promise<number> {
+export function readAtSync(fd: number, buf: Buffer, base: number): number {
   let done = 0;
   while (done < buf.length) {
-    const { bytesRead } = await readAsync(fd, buf, done, buf.length - done, base + done);
+    const bytesRead = fs.readSync(fd, buf, done, buf.length - done, base + done);
     if (bytesRead === 0) break;
     done += bytesRead;
   }

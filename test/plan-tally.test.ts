@@ -1,0 +1,119 @@
+/**
+ * compact-13: the dead-byte count without record lists. tallySegments (the recount after an
+ * erasure, once after an open, and now any pass over chosen segments while the count is missing)
+ * walks the keydir as a plan does but files each record only into a per-segment sum; a plan over
+ * chosen segments counts every other segment the same way in the same walk. The space policy
+ * acts on these sums, so they must be exactly what a full plan's survivors add up to.
+ *
+ * Method: a seeded store over many 4 KiB segments — writes, overwrites, forgets, undeletes (CLEAR
+ * records), scope erasures (ERASE records), values with a TTL, two scopes with different
+ * retention — checked at several clocks (before and after retention windows and expiries):
+ * tallySegments equals tallyOfPlans(planSegments(all)) segment by segment; a plan over a chosen
+ * third of the segments with a tally gives those segments the full plan's lists, entry for entry,
+ * and the rest the full plan's sums. Then a store whose dead bytes were never counted compacts
+ * chosen segments and its segments' dead-byte estimates equal a recount's. Twin: a tally that
+ * files dead records as live (`unsafeTallyForTests.countDead`) disagrees with the full plan.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { Store } from "../engine/store.js";
+import { planSegments, tallyOfPlans, tallySegments, unsafeTallyForTests, type LiveTally, type SegmentPlan } from "../engine/compaction-plan.js";
+import type { OpenOptions } from "../rules/types.js";
+import { initChecksum } from "../segments/checksum.js";
+import { rng } from "./helpers/rng.js";
+import { tempDir } from "./helpers/tmp.js";
+
+afterEach(() => {
+  unsafeTallyForTests.countDead = false;
+});
+
+const DAY = 24 * 3600 * 1000;
+
+/** A store with a clock the test moves, and a seeded history over many small segments. */
+async function history(): Promise<{ s: Store; clock: { now: number } }> {
+  await initChecksum();
+  const clock = { now: 1_700_000_000_000 };
+  const opts: OpenOptions = {
+    durability: "none",
+    segmentBytes: 4096,
+    compaction: { workers: 0, auto: false },
+    retention: { tombstoneRetentionMs: DAY, scopes: { "user:b": { tombstoneRetentionMs: 60_000 } } },
+    clock: () => clock.now,
+  };
+  const s = await Store.open(tempDir("plan-tally-"), opts);
+  const r = rng(4242);
+  const scopes = ["user:a", "user:b", "user:a/session:1", "user:b/session:2"];
+  for (let i = 0; i < 900; i++) {
+    const scope = scopes[Math.floor(r() * scopes.length)] as string;
+    const key = `k${Math.floor(r() * 150)}`;
+    const x = r();
+    if (x < 0.6) await s.write(key, "v".repeat(1 + Math.floor(r() * 300)), { scope, ...(r() < 0.1 ? { ttlMs: 5_000 + Math.floor(r() * 100_000) } : {}) });
+    else if (x < 0.85) await s.forget(key, { scope });
+    else if (x < 0.97) await s.undelete(key, { scope }).catch(() => undefined); // nothing to undelete: refused, nothing written
+    else await s.forgetScope(scopes[2 + Math.floor(r() * 2)] as string);
+    clock.now += Math.floor(r() * 2_000);
+  }
+  return { s, clock };
+}
+
+/** The entries of a record list as comparable rows. */
+function rows(plan: SegmentPlan): string {
+  const list = (l: SegmentPlan["survivors"]): string[] => l.offs.map((off, i) => `${l.kinds[i]}@${off}+${l.lens[i]}`);
+  return JSON.stringify([list(plan.survivors), list(plan.droppable), list(plan.deadPuts)]);
+}
+
+/** A tally as sorted comparable rows. */
+function tallyRows(t: ReadonlyMap<number, LiveTally>): string {
+  return JSON.stringify([...t.entries()].sort((a, b) => a[0] - b[0]));
+}
+
+describe("the dead-byte tally", () => {
+  it("equals a full plan's sums, and a plan over chosen segments plans them whole and counts the rest", async () => {
+    const { s, clock } = await history();
+    try {
+      for (const step of [0, 30_000, 120_000, DAY + 1]) {
+        clock.now += step;
+        const now = clock.now;
+        const full = planSegments(s, now, null);
+        expect(full.size).toBeGreaterThan(10);
+        expect(tallyRows(tallySegments(s, now))).toBe(tallyRows(tallyOfPlans(full)));
+        const ids = [...full.keys()].filter((_, i) => i % 3 === 0);
+        const tally = new Map<number, LiveTally>();
+        const chosen = planSegments(s, now, new Set(ids), tally);
+        expect([...chosen.keys()].sort()).toEqual([...ids].sort());
+        for (const id of ids) expect(rows(chosen.get(id) as SegmentPlan)).toBe(rows(full.get(id) as SegmentPlan));
+        const rest = new Map([...tallyOfPlans(full)].filter(([id]) => !ids.includes(id)));
+        expect(tallyRows(tally)).toBe(tallyRows(rest));
+      }
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a store whose dead bytes were never counted learns them from its first pass over chosen segments", async () => {
+    const { s, clock } = await history();
+    try {
+      const sealed = s.stats().segments.filter((x) => x.sealed).map((x) => x.id);
+      const c = s.compactor as unknown as { deadCounted: boolean };
+      c.deadCounted = false;
+      await s.compact({ mode: "copy-on-write", segments: sealed.slice(0, 2) });
+      expect(c.deadCounted).toBe(true);
+      const estimated = JSON.stringify([...s.segments.values()].map((x) => [x.id, x.deadBytes]));
+      s.compactor.recount();
+      expect(JSON.stringify([...s.segments.values()].map((x) => [x.id, x.deadBytes]))).toBe(estimated);
+      void clock;
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("twin: a tally that files dead records as live disagrees with the full plan", async () => {
+    const { s, clock } = await history();
+    try {
+      unsafeTallyForTests.countDead = true;
+      const now = clock.now + DAY + 1;
+      expect(tallyRows(tallySegments(s, now))).not.toBe(tallyRows(tallyOfPlans(planSegments(s, now, null))));
+    } finally {
+      await s.close();
+    }
+  });
+});
