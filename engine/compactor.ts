@@ -217,7 +217,8 @@ export class Compactor {
    * Once per open, STORE_QUIET_MS after it, counts every segment's dead bytes from the keydir
    * (recovery does not): otherwise garbage that existed before the open is never reclaimed. Not
    * while the keydir holds deferred slots (hint files): the count would build every slot, the
-   * heap the deferral saves; such a store learns its dead bytes at its first full pass.
+   * heap the deferral saves; such a store learns its dead bytes at its first pass (a pass over
+   * chosen segments counts the others in its own walk: compactMany).
    */
   private countAfterOpen(): void {
     if (this.deadCounted || this.host.keydir.isDeferred) return;
