@@ -183,13 +183,14 @@ export function walkSealedPiece(piece: SealedPiece, from: number, segmentId: num
     }
     const bad = firstBadSum(bytes, windowFrom, at, walkStarts, walkLengths, n, sumBytes);
     if (bad >= 0) throw new CorruptionError(segmentId, base + (walkStarts[bad] as number), "record checksum inside a sealed segment");
+    const goesOn = fault === "short" && !last; // the record goes on past this piece: the next piece starts with it
+    if (fault !== null && !goesOn) throw new CorruptionError(segmentId, base + at, `record ${fault} inside a sealed segment`);
     for (let i = 0; i < n; i++) {
       const off = walkStarts[i] as number;
       visit(base + off, walkLengths[i] as number, recordTypeAt(bytes, off, version));
     }
     walked += n;
-    if (fault === "short" && !last) return base + at; // the record goes on past this piece: the next piece starts with it
-    if (fault !== null) throw new CorruptionError(segmentId, base + at, `record ${fault} inside a sealed segment`);
+    if (goesOn) return base + at;
   }
   return base + at;
 }
