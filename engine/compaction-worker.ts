@@ -8,12 +8,31 @@
  * store's next pass then runs them optimized instead of cold (a pass runs each loop once per
  * output). A task that arrives meanwhile waits at most one round.
  */
+import * as os from "node:os";
+import { workerData } from "node:worker_threads";
 import { initChecksum } from "../segments/checksum.js";
 import { runCompaction, warmDone, warmRound, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitBlocking } from "./faults.js";
 import { toWire, type FailedTask } from "./worker-errors.js";
 
 await initChecksum();
+
+/**
+ * Lowers this thread's CPU priority by `niceness` (compaction.niceness, passed in the pool's
+ * workerData): on Linux setpriority(2) with id 0 changes the calling thread alone, so the thread
+ * that serves the store's calls keeps its priority and goes first when the two contend for a
+ * core. Elsewhere it would change the whole process: skipped. A refusal (a sandbox) only costs the
+ * ordering it buys, so it is a warning. Lowering one's own priority needs no privilege.
+ */
+function lowerPriority(niceness: unknown): void {
+  if (process.platform !== "linux" || typeof niceness !== "number" || !(niceness > 0)) return;
+  try {
+    os.setPriority(0, Math.min(19, os.getPriority(0) + niceness));
+  } catch (err) {
+    process.emitWarning(`engram compaction thread kept its priority: ${String(err)}`);
+  }
+}
+lowerPriority((workerData as { niceness?: unknown } | null)?.niceness);
 
 /** Warm-up rounds after the first task (each one pass of the loops over WARM_RECORDS records). */
 const WARM_ROUNDS = 8;

@@ -140,7 +140,7 @@ export class Compactor {
       const fromSource = import.meta.url.endsWith(".ts");
       this.pool = new Piscina({
         filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
-        workerData: fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {},
+        workerData: { niceness: this.host.options.compaction.niceness, ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
         minThreads: workers,
         maxThreads: workers,
         idleTimeout: 30_000,

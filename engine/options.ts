@@ -20,7 +20,8 @@ export interface ResolvedOptions {
   cacheBytes: number;
   /** Budget of the block cache of sealed segments (engine/block-cache.ts); 0 turns it off. */
   blockCacheBytes: number;
-  compaction: { mode: "copy-on-write" | "in-place"; workers: number; auto: boolean; garbageRatio: number };
+  /** `niceness`: the compaction threads' CPU priority below the process's (0: the same; Linux only). */
+  compaction: { mode: "copy-on-write" | "in-place"; workers: number; auto: boolean; garbageRatio: number; niceness: number };
   ttlMs: number | null;
   tombstoneRetentionMs: number;
   scopeRules: ScopeRule[];
@@ -40,6 +41,16 @@ export interface ResolvedOptions {
 export const SEGMENT_BYTES_MIN = 4096;
 export const SEGMENT_BYTES_MAX = 1024 * 1024 * 1024;
 export const WORKERS_MAX = 16;
+/**
+ * How far below the process's CPU priority compaction threads run by default (`compaction.niceness`:
+ * added to their nice value, Linux only). On 2 cores a pass beside a read-heavy main thread took the
+ * CPU the reads waited for (W5's read-all queued 222–339 ms behind it, docs/PERFORMANCE.md
+ * compact-13); a lower priority lets the thread that serves calls go first when they contend, as
+ * RocksDB lowers its compaction threads' priority. A thread may always lower its own priority.
+ */
+export const NICENESS_DEFAULT = 10;
+/** The lowest priority Linux has (nice 19). */
+export const NICENESS_MAX = 19;
 export const CACHE_BYTES_MAX = 16 * 1024 * 1024 * 1024;
 /** The block cache's budget: 0 (off), or at least one block (64 KiB) and at most CACHE_BYTES_MAX. */
 export const BLOCK_CACHE_BYTES_MIN = 64 * 1024;
@@ -109,6 +120,7 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
       workers: int("compaction.workers", c["workers"], 0, WORKERS_MAX, 1),
       auto: (c["auto"] as boolean | undefined) ?? true,
       garbageRatio: ratio("compaction.garbageRatio", c["garbageRatio"], 0.5),
+      niceness: int("compaction.niceness", c["niceness"], 0, NICENESS_MAX, NICENESS_DEFAULT),
     },
     ttlMs: ttl ?? null,
     tombstoneRetentionMs: int("retention.tombstoneRetentionMs", r["tombstoneRetentionMs"], 0, TTL_MS_MAX, 24 * 3600 * 1000),

@@ -48,6 +48,8 @@ export interface CompactionOptions {
   workers?: number;
   auto?: boolean;
   garbageRatio?: number;
+  /** How far below the process's CPU priority compaction threads run (0..19, default 10; 0 = the same; Linux only). */
+  niceness?: number;
 }
 
 export interface RetentionOptions {
