@@ -6,7 +6,8 @@
  * or named as the whole-file walk did, and damage must be reported at the same offset.
  *
  * Method: real stores (inline compaction, `workers: 0`, so the test's switch reaches the copy),
- * a seeded workload of values from 1 B to 20 KiB over 16 KiB segments, a third of the keys
+ * a seeded workload of values from 1 B to 20 KiB over 16 KiB segments, in the current record
+ * frame and in format 2's 48-byte one, a third of the keys
  * forgotten, then one copy-on-write pass with pieces of 1 MiB (each source one piece), 4096 B,
  * 700 B and 64 B (smaller than most records: every record straddles or exceeds its piece). Each
  * store must read back exactly the model, and the stores must agree on every segment's stats.
@@ -21,6 +22,9 @@ import { afterEach, describe, expect, it } from "vitest";
 import { CorruptionError, Engram } from "../src/index.js";
 import type { OpenOptions } from "../src/index.js";
 import { unsafePiecesForTests } from "../engine/compaction-core.js";
+import { setFormatVersionWritten } from "../segments/version-written.js";
+import * as C from "../segments/constants.js";
+import { chooseHeader, formatOf } from "../segments/header.js";
 import { rng } from "./helpers/rng.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -31,6 +35,7 @@ const PIECES = [1 << 20, 4096, 700, 64];
 afterEach(() => {
   unsafePiecesForTests.pieceBytes = 0;
   unsafePiecesForTests.skipPartial = false;
+  setFormatVersionWritten(C.FORMAT_VERSION);
 });
 
 /** The seeded value of key i: 1 B to 3 KiB, one in twenty 12–20 KiB (larger than most pieces and than a segment's usual record). */
@@ -41,7 +46,8 @@ function valueOf(i: number, r: () => number): string {
 }
 
 /** Writes the workload into a fresh store and forgets every third key; returns its directory and the model of what must be read. */
-async function build(): Promise<{ dir: string; model: Map<string, string> }> {
+async function build(format: 2 | 3 = 3): Promise<{ dir: string; model: Map<string, string> }> {
+  setFormatVersionWritten(format); // the store's segments, and so its outputs (records are copied verbatim), in this frame
   const dir = tempDir("pieces-");
   const store = await Engram.open(dir, OPTS);
   const r = rng(1313);
@@ -58,6 +64,7 @@ async function build(): Promise<{ dir: string; model: Map<string, string> }> {
     model.delete(key);
   }
   await store.close();
+  setFormatVersionWritten(C.FORMAT_VERSION);
   return { dir, model };
 }
 
@@ -104,8 +111,12 @@ function damage(dir: string): number {
 }
 
 describe("copy-on-write compaction streamed in pieces", () => {
-  it("reads back the model and agrees on every segment at pieces of 1 MiB, 4096 B, 700 B and 64 B", async () => {
-    const { dir, model } = await build();
+  it.each([3, 2] as const)("reads back the model and agrees on every segment at pieces of 1 MiB, 4096 B, 700 B and 64 B (format %i frames)", async (format) => {
+    const { dir, model } = await build(format);
+    const segDir = path.join(dir, "segments");
+    const formats = fs.readdirSync(segDir).filter((n) => n.endsWith(".seg")).map((n) => formatOf(chooseHeader(fs.readFileSync(path.join(segDir, n)), Number.parseInt(n, 10))));
+    expect(formats.length).toBeGreaterThan(4);
+    expect(formats.every((f) => f === format)).toBe(true); // the sources walked in pieces are in the frame asked for
     const results = [];
     for (const pieceBytes of PIECES) results.push(await compactWith(copyDir(dir), pieceBytes, model));
     for (const { read } of results) expect([...read.entries()]).toEqual([...model.entries()].sort((a, b) => (a[0] < b[0] ? -1 : 1)));
