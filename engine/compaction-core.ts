@@ -392,7 +392,7 @@ class SurvivorCopy {
   /** Checks the walk met every planned location and ended where the header says; returns what was copied. */
   finish(scannedEnd: number, sealedBytes: number, fileBytes: number): CopiedSource {
     const { live, known, segmentId: id } = this.src;
-    assertSealedEnd(id, sealedBytes, { end: scannedEnd, torn: null, records: 0 }, fileBytes);
+    assertSealedEnd(id, sealedBytes, scannedEnd, fileBytes);
     if (this.next !== live.length) throw new CorruptionError(id, 0, `${(live.length - this.next) / 2} live locations are not record starts`);
     if (this.nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - this.nextKnown} dead locations are not record starts`);
     const copied = this.cursor - this.outFrom;

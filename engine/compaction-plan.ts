@@ -6,6 +6,7 @@
  * die, and the compactor moves or clears a pointer only if it still names the planned place).
  */
 import * as P from "./gc-policy.js";
+import { assert } from "../rules/assert.js";
 import { isReserved, type Keydir, type Slot } from "./keydir.js";
 import type { ScopeRule } from "../rules/scope-rules.js";
 
@@ -138,7 +139,7 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
     for (const slot of keys.values()) if (!isReserved(slot)) walk.slot(keydir, slot); // a reserved slot has no record yet
   }
   for (const [scope, e] of keydir.erases) {
-    const parts = [e, ...(e.more ?? [])].filter((x) => walk.wanted(x.seg) || walk.tallied(x.seg));
+    const parts = [e, ...(e.more ?? [])].filter((x) => walk.covers(x.seg));
     if (parts.length === 0) continue;
     const live = P.eraseRecordLive(keydir, scope, e, now, host.retentionMsFor(scope));
     for (const x of parts) walk.file(x.seg, live, KIND_ERASE, scope, x.off, x.len); // every chunk lives or goes together
@@ -159,7 +160,10 @@ class PlanWalk {
   private retention = 0;
   private scopeEraseSeq = 0;
 
-  /** The tally of the segment counted last (consecutive slots mostly lie in one segment). */
+  /** The segment asked about last and whether it is planned (consecutive slots mostly lie in one segment). */
+  private wantSeg = -1;
+  private wantIs = false;
+  /** The tally of the segment counted last. */
   private lastTallySeg = -1;
   private lastTally: LiveTally = { liveBytes: 0, records: 0, tombstones: 0 };
 
@@ -171,17 +175,21 @@ class PlanWalk {
 
   /** True when segment `seg` is planned (a record there, in the set asked for). */
   wanted(seg: number): boolean {
-    return seg !== 0 && (this.only === null || this.only.has(seg));
+    if (seg !== this.wantSeg) {
+      this.wantSeg = seg;
+      this.wantIs = seg !== 0 && (this.only === null || this.only.has(seg));
+    }
+    return this.wantIs;
   }
 
-  /** True when segment `seg` is counted, not planned (a record there, outside the set, with a tally asked for). */
-  tallied(seg: number): boolean {
-    return seg !== 0 && this.tallies !== null && !this.wanted(seg);
+  /** True when a record in segment `seg` is planned or, with a tally asked for, counted. */
+  covers(seg: number): boolean {
+    return seg !== 0 && (this.tallies !== null || this.wanted(seg));
   }
 
   /**
    * Files the record of `kind` at (seg, off, len), pointed at by `ref`, as surviving (`live`) or
-   * not: into the segment's plan when it is planned, into its tally when it is counted.
+   * not: into the segment's plan when it is planned, else into its tally (covers(seg) held).
    */
   file(seg: number, live: boolean, kind: number, ref: Slot | string, off: number, len: number): void {
     if (this.wanted(seg)) {
@@ -189,7 +197,7 @@ class PlanWalk {
       (live ? p.survivors : kind === KIND_PUT ? p.deadPuts : p.droppable).push(kind, ref, off, len);
       return;
     }
-    if (!this.tallied(seg)) return;
+    assert(this.tallies !== null && seg !== 0, `segment ${seg} is neither planned nor counted`);
     const t = this.tallyOf(seg); // a segment with only dead records is counted too: 0 live bytes
     if (!live && !unsafeTallyForTests.countDead) return;
     t.liveBytes += len;
@@ -200,7 +208,7 @@ class PlanWalk {
   /** The tally of segment `seg`, made on first use. */
   private tallyOf(seg: number): LiveTally {
     if (seg === this.lastTallySeg) return this.lastTally;
-    const tallies = this.tallies as Map<number, LiveTally>; // tallied(seg) held
+    const tallies = this.tallies as Map<number, LiveTally>; // covers(seg) held, seg not planned
     let t = tallies.get(seg);
     if (t === undefined) {
       t = { liveBytes: 0, records: 0, tombstones: 0 };
@@ -233,11 +241,11 @@ class PlanWalk {
   /** Files the slot's PUT, TOMBSTONE and CLEAR records (those in planned segments) as surviving or not. */
   slot(keydir: Keydir, slot: Slot): void {
     const seg = slot.seg;
-    if (this.wanted(seg) || this.tallied(seg)) this.file(seg, P.valueRecordLiveUnder(slot, this.scopeEraseSeq, this.now, this.retention), KIND_PUT, slot, slot.off, slot.len);
+    if (this.covers(seg)) this.file(seg, P.valueRecordLiveUnder(slot, this.scopeEraseSeq, this.now, this.retention), KIND_PUT, slot, slot.off, slot.len);
     const tombSeg = slot.tombSeg;
-    if (this.wanted(tombSeg) || this.tallied(tombSeg)) this.file(tombSeg, P.tombstoneRecordLive(slot, this.now, this.retention), KIND_TOMB, slot, slot.tombOff, slot.tombLen);
+    if (this.covers(tombSeg)) this.file(tombSeg, P.tombstoneRecordLive(slot, this.now, this.retention), KIND_TOMB, slot, slot.tombOff, slot.tombLen);
     const clearSeg = slot.clearSeg;
-    if (this.wanted(clearSeg) || this.tallied(clearSeg)) this.file(clearSeg, P.clearRecordLive(slot, this.now, this.retention, keydir), KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
+    if (this.covers(clearSeg)) this.file(clearSeg, P.clearRecordLive(slot, this.now, this.retention, keydir), KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
   }
 }
 
@@ -263,13 +271,3 @@ export const unsafeTallyForTests = { countDead: false };
 /** The empty set of segments: planSegments plans none of them. */
 const NONE: ReadonlySet<number> = new Set();
 
-/** The tally a full plan implies (the reference tallySegments must agree with: tests). */
-export function tallyOfPlans(plans: ReadonlyMap<number, SegmentPlan>): Map<number, LiveTally> {
-  const out = new Map<number, LiveTally>();
-  for (const [seg, { survivors }] of plans) {
-    let tombstones = 0;
-    for (const kind of survivors.kinds) if (kind !== KIND_PUT) tombstones += 1;
-    out.set(seg, { liveBytes: survivors.bytes(), records: survivors.length, tombstones });
-  }
-  return out;
-}

@@ -331,7 +331,7 @@ function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | nu
       applyRecord(keydir, seg, r, off);
       builder.addRecord(bytes, off, off);
     }, false, formatOf(o.header), from);
-    if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end, bytes.length);
+    if (sealed) assertSealedEnd(o.id, o.header.header.sealedBytes, end.end, bytes.length);
   }
   seg.dataEnd = end.end;
   if (end.torn !== null) {

@@ -43,7 +43,7 @@ function checkOne(file: string, id: number, report: VerifyReport): number {
     checkBothCopies(bytes, id, report);
     const sealed = (header.flags & C.FLAG_SEALED) !== 0;
     const end = scanRecords(bytes, id, sealed, () => undefined, false, formatOf(choice));
-    if (sealed) assertSealedEnd(id, header.sealedBytes, end, bytes.length);
+    if (sealed) assertSealedEnd(id, header.sealedBytes, end.end, bytes.length);
     report.records += end.records;
     report.bytes += end.end;
     if (end.torn !== null) report.problems.push({ segment: id, offset: end.torn.offset, detail: `torn tail (${end.torn.reason}); recovery cuts it off` });

@@ -118,12 +118,12 @@ const WALK_WINDOW_RECORDS = 4096;
  * WALK_WINDOW_RECORDS records within SUM_SPAN_BYTES_MAX bytes): each window's fixed fields are
  * probed, then all its checksums checked in one firstBadSum call, and only then are its records
  * visited — no record reaches `visit` before its checksum passed, and the first fault in file
- * order is the one reported.
+ * order is the one reported. Returns the file's end (where the walk ended).
  */
-export function walkSealed(bytes: Uint8Array, segmentId: number, version: number, visit: (offset: number, length: number, type: number) => void): ScanEnd {
+export function walkSealed(bytes: Uint8Array, segmentId: number, version: number, visit: (offset: number, length: number, type: number) => void): number {
   const end = walkSealedPiece({ bytes, base: 0, fileEnd: bytes.length }, C.DATA_START, segmentId, version, visit);
   assert(end === bytes.length, `a whole-file walk ends at the file's end (${end} of ${bytes.length})`);
-  return { end, torn: null, records: walked };
+  return end;
 }
 
 /**
@@ -135,9 +135,6 @@ export interface SealedPiece {
   base: number;
   fileEnd: number;
 }
-
-/** Records the last walkSealedPiece call visited (read by walkSealed: no result object per piece). */
-let walked = 0;
 
 /**
  * walkSealed over one piece of a sealed segment read in pieces (compaction streams its sources,
@@ -153,7 +150,6 @@ export function walkSealedPiece(piece: SealedPiece, from: number, segmentId: num
   assert(base + bytes.length <= piece.fileEnd && from >= base && from <= base + bytes.length, `piece [${base}, ${base + bytes.length}) of a ${piece.fileEnd}-byte file holds ${from}`);
   const sumBytes = isLeanFrame(version) ? C.RECORD_V3_CHECKSUM_BYTES : C.RECORD_CHECKSUM_BYTES;
   let at = from - base; // positions in bytes from here on
-  walked = 0;
   // Per call, not per module: a visitor may walk another segment.
   const walkStarts = new Int32Array(WALK_WINDOW_RECORDS);
   const walkLengths = new Int32Array(WALK_WINDOW_RECORDS);
@@ -172,7 +168,6 @@ export function walkSealedPiece(piece: SealedPiece, from: number, segmentId: num
         const checked = checkRecordAt(bytes, at, bytes.length, version); // one record over the span: hashed alone
         if (typeof checked !== "number") throw new CorruptionError(segmentId, base + at, `record ${checked} inside a sealed segment`);
         visit(base + at, length, recordTypeAt(bytes, at, version));
-        walked += 1;
         at += length;
         break;
       }
@@ -189,7 +184,6 @@ export function walkSealedPiece(piece: SealedPiece, from: number, segmentId: num
       const off = walkStarts[i] as number;
       visit(base + off, walkLengths[i] as number, recordTypeAt(bytes, off, version));
     }
-    walked += n;
     if (goesOn) return base + at;
   }
   return base + at;
@@ -199,9 +193,9 @@ export function walkSealedPiece(piece: SealedPiece, from: number, segmentId: num
  * A sealed segment must end exactly where its header says (sealedBytes): records cut off at a
  * record boundary leave a scan that ends cleanly, and only this length check can tell.
  */
-export function assertSealedEnd(segmentId: number, sealedBytes: number, end: ScanEnd, fileBytes: number): void {
-  if (end.end !== sealedBytes || fileBytes !== sealedBytes) {
-    throw new CorruptionError(segmentId, end.end, `sealed segment holds ${fileBytes} bytes, records end at ${end.end}, header says ${sealedBytes}`);
+export function assertSealedEnd(segmentId: number, sealedBytes: number, scannedEnd: number, fileBytes: number): void {
+  if (scannedEnd !== sealedBytes || fileBytes !== sealedBytes) {
+    throw new CorruptionError(segmentId, scannedEnd, `sealed segment holds ${fileBytes} bytes, records end at ${scannedEnd}, header says ${sealedBytes}`);
   }
 }
 

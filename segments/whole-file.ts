@@ -1,9 +1,6 @@
 /** Reading a whole segment or journal file into memory (scans, compaction, recovery, verify). */
 import * as fs from "node:fs";
-import { promisify } from "node:util";
 import { assert } from "../rules/assert.js";
-
-const readAsync = promisify(fs.read);
 
 /** Reads a whole file into memory (segments are bounded by segmentBytes). */
 export function readWholeFile(fd: number): Uint8Array {
@@ -17,14 +14,8 @@ export function readWholeFile(fd: number): Uint8Array {
  * the file ended if it is shorter than `buf`.
  */
 export function readFileRange(fd: number, buf: Buffer, from: number): Uint8Array {
-  const size = buf.length;
-  let done = from;
-  while (done < size) {
-    const n = fs.readSync(fd, buf, done, size - done, done);
-    if (n === 0) break;
-    done += n;
-  }
-  return done === size ? buf : buf.subarray(0, done);
+  const done = from + readAtSync(fd, buf.subarray(from), from);
+  return done === buf.length ? buf : buf.subarray(0, done);
 }
 
 /**
@@ -117,25 +108,5 @@ export class ReadScratch {
   /** Reads the whole file behind `fd` into take()'s buffer; release() it when done. */
   readWholeFile(fd: number): Uint8Array {
     return readFileRange(fd, this.take(fs.fstatSync(fd).size), 0);
-  }
-
-  /**
-   * readWholeFile through libuv's pool: the calling thread works on while the bytes arrive.
-   * release() what it resolves to; if it rejects, the buffer is released already.
-   */
-  async readWholeFileAsync(fd: number): Promise<Uint8Array> {
-    const buf = this.take(fs.fstatSync(fd).size);
-    try {
-      let done = 0;
-      while (done < buf.length) {
-        const { bytesRead } = await readAsync(fd, buf, done, buf.length - done, done);
-        if (bytesRead === 0) break;
-        done += bytesRead;
-      }
-      return done === buf.length ? buf : buf.subarray(0, done);
-    } catch (err) {
-      this.release(buf);
-      throw err;
-    }
   }
 }

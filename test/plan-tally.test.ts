@@ -16,7 +16,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
-import { planSegments, tallyOfPlans, tallySegments, unsafeTallyForTests, type LiveTally, type SegmentPlan } from "../engine/compaction-plan.js";
+import { KIND_PUT, planSegments, tallySegments, unsafeTallyForTests, type LiveTally, type SegmentPlan } from "../engine/compaction-plan.js";
 import type { OpenOptions } from "../rules/types.js";
 import { initChecksum } from "../segments/checksum.js";
 import { rng } from "./helpers/rng.js";
@@ -53,6 +53,17 @@ async function history(): Promise<{ s: Store; clock: { now: number } }> {
     clock.now += Math.floor(r() * 2_000);
   }
   return { s, clock };
+}
+
+/** The tally a full plan implies: the sums of its survivors' lists (the reference tallySegments must agree with). */
+function tallyOfPlans(plans: ReadonlyMap<number, SegmentPlan>): Map<number, LiveTally> {
+  const out = new Map<number, LiveTally>();
+  for (const [seg, { survivors }] of plans) {
+    let tombstones = 0;
+    for (const kind of survivors.kinds) if (kind !== KIND_PUT) tombstones += 1;
+    out.set(seg, { liveBytes: survivors.bytes(), records: survivors.length, tombstones });
+  }
+  return out;
 }
 
 /** The entries of a record list as comparable rows. */
