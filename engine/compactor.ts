@@ -25,7 +25,7 @@ import { readHeader } from "../segments/header-io.js";
 import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
-import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
+import { MERGE_SOURCES_MAX, runCompaction, SCRATCH_RETAIN_BYTES_MAX, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
 import { emptyPlan, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
@@ -140,7 +140,11 @@ export class Compactor {
       const fromSource = import.meta.url.endsWith(".ts");
       this.pool = new Piscina({
         filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
-        workerData: { niceness: this.host.options.compaction.niceness, ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
+        // Kept output memory is touched ahead (compaction-worker.ts) only where a pass's outputs
+        // use it: copy-on-write (two outputs in flight; in place a job's one output is kept from
+        // its first use) with segments of at most SCRATCH_RETAIN_BYTES_MAX — larger ones make
+        // outputs that take fresh memory anyway, and touching 32 MiB costs ~90 ms of CPU.
+        workerData: { niceness: this.host.options.compaction.niceness, warmMemory: this.host.options.compaction.mode === "copy-on-write" && this.host.options.segmentBytes <= SCRATCH_RETAIN_BYTES_MAX, ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
         minThreads: workers,
         maxThreads: workers,
         idleTimeout: 30_000,

@@ -16,6 +16,13 @@ import { unlinkHint, type HintBuilder } from "../segments/hint.js";
 import type { GenerationTable } from "./generations.js";
 import { assert } from "../rules/assert.js";
 
+/**
+ * Test switch, never set by the engine or any option (test/retired-close.test.ts): with `leave`,
+ * a retired segment's descriptor is marked closed but never closed — the leak of an unlinked
+ * file's blocks that the test's scan of the process's descriptors then finds.
+ */
+export const unsafeRetiredCloseForTests = { leave: false };
+
 /** One segment file, open. */
 export class Segment {
   readonly id: number;
@@ -89,7 +96,7 @@ export class Segment {
   leave(_dir: string, gens: GenerationTable): void {
     this.readers -= 1;
     assert(this.readers >= 0, `segment ${this.id}: reader count never goes below zero`);
-    if (this.retired && this.readers === 0) this.close(gens);
+    if (this.retired && this.readers === 0) this.closeUnlinked(gens);
   }
 
   /**
@@ -106,7 +113,7 @@ export class Segment {
     unlinkDurably(file, dir, this.id); // throws (an IoError) with nothing changed in memory: the caller keeps it published
     this.retired = true;
     this.goneResolve?.();
-    if (this.readers === 0) this.close(gens);
+    if (this.readers === 0) this.closeUnlinked(gens);
   }
 
   /**
@@ -133,7 +140,7 @@ export class Segment {
   markRetired(gens: GenerationTable): void {
     assert(!this.retired, `segment ${this.id} is retired once`);
     this.retired = true;
-    if (this.readers === 0) this.close(gens);
+    if (this.readers === 0) this.closeUnlinked(gens);
   }
 
   /** A retired segment's unlink is durable (a directory fsync followed it): `gone` resolves (I8). */
@@ -147,11 +154,24 @@ export class Segment {
     return this.closed;
   }
 
-  /** Closes the descriptor without removing the file (store close, or the last reader of a retired file). */
+  /** Closes the descriptor without removing the file (store close, or a segment withdrawn). */
   close(gens: GenerationTable): void {
     if (this.closed) return;
     this.closed = true;
     io.closeQuietly(this.fd);
+    gens.release(this.cell);
+  }
+
+  /**
+   * Closes a retired segment's descriptor once no read holds it, on libuv's pool: its file is
+   * unlinked, so this close frees its blocks (milliseconds on ext4, io.closeInBackground), which
+   * the thread publishing a compaction need not wait for. From here no read uses the descriptor.
+   */
+  private closeUnlinked(gens: GenerationTable): void {
+    assert(this.retired && this.readers === 0, `segment ${this.id}: only a retired segment no read holds is closed in the background`);
+    if (this.closed) return;
+    this.closed = true;
+    if (!unsafeRetiredCloseForTests.leave) io.closeInBackground(this.fd);
     gens.release(this.cell);
   }
 

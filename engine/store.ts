@@ -16,7 +16,7 @@ import { InvalidArgumentError, StoreClosedError, LimitExceededError } from "../r
 import { createSegmentFile } from "../segments/create.js";
 import { DIR_MODE, segmentFileName } from "../segments/file-names.js";
 import { unlinkQuietly } from "../segments/io.js";
-import { registerFaultTable } from "../segments/io.js";
+import { backgroundCloses, registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
@@ -796,6 +796,7 @@ export class Store implements T.Backend {
     if (first === null) for (const seg of this.segments.values()) if (seg.writer !== null) writeActiveHint(this.segmentsDir, seg);
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.compactor.closeRetired();
+    await step(() => backgroundCloses()); // no descriptor of this store outlives its close
     this.cache?.clear();
     this.blocks?.clear();
     registerFaultTable(this.segmentsDir, null);
