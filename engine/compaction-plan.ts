@@ -58,16 +58,47 @@ export class RecordList {
     let sorted = true;
     for (let i = 1; i < offs.length && sorted; i++) sorted = (offs[i - 1] as number) < (offs[i] as number);
     if (sorted) return;
-    const order = sortedOrder(offs);
-    const permute = <T>(xs: T[]): void => {
-      const copy = xs.slice();
-      for (let i = 0; i < order.length; i++) xs[i] = copy[order[i] as number] as T;
-    };
-    permute(this.kinds);
-    permute(this.refs);
-    permute(this.offs);
-    permute(this.lens);
+    this.permute(sortedOrder(offs));
+    assert(isAscending(this.offs), "a sorted record list is in ascending offset order");
   }
+
+  /**
+   * Puts entry order[i] at i, for all four arrays at once and in place: each cycle of the
+   * permutation is followed once (a visited byte per entry), so no array is copied — a copy of
+   * each was four arrays of fresh memory per pass (compact-13: ~10 µs per 4 KiB page first touched).
+   */
+  private permute(order: Uint32Array): void {
+    const { kinds, refs, offs, lens } = this;
+    const visited = new Uint8Array(order.length);
+    for (let start = 0; start < order.length; start++) {
+      if (visited[start] === 1) continue;
+      const kind = kinds[start] as number;
+      const ref = refs[start] as Slot | string;
+      const off = offs[start] as number;
+      const len = lens[start] as number;
+      let at = start;
+      for (;;) {
+        visited[at] = 1;
+        const from = order[at] as number;
+        if (from === start) break;
+        kinds[at] = kinds[from] as number;
+        refs[at] = refs[from] as Slot | string;
+        offs[at] = offs[from] as number;
+        lens[at] = lens[from] as number;
+        at = from;
+      }
+      kinds[at] = kind;
+      refs[at] = ref;
+      offs[at] = off;
+      lens[at] = len;
+    }
+  }
+}
+
+/** True when `xs` ascends strictly. */
+function isAscending(xs: readonly number[]): boolean {
+  for (let i = 1; i < xs.length; i++) if (!((xs[i - 1] as number) < (xs[i] as number))) return false;
+  return true;
 }
 
 /** Entries up to this count are sorted by one native sort of packed (offset, index) keys. */
