@@ -800,20 +800,34 @@ function warmSegment(): WarmSegment {
 let warm: WarmSegment | null = null;
 
 /**
+ * The rounds' own buffers, kept from round to round until warmDone: the clobbering walk's copy of
+ * the segment and the output. Fresh ones per round were ~2 MB of first touches each (~6 ms on the
+ * machines measured), a third of a warm round's time. Never the tasks' scratch.
+ */
+let warmCopy: Buffer | null = null;
+let warmOut: Buffer | null = null;
+
+/**
  * One warm-up round: the per-record loops a compaction runs (the walk with its checksums and the
  * copy, alternately by moving runs within the source and by a copy per run; the output hint
  * packed from the copied records) over the synthetic segment, in buffers of its own — never the
  * tasks' scratch, which a task holds across its awaits. A pass otherwise runs those loops cold,
  * once per output: V8 optimizes a loop only after it ran a while (compact-9's measurements in
- * docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output and hint
- * (for the paired check of the tests).
+ * docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output (in a
+ * buffer the next round reuses) and hint, for the paired check of the tests.
  */
 export function warmRound(round: number): { out: Buffer; hint: Buffer | null; newOffsets: Uint32Array; header: HeaderChoice } {
   const seg = warmInput();
   const clobber = round % 2 === 0;
   // A clobbering walk moves runs within its input: it walks a copy, so every round reads the same segment.
-  const bytes = clobber && !unsafeWarmForTests.clobberInput ? Buffer.from(seg.bytes) : seg.bytes;
-  const out = Buffer.allocUnsafe(seg.liveBytes);
+  let bytes = seg.bytes;
+  if (clobber && !unsafeWarmForTests.clobberInput) {
+    warmCopy ??= Buffer.allocUnsafeSlow(seg.bytes.length);
+    seg.bytes.copy(warmCopy);
+    bytes = warmCopy;
+  }
+  warmOut ??= Buffer.allocUnsafeSlow(seg.liveBytes);
+  const out = warmOut;
   const part = copySurvivors(bytes, seg.src, seg.header.sealedBytes, C.FORMAT_VERSION, out, 0, clobber);
   assert(part.copied === out.length && part.kept === seg.src.live.length / 2, `warm-up: copied ${part.copied} of ${out.length} bytes`);
   const header = choiceOf({ ...seg.header, sealedBytes: C.DATA_START + out.length }, 0, C.FORMAT_VERSION);
@@ -852,6 +866,8 @@ export function warmMemory(): boolean {
 /** Drops the warm-up's segment (its last round ran). */
 export function warmDone(): void {
   warm = null;
+  warmCopy = null;
+  warmOut = null;
 }
 
 /**
