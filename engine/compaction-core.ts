@@ -856,8 +856,8 @@ const WARM_SLICE_BYTES = 1024 * 1024;
  * Touches the next slice of this thread's kept output buffers never written yet (ReadScratch
  * warmSlice; up to COPIES_IN_FLIGHT × 16 MiB, made once per thread), so that a pass's outputs do
  * not fault in fresh pages: compact-13 measured a first touch at 10.8–12 µs per 4 KiB page, ~40 ms
- * of a pass per 16 MiB output. The compaction thread calls it in idle turns after its warm-up
- * rounds (compaction-worker.ts). Returns false once every kept output buffer is touched.
+ * of a pass per 16 MiB output. The compaction thread calls it in idle turns, taking turns with its
+ * warm-up rounds (compaction-worker.ts). Returns false once every kept output buffer is touched.
  */
 export function warmMemory(): boolean {
   return outScratch.warmSlice(WARM_SLICE_BYTES);

@@ -18,26 +18,44 @@ export const KIND_ERASE = 3;
 
 /**
  * Records of one segment as parallel arrays — no object per record (a pass plans every record of
- * the store): entry i is a record of kind kinds[i] at offs[i], lens[i] bytes long, pointed at by
- * refs[i] (the slot; for KIND_ERASE the erased scope).
+ * the store): entry i (i < length) is a record of kind kinds[i] at offs[i], lens[i] bytes long,
+ * pointed at by refs[i] (the slot; for KIND_ERASE the erased scope). kinds, offs and lens are
+ * typed arrays with room beyond `length` (doubled when full): a W5 pass pushed ~325k entries into
+ * plain arrays in 111 ms of its main thread, their growth mostly fresh memory; typed ones took
+ * 68 ms against 167 in a fresh process (twelfth session). Only indices below `length` mean anything.
  */
 export class RecordList {
-  readonly kinds: number[] = [];
+  kinds: Uint8Array = new Uint8Array(RECORD_LIST_FIRST_ROOM);
   readonly refs: Array<Slot | string> = [];
-  readonly offs: number[] = [];
-  readonly lens: number[] = [];
-
+  offs: Uint32Array = new Uint32Array(RECORD_LIST_FIRST_ROOM);
+  lens: Uint32Array = new Uint32Array(RECORD_LIST_FIRST_ROOM);
   /** Entries held. */
-  get length(): number {
-    return this.offs.length;
+  length = 0;
+
+  /** Appends one entry (offsets and lengths below 2^32, as a segment's are). */
+  push(kind: number, ref: Slot | string, off: number, len: number): void {
+    const n = this.length;
+    if (n === this.offs.length) this.grow();
+    this.kinds[n] = kind;
+    this.refs.push(ref);
+    this.offs[n] = off;
+    this.lens[n] = len;
+    this.length = n + 1;
+    assert(this.offs[n] === off && this.lens[n] === len, "a record list holds an offset and a length exactly (below 2^32)");
   }
 
-  /** Appends one entry. */
-  push(kind: number, ref: Slot | string, off: number, len: number): void {
-    this.kinds.push(kind);
-    this.refs.push(ref);
-    this.offs.push(off);
-    this.lens.push(len);
+  /** Doubles the room of the typed arrays, keeping the entries. */
+  private grow(): void {
+    const room = 2 * this.offs.length;
+    const kinds = new Uint8Array(room);
+    kinds.set(this.kinds);
+    this.kinds = kinds;
+    const offs = new Uint32Array(room);
+    offs.set(this.offs);
+    this.offs = offs;
+    const lens = new Uint32Array(room);
+    lens.set(this.lens);
+    this.lens = lens;
   }
 
   /** The slot of entry i (which is not KIND_ERASE). */
@@ -45,21 +63,23 @@ export class RecordList {
     return this.refs[i] as Slot;
   }
 
+  /** The offsets of the entries (a view of the first `length`). */
+  offsets(): Uint32Array {
+    return this.offs.subarray(0, this.length);
+  }
+
   /** Total bytes of the entries. */
   bytes(): number {
     let n = 0;
-    for (const len of this.lens) n += len;
+    for (let i = 0; i < this.length; i++) n += this.lens[i] as number;
     return n;
   }
 
   /** Sorts the entries by offset (a no-op walk when they are in order already). */
   sortByOffset(): void {
-    const offs = this.offs;
-    let sorted = true;
-    for (let i = 1; i < offs.length && sorted; i++) sorted = (offs[i - 1] as number) < (offs[i] as number);
-    if (sorted) return;
-    this.permute(sortedOrder(offs));
-    assert(isAscending(this.offs), "a sorted record list is in ascending offset order");
+    if (isAscending(this.offsets())) return;
+    this.permute(sortedOrder(this.offsets()));
+    assert(isAscending(this.offsets()), "a sorted record list is in ascending offset order");
   }
 
   /**
@@ -96,10 +116,13 @@ export class RecordList {
 }
 
 /** True when `xs` ascends strictly. */
-function isAscending(xs: readonly number[]): boolean {
+function isAscending(xs: Uint32Array): boolean {
   for (let i = 1; i < xs.length; i++) if (!((xs[i - 1] as number) < (xs[i] as number))) return false;
   return true;
 }
+
+/** Entries a record list has room for before it first grows. */
+const RECORD_LIST_FIRST_ROOM = 16;
 
 /** Entries up to this count are sorted by one native sort of packed (offset, index) keys. */
 const PACKED_SORT_MAX = 1 << 21;
@@ -110,9 +133,9 @@ const PACKED_SORT_MAX = 1 << 21;
  * a Float64Array, no comparator call per comparison (a keydir pass over a segment holding both
  * values and later tombstones meets them out of order). More entries: a comparator sort.
  */
-function sortedOrder(offs: readonly number[]): Uint32Array {
+function sortedOrder(offs: Uint32Array): Uint32Array {
   const n = offs.length;
-  if (n > PACKED_SORT_MAX) return Uint32Array.from(offs.map((_, i) => i).sort((a, b) => (offs[a] as number) - (offs[b] as number)));
+  if (n > PACKED_SORT_MAX) return Uint32Array.from(Array.from(offs, (_, i) => i).sort((a, b) => (offs[a] as number) - (offs[b] as number)));
   const keys = new Float64Array(n);
   for (let i = 0; i < n; i++) keys[i] = (offs[i] as number) * PACKED_SORT_MAX + i;
   keys.sort();

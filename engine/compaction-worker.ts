@@ -54,9 +54,9 @@ let lastWasRound = false;
  * Runs one warm-up step unless a task runs (its end schedules the next), then schedules the
  * next. Each step is one bounded piece, so that a task arriving meanwhile waits for one piece
  * only: the synthetic segment's build first, then a round of the loops (warmRound) and a slice
- * of the kept output memory (warmMemory, ~3 ms) in turn, so that a pass soon after the first
- * finds both partly done — rounds alone left a copy-on-write pass faulting its outputs in, and
- * slices first left an in-place pass (one kept output) running cold code (×0.85–0.90).
+ * of the kept output memory (warmMemory, ~3 ms; only where the pool asked for it) in turn, so
+ * that a pass soon after the first finds both partly done: rounds alone leave its outputs to fault
+ * in, slices alone leave its loops cold.
  */
 function warmStep(): void {
   timer = null;

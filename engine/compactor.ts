@@ -340,13 +340,13 @@ export class Compactor {
   private taskOf(group: readonly Segment[], mode: Mode, targetId: number, plans: ReadonlyMap<number, SegmentPlan>): CompactionTask {
     const sources = group.map((seg) => {
       const plan = plans.get(seg.id) ?? emptyPlan();
-      const { offs, lens } = plan.survivors;
-      const live = new Uint32Array(2 * offs.length);
-      for (let i = 0; i < offs.length; i++) {
+      const { offs, lens, length } = plan.survivors;
+      const live = new Uint32Array(2 * length);
+      for (let i = 0; i < length; i++) {
         live[2 * i] = offs[i] as number;
         live[2 * i + 1] = lens[i] as number;
       }
-      const known = Uint32Array.from(plan.deadPuts.offs).sort();
+      const known = plan.deadPuts.offsets().slice().sort();
       return { segmentId: seg.id, live, known, cell: seg.cell };
     });
     assert(mode === "copy-on-write" || (group.length === 1 && targetId === elementAt(group, 0, "one segment").id), "in-place rewrites one segment onto itself");

@@ -143,7 +143,7 @@ export function closeInBackground(fd: number): void {
   observer?.({ op: "close", fd, path: file });
 }
 
-/** Resolves once every closeInBackground() called so far has returned (store close waits: no descriptor outlives it). */
+/** Resolves once no background close is pending — every one called so far has returned, and any started meanwhile (store close waits: no descriptor of it outlives it). */
 export function backgroundCloses(): Promise<void> {
   if (closesPending === 0) return Promise.resolve();
   return new Promise((resolve) => closesSettled.push(resolve));

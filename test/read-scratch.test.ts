@@ -130,7 +130,7 @@ describe("ReadScratch", () => {
    * then be written whole (zeros), and the slices must have covered exactly what no take had.
    * Twin: with `ignoreTouched` the slices start at each buffer's first byte, and the pattern breaks.
    */
-  function warmAround(): { intact: boolean; slices: number; otherZeroed: boolean; afterRelease: number } {
+  function warmAround(): { intact: boolean; slices: number; otherZeroed: boolean } {
     const scratch = new ReadScratch(1 << 20, 2, 256 * 1024);
     const held = scratch.take(200_000); // touched: the taker writes it
     held.fill(0x5c);
