@@ -6,8 +6,9 @@
  * four parallel arrays in place by following the permutation's cycles (twelfth session: no
  * copy of each array per pass).
  *
- * Method: seeded lists of 0 to 5,000 entries — shuffled, reversed, sorted already, one long cycle,
- * many 2-cycles — each entry's kind, ref and length derived from its offset, are sorted and
+ * Method: seeded lists of 0 to 20,000 entries (up to 4,096 sorted by packed float keys, more by
+ * a radix sort; offsets up to ~2^32) — shuffled, reversed, sorted already, one long cycle, many
+ * 2-cycles — each entry's kind, ref and length derived from its offset, are sorted and
  * checked: offsets ascending, every entry's fields still derived from its own offset, and the
  * multiset of entries unchanged. The checker's twin: the same check run on a sorted list with two
  * refs swapped (what a permutation that moved one array differently from the others leaves) finds it.
@@ -49,8 +50,11 @@ function problems(list: RecordList, offsets: readonly number[]): string[] {
 function cases(): number[][] {
   const r = rng(20261203);
   const out: number[][] = [];
-  for (const n of [0, 1, 2, 3, 17, 1000, 5000]) {
-    const base = Array.from({ length: n }, (_, i) => 64 + 8 * i * 3);
+  for (const n of [0, 1, 2, 3, 17, 1000, 5000, 20000]) {
+    // Up to 4,096 entries the packed float sort; more, the radix sort over both 16-bit halves
+    // (the 20,000-entry lists reach offsets near 2^32, so the high half orders them too).
+    const stride = n === 20000 ? 214_741 : 24;
+    const base = Array.from({ length: n }, (_, i) => 64 + stride * i);
     const shuffled = [...base];
     for (let i = shuffled.length - 1; i > 0; i--) {
       const j = Math.floor(r() * (i + 1));
@@ -72,7 +76,7 @@ describe("RecordList.sortByOffset", () => {
       expect(problems(list, offsets)).toEqual([]);
       checked += offsets.length;
     }
-    expect(checked).toBeGreaterThan(20_000);
+    expect(checked).toBeGreaterThan(100_000);
   });
 
   it("twin: the checker finds a sorted list whose refs were moved apart from their offsets", () => {
