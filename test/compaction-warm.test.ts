@@ -22,6 +22,7 @@ import { initChecksum } from "../segments/checksum.js";
 import { checkHint, HintBuilder } from "../segments/hint.js";
 import { unsafeWarmForTests, warmDone, warmInput, warmRound } from "../engine/compaction-core.js";
 import type { OpenOptions } from "../rules/types.js";
+import { modelMisreads } from "./helpers/model-reads.js";
 import { tempDir } from "./helpers/tmp.js";
 
 beforeAll(async () => {
@@ -96,18 +97,6 @@ describe("compaction warm-up rounds", () => {
   });
 });
 
-/** Keys k0..k1199 of scope "s" that do not read what `model` says (absent: NOT_FOUND). */
-function wrongReads(s: Store, model: ReadonlyMap<string, string>): number {
-  let wrong = 0;
-  for (let i = 0; i < 1200; i++) {
-    const want = model.get(`k${i}`);
-    const got = s.readSync(`k${i}`, { scope: "s" });
-    const ok = want === undefined ? got.status === "NOT_FOUND" : got.status === "OK" && Buffer.from(got.value as Uint8Array).toString() === want;
-    if (!ok) wrong += 1;
-  }
-  return wrong;
-}
-
 describe("a store whose worker warmed up", () => {
   let dir: string;
   afterEach(() => {
@@ -136,11 +125,11 @@ describe("a store whose worker warmed up", () => {
         await store.batch(ops);
         const rep = await store.compact({ mode });
         expect(rep.segments.length).toBeGreaterThan(0);
-        expect(wrongReads(store, model)).toBe(0);
+        expect(modelMisreads(store, model, 1200)).toBe(0);
       }
       await store.close();
       store = await Store.open(dir, opts);
-      expect(wrongReads(store, model)).toBe(0);
+      expect(modelMisreads(store, model, 1200)).toBe(0);
       await store.close();
       const names = fs.readdirSync(`${dir}/segments`);
       expect(names.filter((n) => n.endsWith(".tmp") || n.includes("journal"))).toEqual([]);

@@ -21,6 +21,7 @@ import { Store } from "../engine/store.js";
 import { unsafeRetiredCloseForTests } from "../engine/segment.js";
 import { backgroundCloses } from "../segments/io.js";
 import type { OpenOptions } from "../rules/types.js";
+import { modelMisreads } from "./helpers/model-reads.js";
 import { tempDir } from "./helpers/tmp.js";
 
 afterEach(() => {
@@ -73,18 +74,6 @@ async function passes(store: Store, dir: string): Promise<{ leftOpen: number[]; 
   return { leftOpen, model };
 }
 
-/** Reads every key of the model's range and counts the answers that differ from it. */
-function wrongReads(s: Store, model: ReadonlyMap<string, string>): number {
-  let wrong = 0;
-  for (let i = 0; i < 1500; i++) {
-    const want = model.get(`k${i}`);
-    const got = s.readSync(`k${i}`, { scope: "s" });
-    const ok = want === undefined ? got.status === "NOT_FOUND" : got.status === "OK" && Buffer.from(got.value as Uint8Array).toString() === want;
-    if (!ok) wrong += 1;
-  }
-  return wrong;
-}
-
 describe("retired segments' descriptors are closed in the background", () => {
   for (const workers of [0, 1]) {
     it(`workers ${workers}: no deleted file stays open after a pass, no file of the store after close`, async () => {
@@ -93,11 +82,11 @@ describe("retired segments' descriptors are closed in the background", () => {
       const store = await Store.open(dir, opts);
       const { leftOpen, model } = await passes(store, dir);
       expect(leftOpen).toEqual([0, 0, 0]);
-      expect(wrongReads(store, model)).toBe(0);
+      expect(modelMisreads(store, model, 1500)).toBe(0);
       await store.close();
       expect([...descriptorsUnder(dir).values()]).toEqual([]);
       const again = await Store.open(dir, opts);
-      expect(wrongReads(again, model)).toBe(0);
+      expect(modelMisreads(again, model, 1500)).toBe(0);
       await again.close();
     });
   }
