@@ -123,10 +123,10 @@ export class ReadScratch {
    * Writes the next `sliceBytes` (at most) of kept memory never written yet — the missing kept
    * buffers made at reserveBytes first, up to buffersMax — so that a later job's first touch of
    * those pages (~10 µs each on the machines measured) is paid now, in idle time: a compaction
-   * thread calls it between tasks, one slice per turn. Never writes a buffer a job holds. Returns
-   * false once nothing is left to touch (or nothing is reserved). It writes only past every byte
-   * any take() of that buffer was given (take() moves the mark), so a job's bytes — held now, or
-   * to be read by nobody but their taker — are never changed.
+   * thread calls it between tasks, one slice per turn. Returns false once nothing is left to
+   * touch (or nothing is reserved). It writes only past the largest size any take() of that
+   * buffer handed out (take() moves the mark), so no byte a job was given — held now, or released
+   * — is ever changed.
    */
   warmSlice(sliceBytes: number): boolean {
     assert(Number.isInteger(sliceBytes) && sliceBytes > 0, "a warm slice is a positive number of bytes");
