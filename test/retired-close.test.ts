@@ -12,14 +12,19 @@
  * directory; right after `await close()`, none of its files at all. Every key reads back before
  * the close and after a reopen. Twin: descriptors marked closed but never closed
  * (`unsafeRetiredCloseForTests.leave`): the same scan finds the retired files, still open and
- * deleted (they are closed by the test afterwards).
+ * deleted (they are closed by the test afterwards). That `backgroundCloses` waits for a close still
+ * queued is shown with libuv's pool held busy: every pool thread blocks in open(2) of a FIFO no
+ * writer has opened yet, so a close issued meanwhile cannot run; the descriptor must still be
+ * open, and `backgroundCloses` unresolved, until the FIFOs get their writers (the measure's own
+ * twin: an `fstat` on that descriptor succeeds while the close is queued and fails after).
  */
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { unsafeRetiredCloseForTests } from "../engine/segment.js";
-import { backgroundCloses } from "../segments/io.js";
+import { backgroundCloses, closeInBackground } from "../segments/io.js";
 import type { OpenOptions } from "../rules/types.js";
 import { modelMisreads } from "./helpers/model-reads.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -103,5 +108,28 @@ describe("retired segments' descriptors are closed in the background", () => {
       await store.close();
       for (const fd of descriptorsUnder(dir).keys()) fs.closeSync(fd); // the leak this twin made
     }
+  });
+
+  it("backgroundCloses resolves only once a close queued behind a busy pool has run", async () => {
+    const dir = tempDir("retired-close-pool");
+    const threads = Number(process.env["UV_THREADPOOL_SIZE"] ?? 4);
+    const fifos = Array.from({ length: threads }, (_, i) => path.join(dir, `fifo-${i}`));
+    for (const f of fifos) execFileSync("mkfifo", [f]);
+    const readers = fifos.map((f) => new Promise<number>((resolve, reject) => fs.open(f, "r", (err, fd) => (err === null ? resolve(fd) : reject(err)))));
+    const fd = fs.openSync(path.join(dir, "file"), "w");
+    closeInBackground(fd); // queued behind the blocked opens
+    let settled = false;
+    const waiting = backgroundCloses().then(() => {
+      settled = true;
+    });
+    for (let turn = 0; turn < 20; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(settled).toBe(false);
+    expect(() => fs.fstatSync(fd)).not.toThrow(); // still open: the close has not run
+    const writers = fifos.map((f) => fs.openSync(f, "w")); // each blocked open returns
+    for (const r of await Promise.all(readers)) fs.closeSync(r);
+    for (const w of writers) fs.closeSync(w);
+    await waiting;
+    expect(settled).toBe(true);
+    expect(() => fs.fstatSync(fd)).toThrow(); // EBADF: closed
   });
 });
