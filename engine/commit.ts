@@ -597,6 +597,17 @@ export class CommitLog {
   }
 
   /**
+   * The data end of segment `seg` once the syncs now asked for succeed and markDurable() follows
+   * them: its data end now, plus the sync mark's frame when markDurable will write one (the
+   * active segment with unmarked records). What a hint encoded ahead of those syncs covers (store
+   * close); the caller checks the end it finds afterwards before writing that hint.
+   */
+  endAfterMark(seg: Segment): number {
+    const marks = seg === this.active && seg.writer !== null && this.groups.length === 0 && this.inFlight === null && this.broken === null && seg.dataEnd > seg.coveredEnd;
+    return marks ? seg.dataEnd + frameBytes() : seg.dataEnd;
+  }
+
+  /**
    * After a final syncAll (close, with nothing queued): when the frames on disk do not yet prove
    * the active segment durable to its end, appends a sync mark (an empty group recording
    * syncedEnd = its own offset) and fdatasyncs it, so damage to any earlier group is reported as

@@ -241,7 +241,7 @@ async function copySource(task: CompactionTask, src: SourceTask, version: number
       sourceScratch.release(buf);
       buf = null;
       buf = sourceScratch.take(Math.min(want, fileEnd - from));
-      await nextTurn(); // a pending write's completion (the other output in flight) runs between pieces
+      await io.nextTurn(); // a pending write's completion (the other output in flight) runs between pieces
       piece = { bytes: readPiece(fd, buf, from, src.segmentId), base: from, fileEnd };
       at = from;
     }
@@ -252,10 +252,6 @@ async function copySource(task: CompactionTask, src: SourceTask, version: number
   }
 }
 
-/** Resolves on the event loop's next turn (after the I/O callbacks due). */
-function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
 
 /** Reads the file's bytes from offset `base` into all of `buf` (a page-cache copy into kept memory: no round trip through libuv's pool); a file that ends first is corruption (a sealed segment never shrinks under a copy). */
 function readPiece(fd: number, buf: Buffer, base: number, segmentId: number): Buffer {

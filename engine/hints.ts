@@ -51,6 +51,55 @@ export function writeSealedHint(dir: string, seg: Segment): boolean {
 }
 
 /**
+ * A segment's prefix hint encoded before the syncs that make the bytes it covers durable, so that
+ * its CPU runs beside them (store close: the final fdatasync and the sync mark). Written only by
+ * writeEncodedHint, and only once those bytes are durable.
+ */
+export interface EncodedHint {
+  readonly seg: Segment;
+  /** The data end the hint covers: the segment's data end once the syncs and the mark are written. */
+  readonly coversEnd: number;
+  /** The file's bytes; null when the builder's loaded prefix cannot be read (writeHintFile then removes the hint). */
+  readonly bytes: Buffer | null;
+}
+
+/**
+ * Store close, before the final sync: the prefix hint of segment `seg` (one with a writer) as it
+ * will cover `coversEnd`, the data end the syncs and the sync mark leave (commit.ts endAfterMark).
+ * CPU only; null when there is nothing to write (no entries kept, or the hint on disk already
+ * covers that end).
+ */
+export function encodeActiveHint(dir: string, seg: Segment, coversEnd: number): EncodedHint | null {
+  const hint = seg.hint;
+  if (hint === null || seg.writer === null || seg.isClosed || seg.hintOnDiskEnd === coversEnd) return null;
+  assert(hint.end <= seg.dataEnd && seg.dataEnd <= coversEnd, `segment ${seg.id}: the hint's records end within the data it covers (${hint.end} <= ${seg.dataEnd} <= ${coversEnd})`);
+  const bytes = hint.encode(seg.id, seg.header, coversEnd, false);
+  if (unsafeCloseHintForTests.writeBeforeSync) writeHintFile(dir, seg.id, bytes);
+  return { seg, coversEnd, bytes };
+}
+
+/**
+ * Test switch, never set by the engine or any option (test/close-hint-order.test.ts):
+ * `writeBeforeSync` writes a close's encoded hint at once, before the syncs of the bytes it covers.
+ */
+export const unsafeCloseHintForTests = { writeBeforeSync: false };
+
+/**
+ * Store close, after the final sync and the sync mark: writes `encoded` when the segment's data is
+ * durable and ends exactly where the hint says it covers; otherwise (a mark not written, say)
+ * encodes it again from what is durable now, as writeActiveHint. Returns whether one was written.
+ */
+export function writeEncodedHint(dir: string, encoded: EncodedHint): boolean {
+  const seg = encoded.seg;
+  if (seg.hint === null || seg.writer === null || seg.syncedEnd !== seg.dataEnd || seg.isClosed) return false;
+  if (seg.dataEnd !== encoded.coversEnd) return writeActiveHint(dir, seg);
+  assert(seg.hint.end <= encoded.coversEnd, `segment ${seg.id}: no entry was added after the hint was encoded`);
+  const written = writeHintFile(dir, seg.id, encoded.bytes);
+  if (written) seg.hintOnDiskEnd = encoded.coversEnd;
+  return written;
+}
+
+/**
  * Store close: writes a prefix hint of the active segment, when everything written to it is
  * durable (the entries then describe only durable records). Returns whether one was written.
  */

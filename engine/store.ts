@@ -16,7 +16,7 @@ import { InvalidArgumentError, StoreClosedError, LimitExceededError } from "../r
 import { createSegmentFile } from "../segments/create.js";
 import { DIR_MODE, segmentFileName } from "../segments/file-names.js";
 import { unlinkQuietly } from "../segments/io.js";
-import { backgroundCloses, registerFaultTable } from "../segments/io.js";
+import { backgroundCloses, nextTurn, registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
@@ -43,7 +43,7 @@ import { BatchPlan, type PlannedOp, type WriteOp } from "./batch-plan.js";
 import { storeStats } from "./stats.js";
 import { verifySegments } from "./verify.js";
 import { HintBuilder } from "../segments/hint.js";
-import { writeActiveHint, writeSealedHint } from "./hints.js";
+import { encodeActiveHint, writeEncodedHint, writeSealedHint, type EncodedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
 /** Paired checks that cost time on every call: on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1. */
@@ -771,6 +771,15 @@ export class Store implements T.Backend {
     return this.closing;
   }
 
+  /** Adds to `out` the prefix hint of every segment with a writer, encoded for the end the final sync and sync mark will leave. */
+  private encodeActiveHints(out: EncodedHint[]): void {
+    for (const seg of this.segments.values()) {
+      if (seg.writer === null) continue;
+      const encoded = encodeActiveHint(this.segmentsDir, seg, this.log.endAfterMark(seg));
+      if (encoded !== null) out.push(encoded);
+    }
+  }
+
   /**
    * Every step runs even when an earlier one failed: the files are closed, the fault table
    * unregistered and the lock released in every case; then the first failure (an IoError of the
@@ -789,11 +798,18 @@ export class Store implements T.Backend {
     await step(() => this.log.idle());
     await step(() => this.compactor.close());
     await step(() => this.log.repair());
-    await step(() => this.log.syncAll());
+    // The prefix hints are encoded while the final fdatasync runs on the thread pool (its calls
+    // are issued by the turn awaited first), and written only after it and the sync mark, when
+    // the bytes they cover are durable (engine/hints.ts writeEncodedHint checks the end).
+    const synced = step(() => this.log.syncAll());
+    await nextTurn();
+    const hints: EncodedHint[] = [];
+    await step(() => this.encodeActiveHints(hints));
+    await synced;
     await step(() => this.log.takeSyncError());
     await step(() => this.log.markDurable());
     // Everything is durable now (or close reports why not): the active segment's prefix hint.
-    if (first === null) for (const seg of this.segments.values()) if (seg.writer !== null) writeActiveHint(this.segmentsDir, seg);
+    if (first === null) for (const h of hints) writeEncodedHint(this.segmentsDir, h);
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.compactor.closeRetired();
     await step(() => backgroundCloses()); // no descriptor of this store outlives its close

@@ -714,11 +714,19 @@ function trailerSum(head: Buffer, summary: Buffer): bigint {
   return checksum64(both, 0, both.length);
 }
 
+/** True on a little-endian host: a typed array's bytes are then its values' little-endian encoding. */
+const HOST_LITTLE_ENDIAN = os.endianness() === "LE";
+
 /** Writes `values` as little-endian u32s at out[at...]. */
 function putU32s(out: Buffer, at: number, values: Uint32Array | Int32Array): void {
   assert(at >= 0 && at + 4 * values.length <= out.length, "the u32 section lies inside the file");
-  // Byte stores (writeUInt32LE's argument checks per element were most of this loop); the
-  // sections are not 4-aligned in version 3, so no typed-array view of `out`.
+  if (HOST_LITTLE_ENDIAN) {
+    // One copy of the array's bytes (an i32 and its u32 share them): the sections are not
+    // 4-aligned in version 3, so no typed-array view of `out`, but a byte copy needs none.
+    out.set(new Uint8Array(values.buffer, values.byteOffset, values.byteLength), at);
+    return;
+  }
+  // Byte stores (writeUInt32LE's argument checks per element were most of this loop).
   for (let i = 0, o = at; i < values.length; i++, o += 4) {
     const v = (values[i] as number) >>> 0;
     out[o] = v & 0xff;

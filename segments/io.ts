@@ -143,6 +143,11 @@ export function closeInBackground(fd: number): void {
   observer?.({ op: "close", fd, path: file });
 }
 
+/** Resolves on the event loop's next turn, after the I/O callbacks due: a call issued before it has reached the thread pool. */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /** Resolves once no background close is pending — every one called so far has returned, and any started meanwhile (store close waits: no descriptor of it outlives it). */
 export function backgroundCloses(): Promise<void> {
   if (closesPending === 0) return Promise.resolve();
