@@ -34,6 +34,20 @@ import { noteGroup } from "./hints.js";
 const SYNC_INLINE_OPS_MAX = 4;
 /** Most bytes of a group that is fdatasynced on the main thread (syncInline). */
 const SYNC_INLINE_BYTES_MAX = 64 * 1024;
+/**
+ * Most groups synced on the main thread that commit one after another with no event-loop turn
+ * between them (drainNow): a lone writer's next put then costs no turn (an epoll wait and the
+ * loop's phases, ~4 µs here), while timers, I/O callbacks and worker messages still run at least
+ * once every this many such groups (~1 ms of fdatasyncs on this disk).
+ */
+export const INLINE_GROUPS_PER_TURN = 8;
+
+/**
+ * Test switch, never set by the engine or any option (test/lone-put-turns.test.ts):
+ * `inlineGroupsPerTurn` replaces INLINE_GROUPS_PER_TURN (the twin sets it to Infinity).
+ */
+export const unsafeDrainForTests = { inlineGroupsPerTurn: INLINE_GROUPS_PER_TURN };
+
 /** Most operations queued (decided, not yet committed) at once. */
 export const COMMIT_QUEUE_OPS_MAX = 16_384;
 /** Most record bytes queued at once; one larger operation still goes alone through an empty queue. */
@@ -142,6 +156,8 @@ export class CommitLog {
   private active: Segment;
   private readonly groups: Group[] = [];
   private draining = false;
+  /** Inline groups committed since the drain last yielded to the event loop (drainNow). */
+  private inlineSinceTurn = 0;
   private idleWaiters: Array<() => void> = [];
   private sealWaiters = new Map<Segment, SealWaiter[]>();
   /** A failed group's segment, whose tail past its last acknowledged byte is unknown until repaired. */
@@ -340,11 +356,13 @@ export class CommitLog {
   /**
    * The drain's part that waits for nothing: commits queued groups in order in this turn while
    * no start gate holds them and each commitsNow (no promise made per group), and hands the first
-   * group that must wait to drainWaiting. After a group whose fdatasync ran inline it yields: back
-   * to the event loop once this group's calls resolved (their acknowledgment waits for no turn),
-   * since back-to-back inline commits would otherwise chain alone and starve timers, I/O and
-   * worker messages; the drain goes on from a setImmediate, still `draining`, so none starts beside
-   * it. Ends the drain when the queue is empty.
+   * group that must wait to drainWaiting. After a group whose fdatasync ran inline with nothing
+   * queued behind it, the drain ends: the lone writer's next call starts the next one from a
+   * microtask, with no event-loop turn between its puts. Back-to-back inline commits would then
+   * chain alone and starve timers, I/O and worker messages, so every INLINE_GROUPS_PER_TURN-th of
+   * them, or one with groups queued behind it, yields instead: back to the event loop once this
+   * group's calls resolved (their acknowledgment waits for no turn); the drain goes on from a
+   * setImmediate, still `draining`, so none starts beside it. Ends the drain when the queue is empty.
    */
   private drainNow(): void {
     for (;;) {
@@ -354,7 +372,11 @@ export class CommitLog {
       this.groups.shift();
       this.inFlight = group;
       this.finishGroup(group, this.commitGroupNow(group));
-      if (group.inline === true) return void setImmediate(this.resumeDrain);
+      if (group.inline !== true) continue;
+      this.inlineSinceTurn += 1;
+      if (this.groups.length === 0 && this.inlineSinceTurn < unsafeDrainForTests.inlineGroupsPerTurn) return this.drained();
+      this.inlineSinceTurn = 0;
+      return void setImmediate(this.resumeDrain);
     }
   }
 
