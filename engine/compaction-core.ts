@@ -252,7 +252,6 @@ async function copySource(task: CompactionTask, src: SourceTask, version: number
   }
 }
 
-
 /** Reads the file's bytes from offset `base` into all of `buf` (a page-cache copy into kept memory: no round trip through libuv's pool); a file that ends first is corruption (a sealed segment never shrinks under a copy). */
 function readPiece(fd: number, buf: Buffer, base: number, segmentId: number): Buffer {
   const n = readAtSync(fd, buf, base);
