@@ -625,8 +625,12 @@ export class CommitLog {
    * close); the caller checks the end it finds afterwards before writing that hint.
    */
   endAfterMark(seg: Segment): number {
-    const marks = seg === this.active && seg.writer !== null && this.groups.length === 0 && this.inFlight === null && this.broken === null && seg.dataEnd > seg.coveredEnd;
-    return marks ? seg.dataEnd + frameBytes() : seg.dataEnd;
+    return this.marks(seg) ? seg.dataEnd + frameBytes() : seg.dataEnd;
+  }
+
+  /** Whether markDurable() appends a sync mark to `seg` once its data is synced to its end: the active segment, idle and whole, with records after its last mark. */
+  private marks(seg: Segment): boolean {
+    return seg === this.active && seg.writer !== null && this.groups.length === 0 && this.inFlight === null && this.broken === null && seg.dataEnd > seg.coveredEnd;
   }
 
   /**
@@ -638,8 +642,7 @@ export class CommitLog {
   markDurable(): void {
     const seg = this.active;
     const writer = seg.writer;
-    if (writer === null || this.groups.length > 0 || this.inFlight !== null || this.broken !== null) return;
-    if (seg.dataEnd <= seg.coveredEnd || seg.syncedEnd !== seg.dataEnd) return;
+    if (writer === null || !this.marks(seg) || seg.syncedEnd !== seg.dataEnd) return;
     assert(seg.maxSeq > 0 && writer.end === seg.dataEnd, "a segment with data to mark has records and no reserved tail");
     const at = writer.reserve(frameBytes());
     try {

@@ -86,29 +86,16 @@ export const unsafeCloseHintForTests = { writeBeforeSync: false };
 
 /**
  * Store close, after the final sync and the sync mark: writes `encoded` when the segment's data is
- * durable and ends exactly where the hint says it covers; otherwise (a mark not written, say)
- * encodes it again from what is durable now, as writeActiveHint. Returns whether one was written.
+ * durable and ends exactly where the hint says it covers (a mark that was not written leaves no
+ * hint: the next open scans from where the hint on disk ends). Returns whether one was written.
  */
 export function writeEncodedHint(dir: string, encoded: EncodedHint): boolean {
   const seg = encoded.seg;
-  if (seg.hint === null || seg.writer === null || seg.syncedEnd !== seg.dataEnd || seg.isClosed) return false;
-  if (seg.dataEnd !== encoded.coversEnd) return writeActiveHint(dir, seg);
+  if (seg.hint === null || seg.writer === null || seg.isClosed) return false;
+  if (seg.syncedEnd !== seg.dataEnd || seg.dataEnd !== encoded.coversEnd) return false;
   assert(seg.hint.end <= encoded.coversEnd, `segment ${seg.id}: no entry was added after the hint was encoded`);
   const written = writeHintFile(dir, seg.id, encoded.bytes);
   if (written) seg.hintOnDiskEnd = encoded.coversEnd;
   return written;
 }
 
-/**
- * Store close: writes a prefix hint of the active segment, when everything written to it is
- * durable (the entries then describe only durable records). Returns whether one was written.
- */
-export function writeActiveHint(dir: string, seg: Segment): boolean {
-  const hint = seg.hint;
-  if (hint === null || seg.writer === null || seg.syncedEnd !== seg.dataEnd || seg.isClosed) return false;
-  if (seg.hintOnDiskEnd === seg.dataEnd) return true; // the hint on disk already says all of it
-  assert(hint.end <= seg.dataEnd, `segment ${seg.id}: the hint's records end within the data (${hint.end} <= ${seg.dataEnd})`);
-  const written = writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, false));
-  if (written) seg.hintOnDiskEnd = seg.dataEnd;
-  return written;
-}

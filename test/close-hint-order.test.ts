@@ -10,12 +10,14 @@
  * data end that write leaves; and a reopen must answer every key. Run in both `none` and `batch`
  * modes. The twin (`unsafeCloseHintForTests.writeBeforeSync`) writes the encoded hint at once,
  * before the final sync: the same check finds the hint written ahead of the data it describes.
+ * A hint encoded for an end the segment did not reach (a sync mark predicted, never written) is
+ * not written at all: on disk it would claim bytes that are not there.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
-import { unsafeCloseHintForTests } from "../engine/hints.js";
+import { encodeActiveHint, unsafeCloseHintForTests, writeEncodedHint } from "../engine/hints.js";
 import { setIoObserver, type IoEvent } from "../segments/io.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -104,5 +106,24 @@ describe("close: the prefix hint follows the syncs of what it covers", () => {
     const r = await closeRecorded(dir, { durability: "none", segmentBytes: 4 * 1024 * 1024, compaction: { workers: 0, auto: false } });
     expect(r.hintWrite, "the twin wrote a hint").toBeGreaterThan(0);
     expect(hintAfterDurableData(r)).toBe(false);
+  });
+
+  it("a hint encoded for an end the segment did not reach is not written", async () => {
+    const dir = tempDir("close-hint-end");
+    const store = await Store.open(dir, { durability: "none", segmentBytes: 4 * 1024 * 1024, compaction: { workers: 0, auto: false } });
+    try {
+      await store.batch(Array.from({ length: BATCH }, (_, i) => ({ op: "write" as const, key: `k${i}`, value: `v${i}` })));
+      await store.flush(); // every byte durable: only the end differs
+      const active = [...store.segments.values()].find((s) => s.writer !== null);
+      expect(active).toBeDefined();
+      const seg = active as NonNullable<typeof active>;
+      const encoded = encodeActiveHint(store.segmentsDir, seg, seg.dataEnd + 48); // a mark predicted, never written
+      expect(encoded).not.toBeNull();
+      expect(writeEncodedHint(store.segmentsDir, encoded as NonNullable<typeof encoded>)).toBe(false);
+      expect(fs.readdirSync(store.segmentsDir).filter((n) => n.endsWith(".hint"))).toEqual([]);
+    } finally {
+      await store.close();
+    }
+    expect(hintCoversEnd(dir)).toBeGreaterThan(0); // close still writes the hint it encodes itself
   });
 });
