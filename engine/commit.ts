@@ -43,10 +43,18 @@ const SYNC_INLINE_BYTES_MAX = 64 * 1024;
 export const INLINE_GROUPS_PER_TURN = 8;
 
 /**
- * Test switch, never set by the engine or any option (test/lone-put-turns.test.ts):
- * `inlineGroupsPerTurn` replaces INLINE_GROUPS_PER_TURN (the twin sets it to Infinity).
+ * Test switches, never set by the engine or any option (test/lone-put-turns.test.ts):
+ * `inlineGroupsPerTurn` replaces INLINE_GROUPS_PER_TURN (the twin sets it to Infinity);
+ * `viaQueueMicrotask` starts a drain with queueMicrotask, as before (the twin of drain-start).
  */
-export const unsafeDrainForTests = { inlineGroupsPerTurn: INLINE_GROUPS_PER_TURN };
+export const unsafeDrainForTests = { inlineGroupsPerTurn: INLINE_GROUPS_PER_TURN, viaQueueMicrotask: false };
+
+/**
+ * A settled promise whose then() starts a drain in a microtask. Node's queueMicrotask wraps each
+ * callback in an AsyncResource and a bound function (JS that a short-lived process runs
+ * interpreted): one per lone put. A reaction on a settled promise is one microtask, made natively.
+ */
+const DRAIN_TICK: Promise<void> = Promise.resolve();
 
 /** Most operations queued (decided, not yet committed) at once. */
 export const COMMIT_QUEUE_OPS_MAX = 16_384;
@@ -302,7 +310,10 @@ export class CommitLog {
       const entry = { op, at: offset, locs, value, resolve: resolve as (value: unknown) => void, reject };
       if (g.ops.length === 0) g.ops = [entry];
       else g.ops.push(entry);
-      if (!this.draining) queueMicrotask(this.startDrain);
+      if (!this.draining) {
+        if (unsafeDrainForTests.viaQueueMicrotask) queueMicrotask(this.startDrain);
+        else void DRAIN_TICK.then(this.startDrain);
+      }
     });
   }
 

@@ -10,7 +10,14 @@
  * put used to cost. A reopen then reads every put. The twin lifts the bound
  * (`unsafeDrainForTests.inlineGroupsPerTurn = Infinity`): the loop then starves the event loop,
  * and the same gap check fails. Every wait has a deadline.
+ *
+ * The same puts also start each drain without an async resource: an async_hooks hook counts the
+ * "Microtask" resources made while they run (Node's queueMicrotask makes one, with a bound
+ * function, per call: interpreted JS on every lone put of a short-lived process), and there must
+ * be none. Its twin starts drains with queueMicrotask again (`unsafeDrainForTests
+ * .viaQueueMicrotask`) and the count then reaches most of the puts.
  */
+import { createHook } from "node:async_hooks";
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { INLINE_GROUPS_PER_TURN, unsafeDrainForTests } from "../engine/commit.js";
@@ -20,6 +27,7 @@ import { within } from "./helpers/io-faults.js";
 
 afterEach(() => {
   unsafeDrainForTests.inlineGroupsPerTurn = INLINE_GROUPS_PER_TURN;
+  unsafeDrainForTests.viaQueueMicrotask = false;
 });
 
 const T = 10_000;
@@ -58,6 +66,23 @@ async function turnsDuringPuts(): Promise<{ atTurns: number[]; missing: number }
   return { atTurns, missing };
 }
 
+/** The "Microtask" async resources made while PUTS awaited puts run, and the reopened store's misses. */
+async function microtasksDuringPuts(): Promise<{ microtasks: number; missing: number }> {
+  let microtasks = 0;
+  const hook = createHook({
+    init(_id, type) {
+      if (type === "Microtask") microtasks += 1;
+    },
+  });
+  hook.enable();
+  try {
+    const { missing } = await turnsDuringPuts();
+    return { microtasks, missing };
+  } finally {
+    hook.disable();
+  }
+}
+
 /** The most puts acknowledged between two turns (from the loop's start to its end). */
 function largestGap(atTurns: readonly number[]): number {
   const marks = [0, ...atTurns.filter((n) => n < PUTS), PUTS];
@@ -72,6 +97,19 @@ describe("lone durable puts and the event loop", () => {
     const during = atTurns.filter((n) => n < PUTS).length;
     expect(largestGap(atTurns)).toBeLessThanOrEqual(INLINE_GROUPS_PER_TURN);
     expect(during, "the puts chain: fewer turns than puts").toBeLessThan(PUTS / 2);
+    expect(missing).toBe(0);
+  });
+
+  it("start each drain with no async resource: no Microtask resource per put", async () => {
+    const { microtasks, missing } = await microtasksDuringPuts();
+    expect(microtasks).toBe(0);
+    expect(missing).toBe(0);
+  });
+
+  it("twin: drains started with queueMicrotask make a Microtask resource for most puts, and the count check fails", async () => {
+    unsafeDrainForTests.viaQueueMicrotask = true;
+    const { microtasks, missing } = await microtasksDuringPuts();
+    expect(microtasks).toBeGreaterThan(PUTS / 2);
     expect(missing).toBe(0);
   });
 
