@@ -7,10 +7,11 @@
  * exactly those records, verifying each one's checksum on the way, and reports where each went and
  * which PUT records it dropped, so the main thread can apply the move in one turn.
  *
- * copy-on-write: write NNNN.seg.tmp (every source's survivors, in source order), fdatasync, rename
- *   to its final name, fsync the directory. The output's id was reserved in the manifest before
- *   (an unlisted file below nextId is deleted at open), so the file is published only by the main
- *   thread's manifest write that lists it in place of its sources; they stay until then.
+ * copy-on-write: write NNNN.seg.tmp (every source's survivors, in source order, each piece as it
+ *   is copied: OutputFile), fdatasync, rename to its final name, fsync the directory. The
+ *   output's id was reserved in the manifest before (an unlisted file below nextId is deleted at
+ *   open), so the file is published only by the main thread's manifest write that lists it in
+ *   place of its sources; they stay until then.
  * in-place: write a redo journal holding the surviving bytes, fdatasync it and the directory; make
  *   the shared generation odd; overwrite the segment from the front; truncate; fdatasync; write
  *   the header copy with generation+2; delete the journal. A crash at any byte either finds no
@@ -27,6 +28,8 @@ import { ReadScratch, readAtSync, readWholePath } from "../segments/whole-file.j
 import * as io from "../segments/io.js";
 import { chooseHeader, choiceOf, encodeHeader, formatOf, nextHeaderOffset, rewrittenVersion, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
 import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segments/hint.js";
+import { hintPrefixBytes } from "../segments/hint-v3.js";
+import { isLeanFrame } from "../segments/version-written.js";
 import { assertSealedEnd, walkSealedPiece, type SealedPiece } from "../segments/scan.js";
 import { recordLengthAt, recordNamesAt } from "../segments/record.js";
 import { encodeRecordV3 } from "../segments/record-v3.js";
@@ -106,12 +109,12 @@ const sourceScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX);
 /** An in-place job's journal: its encoded bytes, then the same file read back for the check. */
 const journalScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX + JOURNAL_HEAD_BYTES + JOURNAL_CHECKSUM_BYTES);
 /**
- * The output being assembled: copy-on-write's merged output, one buffer for each of the
- * COPIES_IN_FLIGHT outputs (the later one is copied while the earlier one is written), or an
- * in-place job's compacted bytes. Up to 16 MiB each is kept: no fresh pages faulted in per output.
- * Each is made 16 MiB large at once (pages untouched until used): a merged output is up to
- * max(segmentBytes, MERGE_OUTPUT_BYTES_MIN), larger than a first job's output often is, and a
- * buffer replaced by a larger one would give back every page the first job touched.
+ * An in-place job's compacted bytes, or a copy-on-write output's hint prefixes (OutputFile: its
+ * records go to the file as they are copied; their frames and names, ~1/10 of their bytes here,
+ * are what its hint is packed from), one buffer for each of the COPIES_IN_FLIGHT outputs. Up to
+ * 16 MiB each is kept: no fresh pages faulted in per output. Each is made 16 MiB large at once
+ * (pages untouched until used): a later, larger job then reuses every page a smaller one touched
+ * instead of replacing the buffer.
  */
 const outScratch = new ReadScratch(SCRATCH_RETAIN_BYTES_MAX, 2, SCRATCH_RETAIN_BYTES_MAX);
 /** The copy is read back in pieces of this size for its check. */
@@ -121,9 +124,9 @@ const backScratch = new ReadScratch(BACK_CHUNK_BYTES);
 /**
  * The copy phase (reads, walk, copy) of this thread's copy-on-write tasks, one at a time in
  * arrival order. The pool hands a thread two such tasks at once (compactor.ts COPIES_IN_FLIGHT):
- * the later one copies while the earlier one's output is written and fdatasynced — never beside
- * its copy, which fair interleaving at every await would slow so that both finished together and
- * neither publication overlapped the other's work.
+ * the later one copies while the earlier one's output is fdatasynced, its hint packed and its name
+ * published — never beside its copy, which fair interleaving at every await would slow so that
+ * both finished together and neither publication overlapped the other's work.
  */
 class CopyTurns {
   private last: Promise<void> = Promise.resolve();
@@ -158,39 +161,66 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
   if (task.mode === "in-place") return runInPlace(task, elementAt(task.sources, 0, "an in-place task has one source"), hit);
   assert(task.sources.every((src) => src.segmentId !== task.targetId), `copy-on-write output ${task.targetId} is none of its sources`);
   const endTurn = await copyTurns.take();
-  let out: Buffer | null = null;
+  let prefixes: Buffer | null = null;
   try {
-    out = outScratch.take(task.sources.reduce((n, src) => n + liveBytesOf(src.live), 0));
-    return await copyAll(task, out, hit, endTurn);
+    const liveBytes = task.sources.reduce((n, src) => n + liveBytesOf(src.live), 0);
+    prefixes = outScratch.take(liveBytes); // the hint prefixes, never more than the records: pages are touched as far as they are written
+    return await copyAll(task, liveBytes, prefixes, hit, endTurn);
   } finally {
     endTurn();
-    if (out !== null) outScratch.release(out);
+    if (prefixes !== null) outScratch.release(prefixes);
   }
 }
 
-/** copy-on-write: every source's survivors copied into `out` (exactly their size), then (`endTurn` called: the next task may copy) written as the output. */
-async function copyAll(task: CompactionTask, out: Buffer, hit: FaultHit, endTurn: () => void): Promise<CompactionResult> {
+/**
+ * copy-on-write: every source's survivors written to the output's .tmp file as they are copied
+ * (an OutputFile: `liveBytes` in all, their hint prefixes kept in `prefixes`), then (`endTurn`
+ * called: the next task may copy) the output finished — headers, fdatasync, hint, rename.
+ */
+async function copyAll(task: CompactionTask, liveBytes: number, prefixes: Buffer, hit: FaultHit, endTurn: () => void): Promise<CompactionResult> {
   const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: 0, hinted: false };
-  let first: SegmentHeader | null = null;
-  let version = 0; // the sources' format version: one record frame per output (compactor.ts groups by it)
-  let minSeq = 0;
-  let maxSeq = 0;
-  let cursor = 0;
+  if (liveBytes === 0) return copyNone(task, result);
+  const output = new OutputFile(task, liveBytes, prefixes);
+  try {
+    let first: SegmentHeader | null = null;
+    let version = 0; // the sources' format version: one record frame per output (compactor.ts groups by it)
+    let minSeq = 0;
+    let maxSeq = 0;
+    let cursor = 0;
+    for (let i = 0; i < task.sources.length; i++) {
+      const src = elementAt(task.sources, i, "a source");
+      const { part, header, version: own } = await copySource(task, src, version, output, cursor);
+      first ??= header;
+      version ||= own;
+      if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
+      maxSeq = Math.max(maxSeq, header.maxSeq);
+      cursor += part.copied;
+      addSource(result, part);
+    }
+    assert(first !== null && cursor === liveBytes && output.written === liveBytes, `output ${task.targetId}: copied ${cursor} and wrote ${output.written} of ${liveBytes} live bytes`);
+    finishTotals(result, cursor);
+    assert(!result.empty, `output ${task.targetId}: live bytes are records`);
+    endTurn();
+    result.hinted = await output.finish({ ...first, minSeq, maxSeq }, version, result, hit);
+    return result;
+  } catch (err) {
+    output.abandon();
+    throw err;
+  }
+}
+
+/**
+ * copy-on-write with nothing live: every source walked (each record checked, each dropped PUT
+ * named, as for any copy) and no output written.
+ */
+async function copyNone(task: CompactionTask, result: CompactionResult): Promise<CompactionResult> {
   for (let i = 0; i < task.sources.length; i++) {
     const src = elementAt(task.sources, i, "a source");
-    const { part, header, version: own } = await copySource(task, src, version, out, cursor);
-    first ??= header;
-    version ||= own;
-    if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
-    maxSeq = Math.max(maxSeq, header.maxSeq);
-    cursor += part.copied;
+    const { part } = await copySource(task, src, 0, null, 0);
     addSource(result, part);
   }
-  assert(first !== null && cursor === out.length, `output ${task.targetId}: copied ${cursor} of ${out.length} live bytes`);
-  finishTotals(result, cursor);
-  if (result.empty) return result;
-  endTurn();
-  result.hinted = await writeCopy(task, { ...first, minSeq, maxSeq }, version, out, result, hit);
+  finishTotals(result, 0);
+  assert(result.empty, "a copy of no live bytes keeps no record");
   return result;
 }
 
@@ -207,15 +237,16 @@ const PIECE_BYTES = 1024 * 1024;
 export const unsafePiecesForTests = { pieceBytes: 0, skipPartial: false };
 
 /**
- * Copies the survivors of `src` into `out` from `outFrom` on and returns them with the source's
- * header and format version (`version`: the output's, 0 until its first source, which a source of
- * another format must not contradict). The segment is read in pieces of PIECE_BYTES into this
- * thread's kept source buffer, each walked and its survivors copied before the next is read
- * (compact-13: a source read whole was up to a segment's size of fresh memory per source, never
- * kept above 16 MiB; a first touch costs ~10 µs per 4 KiB page on the machines measured). Each
- * piece starts at a record: the one the last piece held only in part.
+ * Copies the survivors of `src` to `sink` (output data offset `outFrom` on; null: a source with
+ * none) and returns them with the source's header and format version (`version`: the output's, 0
+ * until its first source, which a source of another format must not contradict). The segment is
+ * read in pieces of PIECE_BYTES into this thread's kept source buffer, each walked and its
+ * survivors copied before the next is read (compact-13: a source read whole was up to a segment's
+ * size of fresh memory per source, never kept above 16 MiB; a first touch costs ~10 µs per 4 KiB
+ * page on the machines measured). Each piece starts at a record: the one the last piece held
+ * only in part.
  */
-async function copySource(task: CompactionTask, src: SourceTask, version: number, out: Buffer, outFrom: number): Promise<{ part: CopiedSource; header: SegmentHeader; version: number }> {
+async function copySource(task: CompactionTask, src: SourceTask, version: number, sink: PieceSink | null, outFrom: number): Promise<{ part: CopiedSource; header: SegmentHeader; version: number }> {
   const fd = fs.openSync(path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r");
   let buf: Buffer | null = null;
   try {
@@ -225,7 +256,7 @@ async function copySource(task: CompactionTask, src: SourceTask, version: number
     let piece: SealedPiece = { bytes: readPiece(fd, buf, 0, src.segmentId), base: 0, fileEnd };
     const { header, version: own } = sealedHeader(piece.bytes, src.segmentId);
     if (version !== 0 && own !== version) throw new Error(`segment ${src.segmentId} is format ${own}, the output's other sources ${version}: records are copied verbatim, so one output holds one record frame`);
-    const copy = new SurvivorCopy(src, own, out, outFrom, true); // each piece is read no more once walked
+    const copy = new SurvivorCopy(src, own, null, outFrom, true, sink); // each piece is read no more once walked
     let at: number = C.DATA_START;
     for (;;) {
       const stop = copy.piece(piece, at);
@@ -340,10 +371,17 @@ function copySurvivors(bytes: Uint8Array, src: SourceTask, sealedBytes: number, 
   return copy.finish(end, sealedBytes, bytes.length);
 }
 
+/** Where a clobbering copy's compacted pieces go when not into one buffer: a copy-on-write OutputFile. */
+interface PieceSink {
+  /** Takes `bytes` — whole survivor records of format `version`, back to back — as the output's data from `outAt` on. */
+  put(bytes: Buffer, outAt: number, version: number): void;
+}
+
 /**
- * The survivors of one source copied into `out` from `outFrom` on, the source walked piece by
- * piece in file order (one piece: the whole file). Runs of adjacent survivors are copied when
- * they end and at each piece's end (a piece's bytes are gone once the next one is read).
+ * The survivors of one source copied, from output offset `outFrom` on, into `out` or (clobbering)
+ * to `sink`, the source walked piece by piece in file order (one piece: the whole file). Runs of
+ * adjacent survivors are copied when they end and at each piece's end (a piece's bytes are gone
+ * once the next one is read).
  */
 class SurvivorCopy {
   private readonly source: SourceResult;
@@ -364,13 +402,16 @@ class SurvivorCopy {
   private base = 0;
   private pieceOut = 0;
 
+  /** `out` takes the survivors (without `clobber`, it must); else, clobbering, `sink` does (neither: a source with none). */
   constructor(
     private readonly src: SourceTask,
     private readonly version: number,
-    private readonly out: Buffer,
+    private readonly out: Buffer | null,
     private readonly outFrom: number,
     private readonly clobber: boolean,
+    private readonly sink: PieceSink | null = null,
   ) {
+    assert(clobber ? out === null || sink === null : out !== null && sink === null, "a copy has one place for its survivors");
     this.cursor = outFrom;
     this.source = { segmentId: src.segmentId, newOffsets: new Uint32Array(src.live.length / 2), droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: 0 };
   }
@@ -383,8 +424,20 @@ class SurvivorCopy {
     this.pieceOut = this.cursor;
     const end = walkSealedPiece(piece, from, this.src.segmentId, this.version, (offset, length, type) => this.visit(offset, length, type));
     this.flushRun();
-    if (this.clobber) this.out.set(this.bytes.subarray(0, this.cursor - this.pieceOut), this.pieceOut);
+    if (this.clobber) this.putCompacted();
     return end;
+  }
+
+  /** Clobbering: hands the piece's compacted prefix (its survivors, moved down) to `out` or `sink`. */
+  private putCompacted(): void {
+    const n = this.cursor - this.pieceOut;
+    if (n === 0) return;
+    const compacted = Buffer.from(this.bytes.buffer, this.bytes.byteOffset, n);
+    if (this.out !== null) this.out.set(compacted, this.pieceOut);
+    else {
+      assert(this.sink !== null, `segment ${this.src.segmentId}: survivors have a place to go`);
+      this.sink.put(compacted, this.pieceOut, this.version);
+    }
   }
 
   /** Checks the walk met every planned location and ended where the header says; returns what was copied. */
@@ -445,7 +498,7 @@ class SurvivorCopy {
       assert(at <= from, "a run moves down, never over bytes the walk has yet to read");
       this.bytes.copyWithin(at, from, to);
     } else {
-      this.view.copy(this.out, this.cursor, from, to);
+      this.view.copy(this.out as Buffer, this.cursor, from, to); // not clobbering: the constructor checked out
     }
     this.cursor += to - from;
     this.runFrom = -1;
@@ -453,10 +506,11 @@ class SurvivorCopy {
 }
 
 /**
- * The hint file's bytes (segments/hint.ts) for a compaction output whose data is `out` and whose
- * header on disk is `header`: packed straight from the copied records (HintBuilder.ofRecords; no
- * rescan of the written file). `newOffsets` lists every record's offset in the output, in file
- * order. Null when the builder cannot encode it (then no hint: recovery scans).
+ * The hint file's bytes (segments/hint.ts) for an output whose data is all of `out` (an in-place
+ * rewrite's, a warm-up round's) and whose header on disk is `header`: packed straight from the
+ * records (HintBuilder.ofRecords; no rescan of the written file). `newOffsets` lists every
+ * record's offset in the output, in file order. Null when the builder cannot encode it (then no
+ * hint: recovery scans).
  */
 function encodeOutputHint(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): Buffer | null {
   const offsets = newOffsets.length === 1 ? (newOffsets[0] as Uint32Array) : concatU32(newOffsets);
@@ -475,7 +529,7 @@ function concatU32(parts: readonly Uint32Array[]): Uint32Array {
 }
 
 /**
- * The output's hint (`bytes`, encoded by encodeOutputHint; null: there is none, and nothing is
+ * The output's hint (`bytes`, encoded by OutputFile.encodeHint; null: there is none, and nothing is
  * staged) written as `.hint.tmp`, fdatasynced and renamed to its name (fault point io:hint),
  * WITHOUT its own directory fsync — the caller's next directory fsync covers it (with the
  * output's rename, or the journal's removal). A failure leaves no hint and no .tmp; returns
@@ -495,8 +549,8 @@ function stageHintBytes(task: CompactionTask, bytes: Buffer | null): boolean {
 }
 
 /**
- * Runs `encode` on this thread while `io` (a write and fdatasync on libuv's pool) runs on another
- * core, and settles only once `io` has: no caller closes a descriptor a pending write still uses.
+ * Runs `encode` on this thread while `io` (an fdatasync on libuv's pool) runs on another core,
+ * and settles only once `io` has: no caller closes a descriptor a pending call still uses.
  * `io`'s failure comes first; else `encode`'s.
  */
 async function overlapped<R>(io: Promise<void>, encode: () => R): Promise<R> {
@@ -511,42 +565,124 @@ async function overlapped<R>(io: Promise<void>, encode: () => R): Promise<R> {
   return encoded;
 }
 
-/** Writes `out` at DATA_START of `fd` and fdatasyncs it, through libuv's pool (fault point io:copy). */
-async function writeDataDurably(fd: number, out: Buffer): Promise<void> {
-  await io.writeAll("io:copy", fd, [out], C.DATA_START);
-  await io.datasync("io:copy", fd);
+/**
+ * A copy-on-write output being written, NNNN.seg.tmp (compact-14). Each piece's compacted
+ * survivors go to the file as soon as they are copied, at their place after the headers, and
+ * are read back and compared at once (the paired check: every byte is the one meant for it, each
+ * of which passed its checksum in the source). No output-sized buffer holds their bytes: that was
+ * up to 16 MiB of fresh memory per output, whose first touches (~10 µs per 4 KiB page on the
+ * machines measured) were most of a pass's page faults. What the output's hint reads of each
+ * record — its hint prefix: frame, names, an erasure's list — is kept in `prefixes` instead
+ * (HintBuilder.ofRecords over them gives the hint the whole records would).
+ *
+ * finish(): the headers (sealed where the data ends), an fdatasync on libuv's pool while the hint
+ * is packed, the checks, the hint staged, the rename and the directory fsync (the output is
+ * published later, by the main thread's manifest write). Any failure removes what was made — no
+ * .seg.tmp left per retry, no .seg that a later recovery would have to drop — and rethrows; the
+ * sources are untouched throughout.
+ */
+class OutputFile implements PieceSink {
+  private readonly tmp: string;
+  private readonly fd: number;
+  /** True while this object still owns the .tmp (abandon() removes it); finish() takes it over. */
+  private owned = true;
+  /** Data bytes written so far (from DATA_START), each read back and checked. */
+  written = 0;
+  /** Where each record's hint prefix starts in `prefixes`, in output order, and the bytes they take. */
+  private readonly at: Uint32Array;
+  private records = 0;
+  private prefixBytes = 0;
+
+  /** Creates the .tmp of `task`'s output, whose data will be `dataBytes` of records; their hint prefixes go to `prefixes` (at least `dataBytes` long). */
+  constructor(private readonly task: CompactionTask, private readonly dataBytes: number, private readonly prefixes: Buffer) {
+    assert(dataBytes > 0 && prefixes.length >= dataBytes, `output ${task.targetId}: room for the hint prefixes of ${dataBytes} bytes of records`);
+    this.at = new Uint32Array(task.sources.reduce((n, src) => n + src.live.length / 2, 0));
+    this.tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
+    this.fd = io.openFile("io:copy", this.tmp, "wx+", FILE_MODE);
+  }
+
+  /** Writes `bytes` (whole records, the output's next ones) at data offset `outAt`, checks them read back, keeps their hint prefixes. */
+  put(bytes: Buffer, outAt: number, version: number): void {
+    assert(outAt === this.written && outAt + bytes.length <= this.dataBytes, `output ${this.task.targetId}: pieces come in order, inside its ${this.dataBytes} data bytes`);
+    io.writeAllSync("io:copy", this.fd, [bytes], C.DATA_START + outAt);
+    this.checkBack(bytes, C.DATA_START + outAt);
+    this.keepPrefixes(bytes, isLeanFrame(version), version);
+    this.written += bytes.length;
+  }
+
+  /** Paired check right after the write: the file's bytes at `fileAt` are `bytes`. */
+  private checkBack(bytes: Buffer, fileAt: number): void {
+    const back = backScratch.take(Math.min(BACK_CHUNK_BYTES, bytes.length));
+    try {
+      for (let at = 0; at < bytes.length; at += back.length) {
+        const want = Math.min(back.length, bytes.length - at);
+        const n = fs.readSync(this.fd, back, 0, want, fileAt + at);
+        assert(n === want && back.subarray(0, want).equals(bytes.subarray(at, at + want)), `copy ${this.task.targetId}: data read back equals data written`);
+      }
+    } finally {
+      backScratch.release(back);
+    }
+  }
+
+  /** Appends the hint prefix of every record in `bytes` (checked records, back to back) to `prefixes`. */
+  private keepPrefixes(bytes: Buffer, lean: boolean, version: number): void {
+    const prefixes = this.prefixes;
+    for (let p = 0; p < bytes.length; ) {
+      const length = recordLengthAt(bytes, p, version);
+      const n = hintPrefixBytes(bytes, p, lean);
+      assert(n > 0 && n <= length && this.records < this.at.length && this.prefixBytes + n <= prefixes.length, `copy ${this.task.targetId}: a record's hint prefix lies inside it, one per planned record`);
+      this.at[this.records++] = this.prefixBytes;
+      for (let k = 0; k < n; k++) prefixes[this.prefixBytes + k] = bytes[p + k] as number; // ~30 bytes: a loop, not a copy call
+      this.prefixBytes += n;
+      p += length;
+    }
+  }
+
+  /**
+   * Finishes the output whose sources' header is `source` (the first source's, with every source's
+   * sequence range) and whose records are `result`'s; resolves to whether its hint was written.
+   */
+  async finish(source: SegmentHeader, version: number, result: CompactionResult, hit: FaultHit): Promise<boolean> {
+    const { task, fd } = this;
+    const replacesId = elementAt(task.sources, 0, "a copy has a source").segmentId;
+    assert(this.written === this.dataBytes && this.records === this.at.length, `copy ${task.targetId}: every planned record written`);
+    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId, sealedBytes: C.DATA_START + this.dataBytes }, version);
+    io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
+    io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
+    const written = checkCopyHeader(fd, task.targetId, this.dataBytes);
+    const newOffsets = result.sources.map((x) => x.newOffsets);
+    const hint = await overlapped(io.datasync("io:copy", fd), () => this.encodeHint(written, newOffsets));
+    checkCopy(fd, task.targetId, this.dataBytes, written);
+    this.owned = false;
+    io.closeQuietly(fd);
+    await hit(task.faults, "compaction:before-swap");
+    return publishCopy(task, hint);
+  }
+
+  /** The output's hint file bytes, packed from the kept prefixes; null when the builder cannot encode it (then no hint: recovery scans). */
+  private encodeHint(header: HeaderChoice, newOffsets: readonly Uint32Array[]): Buffer | null {
+    const offsets = newOffsets.length === 1 ? (newOffsets[0] as Uint32Array) : concatU32(newOffsets);
+    assert(offsets.length === this.records, `copy ${this.task.targetId}: a hint prefix per record`);
+    return HintBuilder.ofRecords({ rec: this.prefixes, offsets, base: C.DATA_START, at: this.at }, this.task.targetId, header, C.DATA_START + this.dataBytes, true);
+  }
+
+  /** Removes the .tmp after a failure before finish() took it over (idempotent). */
+  abandon(): void {
+    if (!this.owned) return;
+    this.owned = false;
+    io.closeQuietly(this.fd);
+    unlinkQuietly(this.tmp);
+  }
 }
 
 /**
- * copy-on-write output: NNNN.seg.tmp written and fdatasynced, renamed, directory fsynced (the
- * output is published later, by the main thread's manifest write). `source` is the header the
- * output inherits (the first source's, with every source's sequence range). The data's write and
- * fdatasync run on libuv's pool while this thread encodes the output's hint (keyed by the header
- * read back first): the two overlap on two cores. A failure at any step removes what it created
- * (no .seg.tmp left per retry, no .seg that a later recovery would have to drop) and rethrows; the
- * sources are untouched throughout.
+ * A finished copy-on-write output's hint staged beside it and its .tmp renamed to its name,
+ * the directory fsynced once for both; a failure removes both and rethrows. Resolves to whether
+ * the hint was written.
  */
-async function writeCopy(task: CompactionTask, source: SegmentHeader, version: number, out: Buffer, result: CompactionResult, hit: FaultHit): Promise<boolean> {
+function publishCopy(task: CompactionTask, hint: Buffer | null): boolean {
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
   const final = path.join(task.segmentsDir, segmentFileName(task.targetId));
-  const replacesId = elementAt(task.sources, 0, "a copy has a source").segmentId;
-  const fd = io.openFile("io:copy", tmp, "wx+", FILE_MODE);
-  let hint: Buffer | null;
-  try {
-    const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId, sealedBytes: C.DATA_START + out.length }, version);
-    io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
-    io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
-    const written = checkCopyHeader(fd, task.targetId, out);
-    const newOffsets = result.sources.map((x) => x.newOffsets);
-    hint = await overlapped(writeDataDurably(fd, out), () => encodeOutputHint(task.targetId, written, out, newOffsets));
-    checkCopy(fd, task.targetId, out, written);
-  } catch (err) {
-    io.closeQuietly(fd);
-    unlinkQuietly(tmp);
-    throw err;
-  }
-  io.closeQuietly(fd);
-  await hit(task.faults, "compaction:before-swap");
   // The output's hint goes in with the output: its bytes are durable before either name is, and
   // the one directory fsync below makes both names durable (a hint whose segment never got its
   // name, or was never listed, is an orphan, deleted at open).
@@ -564,35 +700,24 @@ async function writeCopy(task: CompactionTask, source: SegmentHeader, version: n
   return hinted;
 }
 
-/** The header of a copy as read back before its data is written: sealed, naming it, ending where its data will. */
-function checkCopyHeader(fd: number, targetId: number, out: Buffer): HeaderChoice {
+/** The header of a copy as read back: sealed, naming it, ending where its `dataBytes` of data do. */
+function checkCopyHeader(fd: number, targetId: number, dataBytes: number): HeaderChoice {
   const choice = readHeader(fd, targetId);
   const header = choice.header;
   assert(header.segmentId === targetId && (header.flags & C.FLAG_SEALED) !== 0, `copy ${targetId}: header names it and is sealed`);
-  assert(header.sealedBytes === C.DATA_START + out.length, `copy ${targetId}: sealed where its data ends`);
+  assert(header.sealedBytes === C.DATA_START + dataBytes, `copy ${targetId}: sealed where its data ends`);
   return choice;
 }
 
 /**
  * Paired check before the rename publishes a copy: the .tmp read back from disk is a sealed
- * segment whose header is still the one its hint was keyed by (`keyed`), whose size is where
- * its records end, and whose data is exactly the bytes meant for it (every one of which passed its
- * checksum in the source: no second walk).
+ * segment whose header is still the one its hint was keyed by (`keyed`) and whose size is where
+ * its records end (its data was read back piece by piece as it was written: OutputFile.put).
  */
-function checkCopy(fd: number, targetId: number, out: Buffer, keyed: HeaderChoice): void {
-  const choice = checkCopyHeader(fd, targetId, out);
+function checkCopy(fd: number, targetId: number, dataBytes: number, keyed: HeaderChoice): void {
+  const choice = checkCopyHeader(fd, targetId, dataBytes);
   assert(headerIdentity(choice) === headerIdentity(keyed), `copy ${targetId}: the header its hint is keyed by`);
   assert(fs.fstatSync(fd).size === choice.header.sealedBytes, `copy ${targetId}: sealed where its data ends`);
-  const back = backScratch.take(Math.min(BACK_CHUNK_BYTES, out.length));
-  try {
-    for (let at = 0; at < out.length; at += back.length) {
-      const want = Math.min(back.length, out.length - at);
-      const n = fs.readSync(fd, back, 0, want, C.DATA_START + at);
-      assert(n === want && back.subarray(0, want).equals(out.subarray(at, at + want)), `copy ${targetId}: data read back equals data written`);
-    }
-  } finally {
-    backScratch.release(back);
-  }
 }
 
 /**
@@ -843,20 +968,6 @@ export function warmInput(): Readonly<WarmSegment> {
  * input the same segment.
  */
 export const unsafeWarmForTests = { clobberInput: false };
-
-/** Bytes of kept output memory one warmMemory() call touches: ~3 ms of page faults on the machines measured, so a task that arrives waits at most that. */
-const WARM_SLICE_BYTES = 1024 * 1024;
-
-/**
- * Touches the next slice of this thread's kept output buffers never written yet (ReadScratch
- * warmSlice; up to COPIES_IN_FLIGHT × 16 MiB, made once per thread), so that a pass's outputs do
- * not fault in fresh pages: compact-13 measured a first touch at 10.8–12 µs per 4 KiB page, ~40 ms
- * of a pass per 16 MiB output. The compaction thread calls it in idle turns, taking turns with its
- * warm-up rounds (compaction-worker.ts). Returns false once every kept output buffer is touched.
- */
-export function warmMemory(): boolean {
-  return outScratch.warmSlice(WARM_SLICE_BYTES);
-}
 
 /** Drops the warm-up's segment (its last round ran). */
 export function warmDone(): void {

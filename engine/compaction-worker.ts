@@ -4,15 +4,16 @@
  * A failure comes back as data (worker-errors.ts) so that its class and code survive the trip.
  *
  * After its first task the thread warms its per-record loops on a synthetic segment in memory
- * (compaction-core.ts warmRound) and touches its kept output buffers (warmMemory), one step per
- * timer turn and only while no task runs: the store's next pass then runs the loops optimized
- * instead of cold (a pass runs each loop once per output) and writes its outputs into memory
- * touched before. A task that arrives meanwhile waits at most one step.
+ * (compaction-core.ts warmRound), one step per timer turn and only while no task runs: the
+ * store's next pass then runs the loops optimized instead of cold (a pass runs each loop once per
+ * output). A task that arrives meanwhile waits at most one step. (Until compact-14 it also touched
+ * its kept output buffers ahead; a copy-on-write output is now written as it is copied and keeps
+ * only its hint prefixes there, and touching them ahead no longer moved a pass: ×0.98.)
  */
 import * as os from "node:os";
 import { workerData } from "node:worker_threads";
 import { initChecksum } from "../segments/checksum.js";
-import { runCompaction, warmDone, warmInput, warmMemory, warmRound, type CompactionResult, type CompactionTask } from "./compaction-core.js";
+import { runCompaction, warmDone, warmInput, warmRound, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitBlocking } from "./faults.js";
 import { toWire, type FailedTask } from "./worker-errors.js";
 
@@ -44,40 +45,25 @@ let rounds = 0;
 let timer: NodeJS.Timeout | null = null;
 /** True once the synthetic segment of the rounds is built (warmInput: a step of its own, the longest cold one). */
 let built = false;
-/** True while the kept output buffers may still hold pages never touched (warmMemory), when the pool asked for them to be touched (its workerData). */
-let memoryCold = (workerData as { warmMemory?: unknown } | null)?.warmMemory === true;
-
-/** True when the last step was a round: rounds and memory slices take turns. */
-let lastWasRound = false;
-
 /**
  * Runs one warm-up step unless a task runs (its end schedules the next), then schedules the
  * next. Each step is one bounded piece, so that a task arriving meanwhile waits for one piece
- * only: the synthetic segment's build first, then a round of the loops (warmRound) and a slice
- * of the kept output memory (warmMemory, ~3 ms; only where the pool asked for it) in turn, so
- * that a pass soon after the first finds both partly done: rounds alone leave its outputs to fault
- * in, slices alone leave its loops cold.
+ * only: the synthetic segment's build first, then one round of the loops (warmRound) per step.
  */
 function warmStep(): void {
   timer = null;
   if (running > 0) return;
   try {
-    const roundNext = rounds < WARM_ROUNDS && (!lastWasRound || !memoryCold);
-    if (roundNext && !built) {
+    if (!built) {
       warmInput();
       built = true;
-    } else if (roundNext) {
+    } else {
       warmRound(rounds);
       rounds += 1;
-      lastWasRound = true;
       if (rounds >= WARM_ROUNDS) warmDone();
-    } else {
-      memoryCold = warmMemory();
-      lastWasRound = false;
     }
   } catch (err) {
     rounds = WARM_ROUNDS; // a warm-up only saves time: one that fails is not retried
-    memoryCold = false;
     warmDone();
     process.emitWarning(`engram compaction warm-up failed: ${String(err)}`);
   }
@@ -92,11 +78,11 @@ function warmStep(): void {
  */
 const WARM_IDLE_MS = 25;
 
-/** Schedules the next warm-up step `delayMs` from now (none once the rounds ran and the memory is touched), replacing one pending. */
+/** Schedules the next warm-up step `delayMs` from now (none once the rounds ran), replacing one pending. */
 function scheduleWarm(delayMs: number): void {
   if (timer !== null) clearTimeout(timer);
   timer = null;
-  if (rounds >= WARM_ROUNDS && !memoryCold) return;
+  if (rounds >= WARM_ROUNDS) return;
   timer = setTimeout(warmStep, delayMs);
   timer.unref();
 }

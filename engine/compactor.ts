@@ -25,7 +25,7 @@ import { readHeader } from "../segments/header-io.js";
 import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
-import { MERGE_SOURCES_MAX, runCompaction, SCRATCH_RETAIN_BYTES_MAX, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
+import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
 import { emptyPlan, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
@@ -50,7 +50,7 @@ const MERGE_OUTPUT_BYTES_MIN = 16 * 1024 * 1024;
 
 /**
  * Copy-on-write jobs a pass keeps in flight with a worker (done but unpublished ones included):
- * the next output's walk and copy overlap this one's data write and fdatasync in the worker,
+ * the next output's walk and copy overlap this one's fdatasync and publication in the worker,
  * which takes as many tasks at once (getPool). group()'s free-space bound assumes at most two.
  */
 const COPIES_IN_FLIGHT = 2;
@@ -140,16 +140,12 @@ export class Compactor {
       const fromSource = import.meta.url.endsWith(".ts");
       this.pool = new Piscina({
         filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
-        // Kept output memory is touched ahead (compaction-worker.ts) only where a pass's outputs
-        // use it: copy-on-write (two outputs in flight; in place a job's one output is kept from
-        // its first use) with segments of at most SCRATCH_RETAIN_BYTES_MAX — larger ones make
-        // outputs that take fresh memory anyway, and touching 32 MiB costs ~90 ms of CPU.
-        workerData: { niceness: this.host.options.compaction.niceness, warmMemory: this.host.options.compaction.mode === "copy-on-write" && this.host.options.segmentBytes <= SCRATCH_RETAIN_BYTES_MAX, ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
+        workerData: { niceness: this.host.options.compaction.niceness, ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
         minThreads: workers,
         maxThreads: workers,
         idleTimeout: 30_000,
         // A pass keeps up to COPIES_IN_FLIGHT copy-on-write jobs in one worker (runJobs): one copies
-        // while another awaits its output's write and fdatasync on libuv's pool.
+        // while another awaits its output's fdatasync on libuv's pool.
         concurrentTasksPerWorker: COPIES_IN_FLIGHT,
         // An idle worker waits for tasks without blocking its event loop (piscina's default blocks
         // it in Atomics.wait), so that its warm-up rounds (compaction-worker.ts) run between tasks.

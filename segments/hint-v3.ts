@@ -232,17 +232,45 @@ export function packEntries(body: Buffer, minSeq: number, lengthOf: RecordLength
 }
 
 /**
- * Records to pack straight into a hint, without their version-2 entries first: every record
- * starts at `rec[offset - base]`, `offsets` ascending (a compaction's output: segments/hint.ts
- * HintBuilder.ofRecords). GROUP records are not entries and are skipped.
+ * Records to pack straight into a hint, without their version-2 entries first: record i lies at
+ * segment offset `offsets[i]`, ascending, and starts at `rec[at[i]]` — at `rec[offsets[i] - base]`
+ * when there is no `at` (a compaction's output: segments/hint.ts HintBuilder.ofRecords). With `at`,
+ * `rec` may hold only each record's hint prefix (hintPrefixBytes: frame, names, an erasure's
+ * list), which is all a hint reads of it. GROUP records are not entries and are skipped.
  */
 export interface RecordRun {
   rec: Buffer;
   offsets: Uint32Array;
   base: number;
+  /** Where each record starts in `rec`, when not at its offset less `base`. */
+  at?: Uint32Array;
   /** The records are in the version-3 frame (varint fields, docs/FORMAT.md), else in the 48-byte one. */
   lean: boolean;
 }
+
+/** Where record i of `run` starts in its `rec`. */
+export function recordAt(run: RecordRun, i: number): number {
+  const at = run.at;
+  return at === undefined ? (run.offsets[i] as number) - run.base : (at[i] as number);
+}
+
+/**
+ * Bytes of the (checked) record at rec[at...] that a hint entry is made of: its frame, scope and
+ * key, and a SCOPE_ERASE's erase list — never a PUT's value. A run of such prefixes (RecordRun
+ * `at`) packs into the same hint as the whole records.
+ */
+export function hintPrefixBytes(rec: Buffer, at: number, lean: boolean): number {
+  const r = fieldsOf(rec, at, lean);
+  const list = r.type === C.RecordType.SCOPE_ERASE && !unsafeHintPrefixForTests.dropEraseLists ? r.valueLen : 0;
+  return r.payloadAt + r.scopeLen + r.keyLen + list - at;
+}
+
+/**
+ * Test switch, never set by the engine or any option (test/compaction-stream.test.ts):
+ * `dropEraseLists` leaves a SCOPE_ERASE's erase list out of its hint prefix — the twin whose
+ * streamed hints then differ from the whole records' hints.
+ */
+export const unsafeHintPrefixForTests = { dropEraseLists: false };
 
 /** The fields of the record runTotals or packRecords reads now (one object for every record: no allocation per record). */
 const fieldsAt: FrameV3 = { length: 0, type: 0, flags: 0, scopeLen: 0, keyLen: 0, valueLen: 0, seq: 0, generation: 0, expiresAt: 0, payloadAt: 0 };
@@ -284,7 +312,7 @@ export interface RunTotals {
  * the caller then takes the entry-by-entry path, which refuses or asserts as it always did.
  */
 export function runTotals(run: RecordRun): RunTotals | null {
-  const { rec, offsets, base, lean } = run;
+  const { rec, offsets, lean } = run;
   let count = 0;
   let bodyBytes = 0;
   let minSeq = 0;
@@ -292,7 +320,7 @@ export function runTotals(run: RecordRun): RunTotals | null {
   let end: number = C.DATA_START;
   for (let i = 0; i < offsets.length; i++) {
     const offset = offsets[i] as number;
-    const r = fieldsOf(rec, offset - base, lean);
+    const r = fieldsOf(rec, recordAt(run, i), lean);
     if (r.type === C.RecordType.GROUP) continue;
     if (offset < end) return null; // out of order: addRecord's assertion reports it
     if (r.seq < 0 || r.seq > Number.MAX_SAFE_INTEGER) return null;
@@ -328,11 +356,11 @@ export interface PackedRun extends Packed {
  * to one that the other lacks fails there.
  */
 export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null {
-  const { rec, offsets, base, lean } = run;
+  const { rec, offsets, lean } = run;
   const packer = new RecordPacker(totals.minSeq, [], totals.bodyBytes, totals.count, ENTRY_BLOCK_BYTES, skewRecordHashes);
   for (let i = 0; i < offsets.length; i++) {
     const offset = offsets[i] as number;
-    const r = fieldsOf(rec, offset - base, lean);
+    const r = fieldsOf(rec, recordAt(run, i), lean);
     if (r.type === C.RecordType.GROUP) continue;
     const derived = lean ? recordLengthV3(r.scopeLen, r.keyLen, r.valueLen, r.seq, r.generation, r.expiresAt) : C.RECORD_OVERHEAD + r.scopeLen + r.keyLen + r.valueLen;
     if (!packer.add(rec, r, offset, derived)) return null;

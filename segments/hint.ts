@@ -36,7 +36,7 @@ import { frameAtV3 } from "./record-v3.js";
 import { isLeanFrame } from "./version-written.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, RecordPacker, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type PackedRun, type RecordRun, type ScopeItem } from "./hint-v3.js";
+import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, RecordPacker, recordAt, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type PackedRun, type RecordRun, type ScopeItem } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
@@ -246,7 +246,7 @@ export class HintBuilder {
     const totals = versionWritten === HINT_VERSION ? runTotals(run) : null;
     if (totals === null) {
       const b = new HintBuilder(version, Math.max(1024, run.offsets.length * 64));
-      for (const off of run.offsets) b.addRecord(run.rec, off - run.base, off);
+      for (let i = 0; i < run.offsets.length; i++) b.addRecord(run.rec, recordAt(run, i), run.offsets[i] as number);
       return b.encode(segmentId, header, coversEnd, sealed);
     }
     assert(coversEnd >= totals.end, "a hint covers every record it holds");

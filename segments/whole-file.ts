@@ -43,13 +43,11 @@ export function readWholePath(file: string): Uint8Array {
 }
 
 /**
- * Test switches, never set by the engine or any option (test/read-scratch.test.ts): with
+ * Test switch, never set by the engine or any option (test/read-scratch.test.ts): with
  * `ignoreHeld`, take() hands out a kept buffer even while a job holds it — the reuse that the
- * held flags forbid, which the test's overwritten buffers then show; with `ignoreTouched`,
- * warmSlice writes a kept buffer from its start instead of from the end of what was written
- * before — over the bytes a job took, which the test's pattern then shows.
+ * held flags forbid, which the test's overwritten buffers then show.
  */
-export const unsafeScratchForTests = { ignoreHeld: false, ignoreTouched: false };
+export const unsafeScratchForTests = { ignoreHeld: false };
 
 /**
  * Read buffers kept for reuse by sequential jobs, so that each 4 MiB segment read does not
@@ -67,8 +65,6 @@ export class ReadScratch {
   /** The kept buffers (at most buffersMax), and which of them a job holds. */
   private readonly bufs: Buffer[] = [];
   private readonly held: boolean[] = [];
-  /** Per kept buffer, how many of its leading bytes were written at least once (by a job or by warmSlice). */
-  private readonly touched: number[] = [];
   private readonly retainBytesMax: number;
   private readonly buffersMax: number;
   private readonly reserveBytes: number;
@@ -98,12 +94,8 @@ export class ReadScratch {
     }
     if (slot < 0 && this.bufs.length < this.buffersMax) slot = this.bufs.length;
     if (slot < 0) return Buffer.allocUnsafeSlow(size);
-    if (slot === this.bufs.length || (this.bufs[slot] as Buffer).length < size) {
-      this.bufs[slot] = Buffer.allocUnsafeSlow(Math.max(size, this.reserveBytes));
-      this.touched[slot] = 0;
-    }
+    if (slot === this.bufs.length || (this.bufs[slot] as Buffer).length < size) this.bufs[slot] = Buffer.allocUnsafeSlow(Math.max(size, this.reserveBytes));
     this.held[slot] = true;
-    this.touched[slot] = Math.max(this.touched[slot] as number, size); // the taker fills what it took
     const buf = this.bufs[slot] as Buffer;
     return buf.subarray(0, size);
   }
@@ -117,35 +109,6 @@ export class ReadScratch {
         return;
       }
     }
-  }
-
-  /**
-   * Writes the next `sliceBytes` (at most) of kept memory never written yet — the missing kept
-   * buffers made at reserveBytes first, up to buffersMax — so that a later job's first touch of
-   * those pages (~10 µs each on the machines measured) is paid now, in idle time: a compaction
-   * thread calls it between tasks, one slice per turn. Returns false once nothing is left to
-   * touch (or nothing is reserved). It writes only past the largest size any take() of that
-   * buffer handed out (take() moves the mark), so no byte a job was given — held now, or released
-   * — is ever changed.
-   */
-  warmSlice(sliceBytes: number): boolean {
-    assert(Number.isInteger(sliceBytes) && sliceBytes > 0, "a warm slice is a positive number of bytes");
-    if (this.reserveBytes === 0) return false;
-    for (let i = 0; i < this.buffersMax; i++) {
-      if (i === this.bufs.length) {
-        this.bufs.push(Buffer.allocUnsafeSlow(this.reserveBytes));
-        this.held.push(false);
-        this.touched.push(0);
-      }
-      const buf = this.bufs[i] as Buffer;
-      if ((this.touched[i] as number) >= buf.length) continue;
-      const from = unsafeScratchForTests.ignoreTouched ? 0 : (this.touched[i] as number);
-      const to = Math.min(buf.length, (this.touched[i] as number) + sliceBytes);
-      buf.fill(0, from, to);
-      this.touched[i] = to;
-      return true;
-    }
-    return false;
   }
 
   /** Reads the whole file behind `fd` into take()'s buffer; release() it when done. */

@@ -8,8 +8,7 @@
  * release (a buffer handed out twice is overwritten by the second taker), and identity checks that
  * a released buffer large enough is the one taken next (reuse happens). Twin: a scratch that
  * ignores who holds its buffers (`unsafeScratchForTests.ignoreHeld`) hands a held buffer out again,
- * and the same sequence finds an overwritten buffer. warmSlice, which touches kept memory in idle
- * time, has its own method and twin below. The journal: encoded into a buffer full of
+ * and the same sequence finds an overwritten buffer. The journal: encoded into a buffer full of
  * junk it is byte for byte the journal encoded into a fresh one, and decodes to its data.
  */
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -24,7 +23,6 @@ beforeAll(async () => {
 
 afterEach(() => {
   unsafeScratchForTests.ignoreHeld = false;
-  unsafeScratchForTests.ignoreTouched = false;
 });
 
 /** A taken buffer, the byte it was filled with, and whether it came from the scratch's kept set. */
@@ -120,45 +118,6 @@ describe("ReadScratch", () => {
     expect(large.length).toBe(900_000);
     scratch.release(large);
     expect(() => new ReadScratch(4096, 1, 8192)).toThrow(RangeError); // a reserve above what is kept
-  });
-
-  /**
-   * warmSlice touches kept memory in idle time (compaction-worker.ts): every kept buffer, made at
-   * reserveBytes, is written slice by slice until all of it was written once, and never a byte a
-   * take() handed out. Method: one buffer is taken and filled with a pattern, slices run until
-   * warmSlice says nothing is left, and the pattern must be intact; the other kept buffer must
-   * then be written whole (zeros), and the slices must have covered exactly what no take had.
-   * Twin: with `ignoreTouched` the slices start at each buffer's first byte, and the pattern breaks.
-   */
-  function warmAround(): { intact: boolean; slices: number; otherZeroed: boolean } {
-    const scratch = new ReadScratch(1 << 20, 2, 256 * 1024);
-    const held = scratch.take(200_000); // touched: the taker writes it
-    held.fill(0x5c);
-    let slices = 0;
-    while (scratch.warmSlice(16 * 1024)) {
-      slices += 1;
-      expect(slices).toBeLessThan(1000); // a deadline on the loop
-    }
-    const intact = held.every((b) => b === 0x5c);
-    const other = scratch.take(256 * 1024); // the second kept buffer, written by the slices
-    const otherZeroed = other.buffer !== held.buffer && other.every((b) => b === 0);
-    scratch.release(other);
-    scratch.release(held);
-    return { intact, slices, otherZeroed };
-  }
-
-  it("warmSlice writes every kept byte once, never one a take handed out", () => {
-    const r = warmAround();
-    expect(r.intact).toBe(true);
-    expect(r.otherZeroed).toBe(true);
-    // 256 KiB less the 200,000 bytes taken, and the other buffer's 256 KiB, in 16 KiB slices
-    expect(r.slices).toBe(Math.ceil((256 * 1024 - 200_000) / (16 * 1024)) + 16);
-    expect(new ReadScratch(4096, 1).warmSlice(4096)).toBe(false); // nothing reserved: nothing to warm
-  });
-
-  it("twin: slices that start at each buffer's first byte write over the bytes a job took, and the pattern breaks", () => {
-    unsafeScratchForTests.ignoreTouched = true;
-    expect(warmAround().intact).toBe(false);
   });
 
   it("refuses a count of kept buffers outside 1..4", () => {
