@@ -93,46 +93,43 @@ class Columns {
 /** Minor page faults of this process so far. */
 const faults = (): number => process.resourceUsage().minorPageFault;
 
-/** Runs one layout in this process and prints its figures as one JSON line. */
-async function child(layout: Layout, n: number): Promise<void> {
-  const { inserts, lookups } = namesOf(n);
-  const heap0 = process.memoryUsage().heapUsed;
-  const buffers0 = process.memoryUsage().arrayBuffers;
-  let insertNs = 0;
-  let lookupNs = 0;
-  let insertFaults = 0;
-  let lookupFaults = 0;
-  let sum = 0;
-  let heapPerKey = 0;
-  let bufferPerKey = 0;
-  if (layout === "slots") {
-    const here = path.dirname(fileURLToPath(import.meta.url));
-    const { Keydir, applyPut } = (await import(pathToFileURL(path.join(here, "..", "dist", "engine", "keydir.js")).href)) as typeof import("../engine/keydir.js");
-    const keydir = new Keydir();
-    const loc = { seg: 1, off: 0, len: RECORD_BYTES };
-    let f0 = faults();
-    let t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) {
+/** Runs `step(i)` for i in [0, n): its wall time in ns and the page faults it took. */
+function timed(n: number, step: (i: number) => void): { ns: number; faults: number } {
+  const f0 = faults();
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) step(i);
+  return { ns: Number(process.hrtime.bigint() - t0), faults: faults() - f0 };
+}
+
+/** The layout under test: insert name i (its fields set as the engine's apply sets them), and read a name's fields back (a sum; -1 when absent). */
+interface Subject {
+  insert(i: number): void;
+  lookup(key: string): number;
+}
+
+/** engram's own Keydir, from the built dist/. */
+async function slotsSubject(inserts: readonly string[]): Promise<Subject> {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const { Keydir, applyPut } = (await import(pathToFileURL(path.join(here, "..", "dist", "engine", "keydir.js")).href)) as typeof import("../engine/keydir.js");
+  const keydir = new Keydir();
+  const loc = { seg: 1, off: 0, len: RECORD_BYTES };
+  return {
+    insert(i: number): void {
       loc.off = 128 + i * RECORD_BYTES;
       applyPut(keydir.ensureSlot("global", inserts[i] as string), i + 1, 1, 0, loc);
-    }
-    insertNs = Number(process.hrtime.bigint() - t0);
-    insertFaults = faults() - f0;
-    heapPerKey = (process.memoryUsage().heapUsed - heap0) / n;
-    bufferPerKey = (process.memoryUsage().arrayBuffers - buffers0) / n;
-    f0 = faults();
-    t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) {
-      const slot = keydir.get("global", lookups[i] as string);
-      if (slot !== undefined) sum += slot.off + slot.len + slot.putSeq;
-    }
-    lookupNs = Number(process.hrtime.bigint() - t0);
-    lookupFaults = faults() - f0;
-  } else {
-    const cols = new Columns();
-    let f0 = faults();
-    let t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) {
+    },
+    lookup(key: string): number {
+      const slot = keydir.get("global", key);
+      return slot === undefined ? -1 : slot.off + slot.len + slot.putSeq;
+    },
+  };
+}
+
+/** The column sketch. */
+function columnsSubject(inserts: readonly string[]): Subject {
+  const cols = new Columns();
+  return {
+    insert(i: number): void {
       const at = cols.ensure(inserts[i] as string);
       cols.physical[at] = (cols.physical[at] as number) + 1;
       cols.putSeq[at] = i + 1;
@@ -140,22 +137,29 @@ async function child(layout: Layout, n: number): Promise<void> {
       cols.seg[at] = 1;
       cols.off[at] = 128 + i * RECORD_BYTES;
       cols.len[at] = RECORD_BYTES;
-    }
-    insertNs = Number(process.hrtime.bigint() - t0);
-    insertFaults = faults() - f0;
-    heapPerKey = (process.memoryUsage().heapUsed - heap0) / n;
-    bufferPerKey = (process.memoryUsage().arrayBuffers - buffers0) / n;
-    f0 = faults();
-    t0 = process.hrtime.bigint();
-    for (let i = 0; i < n; i++) {
-      const at = cols.get(lookups[i] as string);
-      if (at !== undefined) sum += (cols.off[at] as number) + (cols.len[at] as number) + (cols.putSeq[at] as number);
-    }
-    lookupNs = Number(process.hrtime.bigint() - t0);
-    lookupFaults = faults() - f0;
-  }
-  if (!(sum > 0)) throw new Error("no name was found");
-  const figures: Figures = { layout, insertUs: insertNs / n / 1000, lookupUs: lookupNs / n / 1000, insertFaults, lookupFaults, heapPerKey, bufferPerKey };
+    },
+    lookup(key: string): number {
+      const at = cols.get(key);
+      return at === undefined ? -1 : (cols.off[at] as number) + (cols.len[at] as number) + (cols.putSeq[at] as number);
+    },
+  };
+}
+
+/** Runs one layout in this process and prints its figures as one JSON line. */
+async function child(layout: Layout, n: number): Promise<void> {
+  const { inserts, lookups } = namesOf(n);
+  const subject = layout === "slots" ? await slotsSubject(inserts) : columnsSubject(inserts);
+  const heap0 = process.memoryUsage().heapUsed;
+  const buffers0 = process.memoryUsage().arrayBuffers;
+  const insert = timed(n, (i) => subject.insert(i));
+  const heapPerKey = (process.memoryUsage().heapUsed - heap0) / n;
+  const bufferPerKey = (process.memoryUsage().arrayBuffers - buffers0) / n;
+  let missing = 0;
+  const lookup = timed(n, (i) => {
+    if (subject.lookup(lookups[i] as string) < 0) missing += 1;
+  });
+  if (missing > 0) throw new Error(`${missing} names not found`);
+  const figures: Figures = { layout, insertUs: insert.ns / n / 1000, lookupUs: lookup.ns / n / 1000, insertFaults: insert.faults, lookupFaults: lookup.faults, heapPerKey, bufferPerKey };
   console.log(JSON.stringify(figures));
 }
 

@@ -6,8 +6,9 @@
  * HintBuilder.ofRecords then packs from those prefixes instead of from the whole records. The
  * output must be exactly what assembling it whole gave: the same data, and the same hint file.
  *
- * Method: first, seeded mixes of PUT, TOMBSTONE, CLEAR and SCOPE_ERASE records (several scopes,
- * long and non-ASCII keys, erase lists of up to 90 bytes) in both record frames: the hint packed
+ * Method: first, seeded mixes of PUT, TOMBSTONE, CLEAR and SCOPE_ERASE records (test/helpers/
+ * laid-out.ts: several scopes, long and non-ASCII keys, erase lists of up to 90 bytes, gaps) in
+ * both record frames: the hint packed
  * from their prefixes (hintPrefixBytes, RecordRun `at`) must equal, byte for byte, the one packed
  * from the whole records. Then real stores, inline (workers 0, so the test switch reaches the
  * compaction code) and with a worker: writes over three scopes, forgets, a scope erasure (its
@@ -25,7 +26,6 @@ import { Store } from "../engine/store.js";
 import { unsafePiecesForTests } from "../engine/compaction-core.js";
 import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
-import { encodeRecord, type RecordInput } from "../segments/record.js";
 import { HintBuilder, hintFileName } from "../segments/hint.js";
 import { hintPrefixBytes, unsafeHintPrefixForTests } from "../segments/hint-v3.js";
 import { readHeader } from "../segments/header-io.js";
@@ -35,11 +35,10 @@ import { isLeanFrame, setFormatVersionWritten } from "../segments/version-writte
 import type { HeaderChoice } from "../segments/header.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
-import { rng } from "./helpers/rng.js";
+import { headerAt, laidOut, SCOPES } from "./helpers/laid-out.js";
 import { within } from "./helpers/io-faults.js";
 
 const T = 30_000;
-const SCOPES = ["global", "user:alice", "user:alice/notes", "team:x"];
 
 beforeAll(async () => {
   await initChecksum();
@@ -50,35 +49,6 @@ afterEach(() => {
   unsafePiecesForTests.pieceBytes = 0;
   setFormatVersionWritten(C.FORMAT_VERSION as 3);
 });
-
-/** The sealed header of segment 9 ending at `end`. */
-function headerAt(end: number, version: 2 | 3): HeaderChoice {
-  return { header: { segmentId: 9, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, createdSeq: 1, minSeq: 0, maxSeq: 0, replacesId: 3, sealedBytes: end }, copy: 0, version };
-}
-
-/** `n` seeded records laid out back to back from DATA_START: the buffer, their offsets and end. */
-function laidOut(seed: number, n: number): { rec: Buffer; offsets: Uint32Array; end: number } {
-  const pick = rng(seed);
-  const parts: Buffer[] = [];
-  const offsets = new Uint32Array(n);
-  let at: number = C.DATA_START;
-  for (let i = 0; i < n; i++) {
-    const scope = SCOPES[Math.floor(pick() * SCOPES.length)] as string;
-    const key = pick() < 0.1 ? `long-${"x".repeat(40 + Math.floor(pick() * 200))}-${i}` : `k${i}${pick() < 0.1 ? "é" : ""}`;
-    const seq = 100 + i;
-    const r = pick();
-    let input: RecordInput;
-    if (r < 0.6) input = { type: C.RecordType.PUT, seq, generation: 1 + Math.floor(pick() * 300), expiresAt: pick() < 0.2 ? 1_800_000_000_000 + i : 0, scope, key, value: Buffer.alloc(Math.floor(pick() * 300), i & 0xff) };
-    else if (r < 0.8) input = { type: C.RecordType.TOMBSTONE, seq, generation: 1, expiresAt: seq - 1, scope, key };
-    else if (r < 0.9) input = { type: C.RecordType.CLEAR, seq, generation: 2, expiresAt: 1_800_000_000_000, scope, key };
-    else input = { type: C.RecordType.SCOPE_ERASE, seq, generation: 0, expiresAt: 1_800_000_000_000, scope, key: "", value: Buffer.alloc(1 + Math.floor(pick() * 90), 3) };
-    const bytes = encodeRecord(input);
-    offsets[i] = at;
-    parts.push(bytes);
-    at += bytes.length;
-  }
-  return { rec: Buffer.concat(parts), offsets, end: at };
-}
 
 /** The hint prefixes of the records of `rec` at `offsets`, back to back, and where each starts. */
 function prefixesOf(rec: Buffer, offsets: Uint32Array, version: 2 | 3): { rec: Buffer; at: Uint32Array } {
@@ -98,7 +68,7 @@ function prefixesOf(rec: Buffer, offsets: Uint32Array, version: 2 | 3): { rec: B
 /** The hint of the records laid out in `rec`, packed from their prefixes, against the one packed from the whole records. */
 function bothHints(seed: number, n: number, version: 2 | 3): { prefixed: Buffer | null; whole: Buffer | null } {
   setFormatVersionWritten(version);
-  const { rec, offsets, end } = laidOut(seed, n);
+  const { rec, offsets, end } = laidOut(seed, n, 100);
   const whole = HintBuilder.ofRecords({ rec, offsets, base: C.DATA_START }, 9, headerAt(end, version), end, true);
   const p = prefixesOf(rec, offsets, version);
   const prefixed = HintBuilder.ofRecords({ rec: p.rec, offsets, base: C.DATA_START, at: p.at }, 9, headerAt(end, version), end, true);
