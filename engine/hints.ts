@@ -98,4 +98,3 @@ export function writeEncodedHint(dir: string, encoded: EncodedHint): boolean {
   if (written) seg.hintOnDiskEnd = encoded.coversEnd;
   return written;
 }
-
