@@ -34,6 +34,7 @@ import type { Keydir, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
 import { Segment } from "./segment.js";
 import { isFailedTask, reviveError, type FailedTask } from "./worker-errors.js";
+import type { ValueCache } from "./value-cache.js";
 import type * as T from "../rules/types.js";
 
 type Mode = "copy-on-write" | "in-place";
@@ -89,6 +90,8 @@ export interface CompactorHost extends PlanHost {
   readonly keydir: Keydir;
   readonly segments: Map<number, Segment>;
   readonly gens: GenerationTable;
+  /** The hot-value cache (null when off): a value read from a record moved by a pass moves with it. */
+  readonly cache: ValueCache | null;
   readonly faults: Pick<FaultController, "buffer">;
   readonly log: SealingLog;
   /** The highest sequence committed or queued (the unsafe tombstone-sequence GC's watermark). */
@@ -375,6 +378,9 @@ export class Compactor {
     const keptScopes = new Set<string>();
     for (const seg of segs) addScopesOfPuts(plans.get(seg.id)?.survivors, keptScopes);
     const target = result.empty ? null : inPlace ? elementAt(segs, 0, "one segment") : this.openOutput(task.targetId, result, keptScopes);
+    // The generations values were cached at, read before replace() retires the sources (in place:
+    // the even one before the rewrite, whose odd successor the cell holds until publishInPlace).
+    const cachedAt = segs.map((seg) => (inPlace ? result.generation - 2 : this.host.gens.load(seg.cell)));
     const failure = inPlace ? null : this.replace(segs, target);
     let diedDuring = 0;
     segs.forEach((seg, i) => {
@@ -383,7 +389,10 @@ export class Compactor {
       const plan = plans.get(seg.id) ?? emptyPlan();
       // Dropped records first: their offsets are old offsets, which in-place relocation reuses.
       const touched = this.dropRecords(seg, part, plan.deadPuts, now);
-      if (target !== null) relocateAll(this.host.keydir, plan.survivors, seg.id, target.id, part.newOffsets);
+      if (target !== null) {
+        const carry = this.host.cache === null ? null : { cache: this.host.cache, generation: elementAt(cachedAt, i, "a generation per source"), toGeneration: inPlace ? result.generation : this.host.gens.load(target.cell) };
+        relocateAll(this.host.keydir, plan.survivors, seg.id, target.id, part.newOffsets, carry);
+      }
       this.clearDroppable(seg, plan.droppable, touched);
       // Values that died while the worker ran were counted on the source (their slots pointed
       // there); they sit in the output now: its garbage from the start.
@@ -886,9 +895,16 @@ function addScopesOfPuts(survivors: RecordList | undefined, out: Set<string>): v
  * — only where it still points at the old place (a value that changed or died since the plan
  * keeps its new state). `newOffsets` comes from the worker, one per survivor in plan order.
  */
-function relocateAll(keydir: Keydir, survivors: RecordList, source: number, target: number, newOffsets: Uint32Array): void {
+function relocateAll(keydir: Keydir, survivors: RecordList, source: number, target: number, newOffsets: Uint32Array, carry: CacheCarry | null): void {
   assert(newOffsets.length === survivors.length, `the worker returns a new offset per kept record (${newOffsets.length} for ${survivors.length})`);
-  for (let i = 0; i < survivors.length; i++) relocate(keydir, survivors, i, source, target, newOffsets[i] as number);
+  for (let i = 0; i < survivors.length; i++) relocate(keydir, survivors, i, source, target, newOffsets[i] as number, carry);
+}
+
+/** What relocate() needs to move cached values with their records: the cache, and the source's and the target's generations. */
+interface CacheCarry {
+  cache: ValueCache;
+  generation: number;
+  toGeneration: number;
 }
 
 /**
@@ -948,7 +964,7 @@ export const unsafeInFlightForTests: { leaveOnFailure: boolean; left: Promise<vo
 export const inFlightSeen = { max: 0 };
 
 /** Moves survivor i's keydir pointer from (source, its old offset) to (target, off) if it still points there. */
-function relocate(keydir: Keydir, list: RecordList, i: number, source: number, target: number, off: number): void {
+function relocate(keydir: Keydir, list: RecordList, i: number, source: number, target: number, off: number, carry: CacheCarry | null): void {
   const kind = list.kinds[i];
   const old = list.offs[i];
   if (kind === KIND_ERASE) {
@@ -967,6 +983,7 @@ function relocate(keydir: Keydir, list: RecordList, i: number, source: number, t
   } else if (kind === KIND_PUT && s.seg === source && s.off === old) {
     s.seg = target;
     s.off = off;
+    carry?.cache.moveWith(s, source, old, carry.generation, target, off, carry.toGeneration);
   } else if (kind === KIND_TOMB && s.tombSeg === source && s.tombOff === old) {
     s.tombSeg = target;
     s.tombOff = off;

@@ -41,12 +41,16 @@ export function copyOf(src: Uint8Array): Uint8Array {
  * drops it from the slot on eviction.
  */
 export class CachedValue implements CachedOnSlot {
+  /**
+   * The location and generation change only when compaction moves the record the value was read
+   * from, bytes unchanged (ValueCache.moveWith); the value never changes.
+   */
   constructor(
     readonly slot: Slot,
     readonly value: string | Uint8Array,
-    readonly seg: number,
-    readonly off: number,
-    readonly generation: number,
+    public seg: number,
+    public off: number,
+    public generation: number,
     readonly bytes: number,
   ) {}
 }
@@ -111,8 +115,25 @@ class Admission {
   }
 }
 
+/**
+ * Test switch, never set by the engine or any option (test/compaction-keeps-cache.test.ts):
+ * `moveUnchecked` makes moveWith move whatever entry hangs on the slot to the record's new place,
+ * without checking that it was read from the place the record left — the check that keeps an
+ * older value of the slot (cached before an overwrite) from being served for the record moved.
+ */
+export const unsafeValueCacheForTests = { moveUnchecked: false };
+
+/** What a value cache did since it was made (tests and bench/): hits, misses (a held entry included), entries moved by compaction. */
+export interface ValueCacheCounters {
+  hits: number;
+  misses: number;
+  moved: number;
+}
+
 /** Hot values on their slots, bounded by `bytesMax`. */
 export class ValueCache {
+  /** Counts of what get() and moveWith() did; plain fields, never reset. */
+  readonly counters: ValueCacheCounters = { hits: 0, misses: 0, moved: 0 };
   /** Insertion order for eviction; may hold stale entries (replaced on their slot, or evicted). */
   private order: CachedValue[] = [];
   private head = 0;
@@ -152,9 +173,31 @@ export class ValueCache {
   /** The cached value of `slot` if it was read at the slot's current location and `generation`. */
   get(slot: Slot, generation: number): string | Uint8Array | undefined {
     const e = slot.cached;
-    if (e === null) return undefined;
-    if ((e.seg !== slot.seg || e.off !== slot.off || e.generation !== generation) && this.checkLocation) return undefined;
+    if (e === null || ((e.seg !== slot.seg || e.off !== slot.off || e.generation !== generation) && this.checkLocation)) {
+      this.counters.misses++;
+      return undefined;
+    }
+    this.counters.hits++;
     return typeof e.value === "string" ? e.value : copyOf(e.value);
+  }
+
+  /**
+   * Compaction copied `slot`'s record, byte for byte, from (seg, off) at segment generation
+   * `generation` to (toSeg, toOff) at `toGeneration`: a value cached from exactly that place and
+   * generation is exactly what a read of the new place returns, so it moves with the record. Any
+   * other entry (an older value of the slot, a read at another generation, a mark) stays where it
+   * was read and misses as before. Without this every value a pass moves is read from its file
+   * again — what a compaction running beside reads made them wait for (bench: readSync p99).
+   */
+  moveWith(slot: Slot, seg: number, off: number, generation: number, toSeg: number, toOff: number, toGeneration: number): void {
+    const e = slot.cached as CachedValue | null;
+    if (e === null || e === TOUCHED) return;
+    if (!unsafeValueCacheForTests.moveUnchecked && (e.seg !== seg || e.off !== off || e.generation !== generation)) return;
+    assert(e.slot === slot && toSeg > 0 && toGeneration % 2 === 0, "a value moves on its own slot, to a record of a published generation");
+    e.seg = toSeg;
+    e.off = toOff;
+    e.generation = toGeneration;
+    this.counters.moved++;
   }
 
   /**
