@@ -11,7 +11,7 @@ import * as C from "../segments/constants.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { InvalidArgumentError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
 import { BATCH_BYTES_MAX } from "../rules/args.js";
-import { RecordArena, type RecordInput } from "../segments/record.js";
+import { RecordArena, unsafeArenaForTests, type RecordInput } from "../segments/record.js";
 import { writeRecordSums } from "../segments/checksum.js";
 import { batchCommitInput } from "../segments/record-kinds.js";
 import type { Logical } from "./intents.js";
@@ -283,6 +283,18 @@ export class BatchPlan {
     lastBatchBytes.set(this.host, bytes + (bytes >>> 3)); // an eighth over: the next batch's records may be a little longer (their sequences)
     this.records = runs;
     this.sealed = true;
+    if (unsafeArenaForTests.recycleAtSeal) this.arena?.recycle(); // the twin: its records, still queued, in chunks the pool hands out
+  }
+
+  /**
+   * The log is done with this plan's records (written and applied: engine/commit.ts
+   * LogOp.release): a batch's arena chunks go back to the pool for later batches to fill. The
+   * plan's `records` are dropped with them; nothing reads them after this.
+   */
+  release(): void {
+    if (this.arena === undefined || this.arena.isRecycled) return; // a lone op's record, or the twin's early release
+    this.records = EMPTY;
+    this.arena.recycle();
   }
 
   /**

@@ -80,6 +80,13 @@ export interface LogOp {
    * so a batch of 1000 needs no Location object per record.
    */
   applyRun?(seg: number, offset: number): void;
+  /**
+   * When given, called once the op's records are written and the op applied and resolved: the log
+   * holds none of `records` any more, so their memory may be reused (a batch's arena chunks:
+   * engine/batch-plan.ts BatchPlan.release). Not called for an op that failed: its records are
+   * left to the garbage collector.
+   */
+  release?(): void;
 }
 
 interface Group {
@@ -547,6 +554,7 @@ export class CommitLog {
       } catch (err) {
         o.reject(err);
       }
+      o.op.release?.(); // written (the group's pwritev returned) and applied: nothing reads its records now
     }
   }
 

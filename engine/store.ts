@@ -329,7 +329,7 @@ export class Store implements T.Backend {
   private queuePlan<R>(plan: BatchPlan, value: R): Promise<R> {
     let done: Promise<R>;
     try {
-      done = this.log.appendWith({ records: plan.records, lengths: plan.lengths, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, (op, loc) => this.applyPlanned(plan, op, loc)) }, value);
+      done = this.log.appendWith({ records: plan.records, lengths: plan.lengths, seqs: plan.seqs, apply: (locs) => plan.applyAll(locs, this.applyOp), applyRun: (seg, offset) => plan.applyRun(seg, offset, (op, loc) => this.applyPlanned(plan, op, loc)), release: () => plan.release() }, value);
     } catch (err) {
       plan.retract(); // the log took nothing: the intents its decisions recorded go too
       throw err;

@@ -16,7 +16,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import * as C from "../segments/constants.js";
 import { initChecksum, writeRecordSums } from "../segments/checksum.js";
-import { encodeNamedInto, RecordArena, RECORD_ARENA_CHUNK_BYTES_MAX, RECORD_ARENA_CHUNK_BYTES_MIN } from "../segments/record.js";
+import { arenaChunks, encodeNamedInto, RecordArena, RECORD_ARENA_CHUNK_BYTES_MAX, RECORD_ARENA_CHUNK_BYTES_MIN } from "../segments/record.js";
 import { forgetBatchBytes } from "../engine/batch-plan.js";
 import { Keydir } from "../engine/keydir.js";
 import { HintBuilder } from "../segments/hint.js";
@@ -58,6 +58,7 @@ async function load(dir: string, batches: readonly T.BatchOp[][], unsized: boole
   };
   for (let b = 0; b < batches.length; b++) {
     if (unsized) forgetBatchBytes(s);
+    arenaChunks.clear(); // every chunk fresh and of the size asked: the pieces count the sizing alone (arena-recycle.test.ts: the pool)
     const ops = (batches[b] as T.BatchOp[]).map((op, i) => (change?.batch === b && change.op === i && op.op === "write" ? { ...op, value: Uint8Array.from(op.value as Uint8Array, (x, j) => (j === 0 ? x ^ 1 : x)) } : op));
     await s.batch(ops);
   }
@@ -98,6 +99,7 @@ describe("RecordArena's first chunk", () => {
     const next = rng(11);
     const fields = Array.from({ length: 300 }, (_, i) => ({ seq: 10 + i, key: `key${i}`, value: new Uint8Array(next() < 0.02 ? 1_200_000 : Math.floor(next() * 3000)).fill(i & 0xff) }));
     const encodeAll = (firstBytes: number | undefined): { bytes: Buffer; runs: number } => {
+      arenaChunks.clear(); // chunks of exactly the size asked (a kept one may be larger: fewer runs)
       const arena = new RecordArena(true, firstBytes);
       for (const f of fields) encodeNamedInto(arena, C.RecordType.PUT, C.RF_IN_BATCH, f.seq, 1, 0, "global", f.key, f.value, C.VALUE_BYTES_MAX);
       const runs = arena.runs();
@@ -120,6 +122,7 @@ describe("RecordArena's first chunk", () => {
 
   it("is held within the chunk bounds", () => {
     const firstChunk = (firstBytes: number): number => {
+      arenaChunks.clear();
       const arena = new RecordArena(true, firstBytes);
       arena.claim(1);
       return arena.current.length;
