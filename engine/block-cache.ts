@@ -21,6 +21,7 @@ import * as fs from "node:fs";
 import type { GenerationTable } from "./generations.js";
 import type { Segment } from "./segment.js";
 import { assert } from "../rules/assert.js";
+import { longLivedBuffer } from "../segments/long-lived.js";
 
 /** Size of one block (aligned in the file). */
 export const BLOCK_BYTES = 16 * 1024;
@@ -185,7 +186,7 @@ export class BlockCache {
     if (free !== undefined) return free;
     const count = Math.min(SLAB_BLOCKS_MAX, Math.max(SLAB_BLOCKS_MIN, this.carved), this.slabBlocksMax - this.carved);
     if (count <= 0) return null;
-    const slab = Buffer.allocUnsafeSlow(count * BLOCK_BYTES);
+    const slab = longLivedBuffer(count * BLOCK_BYTES); // lives with the cache: not V8's external memory (segments/long-lived.ts)
     for (let i = count - 1; i > 0; i--) this.free.push(slab.subarray(i * BLOCK_BYTES, (i + 1) * BLOCK_BYTES));
     this.carved += count;
     return slab.subarray(0, BLOCK_BYTES);

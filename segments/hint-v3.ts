@@ -18,6 +18,7 @@ import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 import type { RecordLengthOf } from "./record.js";
 import { frameAtV3, recordLengthV3, type FrameV3 } from "./record-v3.js";
+import { longLivedBuffer } from "./long-lived.js";
 
 /** Bytes of the version-3 hint header (version 2's 72, then packed bytes, entry blocks, reserved). */
 export const HINT_V3_HEADER_BYTES = 80;
@@ -599,7 +600,7 @@ export class HintBytesV3 {
     /** The record length of the segment's frame (its format version), derived per entry. */
     private readonly lengthOf: RecordLengthOf,
   ) {
-    this.buf = Buffer.allocUnsafeSlow(layout.regionBytes); // address space only until blocks are decoded
+    this.buf = longLivedBuffer(layout.regionBytes); // address space only until blocks are decoded; not V8's external memory
     assert(this.buf.byteOffset === 0, "an unpooled buffer starts its ArrayBuffer");
     this.buf.fill(0, 0, REGION_HEAD_BYTES);
     this.buf.fill(0, REGION_HEAD_BYTES + bodyBytes, layout.entryAt); // the padding is never decoded

@@ -34,6 +34,7 @@ import { readU64, writeU64 } from "./u64.js";
 import { recordLengthOf, type DecodedRecord, type RecordLengthOf } from "./record.js";
 import { frameAtV3 } from "./record-v3.js";
 import { isLeanFrame } from "./version-written.js";
+import { longLivedBuffer } from "./long-lived.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, RecordPacker, recordAt, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type PackedRun, type RecordRun, type ScopeItem } from "./hint-v3.js";
@@ -929,7 +930,7 @@ export class HintBytes {
     private readonly blockBytes: number,
     private readonly sums: Buffer,
   ) {
-    this.buf = Buffer.allocUnsafeSlow(regionBytes); // address space only until blocks are read
+    this.buf = longLivedBuffer(regionBytes); // address space only until blocks are read; not V8's external memory
     assert(this.buf.byteOffset === 0, "an unpooled buffer starts its ArrayBuffer");
     this.loaded = new Uint8Array(Math.ceil(regionBytes / blockBytes));
     this.missing = this.loaded.length;
