@@ -6,14 +6,15 @@
  * store is not counted there: `process.memoryUsage()` shows it in `arrayBuffers`, not in
  * `external`. At 2M keys an open allocates ~117 MB of hint regions: with plain ArrayBuffers that
  * cost 7–10 collections, ~10 ms of a 46–48 ms open and first read (fifteenth session). The bytes
- * start zeroed; a large allocation is fresh pages, untouched until written, as before.
+ * start zeroed (calloc: a large allocation is fresh pages, untouched until written). Nothing here
+ * is shared with another thread; only the accounting differs.
  */
 import { assert } from "../rules/assert.js";
 
 /**
  * Test switch, never set by the engine or any option (test/long-lived-memory.test.ts):
- * `plainArrayBuffer` allocates long-lived memory as before (Buffer.allocUnsafeSlow), which V8
- * then counts as external memory.
+ * `plainArrayBuffer` allocates long-lived memory as a plain ArrayBuffer (Buffer.alloc, zeroed
+ * like the shared one), which V8 then counts as external memory, as before compact-15.
  */
 export const longLivedForTests = { plainArrayBuffer: false };
 
