@@ -242,11 +242,6 @@ class ChunkPool {
     this.bytes += chunk.length;
   }
 
-  /** Bytes kept now (tests). */
-  get bytesHeld(): number {
-    return this.bytes;
-  }
-
   /** Drops every kept chunk (tests: arenas made next take fresh chunks of exactly the size they ask). */
   clear(): void {
     this.chunks.length = 0;
