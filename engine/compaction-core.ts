@@ -630,7 +630,7 @@ class OutputFile implements PieceSink {
     for (let p = 0; p < bytes.length; ) {
       const length = recordLengthAt(bytes, p, version);
       const n = hintPrefixBytes(bytes, p, lean);
-      assert(n > 0 && n <= length && this.records < this.at.length && this.prefixBytes + n <= prefixes.length, `copy ${this.task.targetId}: a record's hint prefix lies inside it, one per planned record`);
+      if (!(n > 0 && n <= length && this.records < this.at.length && this.prefixBytes + n <= prefixes.length)) assert(false, `copy ${this.task.targetId}: a record's hint prefix lies inside it, one per planned record`); // built only on failure: a record each
       this.at[this.records++] = this.prefixBytes;
       for (let k = 0; k < n; k++) prefixes[this.prefixBytes + k] = bytes[p + k] as number; // ~30 bytes: a loop, not a copy call
       this.prefixBytes += n;

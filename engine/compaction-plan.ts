@@ -301,7 +301,7 @@ class PlanWalk {
       (live ? p.survivors : kind === KIND_PUT ? p.deadPuts : p.droppable).push(kind, ref, off, len);
       return;
     }
-    assert(this.tallies !== null && seg !== 0, `segment ${seg} is neither planned nor counted`);
+    if (this.tallies === null || seg === 0) assert(false, `segment ${seg} is neither planned nor counted`); // the message is built only on failure: a record each
     const t = this.tallyOf(seg); // a segment with only dead records is counted too: 0 live bytes
     if (!live && !unsafeTallyForTests.countDead) return;
     t.liveBytes += len;
