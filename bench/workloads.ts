@@ -108,7 +108,11 @@ async function w1(spec: ChildSpec, r: ChildResult): Promise<void> {
   }
 }
 
-/** Untimed puts before the warm 1-in-flight phase (bench/w1-warm.mjs: ~6,000 puts bring engram to the fdatasync loop's rate). */
+/**
+ * Untimed puts before the warm 1-in-flight phase: with the cold phase's, they put the timed puts
+ * past the first ~3,000 of the process, after which bench/w1-warm.mjs finds engram at 87–95 % of
+ * the device's own pwrite + fdatasync loop.
+ */
 const W1_WARM_PUTS = 3000;
 
 /**
