@@ -77,7 +77,9 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
   const faults0 = process.resourceUsage().minorPageFault;
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
+  const tick0 = process.hrtime.bigint() / 1000n;
   const rep = await store.compact({ mode });
+  if (process.env["AB_WINDOW"] !== undefined) console.error(`window ${tick0} ${process.hrtime.bigint() / 1000n}`); // µs of CLOCK_MONOTONIC, a --cpu-prof profile's clock
   io.setIoObserver(null);
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);

@@ -27,8 +27,8 @@ import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { ReadScratch, readAtSync, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, choiceOf, encodeHeader, formatOf, nextHeaderOffset, rewrittenVersion, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
-import { HintBuilder, headerIdentity, hintFileName, unlinkHint } from "../segments/hint.js";
-import { hintPrefixBytes } from "../segments/hint-v3.js";
+import { HINT_VERSION, HintBuilder, headerIdentity, hintFileName, hintVersionWritten, unlinkHint } from "../segments/hint.js";
+import { RunPacker } from "../segments/hint-v3.js";
 import { isLeanFrame } from "../segments/version-written.js";
 import { assertSealedEnd, walkSealedPiece, type SealedPiece } from "../segments/scan.js";
 import { recordLengthAt, recordNamesAt } from "../segments/record.js";
@@ -50,6 +50,12 @@ export interface SourceTask {
   known: Uint32Array;
   /** The segment's generation cell (in-place publishes through it). */
   cell: number;
+  /**
+   * copy-on-write: the lowest sequence of the survivors as the plan knows them (0: none known;
+   * compaction-plan.ts lowestSeq), from which OutputFile packs the output's hint while copying.
+   * A prediction, checked against the records: a wrong one costs time, never a wrong hint.
+   */
+  minSeq: number;
 }
 
 /** Most sources merged into one copy-on-write output (bounds a task's descriptors and result). */
@@ -161,26 +167,23 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
   if (task.mode === "in-place") return runInPlace(task, elementAt(task.sources, 0, "an in-place task has one source"), hit);
   assert(task.sources.every((src) => src.segmentId !== task.targetId), `copy-on-write output ${task.targetId} is none of its sources`);
   const endTurn = await copyTurns.take();
-  let prefixes: Buffer | null = null;
   try {
     const liveBytes = task.sources.reduce((n, src) => n + liveBytesOf(src.live), 0);
-    prefixes = outScratch.take(liveBytes); // the hint prefixes, never more than the records: pages are touched as far as they are written
-    return await copyAll(task, liveBytes, prefixes, hit, endTurn);
+    return await copyAll(task, liveBytes, hit, endTurn);
   } finally {
     endTurn();
-    if (prefixes !== null) outScratch.release(prefixes);
   }
 }
 
 /**
  * copy-on-write: every source's survivors written to the output's .tmp file as they are copied
- * (an OutputFile: `liveBytes` in all, their hint prefixes kept in `prefixes`), then (`endTurn`
- * called: the next task may copy) the output finished — headers, fdatasync, hint, rename.
+ * (an OutputFile: `liveBytes` in all, its hint packed on the way), then (`endTurn` called: the
+ * next task may copy) the output finished — headers, fdatasync, hint, rename.
  */
-async function copyAll(task: CompactionTask, liveBytes: number, prefixes: Buffer, hit: FaultHit, endTurn: () => void): Promise<CompactionResult> {
+async function copyAll(task: CompactionTask, liveBytes: number, hit: FaultHit, endTurn: () => void): Promise<CompactionResult> {
   const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: 0, hinted: false };
   if (liveBytes === 0) return copyNone(task, result);
-  const output = new OutputFile(task, liveBytes, prefixes);
+  const output = new OutputFile(task, liveBytes);
   try {
     let first: SegmentHeader | null = null;
     let version = 0; // the sources' format version: one record frame per output (compactor.ts groups by it)
@@ -571,12 +574,15 @@ async function overlapped<R>(io: Promise<void>, encode: () => R): Promise<R> {
  * are read back and compared at once (the paired check: every byte is the one meant for it, each
  * of which passed its checksum in the source). No output-sized buffer holds their bytes: that was
  * up to 16 MiB of fresh memory per output, whose first touches (~10 µs per 4 KiB page on the
- * machines measured) were most of a pass's page faults. What the output's hint reads of each
- * record — its hint prefix: frame, names, an erasure's list — is kept in `prefixes` instead
- * (HintBuilder.ofRecords over them gives the hint the whole records would).
+ * machines measured) were most of a pass's page faults. The output's hint is packed from each
+ * record as it is written (segments/hint-v3.ts RunPacker, from the plan's prediction of the
+ * lowest sequence, SourceTask.minSeq): its fields are read once. Until the seventeenth session
+ * each record's hint prefix was kept instead and the hint packed from them at the end, the
+ * fields read three times (~40 % of a cold pass's worker time). When the prediction misses, or
+ * version 2 is written, the hint is packed from the output's records read back from the file.
  *
  * finish(): the headers (sealed where the data ends), an fdatasync on libuv's pool while the hint
- * is packed, the checks, the hint staged, the rename and the directory fsync (the output is
+ * is finished, the checks, the hint staged, the rename and the directory fsync (the output is
  * published later, by the main thread's manifest write). Any failure removes what was made — no
  * .seg.tmp left per retry, no .seg that a later recovery would have to drop — and rethrows; the
  * sources are untouched throughout.
@@ -588,25 +594,32 @@ class OutputFile implements PieceSink {
   private owned = true;
   /** Data bytes written so far (from DATA_START), each read back and checked. */
   written = 0;
-  /** Where each record's hint prefix starts in `prefixes`, in output order, and the bytes they take. */
-  private readonly at: Uint32Array;
+  /** Records written so far, and the records the plan named (one per live location). */
   private records = 0;
-  private prefixBytes = 0;
+  private readonly planned: number;
+  /** The lowest sequence the plan predicts among the records (0: none predicted). */
+  private readonly predicted: number;
+  /** The hint packed as the records are written (made at the first piece: it needs their frame; null: none, packed at finish from the file). */
+  private packer: RunPacker | null = null;
 
-  /** Creates the .tmp of `task`'s output, whose data will be `dataBytes` of records; their hint prefixes go to `prefixes` (at least `dataBytes` long). */
-  constructor(private readonly task: CompactionTask, private readonly dataBytes: number, private readonly prefixes: Buffer) {
-    assert(dataBytes > 0 && prefixes.length >= dataBytes, `output ${task.targetId}: room for the hint prefixes of ${dataBytes} bytes of records`);
-    this.at = new Uint32Array(task.sources.reduce((n, src) => n + src.live.length / 2, 0));
+  /** Creates the .tmp of `task`'s output, whose data will be `dataBytes` of records. */
+  constructor(private readonly task: CompactionTask, private readonly dataBytes: number) {
+    assert(dataBytes > 0, `output ${task.targetId}: a copy with live bytes`);
+    this.planned = task.sources.reduce((n, src) => n + src.live.length / 2, 0);
+    this.predicted = task.sources.reduce((low, src) => (src.minSeq > 0 && (low === 0 || src.minSeq < low) ? src.minSeq : low), 0) - unsafeStreamedHintForTests.mispredictBy;
     this.tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
     this.fd = io.openFile("io:copy", this.tmp, "wx+", FILE_MODE);
   }
 
-  /** Writes `bytes` (whole records, the output's next ones) at data offset `outAt`, checks them read back, keeps their hint prefixes. */
+  /** Writes `bytes` (whole records, the output's next ones) at data offset `outAt`, checks them read back, adds them to the hint. */
   put(bytes: Buffer, outAt: number, version: number): void {
     assert(outAt === this.written && outAt + bytes.length <= this.dataBytes, `output ${this.task.targetId}: pieces come in order, inside its ${this.dataBytes} data bytes`);
     io.writeAllSync("io:copy", this.fd, [bytes], C.DATA_START + outAt);
     this.checkBack(bytes, C.DATA_START + outAt);
-    this.keepPrefixes(bytes, isLeanFrame(version), version);
+    if (this.packer === null && this.written === 0 && this.predicted > 0 && hintVersionWritten() === HINT_VERSION) {
+      this.packer = new RunPacker(this.predicted, isLeanFrame(version), Math.ceil(this.dataBytes / 4), this.planned);
+    }
+    this.addRecords(bytes, version, C.DATA_START + outAt);
     this.written += bytes.length;
   }
 
@@ -624,16 +637,13 @@ class OutputFile implements PieceSink {
     }
   }
 
-  /** Appends the hint prefix of every record in `bytes` (checked records, back to back) to `prefixes`. */
-  private keepPrefixes(bytes: Buffer, lean: boolean, version: number): void {
-    const prefixes = this.prefixes;
+  /** Counts the records in `bytes` (checked records, back to back, the first at file offset `fileAt`) and adds each to the hint being packed. */
+  private addRecords(bytes: Buffer, version: number, fileAt: number): void {
+    const packer = this.packer;
     for (let p = 0; p < bytes.length; ) {
-      const length = recordLengthAt(bytes, p, version);
-      const n = hintPrefixBytes(bytes, p, lean);
-      if (!(n > 0 && n <= length && this.records < this.at.length && this.prefixBytes + n <= prefixes.length)) assert(false, `copy ${this.task.targetId}: a record's hint prefix lies inside it, one per planned record`); // built only on failure: a record each
-      this.at[this.records++] = this.prefixBytes;
-      for (let k = 0; k < n; k++) prefixes[this.prefixBytes + k] = bytes[p + k] as number; // ~30 bytes: a loop, not a copy call
-      this.prefixBytes += n;
+      const length = packer !== null ? packer.add(bytes, p, fileAt + p) : recordLengthAt(bytes, p, version);
+      if (!(length > 0 && p + length <= bytes.length && this.records < this.planned)) assert(false, `copy ${this.task.targetId}: whole records, one per planned record`); // built only on failure: a record each
+      this.records += 1;
       p += length;
     }
   }
@@ -645,7 +655,7 @@ class OutputFile implements PieceSink {
   async finish(source: SegmentHeader, version: number, result: CompactionResult, hit: FaultHit): Promise<boolean> {
     const { task, fd } = this;
     const replacesId = elementAt(task.sources, 0, "a copy has a source").segmentId;
-    assert(this.written === this.dataBytes && this.records === this.at.length, `copy ${task.targetId}: every planned record written`);
+    assert(this.written === this.dataBytes && this.records === this.planned, `copy ${task.targetId}: every planned record written`);
     const header = encodeHeader({ ...source, segmentId: task.targetId, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, replacesId, sealedBytes: C.DATA_START + this.dataBytes }, version);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
@@ -659,11 +669,28 @@ class OutputFile implements PieceSink {
     return publishCopy(task, hint);
   }
 
-  /** The output's hint file bytes, packed from the kept prefixes; null when the builder cannot encode it (then no hint: recovery scans). */
+  /** The output's hint file bytes for its header `header`: the packed run's, else packed from the records read back; null when they cannot be encoded (then no hint: recovery scans). */
   private encodeHint(header: HeaderChoice, newOffsets: readonly Uint32Array[]): Buffer | null {
-    const offsets = newOffsets.length === 1 ? (newOffsets[0] as Uint32Array) : concatU32(newOffsets);
-    assert(offsets.length === this.records, `copy ${this.task.targetId}: a hint prefix per record`);
-    return HintBuilder.ofRecords({ rec: this.prefixes, offsets, base: C.DATA_START, at: this.at }, this.task.targetId, header, C.DATA_START + this.dataBytes, true);
+    const run = this.packer?.finish(unsafeStreamedHintForTests.unchecked) ?? null;
+    if (run === null) {
+      hintPackings.fromFile += 1;
+      return this.hintFromFile(header, newOffsets);
+    }
+    assert(this.packer?.records === this.records, `copy ${this.task.targetId}: every record written was packed`);
+    hintPackings.streamed += 1;
+    return HintBuilder.ofPacked(run.totals, run.packed, this.task.targetId, header, C.DATA_START + this.dataBytes, true);
+  }
+
+  /** The hint packed from the output's records read back from its file (a prediction that missed, or version 2 written). */
+  private hintFromFile(header: HeaderChoice, newOffsets: readonly Uint32Array[]): Buffer | null {
+    const data = outScratch.take(this.dataBytes);
+    try {
+      const n = readAtSync(this.fd, data, C.DATA_START);
+      assert(n === this.dataBytes, `copy ${this.task.targetId}: its ${this.dataBytes} data bytes read back for the hint`);
+      return encodeOutputHint(this.task.targetId, header, data, newOffsets);
+    } finally {
+      outScratch.release(data);
+    }
   }
 
   /** Removes the .tmp after a failure before finish() took it over (idempotent). */
@@ -674,6 +701,21 @@ class OutputFile implements PieceSink {
     unlinkQuietly(this.tmp);
   }
 }
+
+/**
+ * How copy-on-write outputs' hints were packed in this thread: `streamed` as their records were
+ * written (the prediction held), `fromFile` from the records read back. Read by tests.
+ */
+export const hintPackings = { streamed: 0, fromFile: 0 };
+
+/**
+ * Test switches, never set by the engine or any option (test/compaction-stream.test.ts):
+ * `mispredictBy` lowers every output's predicted lowest sequence by that much (a plan that named
+ * a wrong one); `unchecked` writes the hint packed from the prediction without checking it
+ * against the records — the check that sends a missed prediction the long way. The pair shows
+ * the check is what keeps the streamed hint the records' own.
+ */
+export const unsafeStreamedHintForTests = { mispredictBy: 0, unchecked: false };
 
 /**
  * A finished copy-on-write output's hint staged beside it and its .tmp renamed to its name,
@@ -913,7 +955,8 @@ function warmSegment(): WarmSegment {
     at += r.length;
   });
   const liveU32 = Uint32Array.from(live);
-  return { bytes, src: { segmentId: WARM_SEGMENT_ID, live: liveU32, known: Uint32Array.from(known), cell: 0 }, header, liveBytes: liveBytesOf(liveU32) };
+  const minSeq = 2; // record i has sequence i + 1, and record 1 is the first that lives
+  return { bytes, src: { segmentId: WARM_SEGMENT_ID, live: liveU32, known: Uint32Array.from(known), cell: 0, minSeq }, header, liveBytes: liveBytesOf(liveU32) };
 }
 
 /** The warm-up's segment, built on its first round and dropped after its last (warmDone). */
@@ -930,7 +973,8 @@ let warmOut: Buffer | null = null;
 /**
  * One warm-up round: the per-record loops a compaction runs (the walk with its checksums and the
  * copy, alternately by moving runs within the source and by a copy per run; the output hint
- * packed from the copied records) over the synthetic segment, in buffers of its own — never the
+ * packed from the copied records, alternately as in place packs it and as a copy-on-write output
+ * packs it while written) over the synthetic segment, in buffers of its own — never the
  * tasks' scratch, which a task holds across its awaits. A pass otherwise runs those loops cold,
  * once per output: V8 optimizes a loop only after it ran a while (compact-9's measurements in
  * docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output (in a
@@ -951,8 +995,21 @@ export function warmRound(round: number): { out: Buffer; hint: Buffer | null; ne
   const part = copySurvivors(bytes, seg.src, seg.header.sealedBytes, C.FORMAT_VERSION, out, 0, clobber);
   assert(part.copied === out.length && part.kept === seg.src.live.length / 2, `warm-up: copied ${part.copied} of ${out.length} bytes`);
   const header = choiceOf({ ...seg.header, sealedBytes: C.DATA_START + out.length }, 0, C.FORMAT_VERSION);
-  const hint = encodeOutputHint(WARM_SEGMENT_ID, header, out, [part.source.newOffsets]);
+  const hint = clobber ? encodeOutputHint(WARM_SEGMENT_ID, header, out, [part.source.newOffsets]) : streamedHint(WARM_SEGMENT_ID, header, out, part.source.newOffsets, seg.src.minSeq);
   return { out, hint, newOffsets: part.source.newOffsets, header };
+}
+
+/** The hint of the records of `out` (a warm-up round's output at `newOffsets`, under `header`) packed as OutputFile packs one while writing it, from the prediction `minSeq`; null when it missed (version 2 written: encodeOutputHint's). */
+function streamedHint(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: Uint32Array, minSeq: number): Buffer | null {
+  if (hintVersionWritten() !== HINT_VERSION) return encodeOutputHint(targetId, header, out, [newOffsets]);
+  const packer = new RunPacker(minSeq, isLeanFrame(formatOf(header)), Math.ceil(out.length / 4), WARM_RECORDS);
+  for (let p = 0; p < out.length; ) {
+    const length = packer.add(out, p, C.DATA_START + p);
+    assert(length > 0, "warm-up: records have lengths");
+    p += length;
+  }
+  const run = packer.finish();
+  return run === null ? null : HintBuilder.ofPacked(run.totals, run.packed, targetId, header, C.DATA_START + out.length, true);
 }
 
 /** The warm-up's synthetic segment (built on first use; the same object until warmDone). */

@@ -205,6 +205,25 @@ export interface SegmentPlan {
   deadPuts: RecordList;
 }
 
+/**
+ * The lowest sequence of the records in `list` as the keydir names them now (0: none): a slot's
+ * PUT, TOMBSTONE or CLEAR sequence, an erasure's. A copy-on-write output's hint is packed as its
+ * records are copied from this prediction of their lowest sequence (compaction-core.ts
+ * OutputFile); a slot that moved since the plan only makes it wrong, which costs time, not bytes.
+ */
+export function lowestSeq(list: RecordList, keydir: Keydir): number {
+  let low = 0;
+  for (let i = 0; i < list.length; i++) {
+    const kind = list.kinds[i] as number;
+    const ref = list.refs[i] as Slot | string;
+    let seq: number;
+    if (typeof ref === "string") seq = keydir.erases.get(ref)?.seq ?? 0;
+    else seq = kind === KIND_PUT ? ref.putSeq : kind === KIND_TOMB ? ref.tombSeq : ref.clearSeq;
+    if (seq > 0 && (low === 0 || seq < low)) low = seq;
+  }
+  return low;
+}
+
 /** Per-segment live accounting from one pass over the keydir. */
 export interface LiveTally {
   liveBytes: number;

@@ -26,7 +26,7 @@ import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
-import { emptyPlan, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
+import { emptyPlan, lowestSeq, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import * as P from "./gc-policy.js";
@@ -346,7 +346,7 @@ export class Compactor {
         live[2 * i + 1] = lens[i] as number;
       }
       const known = plan.deadPuts.offsets().slice().sort();
-      return { segmentId: seg.id, live, known, cell: seg.cell };
+      return { segmentId: seg.id, live, known, cell: seg.cell, minSeq: mode === "copy-on-write" ? lowestSeq(plan.survivors, this.host.keydir) : 0 };
     });
     assert(mode === "copy-on-write" || (group.length === 1 && targetId === elementAt(group, 0, "one segment").id), "in-place rewrites one segment onto itself");
     return { mode, segmentsDir: this.host.segmentsDir, sources, targetId, gens: this.host.gens.buffer, faults: this.host.faults.buffer };

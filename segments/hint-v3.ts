@@ -234,44 +234,23 @@ export function packEntries(body: Buffer, minSeq: number, lengthOf: RecordLength
 
 /**
  * Records to pack straight into a hint, without their version-2 entries first: record i lies at
- * segment offset `offsets[i]`, ascending, and starts at `rec[at[i]]` — at `rec[offsets[i] - base]`
- * when there is no `at` (a compaction's output: segments/hint.ts HintBuilder.ofRecords). With `at`,
- * `rec` may hold only each record's hint prefix (hintPrefixBytes: frame, names, an erasure's
- * list), which is all a hint reads of it. GROUP records are not entries and are skipped.
+ * segment offset `offsets[i]`, ascending, and starts at `rec[offsets[i] - base]` (a compaction's
+ * output: segments/hint.ts HintBuilder.ofRecords). GROUP records are not entries and are skipped.
+ * (Until the seventeenth session a run could also hold only each record's hint prefix; a
+ * copy-on-write output now packs its hint as it is written: RunPacker.)
  */
 export interface RecordRun {
   rec: Buffer;
   offsets: Uint32Array;
   base: number;
-  /** Where each record starts in `rec`, when not at its offset less `base`. */
-  at?: Uint32Array;
   /** The records are in the version-3 frame (varint fields, docs/FORMAT.md), else in the 48-byte one. */
   lean: boolean;
 }
 
 /** Where record i of `run` starts in its `rec`. */
 export function recordAt(run: RecordRun, i: number): number {
-  const at = run.at;
-  return at === undefined ? (run.offsets[i] as number) - run.base : (at[i] as number);
+  return (run.offsets[i] as number) - run.base;
 }
-
-/**
- * Bytes of the (checked) record at rec[at...] that a hint entry is made of: its frame, scope and
- * key, and a SCOPE_ERASE's erase list — never a PUT's value. A run of such prefixes (RecordRun
- * `at`) packs into the same hint as the whole records.
- */
-export function hintPrefixBytes(rec: Buffer, at: number, lean: boolean): number {
-  const r = fieldsOf(rec, at, lean);
-  const list = r.type === C.RecordType.SCOPE_ERASE && !unsafeHintPrefixForTests.dropEraseLists ? r.valueLen : 0;
-  return r.payloadAt + r.scopeLen + r.keyLen + list - at;
-}
-
-/**
- * Test switch, never set by the engine or any option (test/compaction-stream.test.ts):
- * `dropEraseLists` leaves a SCOPE_ERASE's erase list out of its hint prefix — the twin whose
- * streamed hints then differ from the whole records' hints.
- */
-export const unsafeHintPrefixForTests = { dropEraseLists: false };
 
 /** The fields of the record runTotals or packRecords reads now (one object for every record: no allocation per record). */
 const fieldsAt: FrameV3 = { length: 0, type: 0, flags: 0, scopeLen: 0, keyLen: 0, valueLen: 0, seq: 0, generation: 0, expiresAt: 0, payloadAt: 0 };
@@ -369,6 +348,67 @@ export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null
   const packed = packer.packed();
   assert(packer.bodyBytes === totals.bodyBytes && packed.bytes.length <= totals.bodyBytes, "the records pack into exactly their totals' entries, never larger");
   return packed;
+}
+
+/**
+ * runTotals and packRecords in one pass, fed one record at a time as a copy-on-write compaction
+ * writes its output (engine/compaction-core.ts OutputFile): each record's fields are read once,
+ * where the two functions read them twice more from a copy of its hint prefix. packRecords needs
+ * the run's lowest sequence before its first entry (every block's deltas start there), so the
+ * caller predicts it (`predicted`: the plan's lowest survivor sequence); finish() checks the
+ * prediction against the run and gives what runTotals and packRecords would have given, or null
+ * when the prediction was wrong or either of them would have refused — the caller then packs the
+ * run from its records the long way (HintBuilder.ofRecords), so a wrong guess costs time only.
+ * test/compaction-stream.test.ts compares its hints with the long way's, byte for byte.
+ */
+export class RunPacker {
+  private readonly packer: RecordPacker;
+  private readonly totals: RunTotals = { count: 0, bodyBytes: 0, minSeq: 0, maxSeq: 0, end: C.DATA_START };
+  /** True once a record could not be packed under the prediction (or runTotals would have refused the run). */
+  private failed = false;
+  /** Records taken (GROUP ones included). */
+  records = 0;
+
+  /** A run of records in the frame `lean` says, whose lowest sequence is predicted to be `predicted` (> 0); `bytes` and `keyed` size the first buffers (they grow). */
+  constructor(readonly predicted: number, private readonly lean: boolean, bytes: number, keyed: number) {
+    assert(predicted > 0, "a run's predicted lowest sequence is a sequence");
+    this.packer = new RecordPacker(predicted, [], bytes, keyed, ENTRY_BLOCK_BYTES, skewRecordHashes);
+  }
+
+  /** Takes the (checked) record at rec[f...], which lies at segment offset `offset` after the ones taken before; returns its length. */
+  add(rec: Buffer, f: number, offset: number): number {
+    const r = fieldsOf(rec, f, this.lean);
+    const length = r.length;
+    this.records += 1;
+    if (r.type === C.RecordType.GROUP || this.failed) return length;
+    const t = this.totals;
+    // runTotals' refusals, then packRecords': any of them sends the run the long way.
+    if (offset < t.end || r.seq < 0 || r.seq > Number.MAX_SAFE_INTEGER) {
+      this.failed = true;
+      return length;
+    }
+    if (t.minSeq === 0 || r.seq < t.minSeq) t.minSeq = r.seq;
+    if (r.seq > t.maxSeq) t.maxSeq = r.seq;
+    t.bodyBytes += ENTRY_FIXED + r.scopeLen + r.keyLen + (r.type === C.RecordType.SCOPE_ERASE ? r.valueLen : 0);
+    t.count += 1;
+    t.end = offset + length;
+    const derived = this.lean ? recordLengthV3(r.scopeLen, r.keyLen, r.valueLen, r.seq, r.generation, r.expiresAt) : C.RECORD_OVERHEAD + r.scopeLen + r.keyLen + r.valueLen;
+    if (!this.packer.add(rec, r, offset, derived)) this.failed = true;
+    return length;
+  }
+
+  /**
+   * runTotals' and packRecords' answers for the records taken, or null: the prediction missed, or
+   * the long way is needed (see the class comment). `unsafeTrustPrediction` (tests only: the twin)
+   * skips the check of the prediction against the run.
+   */
+  finish(unsafeTrustPrediction = false): { totals: RunTotals; packed: PackedRun } | null {
+    const totals = this.totals;
+    if (this.failed || totals.count === 0 || (totals.minSeq !== this.predicted && !unsafeTrustPrediction)) return null;
+    const packed = this.packer.packed();
+    assert(this.packer.bodyBytes === totals.bodyBytes && packed.bytes.length <= totals.bodyBytes, "the records pack into exactly their totals' entries, never larger");
+    return { totals: { ...totals }, packed };
+  }
 }
 
 /**

@@ -37,7 +37,7 @@ import { isLeanFrame } from "./version-written.js";
 import { longLivedBuffer } from "./long-lived.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
-import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, RecordPacker, recordAt, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type PackedRun, type RecordRun, type ScopeItem } from "./hint-v3.js";
+import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, RecordPacker, recordAt, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type PackedRun, type RecordRun, type RunTotals, type ScopeItem } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
@@ -250,10 +250,19 @@ export class HintBuilder {
       for (let i = 0; i < run.offsets.length; i++) b.addRecord(run.rec, recordAt(run, i), run.offsets[i] as number);
       return b.encode(segmentId, header, coversEnd, sealed);
     }
-    assert(coversEnd >= totals.end, "a hint covers every record it holds");
     const packed = packRecords(run, totals);
     if (packed === null) return null; // as encodeV3: entries that do not pack write no hint
-    const b = new HintBuilder(version, 16);
+    return HintBuilder.ofPacked(totals, packed, segmentId, header, coversEnd, sealed);
+  }
+
+  /**
+   * The hint file of a run of records already packed (`totals` and `packed`: runTotals' and
+   * packRecords' answers, or a RunPacker's) — ofRecords' bytes for those records. Version 3 only.
+   */
+  static ofPacked(totals: RunTotals, packed: PackedRun, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer {
+    assert(versionWritten === HINT_VERSION, "packed runs are written as version-3 hints");
+    assert(coversEnd >= totals.end, "a hint covers every record it holds");
+    const b = new HintBuilder(formatOf(header), 16);
     b.entries = totals.count;
     b.minSeq = totals.minSeq;
     b.maxSeq = totals.maxSeq;

@@ -1,33 +1,35 @@
 /**
  * A copy-on-write compaction writes its output piece by piece as it copies (engine/compaction-core.ts
  * OutputFile, compact-14): each source piece's compacted survivors go to the .tmp file at once
- * and are read back and compared there, and only each record's hint prefix — its frame, names
- * and, for a SCOPE_ERASE, its erase list — is kept for the output's hint, which
- * HintBuilder.ofRecords then packs from those prefixes instead of from the whole records. The
- * output must be exactly what assembling it whole gave: the same data, and the same hint file.
+ * and are read back and compared there, and the output's hint is packed from each record as it
+ * is written (segments/hint-v3.ts RunPacker, seventeenth session) from the plan's prediction of
+ * the records' lowest sequence (SourceTask.minSeq) — checked at the end, a missed one sending the
+ * hint the long way: packed from the output's records read back from the file. The output must be
+ * exactly what assembling it whole gave: the same data, and the same hint file.
  *
  * Method: first, seeded mixes of PUT, TOMBSTONE, CLEAR and SCOPE_ERASE records (test/helpers/
  * laid-out.ts: several scopes, long and non-ASCII keys, erase lists of up to 90 bytes, gaps) in
- * both record frames: the hint packed
- * from their prefixes (hintPrefixBytes, RecordRun `at`) must equal, byte for byte, the one packed
- * from the whole records. Then real stores, inline (workers 0, so the test switch reaches the
- * compaction code) and with a worker: writes over three scopes, forgets, a scope erasure (its
- * SCOPE_ERASE record survives, list and all), a copy-on-write compact() of every segment with
- * garbage, in 16 KiB segments and with 4 KiB pieces (records straddle pieces). Every output's
- * hint file must equal the hint packed from that output's whole records read back from disk
- * (walkSealed), and every key must read back after a reopen from those hints. The twin leaves the
- * erase lists out of the prefixes (`unsafeHintPrefixForTests.dropEraseLists`): the unit
- * comparison and the output holding the erasure both see another file.
+ * both record frames: a RunPacker fed them with the right prediction must give, byte for byte,
+ * HintBuilder.ofRecords' file, and with a prediction one off either way must give nothing. Then
+ * real stores, inline (workers 0, so the test switches and counters reach the compaction code)
+ * and with a worker: writes over three scopes, forgets, a scope erasure (its SCOPE_ERASE record
+ * survives, list and all), a copy-on-write compact() of every segment with garbage, in 16 KiB
+ * segments and with 4 KiB pieces (records straddle pieces). Every output's hint file must equal
+ * the hint packed from that output's whole records read back from disk (walkSealed), and every
+ * key must read back after a reopen from those hints — with the prediction held (the streamed
+ * packing ran), with every prediction made wrong (`unsafeStreamedHintForTests.mispredictBy`: the
+ * long way ran), and with version-2 hints written. The twin makes the predictions wrong and
+ * trusts them (`unchecked`): the outputs' hints then differ.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
-import { unsafePiecesForTests } from "../engine/compaction-core.js";
+import { hintPackings, unsafePiecesForTests, unsafeStreamedHintForTests } from "../engine/compaction-core.js";
 import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
-import { HintBuilder, hintFileName } from "../segments/hint.js";
-import { hintPrefixBytes, unsafeHintPrefixForTests } from "../segments/hint-v3.js";
+import { HintBuilder, hintFileName, setHintVersionWritten } from "../segments/hint.js";
+import { RunPacker, runTotals } from "../segments/hint-v3.js";
 import { readHeader } from "../segments/header-io.js";
 import { walkSealed } from "../segments/scan.js";
 import { segmentFileName } from "../segments/file-names.js";
@@ -45,51 +47,53 @@ beforeAll(async () => {
 });
 
 afterEach(() => {
-  unsafeHintPrefixForTests.dropEraseLists = false;
+  unsafeStreamedHintForTests.mispredictBy = 0;
+  unsafeStreamedHintForTests.unchecked = false;
   unsafePiecesForTests.pieceBytes = 0;
   setFormatVersionWritten(C.FORMAT_VERSION as 3);
+  setHintVersionWritten(3);
 });
 
-/** The hint prefixes of the records of `rec` at `offsets`, back to back, and where each starts. */
-function prefixesOf(rec: Buffer, offsets: Uint32Array, version: 2 | 3): { rec: Buffer; at: Uint32Array } {
-  const parts: Buffer[] = [];
-  const at = new Uint32Array(offsets.length);
-  let to = 0;
-  for (let i = 0; i < offsets.length; i++) {
-    const from = (offsets[i] as number) - C.DATA_START;
-    const n = hintPrefixBytes(rec, from, isLeanFrame(version));
-    at[i] = to;
-    parts.push(rec.subarray(from, from + n));
-    to += n;
-  }
-  return { rec: Buffer.concat(parts), at };
-}
-
-/** The hint of the records laid out in `rec`, packed from their prefixes, against the one packed from the whole records. */
-function bothHints(seed: number, n: number, version: 2 | 3): { prefixed: Buffer | null; whole: Buffer | null } {
+/**
+ * The hint of the records laid out by `seed`, packed by a RunPacker that predicts their lowest
+ * sequence `off` above the true one (`trust`: its check skipped), against ofRecords' file.
+ */
+function bothHints(seed: number, n: number, version: 2 | 3, off = 0, trust = false): { streamed: Buffer | null; whole: Buffer | null } {
   setFormatVersionWritten(version);
   const { rec, offsets, end } = laidOut(seed, n, 100);
-  const whole = HintBuilder.ofRecords({ rec, offsets, base: C.DATA_START }, 9, headerAt(end, version), end, true);
-  const p = prefixesOf(rec, offsets, version);
-  const prefixed = HintBuilder.ofRecords({ rec: p.rec, offsets, base: C.DATA_START, at: p.at }, 9, headerAt(end, version), end, true);
-  return { prefixed, whole };
+  const header = headerAt(end, version);
+  const whole = HintBuilder.ofRecords({ rec, offsets, base: C.DATA_START }, 9, header, end, true);
+  const lean = isLeanFrame(version);
+  const totals = runTotals({ rec, offsets, base: C.DATA_START, lean });
+  expect(totals).not.toBeNull();
+  const packer = new RunPacker((totals?.minSeq ?? 0) + off, lean, 64, 4);
+  for (const offset of offsets) {
+    const length = packer.add(rec, offset - C.DATA_START, offset);
+    expect(length).toBeGreaterThan(0);
+  }
+  expect(packer.records).toBe(offsets.length);
+  const run = packer.finish(trust);
+  const streamed = run === null ? null : HintBuilder.ofPacked(run.totals, run.packed, 9, header, end, true);
+  return { streamed, whole };
 }
 
-describe("a hint packed from the records' hint prefixes equals the one packed from the whole records", () => {
+describe("a hint packed record by record as a copy writes them equals ofRecords' file", () => {
   for (const version of [3, 2] as const) {
     for (const [seed, n] of [[1, 1], [2, 40], [3, 3000]] as const) {
-      it(`format ${version}, ${n} records (seed ${seed}): the same file, byte for byte`, () => {
-        const { prefixed, whole } = bothHints(seed, n, version);
+      it(`format ${version}, ${n} records (seed ${seed}): the same file, byte for byte; a prediction one off either way gives none`, () => {
+        const { streamed, whole } = bothHints(seed, n, version);
         expect(whole).not.toBeNull();
-        expect(Buffer.compare(prefixed as Buffer, whole as Buffer)).toBe(0);
+        expect(Buffer.compare(streamed as Buffer, whole as Buffer)).toBe(0);
+        expect(bothHints(seed, n, version, -1).streamed).toBeNull();
+        expect(bothHints(seed, n, version, 1).streamed).toBeNull();
       });
     }
   }
 
-  it("twin: prefixes without the erase lists give another file", () => {
-    unsafeHintPrefixForTests.dropEraseLists = true;
-    const { prefixed, whole } = bothHints(3, 3000, 3);
-    expect(prefixed === null || Buffer.compare(prefixed, whole as Buffer) !== 0).toBe(true);
+  it("twin: a prediction one below, trusted, gives another file", () => {
+    const { streamed, whole } = bothHints(3, 3000, 3, -1, true);
+    expect(streamed).not.toBeNull();
+    expect(Buffer.compare(streamed as Buffer, whole as Buffer)).not.toBe(0);
   });
 });
 
@@ -178,16 +182,38 @@ describe("a streamed copy-on-write output is the one assembling it whole gave", 
   for (const workers of [0, 1]) {
     it(`workers ${workers}: every output's hint equals its whole records' hint, and every key reads back after a reopen`, async () => {
       if (workers === 0) unsafePiecesForTests.pieceBytes = 4096; // inline: records straddle pieces
+      const before = { ...hintPackings };
       const { dir, outputs } = await compacted(workers, `compaction-stream-${workers}`);
       expect(outputs.length).toBeGreaterThan(0);
+      if (workers === 0) expect(hintPackings.streamed - before.streamed).toBe(outputs.length); // every prediction held
       expect(differingHints(dir, outputs)).toEqual([]);
       expect(await wrongAfterReopen(dir, workers)).toBe(0);
     });
   }
 
-  it("twin (inline): prefixes without the erase lists write a hint that differs for the output holding the erasure", async () => {
-    unsafeHintPrefixForTests.dropEraseLists = true;
+  it("inline, every prediction wrong: every output's hint is packed from its file, and equals its whole records' hint", async () => {
+    unsafeStreamedHintForTests.mispredictBy = 1;
+    const before = { ...hintPackings };
+    const { dir, outputs } = await compacted(0, "compaction-stream-mispredict");
+    expect(hintPackings.fromFile - before.fromFile).toBe(outputs.length);
+    expect(hintPackings.streamed - before.streamed).toBe(0);
+    expect(differingHints(dir, outputs)).toEqual([]);
+    expect(await wrongAfterReopen(dir, 0)).toBe(0);
+  });
+
+  it("inline, version-2 hints written: packed from the file, equal to the whole records' hint", async () => {
+    setHintVersionWritten(2);
+    const before = { ...hintPackings };
+    const { dir, outputs } = await compacted(0, "compaction-stream-v2");
+    expect(hintPackings.fromFile - before.fromFile).toBe(outputs.length);
+    expect(differingHints(dir, outputs)).toEqual([]);
+    expect(await wrongAfterReopen(dir, 0)).toBe(0);
+  });
+
+  it("twin (inline): wrong predictions trusted write hints that differ", async () => {
+    unsafeStreamedHintForTests.mispredictBy = 1;
+    unsafeStreamedHintForTests.unchecked = true;
     const { dir, outputs } = await compacted(0, "compaction-stream-twin");
-    expect(differingHints(dir, outputs).length).toBeGreaterThan(0);
+    expect(differingHints(dir, outputs).length).toBe(outputs.length);
   });
 });
