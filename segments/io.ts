@@ -298,6 +298,17 @@ export function writeFileSynced(point: FaultPoint, file: string, bytes: Uint8Arr
   }
 }
 
+/** writeFileSynced with the write and the fdatasync on libuv's pool (the calling thread runs meanwhile); the fd is closed either way. */
+export async function writeFileSyncedAsync(point: FaultPoint, file: string, bytes: Uint8Array, mode: number): Promise<void> {
+  const fd = openFile(point, file, "w", mode);
+  try {
+    await writeAll(point, fd, [bytes], 0);
+    await datasync(point, fd);
+  } finally {
+    closeQuietly(fd);
+  }
+}
+
 /**
  * Replaces `file` with `bytes` in the durability order: `${file}.tmp` written and fdatasynced,
  * renamed over `file`, the directory fsynced. Throws IoError at the step that failed (the .tmp
