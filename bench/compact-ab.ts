@@ -10,6 +10,9 @@
  * machine kind, and a count no other load on the machine changes), load,
  * and syncs: the file fdatasyncs and directory fsyncs compact() made, counted by segments/io.ts's
  * observer of the main thread — so only with workers 0, where every call runs there}.
+ * AB_PROFILE=FILE writes the main thread's CPU profile of compact(); AB_WINDOW=1 prints its window
+ * ("window FROM TO", µs of CLOCK_MONOTONIC: the clock of `node --cpu-prof` profiles, which cover
+ * the worker threads too) to stderr.
  * --alternate runs both trees in this one process, A then B, `pairs` times (default 5; a fresh
  * store each run), and ends with a line of per-tree medians and the median of the pairwise B/A
  * ratios of MB/s and MB per CPU-second: on a loaded machine the pairs see the same minutes.

@@ -112,7 +112,7 @@ export interface CompactionResult {
  * The source's and the journal's buffers are made their largest size at once (pages untouched
  * until used), as outScratch's are: sized to each segment, a slightly larger segment replaced
  * the buffer, and in place its whole 4 MiB was faulted in afresh (~11 ms a job, twice or three
- * times a pass; with the reserve an in-place pass ran ×1.13 in alternated fresh processes,
+ * times a pass; with the reserve an in-place pass ran ×1.12 in alternated fresh processes,
  * seventeenth session).
  */
 export const SCRATCH_RETAIN_BYTES_MAX = 16 * 1024 * 1024;
