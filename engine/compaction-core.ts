@@ -1059,9 +1059,9 @@ let warmOut: Buffer | null = null;
 /**
  * One warm-up round: the per-record loops a compaction runs (the walk with its checksums and the
  * copy, alternately by moving runs within the source and by a copy per run; the output hint
- * packed from the copied records, alternately as in place packs it and as a copy-on-write output
- * packs it while written) over the synthetic segment, in buffers of its own — never the
- * tasks' scratch, which a task holds across its awaits. A pass otherwise runs those loops cold,
+ * packed from the copied records as the mode that runs each variant packs it: while written for
+ * copy-on-write's moved runs, from the compacted bytes for in place's copies) over the synthetic
+ * segment, in buffers of its own — never the tasks' scratch, which a task holds across its awaits. A pass otherwise runs those loops cold,
  * once per output: V8 optimizes a loop only after it ran a while (compact-9's measurements in
  * docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output (in a
  * buffer the next round reuses) and hint, for the paired check of the tests.
@@ -1081,7 +1081,9 @@ export function warmRound(round: number): { out: Buffer; hint: Buffer | null; ne
   const part = copySurvivors(bytes, seg.src, seg.header.sealedBytes, C.FORMAT_VERSION, out, 0, clobber);
   assert(part.copied === out.length && part.kept === seg.src.live.length / 2, `warm-up: copied ${part.copied} of ${out.length} bytes`);
   const header = choiceOf({ ...seg.header, sealedBytes: C.DATA_START + out.length }, 0, C.FORMAT_VERSION);
-  const hint = clobber ? encodeOutputHint(WARM_SEGMENT_ID, header, out, [part.source.newOffsets]) : streamedHint(WARM_SEGMENT_ID, header, out, part.source.newOffsets, seg.src.minSeq);
+  // Each copy variant with the hint packing of the mode that runs it: copy-on-write clobbers its
+  // pieces and packs while writing; in place copies runs and packs from the compacted bytes.
+  const hint = clobber ? streamedHint(WARM_SEGMENT_ID, header, out, part.source.newOffsets, seg.src.minSeq) : encodeOutputHint(WARM_SEGMENT_ID, header, out, [part.source.newOffsets]);
   return { out, hint, newOffsets: part.source.newOffsets, header };
 }
 
