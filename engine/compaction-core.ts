@@ -1061,9 +1061,9 @@ let warmOut: Buffer | null = null;
  * copy, alternately by moving runs within the source and by a copy per run; the output hint
  * packed from the copied records as the mode that runs each variant packs it: while written for
  * copy-on-write's moved runs, from the compacted bytes for in place's copies) over the synthetic
- * segment, in buffers of its own — never the tasks' scratch, which a task holds across its awaits. A pass otherwise runs those loops cold,
- * once per output: V8 optimizes a loop only after it ran a while (compact-9's measurements in
- * docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output (in a
+ * segment, in buffers of its own — never the tasks' scratch, which a task holds across its awaits.
+ * A pass otherwise runs those loops cold, once per output: V8 optimizes a loop only after it ran
+ * a while (compact-9's measurements in docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output (in a
  * buffer the next round reuses) and hint, for the paired check of the tests.
  */
 export function warmRound(round: number): { out: Buffer; hint: Buffer | null; newOffsets: Uint32Array; header: HeaderChoice } {
