@@ -847,11 +847,12 @@ async function journalAndHint(fd: number, task: CompactionTask, src: SourceTask,
   }
   return expected;
 }
+
 /**
  * With the journal durable: the generation odd, `out` (records of format `version`) written over
- * the segment's data (the first record alone first: fault point mid-rewrite), the header at generation `next`, all made
- * durable (finishRewrite). A failure puts the original bytes back and makes the generation even
- * again, then rethrows.
+ * the segment's data (the first record alone first: fault point mid-rewrite), the header at
+ * generation `next`, all made durable (finishRewrite). A failure puts the original bytes back and
+ * makes the generation even again, then rethrows.
  */
 async function rewriteFromJournal(fd: number, task: CompactionTask, src: SourceTask, before: Before, next: number, out: Buffer, version: number, hit: FaultHit): Promise<void> {
   const odd = bumpShared(task.gens, src.cell); // odd: bytes are about to move

@@ -17,8 +17,8 @@
  * segments and with 4 KiB pieces (records straddle pieces). Every output's hint file must equal
  * the hint packed from that output's whole records read back from disk (walkSealed), and every
  * key must read back after a reopen from those hints — with the prediction held (the streamed
- * packing ran), with every prediction made wrong (`unsafeStreamedHintForTests.mispredictBy`: the
- * long way ran), and with version-2 hints written. The twin makes the predictions wrong and
+ * packing ran), in the 48-byte record frame too, with every prediction made wrong
+ * (`unsafeStreamedHintForTests.mispredictBy`: the long way ran), and with version-2 hints written. The twin makes the predictions wrong and
  * trusts them (`unchecked`): the outputs' hints then differ.
  */
 import * as fs from "node:fs";
@@ -32,6 +32,7 @@ import { HintBuilder, hintFileName, setHintVersionWritten } from "../segments/hi
 import { RunPacker, runTotals } from "../segments/hint-v3.js";
 import { readHeader } from "../segments/header-io.js";
 import { walkSealed } from "../segments/scan.js";
+import { recordLengthAt } from "../segments/record.js";
 import { segmentFileName } from "../segments/file-names.js";
 import { isLeanFrame, setFormatVersionWritten } from "../segments/version-written.js";
 import type { HeaderChoice } from "../segments/header.js";
@@ -69,7 +70,7 @@ function bothHints(seed: number, n: number, version: 2 | 3, off = 0, trust = fal
   const packer = new RunPacker((totals?.minSeq ?? 0) + off, lean, 64, 4);
   for (const offset of offsets) {
     const length = packer.add(rec, offset - C.DATA_START, offset);
-    expect(length).toBeGreaterThan(0);
+    expect(length).toBe(recordLengthAt(rec, offset - C.DATA_START, version)); // what OutputFile steps by
   }
   expect(packer.records).toBe(offsets.length);
   const run = packer.finish(trust);
@@ -197,6 +198,17 @@ describe("a streamed copy-on-write output is the one assembling it whole gave", 
     const { dir, outputs } = await compacted(0, "compaction-stream-mispredict");
     expect(hintPackings.fromFile - before.fromFile).toBe(outputs.length);
     expect(hintPackings.streamed - before.streamed).toBe(0);
+    expect(differingHints(dir, outputs)).toEqual([]);
+    expect(await wrongAfterReopen(dir, 0)).toBe(0);
+  });
+
+  it("inline, records in the 48-byte frame (format 2 written): every output streamed, equal to its whole records' hint", async () => {
+    setFormatVersionWritten(2);
+    unsafePiecesForTests.pieceBytes = 4096;
+    const before = { ...hintPackings };
+    const { dir, outputs } = await compacted(0, "compaction-stream-format2");
+    expect(outputs.length).toBeGreaterThan(0);
+    expect(hintPackings.streamed - before.streamed).toBe(outputs.length);
     expect(differingHints(dir, outputs)).toEqual([]);
     expect(await wrongAfterReopen(dir, 0)).toBe(0);
   });
