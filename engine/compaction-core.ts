@@ -35,7 +35,7 @@ import { recordLengthAt, recordNamesAt } from "../segments/record.js";
 import { encodeRecordV3 } from "../segments/record-v3.js";
 import { decodeJournal, encodeJournal, JOURNAL_CHECKSUM_BYTES, JOURNAL_HEAD_BYTES, journalBytes } from "../segments/journal.js";
 import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
-import { assert, elementAt } from "../rules/assert.js";
+import { assert, elementAt, fail } from "../rules/assert.js";
 import type { FaultPoint } from "../rules/types.js";
 
 /** One source segment of a compaction: which of its records survive. */
@@ -647,7 +647,7 @@ class OutputFile implements PieceSink {
     const packer = this.packer;
     for (let p = 0; p < bytes.length; ) {
       const length = packer !== null ? packer.add(bytes, p, fileAt + p) : recordLengthAt(bytes, p, version);
-      if (!(length > 0 && p + length <= bytes.length && this.records < this.planned)) assert(false, `copy ${this.task.targetId}: whole records, one per planned record`); // built only on failure: a record each
+      if (!(length > 0 && p + length <= bytes.length && this.records < this.planned)) fail(`copy ${this.task.targetId}: whole records, one per planned record`);
       this.records += 1;
       p += length;
     }

@@ -6,7 +6,7 @@
  * die, and the compactor moves or clears a pointer only if it still names the planned place).
  */
 import * as P from "./gc-policy.js";
-import { assert } from "../rules/assert.js";
+import { assert, fail } from "../rules/assert.js";
 import { isReserved, type Keydir, type Slot } from "./keydir.js";
 import type { ScopeRule } from "../rules/scope-rules.js";
 
@@ -320,7 +320,7 @@ class PlanWalk {
       (live ? p.survivors : kind === KIND_PUT ? p.deadPuts : p.droppable).push(kind, ref, off, len);
       return;
     }
-    if (this.tallies === null || seg === 0) assert(false, `segment ${seg} is neither planned nor counted`); // the message is built only on failure: a record each
+    if (this.tallies === null || seg === 0) fail(`segment ${seg} is neither planned nor counted`);
     const t = this.tallyOf(seg); // a segment with only dead records is counted too: 0 live bytes
     if (!live && !unsafeTallyForTests.countDead) return;
     t.liveBytes += len;

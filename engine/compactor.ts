@@ -18,7 +18,7 @@ import * as path from "node:path";
 import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
-import { assert, elementAt } from "../rules/assert.js";
+import { assert, elementAt, fail } from "../rules/assert.js";
 import { segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
@@ -542,7 +542,7 @@ export class Compactor {
     for (let i = 0; i < deadPuts.length; i++) {
       assert(deadPuts.kinds[i] === KIND_PUT, "a dead current value is a PUT record");
       const slot = deadPuts.slotAt(i);
-      if (slot.physical <= 0) assert(false, `physical record count of ${slot.scope}/${slot.key} never goes below zero`); // the message is built only on failure: a dead record each
+      if (slot.physical <= 0) fail(`physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === deadPuts.offs[i]) slot.seg = 0;
@@ -551,7 +551,7 @@ export class Compactor {
     for (let i = 0; i < result.droppedKeys.length; i++) {
       const slot = keydir.get(elementAt(result.droppedScopes, i, "a scope per dropped record"), elementAt(result.droppedKeys, i, "a key per dropped record"));
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
-      if (slot.physical <= 0) assert(false, `physical record count of ${slot.scope}/${slot.key} never goes below zero`); // the message is built only on failure: a dead record each
+      if (slot.physical <= 0) fail(`physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === result.droppedOffsets[i]) slot.seg = 0;

@@ -5,7 +5,7 @@
  * queued, so queued writes must see each other).
  */
 import { lineageMax } from "../rules/names.js";
-import { assert } from "../rules/assert.js";
+import { assert, fail } from "../rules/assert.js";
 import { isReadable, isReserved, isTombstoned, killSeq, type Keydir, type Slot } from "./keydir.js";
 
 /** A slot's state as the next mutation sees it. */
@@ -148,7 +148,7 @@ export class Intents {
     const keys = this.keysFor(scope);
     const before = keys.size;
     keys.set(key, state);
-    if (keys.size !== before + 1) assert(false, `an intent added for (${scope}, ${key}) replaced one`); // the message is built only on failure
+    if (keys.size !== before + 1) fail(`an intent added for (${scope}, ${key}) replaced one`);
     return undefined;
   }
 

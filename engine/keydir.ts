@@ -10,7 +10,7 @@
 import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { lineageMax, scopeWithin } from "../rules/names.js";
-import { assert } from "../rules/assert.js";
+import { assert, fail } from "../rules/assert.js";
 
 /**
  * The fields of a slot that most slots never set: its tombstone, its undelete, its erase-list
@@ -435,7 +435,7 @@ export class Keydir {
     const before = keys.size;
     const slot = new Slot(scope, key);
     keys.set(key, slot);
-    if (keys.size !== before + 1) assert(false, `a slot made for an absent name (${scope}, ${key}) replaced none`); // the message is built only on failure (a slot per record of a bulk load)
+    if (keys.size !== before + 1) fail(`a slot made for an absent name (${scope}, ${key}) replaced none`);
     this.count += 1;
     this.moved += 1;
     return slot;

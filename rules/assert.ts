@@ -8,7 +8,16 @@ import { InternalError } from "./errors.js";
 
 /** Throws InternalError naming `what` unless `condition` holds. */
 export function assert(condition: boolean, what: string): asserts condition {
-  if (!condition) throw new InternalError(`assertion failed: ${what}`);
+  if (!condition) fail(what);
+}
+
+/**
+ * Throws InternalError naming `what`: an assertion whose condition the caller tests itself,
+ * `if (!condition) fail(message)`, so that a message built from values (a template string) is
+ * built only on failure — on per-record paths, where assert() would build it every time.
+ */
+export function fail(what: string): never {
+  throw new InternalError(`assertion failed: ${what}`);
 }
 
 /**

@@ -35,7 +35,7 @@ import { recordLengthOf, type DecodedRecord, type RecordLengthOf } from "./recor
 import { frameAtV3 } from "./record-v3.js";
 import { isLeanFrame } from "./version-written.js";
 import { longLivedBuffer } from "./long-lived.js";
-import { assert } from "../rules/assert.js";
+import { assert, fail } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
 import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, RecordPacker, recordAt, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type PackedRun, type RecordRun, type RunTotals, type ScopeItem } from "./hint-v3.js";
 
@@ -295,7 +295,7 @@ export class HintBuilder {
     const seq = seqHigh > U64_HIGH_MAX ? -1 : seqHigh * 0x1_0000_0000 + u32At(rec, at + C.R_SEQ);
     if (this.minSeq === 0 || seq < this.minSeq) this.minSeq = seq;
     if (seq > this.maxSeq) this.maxSeq = seq;
-    if (offset < this.lastEnd) assert(false, `hint entries come in file order (${offset} after ${this.lastEnd})`); // the message is built only on failure
+    if (offset < this.lastEnd) fail(`hint entries come in file order (${offset} after ${this.lastEnd})`);
     const scopeLen = (rec[at + C.R_SCOPE_LEN] as number) | ((rec[at + C.R_SCOPE_LEN + 1] as number) << 8);
     const keyLen = (rec[at + C.R_KEY_LEN] as number) | ((rec[at + C.R_KEY_LEN + 1] as number) << 8);
     const names = scopeLen + keyLen;
@@ -319,7 +319,7 @@ export class HintBuilder {
   private addPacked(rec: Uint8Array, at: number, offset: number): void {
     const f = frameAtV3(rec, at);
     if (f.type === C.RecordType.GROUP) return;
-    if (offset < this.lastEnd) assert(false, `hint entries come in file order (${offset} after ${this.lastEnd})`); // the message is built only on failure
+    if (offset < this.lastEnd) fail(`hint entries come in file order (${offset} after ${this.lastEnd})`);
     const packer = this.packing ?? this.startPacking(f.seq);
     const src = Buffer.isBuffer(rec) ? rec : Buffer.from(rec.buffer, rec.byteOffset, rec.byteLength);
     const { seq, length } = f; // read now: the frame object is shared
@@ -374,7 +374,7 @@ export class HintBuilder {
     if (f.type === C.RecordType.GROUP) return;
     if (this.minSeq === 0 || f.seq < this.minSeq) this.minSeq = f.seq;
     if (f.seq > this.maxSeq) this.maxSeq = f.seq;
-    if (offset < this.lastEnd) assert(false, `hint entries come in file order (${offset} after ${this.lastEnd})`); // as addRecord: the message (two numbers made strings) is built only on failure
+    if (offset < this.lastEnd) fail(`hint entries come in file order (${offset} after ${this.lastEnd})`);
     const value = f.type === C.RecordType.SCOPE_ERASE ? f.valueLen : 0;
     const to = this.reserve(ENTRY_FIXED_BYTES + f.scopeLen + f.keyLen + value);
     const out = this.bytes;

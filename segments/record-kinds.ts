@@ -11,7 +11,7 @@
  * never reads `expiresAt` as a version or `generation` as a count by accident. The bytes on disk
  * are exactly what the codec writes from the plain fields.
  */
-import { assert } from "../rules/assert.js";
+import { assert, fail } from "../rules/assert.js";
 import * as C from "./constants.js";
 import type { DecodedRecord, RecordInput } from "./record.js";
 
@@ -38,18 +38,18 @@ export function batchCommitInput(f: { seq: number; opCount: number }): RecordInp
 
 /** A TOMBSTONE's killed version (its `expires at` field). */
 export function killedVersionOf(r: Pick<DecodedRecord, "type" | "expiresAt">): number {
-  if (r.type !== C.RecordType.TOMBSTONE) assert(false, `only a TOMBSTONE kills a version (type ${r.type})`); // built only on failure: a record each
+  if (r.type !== C.RecordType.TOMBSTONE) fail(`only a TOMBSTONE kills a version (type ${r.type})`);
   return r.expiresAt;
 }
 
 /** A CLEAR's or SCOPE_ERASE's commit time (its `expires at` field). */
 export function committedAtOf(r: Pick<DecodedRecord, "type" | "expiresAt">): number {
-  if (r.type !== C.RecordType.CLEAR && r.type !== C.RecordType.SCOPE_ERASE) assert(false, `only CLEAR and SCOPE_ERASE carry a commit time (type ${r.type})`); // built only on failure
+  if (r.type !== C.RecordType.CLEAR && r.type !== C.RecordType.SCOPE_ERASE) fail(`only CLEAR and SCOPE_ERASE carry a commit time (type ${r.type})`);
   return r.expiresAt;
 }
 
 /** A BATCH_COMMIT's count of the records it commits (its `generation` field). */
 export function batchOpCountOf(r: DecodedRecord): number {
-  if (r.type !== C.RecordType.BATCH_COMMIT) assert(false, `only a BATCH_COMMIT counts records (type ${r.type})`); // built only on failure: a batch each
+  if (r.type !== C.RecordType.BATCH_COMMIT) fail(`only a BATCH_COMMIT counts records (type ${r.type})`);
   return r.generation;
 }
