@@ -330,24 +330,18 @@ export interface PackedRun extends Packed {
  * runTotals), read from the records themselves, with each keyed entry's slot hash and each erase
  * entry's body offset computed on the way: the same bytes, rows and scope list as HintBuilder's
  * addRecord per record followed by packEntries, in one pass and without the 60-odd bytes per
- * record of the intermediate entry. Null exactly when packEntries would be. Its loop is
+ * record of the intermediate entry. Null exactly when packEntries would be. It feeds the records
+ * to a RunPacker whose prediction is the totals' lowest sequence; RecordPacker's entries are
  * packEntries' with a record's fields where an entry's are (a record's first bytes are an entry's
  * after its offset word); test/hint-of-records.test.ts compares the two byte for byte, so a change
  * to one that the other lacks fails there.
  */
 export function packRecords(run: RecordRun, totals: RunTotals): PackedRun | null {
-  const { rec, offsets, lean } = run;
-  const packer = new RecordPacker(totals.minSeq, [], totals.bodyBytes, totals.count, ENTRY_BLOCK_BYTES, skewRecordHashes);
-  for (let i = 0; i < offsets.length; i++) {
-    const offset = offsets[i] as number;
-    const r = fieldsOf(rec, recordAt(run, i), lean);
-    if (r.type === C.RecordType.GROUP) continue;
-    const derived = lean ? recordLengthV3(r.scopeLen, r.keyLen, r.valueLen, r.seq, r.generation, r.expiresAt) : C.RECORD_OVERHEAD + r.scopeLen + r.keyLen + r.valueLen;
-    if (!packer.add(rec, r, offset, derived)) return null;
-  }
-  const packed = packer.packed();
-  assert(packer.bodyBytes === totals.bodyBytes && packed.bytes.length <= totals.bodyBytes, "the records pack into exactly their totals' entries, never larger");
-  return packed;
+  const packer = new RunPacker(totals.minSeq, run.lean, totals.bodyBytes, totals.count);
+  for (let i = 0; i < run.offsets.length; i++) packer.add(run.rec, recordAt(run, i), run.offsets[i] as number);
+  const done = packer.finish(); // its prediction is the run's own lowest sequence: null only for an entry that does not pack
+  if (done !== null) assert(done.totals.count === totals.count && done.totals.bodyBytes === totals.bodyBytes, "the records pack into exactly their totals' entries");
+  return done === null ? null : done.packed;
 }
 
 /**
@@ -369,9 +363,9 @@ export class RunPacker {
   /** Records taken (GROUP ones included). */
   records = 0;
 
-  /** A run of records in the frame `lean` says, whose lowest sequence is predicted to be `predicted` (> 0); `bytes` and `keyed` size the first buffers (they grow). */
+  /** A run of records in the frame `lean` says, whose lowest sequence is predicted to be `predicted` (runTotals' minSeq: 0 for a run of no entry); `bytes` and `keyed` size the first buffers (they grow). */
   constructor(readonly predicted: number, private readonly lean: boolean, bytes: number, keyed: number) {
-    assert(predicted > 0, "a run's predicted lowest sequence is a sequence");
+    assert(Number.isSafeInteger(predicted) && predicted >= 0, "a run's predicted lowest sequence is a sequence, or 0 for none");
     this.packer = new RecordPacker(predicted, [], bytes, keyed, ENTRY_BLOCK_BYTES, skewRecordHashes);
   }
 
@@ -404,7 +398,7 @@ export class RunPacker {
    */
   finish(unsafeTrustPrediction = false): { totals: RunTotals; packed: PackedRun } | null {
     const totals = this.totals;
-    if (this.failed || totals.count === 0 || (totals.minSeq !== this.predicted && !unsafeTrustPrediction)) return null;
+    if (this.failed || (totals.minSeq !== this.predicted && !unsafeTrustPrediction)) return null;
     const packed = this.packer.packed();
     assert(this.packer.bodyBytes === totals.bodyBytes && packed.bytes.length <= totals.bodyBytes, "the records pack into exactly their totals' entries, never larger");
     return { totals: { ...totals }, packed };
