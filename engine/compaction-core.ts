@@ -12,10 +12,13 @@
  *   output's id was reserved in the manifest before (an unlisted file below nextId is deleted at
  *   open), so the file is published only by the main thread's manifest write that lists it in
  *   place of its sources; they stay until then.
- * in-place: write a redo journal holding the surviving bytes, fdatasync it and the directory; make
- *   the shared generation odd; overwrite the segment from the front; truncate; fdatasync; write
- *   the header copy with generation+2; delete the journal. A crash at any byte either finds no
- *   valid journal (the segment is untouched) or replays the journal (replayJournal below).
+ * in-place: write a redo journal holding the surviving bytes and fdatasync it (into a new file,
+ *   then the directory fsynced; or over the file the thread's previous rewrite left, renamed:
+ *   writeJournal); make the shared generation odd; overwrite the segment from the front;
+ *   truncate; fdatasync; write the header copy with generation+2; leave the journal for the next
+ *   rewrite (the main thread removes it at the pass's end). A crash at any byte either finds no
+ *   valid journal (the segment is untouched) or replays the journal onto the segment it names
+ *   (replayJournal below).
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -101,6 +104,11 @@ export interface CompactionResult {
   generation: number;
   /** The output's hint file was written (built from the copied records, not by a rescan). */
   hinted: boolean;
+  /**
+   * in-place: the rewrite's journal, complete, was left on disk for this thread's next rewrite to
+   * write over (writeJournal); the main thread removes it at the pass's end if no rewrite took it.
+   */
+  journalKept: boolean;
 }
 
 /**
@@ -186,7 +194,7 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
  * next task may copy) the output finished — headers, fdatasync, hint, rename.
  */
 async function copyAll(task: CompactionTask, liveBytes: number, hit: FaultHit, endTurn: () => void): Promise<CompactionResult> {
-  const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: 0, hinted: false };
+  const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: 0, hinted: false, journalKept: false };
   if (liveBytes === 0) return copyNone(task, result);
   const output = new OutputFile(task, liveBytes);
   try {
@@ -309,13 +317,14 @@ async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit):
     const { header, version } = sealedHeader(bytes, src.segmentId);
     out = outScratch.take(liveBytesOf(src.live));
     const part = copySurvivors(bytes, src, header.sealedBytes, version, out, 0, false); // the original bytes restore a failed rewrite
-    const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: header.generation, hinted: false };
+    const result: CompactionResult = { sources: [], bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, empty: false, generation: header.generation, hinted: false, journalKept: false };
     addSource(result, part);
     finishTotals(result, part.copied);
     if (result.empty) return result;
     const rewritten = await rewriteInPlace(fd, task, src, { generation: header.generation, original: bytes }, out, hit, part.source.newOffsets);
     result.generation = rewritten.generation;
     result.hinted = rewritten.hinted;
+    result.journalKept = rewritten.journalKept;
     return result;
   } finally {
     if (out !== null) outScratch.release(out);
@@ -799,9 +808,10 @@ interface Before {
  * still in memory) and the generation is made even again in every case, so that no read ever
  * waits on it forever (issue 9, defect 16). The new hint is written and fdatasynced as a .tmp
  * while the journal and the rewrite are made durable (HintInFlight), and renamed only after the
- * rewrite's header is durable and checked; a failure removes it. Returns the published generation.
+ * rewrite's header is durable and checked; a failure removes it. The complete journal is left
+ * for this thread's next rewrite (journalLeft). Returns the published generation.
  */
-async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask, before: Before, out: Buffer, hit: FaultHit, newOffsets: Uint32Array): Promise<{ generation: number; hinted: boolean }> {
+async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask, before: Before, out: Buffer, hit: FaultHit, newOffsets: Uint32Array): Promise<{ generation: number; hinted: boolean; journalKept: boolean }> {
   const generation = before.generation;
   const shared = loadShared(task.gens, src.cell);
   if (shared !== generation || generation % 2 !== 0) throw new Error(`segment ${src.segmentId}: header generation ${generation}, shared ${shared}`);
@@ -814,14 +824,12 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
     await rewriteFromJournal(fd, task, src, before, next, out, formatOf(expected), hit);
     await hit(task.faults, "compaction:after-rewrite");
     const hinted = await publishHint(fd, task, src, expected, out, newOffsets, staged);
-    try {
-      io.unlink("io:unlink", path.join(task.segmentsDir, journalFileName(src.segmentId)));
-      fsyncDir(task.segmentsDir);
-    } catch {
-      // The rewrite is complete and its header durable; a leftover journal holds exactly these bytes
-      // and replays idempotently (or is dropped as stale: replayJournal) at the next open.
-    }
-    return { generation: next, hinted };
+    // The rewrite is complete and its header durable: the journal holds exactly these bytes and
+    // replays idempotently (or is dropped as stale: replayJournal) if a crash finds it. Its file is
+    // written over by the next rewrite, or removed at the pass's end with one directory fsync
+    // (which also makes the hint's rename durable: a hint is never needed for correctness).
+    journalLeft = { dir: task.segmentsDir, file: path.join(task.segmentsDir, journalFileName(src.segmentId)) };
+    return { generation: next, hinted, journalKept: true };
   } finally {
     if (staged.hint !== null) await staged.hint.abandon();
   }
@@ -980,15 +988,30 @@ function finishRewrite(fd: number, segmentId: number, generation: number, dataBy
 }
 
 /**
- * Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it and its name
- * durable: write and fdatasync through libuv's pool, then the directory's fsync (fault point
- * io:journal at each). The descriptor is closed only once no write of it is pending.
+ * The journal file this thread's last in-place rewrite left complete on disk (rewriteInPlace),
+ * for its next rewrite in the same directory to write over instead of making a new file per
+ * segment, as RocksDB recycles its logs. A new 3 MB file cost each segment its block allocation,
+ * a directory fsync after the create and another after the unlink; an overwrite of the same
+ * file's blocks needs neither (eighteenth session). Null: none, or taken by a rewrite under way.
+ */
+let journalLeft: { dir: string; file: string } | null = null;
+
+/** How this thread's journals were written since it started (tests and bench/): `created` as new files, `reused` over the file a previous rewrite left. */
+export const journalFiles = { created: 0, reused: 0 };
+
+/**
+ * Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it durable where
+ * recovery finds it: write and fdatasync through libuv's pool (fault point io:journal at each);
+ * the descriptor is closed only once no write of it is pending. Over the file a previous rewrite
+ * left (reuseJournal), else into a new one whose name is then made durable by a directory fsync.
  */
 async function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): Promise<void> {
   const body = encodeJournal(src.segmentId, generation, out, journalScratch.take(journalBytes(out.length)));
   const file = path.join(task.segmentsDir, journalFileName(src.segmentId));
+  let reused = false;
   try {
-    const fd = io.openFile("io:journal", file, "w", FILE_MODE);
+    reused = reuseJournal(task.segmentsDir, file);
+    const fd = io.openFile("io:journal", file, reused ? "r+" : "w", FILE_MODE);
     try {
       await io.writeAll("io:journal", fd, [body], 0);
       await io.datasync("io:journal", fd);
@@ -998,8 +1021,41 @@ async function writeJournal(task: CompactionTask, src: SourceTask, generation: n
   } finally {
     journalScratch.release(body); // no write of it is pending: writeAll settled before the close
   }
-  io.syncDir("io:journal", task.segmentsDir);
+  // A reused file's rename needs no directory fsync: recovery finds the file under either name,
+  // and replays a complete journal onto the segment its content names (replayJournal). A crash
+  // before this journal is durable leaves the old one — complete (its segment's rewrite was
+  // durable before it was left: replayed idempotently) — or a torn mix its checksum refuses,
+  // while this segment is untouched until the fdatasync above returned.
+  if (!reused) io.syncDir("io:journal", task.segmentsDir);
+  journalFiles[reused ? "reused" : "created"] += 1;
 }
+
+/** Takes the journal this thread left in `dir` and renames it `file`; false when there is none to take (a new file is made). */
+function reuseJournal(dir: string, file: string): boolean {
+  const left = journalLeft;
+  journalLeft = null;
+  if (left === null || left.dir !== dir || !fs.existsSync(left.file)) return false; // removed at its pass's end
+  if (left.file !== file) io.rename("io:journal", left.file, file);
+  return true;
+}
+
+/**
+ * The segment a complete journal file `name` is replayed onto: the one its content names
+ * (`contentId`), unless the test twin trusts the name — the rule before journal files were
+ * reused, under which a reused file renamed but not yet written over is CorruptionError.
+ */
+function journalSegment(name: string, contentId: number): number {
+  if (!unsafeJournalForTests.byName) return contentId;
+  const m = /^(\d{8,10})\.journal$/.exec(name);
+  return m === null ? contentId : Number(m[1]);
+}
+
+/**
+ * Test switch, never set by the engine or any option (test/journal-reuse.test.ts): `byName`
+ * replays a journal onto the segment its file name gives, as recovery did before journal files
+ * were reused.
+ */
+export const unsafeJournalForTests = { byName: false };
 
 /** Records of the warm-up's synthetic segment: each round walks, copies and hints them once, as a pass does per output. */
 const WARM_RECORDS = 4096;
@@ -1123,15 +1179,18 @@ export function warmDone(): void {
 }
 
 /**
- * Recovery of an in-place compaction: a complete journal is replayed onto its segment (idempotent);
- * an incomplete one is deleted (the segment was not touched before the journal was durable).
- * Returns true when it replayed.
+ * Recovery of an in-place compaction: the journal file `name` (NNNNNNNN.journal), if complete, is
+ * replayed onto the segment its content names (idempotent) — not the one its name gives: a reused
+ * journal file is renamed before it is written over (writeJournal), so a crash between can leave a
+ * complete journal under the next segment's name. An incomplete one is deleted (the segment was not
+ * touched before the journal was durable). Returns true when it replayed.
  */
-export function replayJournal(segmentsDir: string, segmentId: number): boolean {
-  const file = path.join(segmentsDir, journalFileName(segmentId));
+export function replayJournal(segmentsDir: string, name: string): boolean {
+  const file = path.join(segmentsDir, name);
   const journal = decodeJournal(readWholePath(file));
+  const segmentId = journal === null ? 0 : journalSegment(name, journal.segmentId);
   const segFile = path.join(segmentsDir, segmentFileName(segmentId));
-  if (journal !== null && fs.existsSync(segFile)) {
+  if (journal !== null && segmentId > 0 && fs.existsSync(segFile)) {
     const { generation, dataBytes } = journal;
     if (journal.segmentId !== segmentId || dataBytes !== journal.data.length || generation < 0) throw new CorruptionError(segmentId, 0, "journal names another segment");
     const seg = io.openFile("io:rewrite", segFile, "r+");

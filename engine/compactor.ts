@@ -19,7 +19,7 @@ import { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
 import { assert, elementAt, fail } from "../rules/assert.js";
-import { segmentFileName } from "../segments/file-names.js";
+import { journalFileName, segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
 import { rewrittenVersion } from "../segments/header.js";
@@ -118,6 +118,8 @@ export class Compactor {
   private quietTimer: NodeJS.Timeout | null = null;
   /** Sources unlinked in this pass whose unlink no directory fsync has followed yet. */
   private readonly unsynced: Segment[] = [];
+  /** Segments of this pass whose in-place rewrite left its complete journal for the next one (CompactionResult.journalKept). */
+  private readonly keptJournals: number[] = [];
   /** Each source's dead bytes when the running pass planned (what died since is the output's garbage). */
   private readonly deadAtPlan = new Map<number, number>();
   /** Retired segments whose descriptor a read still held when they were retired. */
@@ -478,6 +480,31 @@ export class Compactor {
   }
 
   /**
+   * Removes the journals the pass's in-place rewrites left for reuse (compaction-core.ts
+   * writeJournal), then fsyncs the directory once. A kept journal is complete and its rewrite
+   * durable, so one that stays (a failed unlink, a crash before) only costs the next open an
+   * idempotent replay; it is removed so that the open does not pay it and the disk does not keep
+   * it. One already renamed by a later rewrite is that rewrite's: kept in turn (removed here under
+   * its new name), or the one good copy of a segment whose rewrite failed (left for recovery).
+   */
+  private removeKeptJournals(): void {
+    let removed = 0;
+    for (const id of this.keptJournals) {
+      const file = path.join(this.host.segmentsDir, journalFileName(id));
+      if (!fs.existsSync(file)) continue;
+      unlinkQuietly(file);
+      removed += 1;
+    }
+    this.keptJournals.length = 0;
+    if (removed === 0) return;
+    try {
+      fsyncDir(this.host.segmentsDir);
+    } catch {
+      // the journals may come back after a crash: replayed idempotently, or dropped as stale
+    }
+  }
+
+  /**
    * Makes the pass's remaining unlinks durable with one directory fsync (tried twice). The manifest
    * already retired those files durably (an unlisted file below nextId is deleted at open, before
    * anything is read), so this sync is for I8 — the bytes of an eager erasure are gone from the
@@ -693,6 +720,7 @@ export class Compactor {
     try {
       await this.runJobs(jobs, plans, now, report, sealing === undefined || planned === undefined ? null : () => this.sealDuring(sealing, planned));
     } finally {
+      this.removeKeptJournals();
       this.syncUnlinks();
     }
     report.durationMs = performance.now() - started;
@@ -746,6 +774,7 @@ export class Compactor {
       while (inFlight.length > 0) {
         const current = elementAt(inFlight, 0, "a running job");
         const result = await current.done;
+        if (result.journalKept) this.keptJournals.push(current.task.targetId);
         this.topUp(jobs, cursor, inFlight, plans); // `current` still counts: a copy overlaps its publication only if one is free
         inFlight.shift();
         addReport(report, this.publish(current, result, plans, now));

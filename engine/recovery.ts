@@ -70,7 +70,7 @@ function settleCompactions(dir: string, names: string[]): number {
     }
     const m = /^(\d{8,10})\.journal$/.exec(name);
     if (m !== null) changed = true;
-    if (m !== null && replayJournal(dir, Number(m[1]))) replayed += 1;
+    if (m !== null && replayJournal(dir, name)) replayed += 1;
   }
   if (changed) fsyncDir(dir); // nothing removed or replayed: nothing to make durable
   return replayed;

@@ -5,7 +5,8 @@
  *
  * Layout (little-endian): magic u32 "JRNL", segment id u32, generation u64 (the one the rewrite
  * publishes), data bytes u64, zero u64 (unused), then the data — the segment's bytes from
- * DATA_START on as the rewrite leaves them — then xxh64 of everything before it.
+ * DATA_START on as the rewrite leaves them — then xxh64 of everything before it. A file may hold
+ * more bytes after that (an earlier, longer journal's tail): they are not part of the journal.
  */
 import { checksum64 } from "./checksum.js";
 import { readU64, writeU64 } from "./u64.js";
@@ -21,7 +22,7 @@ export const JOURNAL_CHECKSUM_BYTES = 8;
 export interface Journal {
   segmentId: number;
   generation: number;
-  /** The data length the head declares (decodeJournal does not require it to match `data`). */
+  /** The data length the head declares: `data`'s (the checksum follows the data it declares). */
   dataBytes: number;
   data: Uint8Array;
 }
@@ -51,18 +52,23 @@ export function encodeJournal(segmentId: number, generation: number, data: Uint8
 }
 
 /**
- * Decodes a journal; null when it is incomplete (shorter than head and checksum, wrong magic, or
- * a checksum that does not match: a crash cut it, and the segment was not touched yet).
+ * Decodes the journal at the start of `bytes`; null when it is incomplete (shorter than its head,
+ * the data its head declares and the checksum; wrong magic; or a checksum that does not match: a
+ * crash cut it, and the segment was not touched yet). Bytes after its checksum are ignored: a
+ * journal file is reused by the next rewrite (engine/compaction-core.ts writeJournal) and written
+ * over from its start, so a shorter journal leaves the longer one's tail behind it.
  */
 export function decodeJournal(bytes: Uint8Array): Journal | null {
   if (bytes.length < JOURNAL_HEAD_BYTES + JOURNAL_CHECKSUM_BYTES) return null;
   const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
-  const sumAt = bytes.length - JOURNAL_CHECKSUM_BYTES;
+  const declared = readU64(view, 16);
+  if (declared < 0 || declared > bytes.length - JOURNAL_HEAD_BYTES - JOURNAL_CHECKSUM_BYTES) return null;
+  const sumAt = JOURNAL_HEAD_BYTES + declared;
   if (view.readUInt32LE(0) !== JOURNAL_MAGIC || checksum64(bytes, 0, sumAt) !== view.readBigUInt64LE(sumAt)) return null;
   return {
     segmentId: view.readUInt32LE(4),
     generation: readU64(view, 8),
-    dataBytes: readU64(view, 16),
+    dataBytes: declared,
     data: view.subarray(JOURNAL_HEAD_BYTES, sumAt),
   };
 }

@@ -6,7 +6,8 @@
  * from 0 to its full size minus one) and every single-bit flip must make decodeJournal refuse it:
  * an incomplete or damaged journal is never replayed over a segment. Twin: the same truncations
  * and flips checked without the checksum (magic and length only) let damaged journals through,
- * so it is the checksum that refuses them. Property stressed: only a whole, intact journal decodes.
+ * so it is the checksum that refuses them. Bytes after a whole journal (a reused file's older,
+ * longer journal) are ignored. Property stressed: only a whole, intact journal decodes.
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import xxhash from "xxhash-wasm";
@@ -73,6 +74,25 @@ describe("journal codec", () => {
     expect(refused).toBe(j.length + j.length * 8);
     // Twin: without the checksum most of these damaged journals would have been replayed.
     expect(headOnlyPassed).toBeGreaterThan(j.length * 8 - 32);
+  });
+
+  it("ignores what follows its checksum (a reused file's older tail), and refuses a length past the bytes", () => {
+    const j = encodeJournal(SEGMENT, GENERATION, data);
+    const longer = encodeJournal(SEGMENT + 1, GENERATION - 2, Buffer.alloc(data.length * 3, 0x5a));
+    const over = Buffer.from(longer);
+    j.copy(over, 0); // the shorter journal written over the start of the longer one's file
+    const back = decodeJournal(over);
+    expect(back).not.toBeNull();
+    expect({ ...back, data: Buffer.from(back?.data ?? []) }).toEqual({ segmentId: SEGMENT, generation: GENERATION, dataBytes: data.length, data });
+    // The old journal's head with the new one's bytes cut in: the head's own length decides, and its checksum fails.
+    const torn = Buffer.from(longer);
+    j.copy(torn, 32, 32);
+    expect(decodeJournal(torn), "an older head over newer data").toBeNull();
+    for (const declared of [data.length + 1, 2 ** 40, 2 ** 53]) {
+      const bad = Buffer.from(j);
+      bad.writeBigUInt64LE(BigInt(declared), 16);
+      expect(decodeJournal(bad), `declared ${declared}`).toBeNull();
+    }
   });
 
   it("an empty rewrite is a journal too (40 bytes)", () => {
