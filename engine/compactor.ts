@@ -348,7 +348,7 @@ export class Compactor {
         live[2 * i + 1] = lens[i] as number;
       }
       const known = plan.deadPuts.offsets().slice().sort();
-      return { segmentId: seg.id, live, known, cell: seg.cell, minSeq: mode === "copy-on-write" ? lowestSeq(plan.survivors, this.host.keydir) : 0 };
+      return { segmentId: seg.id, live, known, cell: seg.cell, minSeq: lowestSeq(plan.survivors, this.host.keydir) };
     });
     assert(mode === "copy-on-write" || (group.length === 1 && targetId === elementAt(group, 0, "one segment").id), "in-place rewrites one segment onto itself");
     return { mode, segmentsDir: this.host.segmentsDir, sources, targetId, gens: this.host.gens.buffer, faults: this.host.faults.buffer };

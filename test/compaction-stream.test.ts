@@ -19,7 +19,9 @@
  * key must read back after a reopen from those hints — with the prediction held (the streamed
  * packing ran), in the 48-byte record frame too, with every prediction made wrong
  * (`unsafeStreamedHintForTests.mispredictBy`: the long way ran), and with version-2 hints written. The twin makes the predictions wrong and
- * trusts them (`unchecked`): the outputs' hints then differ.
+ * trusts them (`unchecked`): the outputs' hints then differ. The same for in-place rewrites,
+ * whose hint is packed in one pass from the compacted bytes (hintOfRewrite, eighteenth session):
+ * predictions held (every rewrite packed in one pass), all wrong (two passes), and the twin.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -102,9 +104,11 @@ const KEYS = 900;
 /** Keys written before and after the scope erasure. */
 const PADS = 40;
 
-/** A store of this test: 16 KiB segments, copy-on-write, no automatic compaction. */
-function optsOf(workers: number): OpenOptions {
-  return { durability: "none", segmentBytes: 16 * 1024, compaction: { mode: "copy-on-write", workers, auto: false } };
+type Mode = "copy-on-write" | "in-place";
+
+/** A store of this test: 16 KiB segments, no automatic compaction. */
+function optsOf(workers: number, mode: Mode = "copy-on-write"): OpenOptions {
+  return { durability: "none", segmentBytes: 16 * 1024, compaction: { mode, workers, auto: false } };
 }
 
 /** The value of key i. */
@@ -112,12 +116,12 @@ const valueOf = (i: number): string => `v${i}-`.padEnd(60 + (i % 90), "z");
 
 /**
  * Writes KEYS keys over three scopes, erases the third scope between two versions of PADS keys,
- * forgets every third key of the first two scopes, compacts (copy-on-write) and closes; returns
- * the directory and the outputs' ids.
+ * forgets every third key of the first two scopes, compacts (copy-on-write by default) and
+ * closes; returns the directory and the outputs' ids (in place: the segments rewritten).
  */
-async function compacted(workers: number, label: string): Promise<{ dir: string; outputs: number[] }> {
+async function compacted(workers: number, label: string, mode: Mode = "copy-on-write"): Promise<{ dir: string; outputs: number[] }> {
   const dir = tempDir(label);
-  const s = await Store.open(dir, optsOf(workers));
+  const s = await Store.open(dir, optsOf(workers, mode));
   for (let i = 0; i < KEYS; i += 100) {
     const ops = [];
     for (let j = i; j < i + 100; j++) ops.push({ op: "write" as const, scope: SCOPES[j % 3] as string, key: `k${j}`, value: valueOf(j) });
@@ -133,8 +137,10 @@ async function compacted(workers: number, label: string): Promise<{ dir: string;
   await pads(2);
   for (let i = 0; i < KEYS; i += 3) if (i % 3 !== 2) await within(T, s.forget(`k${i}`, { scope: SCOPES[i % 3] as string }), "forget");
   const before = new Set((await s.stats()).segments.map((x) => x.id));
-  await within(T, s.compact({ mode: "copy-on-write" }), "compact");
-  const outputs = (await s.stats()).segments.filter((x) => x.sealed && !before.has(x.id)).map((x) => x.id); // not the new active segment
+  const report = await within(T, s.compact({ mode }), "compact");
+  const rewritten = new Set(report.segments);
+  // Copy-on-write: the new sealed segments (not the new active one); in place: those rewritten and not emptied.
+  const outputs = (await s.stats()).segments.filter((x) => x.sealed && (mode === "in-place" ? rewritten.has(x.id) : !before.has(x.id))).map((x) => x.id);
   await within(T, s.close(), "close");
   return { dir, outputs };
 }
@@ -226,6 +232,43 @@ describe("a streamed copy-on-write output is the one assembling it whole gave", 
     unsafeStreamedHintForTests.mispredictBy = 1;
     unsafeStreamedHintForTests.unchecked = true;
     const { dir, outputs } = await compacted(0, "compaction-stream-twin");
+    expect(differingHints(dir, outputs).length).toBe(outputs.length);
+  });
+});
+
+describe("an in-place rewrite's hint packed in one pass is the one two passes gave", () => {
+  it("inline, every prediction held: every rewritten segment's hint packed in one pass, equal to its whole records' hint", async () => {
+    const before = { ...hintPackings };
+    const { dir, outputs } = await compacted(0, "compaction-stream-inplace", "in-place");
+    expect(outputs.length).toBeGreaterThan(2);
+    expect(hintPackings.onePass - before.onePass).toBe(outputs.length);
+    expect(hintPackings.twoPass - before.twoPass).toBe(0);
+    expect(differingHints(dir, outputs)).toEqual([]);
+    expect(await wrongAfterReopen(dir, 0)).toBe(0);
+  });
+
+  it("with a worker: every rewritten segment's hint equals its whole records' hint", async () => {
+    const { dir, outputs } = await compacted(1, "compaction-stream-inplace-worker", "in-place");
+    expect(outputs.length).toBeGreaterThan(2);
+    expect(differingHints(dir, outputs)).toEqual([]);
+    expect(await wrongAfterReopen(dir, 1)).toBe(0);
+  });
+
+  it("inline, every prediction wrong: every hint packed in two passes, equal to its whole records' hint", async () => {
+    unsafeStreamedHintForTests.mispredictBy = 1;
+    const before = { ...hintPackings };
+    const { dir, outputs } = await compacted(0, "compaction-stream-inplace-mispredict", "in-place");
+    expect(hintPackings.twoPass - before.twoPass).toBe(outputs.length);
+    expect(hintPackings.onePass - before.onePass).toBe(0);
+    expect(differingHints(dir, outputs)).toEqual([]);
+    expect(await wrongAfterReopen(dir, 0)).toBe(0);
+  });
+
+  it("twin (inline): wrong predictions trusted write hints that differ", async () => {
+    unsafeStreamedHintForTests.mispredictBy = 1;
+    unsafeStreamedHintForTests.unchecked = true;
+    const { dir, outputs } = await compacted(0, "compaction-stream-inplace-twin", "in-place");
+    expect(outputs.length).toBeGreaterThan(2);
     expect(differingHints(dir, outputs).length).toBe(outputs.length);
   });
 });
