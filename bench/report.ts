@@ -40,6 +40,8 @@ export const TABLES: TableDef[] = [
       { id: "w1.singleWarm", label: "warm: puts/s, 1 in flight, after 3000 untimed puts", unit: "ops/s", better: "higher" },
       { id: "w1.singleWarm.p50", label: "warm: latency p50, 1 in flight", unit: "µs", better: "lower" },
       { id: "w1.singleWarm.p99", label: "warm: latency p99, 1 in flight", unit: "µs", better: "lower" },
+      { id: "w1.single.faultsPerOp", label: "page faults per put, 1 in flight (first touches: the limits' fresh-memory row gives their cost)", unit: "faults", better: "lower" },
+      { id: "w1.singleWarm.faultsPerOp", label: "warm: page faults per put, 1 in flight", unit: "faults", better: "lower" },
     ],
   },
   {
@@ -56,6 +58,7 @@ export const TABLES: TableDef[] = [
     rows: [
       { id: "w3.bulk", label: "bulk load", unit: "entries/s", better: "higher", target: 340000 },
       { id: "w3.bulkWarm", label: "warm: the same bulk load again, on a fresh directory", unit: "entries/s", better: "higher" },
+      { id: "w3.bulk.faultsPerKey", label: "page faults per entry, bulk load (first touches)", unit: "faults", better: "lower" },
       { id: "reopen.ms", label: "reopen (open + first read)", unit: "ms", better: "lower", target: 500 },
       { id: "heap.perKey", label: "JS heap per key after reopen", unit: "B/key", better: "lower" , noRatio: true },
       { id: "external.perKey", label: "ArrayBuffer memory (shared ones included) per key after reopen", unit: "B/key", better: "lower" , noRatio: true },
@@ -82,6 +85,8 @@ export const TABLES: TableDef[] = [
       { id: "w5.delete.seconds", label: "of which delete", unit: "s", better: "lower" },
       { id: "w5.rewrite.seconds", label: "of which rewrite", unit: "s", better: "lower" },
       { id: "w5.verify.seconds", label: "of which read-all-verify", unit: "s", better: "lower" },
+      { id: "w5.faultsPerKey", label: "page faults per key, delete + rewrite + read-all-verify (first touches)", unit: "faults", better: "lower" },
+      { id: "w5.verify.faultsPerKey", label: "of which read-all-verify", unit: "faults", better: "lower" },
       { id: "w5.reopenVerify.seconds", label: "reopen + read-all-verify", unit: "s", better: "lower" },
       { id: "w5.verifyErrors", label: "wrong or resurrected values (both passes)", unit: "count", better: "lower" , noRatio: true },
     ],
@@ -103,6 +108,8 @@ export const TABLES: TableDef[] = [
     rows: [
       { id: "compact.cow.MBps", label: "copy-on-write compaction", unit: "MB/s", better: "higher", target: 200 },
       { id: "compact.inplace.MBps", label: "in-place compaction", unit: "MB/s", better: "higher", target: 200 },
+      { id: "compact.cow.faults", label: "copy-on-write compaction: page faults in the pass (first touches)", unit: "faults", better: "lower" },
+      { id: "compact.inplace.faults", label: "in-place compaction: page faults in the pass", unit: "faults", better: "lower" },
       { id: "compact.cow.underReads.MBps", label: "copy-on-write compaction while reads run", unit: "MB/s", better: "higher" },
       { id: "compact.inplace.underReads.MBps", label: "in-place compaction while reads run", unit: "MB/s", better: "higher" },
       { id: "lat.cow.async.idle.p50", label: "copy-on-write: async read p50, idle", unit: "µs", better: "lower" },

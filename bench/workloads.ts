@@ -24,6 +24,13 @@ import {
   type StoreName,
 } from "./common.js";
 
+/**
+ * Minor page faults of this process so far: pages of memory touched for the first time (a heap
+ * or buffer growing; for a store that maps its file, its pages read the first time). On the
+ * machines measured a fresh page costs ~10 µs (the limits' "first write to fresh memory" row).
+ */
+const faults = (): number => process.resourceUsage().minorPageFault;
+
 const POOL = 1024;
 /** Values for the write-throughput rows (which verify nothing): a pool reused by index. */
 function valuePool(): Uint8Array[] {
@@ -125,9 +132,11 @@ async function w1Single(spec: ChildSpec, r: ChildResult, sub: string, warm: numb
   const s = await open(spec, sub, true);
   for (let i = 0; i < warm; i++) await s.put(keyOf(perm[n + i] as number), values[i % POOL] as Uint8Array);
   const lat = new Float64Array(n);
+  const f0 = faults();
   const t0 = nowNs();
   const done = await pump(n, 1, t0 + BigInt(spec.sizes.phaseMs) * 1_000_000n, (i) => s.put(keyOf(perm[i] as number), values[i % POOL] as Uint8Array), lat);
   const sec = secondsSince(t0);
+  r.metrics[`w1.${sub}.faultsPerOp`] = (faults() - f0) / Math.max(1, done);
   await s.close();
   r.metrics[`w1.${sub}`] = done / sec;
   r.metrics[`w1.${sub}.p50`] = quantileOf(lat, done, 0.5);
@@ -169,11 +178,13 @@ async function w3(spec: ChildSpec, r: ChildResult): Promise<void> {
   const n = spec.sizes.w3Keys;
   const batches = putBatches(permutation(n, 31), 1000, 1);
   const s = await open(spec, "bulk", false);
+  const f0 = faults();
   const t0 = nowNs();
   for (const b of batches) await s.putMany(b);
   await s.close();
   const sec = secondsSince(t0);
   r.metrics["w3.bulk"] = n / sec;
+  r.metrics["w3.bulk.faultsPerKey"] = (faults() - f0) / n;
   r.metrics["w3.seconds"] = sec;
   const du = s.diskBytes();
   const live = n * (KEY_BYTES + VALUE_BYTES);
@@ -353,13 +364,18 @@ async function w5(spec: ChildSpec, r: ChildResult): Promise<void> {
   }
   if (cur.length > 0) puts.push(cur);
 
+  const f0 = faults();
   const t0 = nowNs();
   for (const b of dels) await s.batch(b);
   const t1 = nowNs();
   for (const b of puts) await s.batch(b);
   const t2 = nowNs();
+  const f2 = faults();
   const bad1 = w5Verify(s, n);
   const t3 = nowNs();
+  const f3 = faults();
+  r.metrics["w5.faultsPerKey"] = (f3 - f0) / n;
+  r.metrics["w5.verify.faultsPerKey"] = (f3 - f2) / n;
   r.metrics["w5.seconds"] = secondsSince(t0, t3);
   r.metrics["w5.delete.seconds"] = secondsSince(t0, t1);
   r.metrics["w5.rewrite.seconds"] = secondsSince(t1, t2);
@@ -421,9 +437,11 @@ async function compact(spec: ChildSpec, r: ChildResult): Promise<void> {
   // Round A
   await forgetWhere(0);
   const before = store.stats();
+  const f0 = faults();
   const t0 = nowNs();
   const rep = await store.compact({ mode });
   const sec = secondsSince(t0);
+  r.metrics[`compact.${tag}.faults`] = faults() - f0;
   const bytes = rep.bytesBefore > 0 ? rep.bytesBefore : before.totalBytes;
   r.metrics[`compact.${tag}.MBps`] = bytes / sec / 1e6;
   r.metrics[`compact.${tag}.bytesBefore`] = rep.bytesBefore;
