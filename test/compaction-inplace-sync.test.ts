@@ -17,36 +17,22 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { Engram, type OpenOptions } from "../src/index.js";
+import { Engram } from "../src/index.js";
 import { setIoObserver, type IoEvent } from "../segments/io.js";
 import { PowerLossRecorder, prng } from "./helpers/power-loss.js";
+import { INPLACE_OPTS, loadAndForget, violationsIn, type KeyModel } from "./helpers/inplace-images.js";
 import { tempDir } from "./helpers/tmp.js";
 
 afterEach(() => setIoObserver(null));
 
-const KEYS = 240;
 const IMAGES_PER_CUT = Number(process.env["ENGRAM_INPLACE_SYNC_IMAGES"] ?? 4);
-const OPTS: OpenOptions = { segmentBytes: 16 * 1024, retention: { tombstoneRetentionMs: 0 }, compaction: { mode: "in-place", workers: 0, auto: false } };
-const valueOf = (i: number): string => `v${i}:`.padEnd(200 + (i % 7) * 40, "q");
 
 /** Runs the workload under the recorder; returns it and the acknowledged state of every key. */
-async function recorded(dir: string): Promise<{ rec: PowerLossRecorder; model: Map<string, string | null> }> {
+async function recorded(dir: string): Promise<{ rec: PowerLossRecorder; model: KeyModel }> {
   const rec = new PowerLossRecorder(dir);
   setIoObserver(rec.observe);
-  const store = await Engram.open(dir, OPTS);
-  const model = new Map<string, string | null>();
-  for (let i = 0; i < KEYS; i += 20) {
-    const ops = [];
-    for (let j = i; j < i + 20; j++) {
-      ops.push({ op: "write" as const, scope: "global", key: `k${j}`, value: valueOf(j) });
-      model.set(`k${j}`, valueOf(j));
-    }
-    await store.batch(ops);
-  }
-  for (let i = 0; i < KEYS; i += 3) {
-    await store.forget(`k${i}`);
-    model.set(`k${i}`, null);
-  }
+  const store = await Engram.open(dir, INPLACE_OPTS);
+  const model = await loadAndForget(store);
   const report = await store.compact({ mode: "in-place" });
   expect(report.segments.length, "several segments rewritten in place").toBeGreaterThan(2);
   await store.close();
@@ -70,31 +56,6 @@ function cutsInFinish(events: readonly IoEvent[]): number[] {
     }
   });
   return cuts;
-}
-
-/** Opens `image` and counts keys that do not read as `model` (an open failure counts as one, with its message). */
-async function violationsIn(image: string, model: ReadonlyMap<string, string | null>): Promise<string[]> {
-  let store: Engram;
-  try {
-    store = await Engram.open(image, { compaction: { workers: 0, auto: false } });
-  } catch (err) {
-    return [`open failed: ${String(err)}`];
-  }
-  const out: string[] = [];
-  try {
-    for (const [key, want] of model) {
-      try {
-        const got = await store.read(key);
-        const state = got.status === "OK" ? String(got.value) : null;
-        if (state !== want) out.push(`${key} read ${state === null ? "NOT_FOUND" : state.slice(0, 12)}`);
-      } catch (err) {
-        out.push(`${key} threw ${String(err)}`);
-      }
-    }
-  } finally {
-    await store.close();
-  }
-  return out;
 }
 
 describe("in-place compaction: one fdatasync for the truncated data and the new header", () => {

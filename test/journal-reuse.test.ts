@@ -22,11 +22,12 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { Engram, IoError, type OpenOptions } from "../src/index.js";
+import { Engram, IoError } from "../src/index.js";
 import { setIoObserver, type IoEvent } from "../segments/io.js";
 import { journalFiles, unsafeJournalForTests } from "../engine/compaction-core.js";
 import { Store } from "../engine/store.js";
 import { PowerLossRecorder, prng } from "./helpers/power-loss.js";
+import { INPLACE_OPTS, loadAndForget, violationsIn, wrongKeys } from "./helpers/inplace-images.js";
 import { tempDir } from "./helpers/tmp.js";
 
 afterEach(() => {
@@ -34,54 +35,7 @@ afterEach(() => {
   unsafeJournalForTests.byName = false;
 });
 
-const KEYS = 240;
 const IMAGES_PER_CUT = Number(process.env["ENGRAM_JOURNAL_REUSE_IMAGES"] ?? 3);
-const OPTS: OpenOptions = { segmentBytes: 16 * 1024, retention: { tombstoneRetentionMs: 0 }, compaction: { mode: "in-place", workers: 0, auto: false } };
-const valueOf = (i: number): string => `v${i}:`.padEnd(200 + (i % 7) * 40, "q");
-
-/** Writes KEYS keys in batches and forgets every third: the acknowledged state of every key. */
-async function load(store: Engram): Promise<Map<string, string | null>> {
-  const model = new Map<string, string | null>();
-  for (let i = 0; i < KEYS; i += 20) {
-    const ops = [];
-    for (let j = i; j < i + 20; j++) {
-      ops.push({ op: "write" as const, scope: "global", key: `k${j}`, value: valueOf(j) });
-      model.set(`k${j}`, valueOf(j));
-    }
-    await store.batch(ops);
-  }
-  for (let i = 0; i < KEYS; i += 3) {
-    await store.forget(`k${i}`);
-    model.set(`k${i}`, null);
-  }
-  return model;
-}
-
-/** Keys that do not read as `model` in `store` (each with what it read). */
-async function wrongKeys(store: Engram, model: ReadonlyMap<string, string | null>): Promise<string[]> {
-  const out: string[] = [];
-  for (const [key, want] of model) {
-    const got = await store.read(key);
-    const state = got.status === "OK" ? String(got.value) : null;
-    if (state !== want) out.push(`${key} read ${state === null ? "NOT_FOUND" : state.slice(0, 12)}`);
-  }
-  return out;
-}
-
-/** Opens `image` and lists what does not read as `model` (an open failure is one entry, with its message). */
-async function violationsIn(image: string, model: ReadonlyMap<string, string | null>): Promise<string[]> {
-  let store: Engram;
-  try {
-    store = await Engram.open(image, { compaction: { workers: 0, auto: false } });
-  } catch (err) {
-    return [`open failed: ${String(err)}`];
-  }
-  try {
-    return await wrongKeys(store, model);
-  } finally {
-    await store.close();
-  }
-}
 
 /** The journal files under `dir`'s segments. */
 function journalsIn(dir: string): string[] {
@@ -105,8 +59,8 @@ function cutsInReuse(events: readonly IoEvent[]): number[] {
 describe("in-place compaction reuses its journal file", () => {
   it("writes one journal file per pass and leaves none behind", async () => {
     const dir = tempDir("journal-reuse-count");
-    const store = await Engram.open(dir, OPTS);
-    const model = await load(store);
+    const store = await Engram.open(dir, INPLACE_OPTS);
+    const model = await loadAndForget(store);
     const before = { ...journalFiles };
     const events: IoEvent[] = [];
     setIoObserver((e) => events.push(e));
@@ -121,7 +75,7 @@ describe("in-place compaction reuses its journal file", () => {
     expect(journalsIn(dir), "the pass removed the last one").toEqual([]);
     expect(await wrongKeys(store, model)).toEqual([]);
     await store.close();
-    const again = await Store.open(dir, OPTS);
+    const again = await Store.open(dir, INPLACE_OPTS);
     try {
       expect(again.opened.journalsReplayed, "nothing to replay after a clean pass").toBe(0);
     } finally {
@@ -133,8 +87,8 @@ describe("in-place compaction reuses its journal file", () => {
     const dir = tempDir("journal-reuse");
     const rec = new PowerLossRecorder(dir);
     setIoObserver(rec.observe);
-    const store = await Engram.open(dir, OPTS);
-    const model = await load(store);
+    const store = await Engram.open(dir, INPLACE_OPTS);
+    const model = await loadAndForget(store);
     await store.compact({ mode: "in-place" });
     await store.close();
     setIoObserver(null);
@@ -169,8 +123,8 @@ describe("in-place compaction reuses its journal file", () => {
   for (const at of ["rename", "open"] as const) {
     it(`a failure at the reuse's ${at} fails the pass with an IoError, leaves no journal, and the store stays whole`, async () => {
       const dir = tempDir(`journal-reuse-fail-${at}`);
-      const store = await Engram.open(dir, { ...OPTS, faults: {} });
-      const model = await load(store);
+      const store = await Engram.open(dir, { ...INPLACE_OPTS, faults: {} });
+      const model = await loadAndForget(store);
       let armed = false;
       setIoObserver((e) => {
         // Armed once the first rewrite's journal is durable: the next io:journal call is the
@@ -195,7 +149,7 @@ describe("in-place compaction reuses its journal file", () => {
       expect(journalsIn(dir)).toEqual([]);
       expect(await wrongKeys(store, model)).toEqual([]);
       await store.close();
-      const again = await Engram.open(dir, OPTS);
+      const again = await Engram.open(dir, INPLACE_OPTS);
       try {
         expect(await wrongKeys(again, model)).toEqual([]);
         expect((await again.verify()).problems).toEqual([]);
