@@ -646,7 +646,7 @@ export class Compactor {
     this.countDead(planned.plans); // the active segment's count too: what recountActive computed
     if (unsafePlanReuseForTests.afterPlan !== null) await unsafePlanReuseForTests.afterPlan(); // never set but by a test: no await here otherwise
     const sealIt = (estimated > 0 || active.deadBytes > 0) && active.dataEnd !== C.DATA_START;
-    if (sealIt && this.startsBeforeSeal(mode) && this.stillPlanned(planned)) return this.compactMany("garbage", mode, planned, active);
+    if (sealIt && this.startsBeforeSeal() && this.stillPlanned(planned)) return this.compactMany("garbage", mode, planned, active);
     if (sealIt) {
       const old = this.host.log.rotate();
       assert(old === active, "the segment sealed is the one planned as active");
@@ -657,12 +657,16 @@ export class Compactor {
 
   /**
    * True when a pass may start its first job before it seals the active segment (sealDuring):
-   * copy-on-write with a worker, whose jobs change nothing on disk that a reader or recovery
-   * sees until the main thread publishes them — so the seal's syncs run while the worker copies.
-   * In place, a job rewrites its segment in the worker: it must start after the flush.
+   * with a worker, so that the seal's work on the main thread (the new segment's creation and
+   * manifest, the old one's sync, header and hint) runs while the worker compacts. A copy-on-write
+   * job changes nothing on disk that a reader or recovery sees until the main thread publishes it,
+   * so it starts before the flush too. An in-place job rewrites its segment in the worker, dropping
+   * records for good: it starts after a flush (compactMany: every record that killed one is
+   * durable first), still before the seal (eighteenth session; the seal had cost an in-place pass
+   * 25–30 ms before its first job).
    */
-  private startsBeforeSeal(mode: Mode): boolean {
-    return mode === "copy-on-write" && this.host.options.compaction.workers > 0;
+  private startsBeforeSeal(): boolean {
+    return this.host.options.compaction.workers > 0;
   }
 
   /**
@@ -717,6 +721,10 @@ export class Compactor {
     const jobs = this.jobsOf(ready, mode, plans);
     if (jobs.length === 0) return report;
     if (jobs.some((j) => j.mode === "copy-on-write")) this.host.recordSegments(); // reserves the output ids
+    // An in-place job that starts before the seal starts after a flush (startsBeforeSeal). A write
+    // queued meanwhile only makes records die (a sealed segment's are kept: conservative) or lands
+    // in the segment being sealed, whose plan sealDuring then makes again.
+    if (sealing !== undefined && jobs.some((j) => j.mode === "in-place") && !earlyStartForTests.inPlaceUnflushed) await this.host.flush();
     try {
       await this.runJobs(jobs, plans, now, report, sealing === undefined || planned === undefined ? null : () => this.sealDuring(sealing, planned));
     } finally {
@@ -982,9 +990,11 @@ export const planReuse = { kept: 0, replanned: 0, earlyStarts: 0, sealedReplanne
  * `beforeSeal` runs after a pass started its first job and before it seals the segment that was
  * active at its plan (a write there lands in that segment after the plan); `sealAfterPublish`
  * seals and flushes only after the jobs of sealed segments were published — the wrong order,
- * whose source unlinks precede the syncs of the records that killed what they held.
+ * whose source unlinks precede the syncs of the records that killed what they held;
+ * `inPlaceUnflushed` starts an in-place pass's first job before the seal without the flush — the
+ * wrong order, whose rewrite drops records while what killed them is not durable.
  */
-export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sealAfterPublish: boolean } = { beforeSeal: null, sealAfterPublish: false };
+export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sealAfterPublish: boolean; inPlaceUnflushed: boolean } = { beforeSeal: null, sealAfterPublish: false, inPlaceUnflushed: false };
 
 /**
  * Test switches, never set by the engine or any option (test/compaction-in-flight.test.ts):

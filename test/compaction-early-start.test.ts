@@ -15,7 +15,11 @@
  * the key no longer reads its value. Last, the main thread's I/O order (segments/io.ts observer):
  * every sync of the segment that was active precedes the first unlink of a source; its twin seals
  * only after the first outputs are published (`earlyStartForTests.sealAfterPublish`) and the
- * check sees an unlink before the seal's sync.
+ * check sees an unlink before the seal's sync. In place (eighteenth session) the first rewrite
+ * also starts before the seal, but after a flush: the same store compacted in place keeps its
+ * plan, its active segment is durable to its end when the first rewrite has started, the late
+ * write is planned again and reads back, and the twins lose it (plan kept regardless) or see the
+ * segment not durable (`earlyStartForTests.inPlaceUnflushed`).
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
@@ -28,10 +32,11 @@ import { lateWriteOnce, valueOf, wrongReads as wrongOf } from "./helpers/late-wr
 
 const KEYS = 16_000;
 const OPTS: OpenOptions = { durability: "none", segmentBytes: 16 * 1024, compaction: { mode: "copy-on-write", workers: 1, auto: false } };
+const OPTS_IN_PLACE: OpenOptions = { ...OPTS, compaction: { mode: "in-place", workers: 1, auto: false } };
 
 /** A store with KEYS keys, every third forgotten (the forgets' tombstones in the active segment). */
-async function filled(dir: string): Promise<Store> {
-  const s = await Store.open(dir, OPTS);
+async function filled(dir: string, opts: OpenOptions = OPTS): Promise<Store> {
+  const s = await Store.open(dir, opts);
   for (let i = 0; i < KEYS; i += 100) {
     const ops = [];
     for (let j = i; j < i + 100; j++) ops.push({ op: "write" as const, scope: "s", key: `k${j}`, value: valueOf(j) });
@@ -55,6 +60,7 @@ function wrongReads(s: Store, late: boolean): number {
 afterEach(() => {
   setIoObserver(null);
   earlyStartForTests.sealAfterPublish = false;
+  earlyStartForTests.inPlaceUnflushed = false;
   earlyStartForTests.beforeSeal = null;
   unsafePlanReuseForTests.always = false;
 });
@@ -147,5 +153,71 @@ describe("copy-on-write compact() starts its first output before the seal", () =
     expect(order.firstUnlink).toBeGreaterThanOrEqual(0);
     expect(order.firstUnlink).toBeLessThan(order.lastSealSync);
     await s.close().catch(() => undefined);
+  }, 60_000);
+});
+
+describe("in-place compact() starts its first rewrite after a flush, before the seal", () => {
+  /** A hook (beforeSeal: the first rewrite has started) that records whether the segment that was active is durable to its end. */
+  function durableAtFirstJob(s: Store, activeId: number, seen: { durable: boolean | null }): () => Promise<void> {
+    return async () => {
+      const seg = s.segments.get(activeId);
+      seen.durable = seg !== undefined && seg.syncedEnd === seg.dataEnd;
+    };
+  }
+
+  it("the plan is kept, the active segment is durable when the first rewrite runs, every key reads back before and after a reopen", async () => {
+    const dir = tempDir("early-start-inplace");
+    const s = await filled(dir, OPTS_IN_PLACE);
+    const kept = planReuse.kept;
+    const earlyStarts = planReuse.earlyStarts;
+    const activeId = s.stats().segments.find((x) => !x.sealed)?.id as number;
+    const seen: { durable: boolean | null } = { durable: null };
+    earlyStartForTests.beforeSeal = durableAtFirstJob(s, activeId, seen);
+    const rep = await s.compact({ mode: "in-place" });
+    expect(seen.durable, "every record that killed one was durable before the first rewrite").toBe(true);
+    expect(planReuse.kept).toBe(kept + 1);
+    expect(planReuse.earlyStarts).toBe(earlyStarts + 1);
+    expect(rep.segments).toContain(activeId); // sealed during the pass, then rewritten last
+    expect(wrongReads(s, false)).toBe(0);
+    await s.close();
+    const again = await Store.open(dir, OPTS_IN_PLACE);
+    expect(wrongReads(again, false)).toBe(0);
+    await again.close();
+  }, 60_000);
+
+  it("a write between the first rewrite's start and the seal: the sealed segment is planned again, the write reads back", async () => {
+    const dir = tempDir("early-start-inplace-late");
+    const s = await filled(dir, OPTS_IN_PLACE);
+    earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
+    const sealedReplanned = planReuse.sealedReplanned;
+    const earlyStarts = planReuse.earlyStarts;
+    await s.compact({ mode: "in-place" });
+    expect(planReuse.earlyStarts).toBe(earlyStarts + 1);
+    expect(planReuse.sealedReplanned).toBe(sealedReplanned + 1);
+    expect(wrongReads(s, true)).toBe(0);
+    await s.close();
+    const again = await Store.open(dir, OPTS_IN_PLACE);
+    expect(wrongReads(again, true)).toBe(0);
+    await again.close();
+  }, 60_000);
+
+  it("twin: the same write with the plan kept regardless is lost", async () => {
+    const s = await filled(tempDir("early-start-inplace-late-unsafe"), OPTS_IN_PLACE);
+    unsafePlanReuseForTests.always = true;
+    earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
+    await s.compact({ mode: "in-place" }).catch(() => undefined);
+    expect(wrongReads(s, true)).toBeGreaterThan(0);
+    await s.close().catch(() => undefined);
+  }, 60_000);
+
+  it("twin: without the flush the first rewrite runs while the segment that was active is not durable (caught)", async () => {
+    const s = await filled(tempDir("early-start-inplace-unflushed"), OPTS_IN_PLACE);
+    const activeId = s.stats().segments.find((x) => !x.sealed)?.id as number;
+    earlyStartForTests.inPlaceUnflushed = true;
+    const seen: { durable: boolean | null } = { durable: null };
+    earlyStartForTests.beforeSeal = durableAtFirstJob(s, activeId, seen);
+    await s.compact({ mode: "in-place" });
+    expect(seen.durable).toBe(false);
+    await s.close();
   }, 60_000);
 });
