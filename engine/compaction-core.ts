@@ -844,7 +844,7 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
  * or with version-2 hints written, packed in two passes from the records (encodeOutputHint): a
  * wrong prediction costs time, never a wrong hint. Null when the records cannot be encoded. With
  * the journal reused, the two passes (~6 ms a 4 MiB segment) outlasted the journal's write and
- * fdatasync they overlap (eighteenth session: ×1.03–1.05 in alternated fresh processes).
+ * fdatasync they overlap (eighteenth session: ×1.01–1.05 in alternated fresh processes).
  */
 function hintOfRewrite(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: Uint32Array, predicted: number): Buffer | null {
   if (predicted > 0 && hintVersionWritten() === HINT_VERSION) {

@@ -703,7 +703,8 @@ export class Compactor {
     const started = performance.now();
     if (which !== "garbage" && which.length === 0) return report;
     if (sealing === undefined) await this.host.flush();
-    // From here to the jobs' start nothing awaits: a plan kept is checked in the turn that uses it.
+    // From here to the jobs' start nothing awaits (but an in-place pass's flush below, which the
+    // plan survives): a plan kept is checked in the turn that uses it.
     const kept = planned !== undefined && which === "garbage" && this.stillPlanned(planned);
     if (planned !== undefined) planReuse[kept ? "kept" : "replanned"] += 1;
     assert(sealing === undefined || (kept && planned !== undefined), "a pass seals during its first job only with the plan it kept");
