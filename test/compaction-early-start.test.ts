@@ -57,6 +57,38 @@ function wrongReads(s: Store, late: boolean): number {
   return wrongOf(s, KEYS, late);
 }
 
+/** The compaction mode of a store of this test. */
+function modeOf(opts: OpenOptions): "copy-on-write" | "in-place" {
+  return opts.compaction?.mode ?? "copy-on-write";
+}
+
+/** A write lands in the active segment after the first job started and before the seal: the pass plans that segment again, and the write reads back, after a reopen too. */
+async function lateWriteReadsBack(opts: OpenOptions, label: string): Promise<void> {
+  const dir = tempDir(label);
+  const s = await filled(dir, opts);
+  earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
+  const sealedReplanned = planReuse.sealedReplanned;
+  const earlyStarts = planReuse.earlyStarts;
+  await s.compact({ mode: modeOf(opts) });
+  expect(planReuse.earlyStarts).toBe(earlyStarts + 1);
+  expect(planReuse.sealedReplanned).toBe(sealedReplanned + 1);
+  expect(wrongReads(s, true)).toBe(0);
+  await s.close();
+  const again = await Store.open(dir, opts);
+  expect(wrongReads(again, true)).toBe(0);
+  await again.close();
+}
+
+/** The twin: the same late write with the plan kept regardless — its record is in no plan, and the pass drops it. */
+async function lateWriteLostWithStalePlan(opts: OpenOptions, label: string): Promise<void> {
+  const s = await filled(tempDir(label), opts);
+  unsafePlanReuseForTests.always = true;
+  earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
+  await s.compact({ mode: modeOf(opts) }).catch(() => undefined);
+  expect(wrongReads(s, true)).toBeGreaterThan(0);
+  await s.close().catch(() => undefined);
+}
+
 afterEach(() => {
   setIoObserver(null);
   earlyStartForTests.sealAfterPublish = false;
@@ -93,30 +125,9 @@ describe("copy-on-write compact() starts its first output before the seal", () =
     await again.close();
   }, 60_000);
 
-  it("a write between the first job's start and the seal: the sealed segment is planned again, the write reads back", async () => {
-    const dir = tempDir("early-start-late");
-    const s = await filled(dir);
-    earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
-    const sealedReplanned = planReuse.sealedReplanned;
-    const earlyStarts = planReuse.earlyStarts;
-    await s.compact({ mode: "copy-on-write" });
-    expect(planReuse.earlyStarts).toBe(earlyStarts + 1);
-    expect(planReuse.sealedReplanned).toBe(sealedReplanned + 1);
-    expect(wrongReads(s, true)).toBe(0);
-    await s.close();
-    const again = await Store.open(dir, OPTS);
-    expect(wrongReads(again, true)).toBe(0);
-    await again.close();
-  }, 60_000);
+  it("a write between the first job's start and the seal: the sealed segment is planned again, the write reads back", () => lateWriteReadsBack(OPTS, "early-start-late"), 60_000);
 
-  it("twin: the same write with the plan kept regardless is lost", async () => {
-    const s = await filled(tempDir("early-start-late-unsafe"));
-    unsafePlanReuseForTests.always = true;
-    earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
-    await s.compact({ mode: "copy-on-write" });
-    expect(wrongReads(s, true)).toBeGreaterThan(0);
-    await s.close().catch(() => undefined);
-  }, 60_000);
+  it("twin: the same write with the plan kept regardless is lost", () => lateWriteLostWithStalePlan(OPTS, "early-start-late-unsafe"), 60_000);
 
   /**
    * The main thread's I/O of one pass (the worker's is not observed): the index of the last sync
@@ -185,30 +196,9 @@ describe("in-place compact() starts its first rewrite after a flush, before the 
     await again.close();
   }, 60_000);
 
-  it("a write between the first rewrite's start and the seal: the sealed segment is planned again, the write reads back", async () => {
-    const dir = tempDir("early-start-inplace-late");
-    const s = await filled(dir, OPTS_IN_PLACE);
-    earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
-    const sealedReplanned = planReuse.sealedReplanned;
-    const earlyStarts = planReuse.earlyStarts;
-    await s.compact({ mode: "in-place" });
-    expect(planReuse.earlyStarts).toBe(earlyStarts + 1);
-    expect(planReuse.sealedReplanned).toBe(sealedReplanned + 1);
-    expect(wrongReads(s, true)).toBe(0);
-    await s.close();
-    const again = await Store.open(dir, OPTS_IN_PLACE);
-    expect(wrongReads(again, true)).toBe(0);
-    await again.close();
-  }, 60_000);
+  it("a write between the first rewrite's start and the seal: the sealed segment is planned again, the write reads back", () => lateWriteReadsBack(OPTS_IN_PLACE, "early-start-inplace-late"), 60_000);
 
-  it("twin: the same write with the plan kept regardless is lost", async () => {
-    const s = await filled(tempDir("early-start-inplace-late-unsafe"), OPTS_IN_PLACE);
-    unsafePlanReuseForTests.always = true;
-    earlyStartForTests.beforeSeal = lateWriteOnce(s, () => (earlyStartForTests.beforeSeal = null));
-    await s.compact({ mode: "in-place" }).catch(() => undefined);
-    expect(wrongReads(s, true)).toBeGreaterThan(0);
-    await s.close().catch(() => undefined);
-  }, 60_000);
+  it("twin: the same write with the plan kept regardless is lost", () => lateWriteLostWithStalePlan(OPTS_IN_PLACE, "early-start-inplace-late-unsafe"), 60_000);
 
   it("twin: without the flush the first rewrite runs while the segment that was active is not durable (caught)", async () => {
     const s = await filled(tempDir("early-start-inplace-unflushed"), OPTS_IN_PLACE);
