@@ -54,8 +54,9 @@ export interface SourceTask {
   /** The segment's generation cell (in-place publishes through it). */
   cell: number;
   /**
-   * copy-on-write: the lowest sequence of the survivors as the plan knows them (0: none known;
-   * compaction-plan.ts lowestSeq), from which OutputFile packs the output's hint while copying.
+   * The lowest sequence of the survivors as the plan knows them (0: none known;
+   * compaction-plan.ts lowestSeq), from which the hint is packed in one pass (packerFor: a
+   * copy-on-write output's while it is copied, an in-place rewrite's from its compacted bytes).
    * A prediction, checked against the records: a wrong one costs time, never a wrong hint.
    */
   minSeq: number;
@@ -620,7 +621,7 @@ class OutputFile implements PieceSink {
   constructor(private readonly task: CompactionTask, private readonly dataBytes: number) {
     assert(dataBytes > 0, `output ${task.targetId}: a copy with live bytes`);
     this.planned = task.sources.reduce((n, src) => n + src.live.length / 2, 0);
-    this.predicted = task.sources.reduce((low, src) => (src.minSeq > 0 && (low === 0 || src.minSeq < low) ? src.minSeq : low), 0) - unsafeStreamedHintForTests.mispredictBy;
+    this.predicted = task.sources.reduce((low, src) => (src.minSeq > 0 && (low === 0 || src.minSeq < low) ? src.minSeq : low), 0);
     this.tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
     this.fd = io.openFile("io:copy", this.tmp, "wx+", FILE_MODE);
   }
@@ -630,9 +631,7 @@ class OutputFile implements PieceSink {
     assert(outAt === this.written && outAt + bytes.length <= this.dataBytes, `output ${this.task.targetId}: pieces come in order, inside its ${this.dataBytes} data bytes`);
     io.writeAllSync("io:copy", this.fd, [bytes], C.DATA_START + outAt);
     this.checkBack(bytes, C.DATA_START + outAt);
-    if (this.packer === null && this.written === 0 && this.predicted > 0 && hintVersionWritten() === HINT_VERSION) {
-      this.packer = new RunPacker(this.predicted, isLeanFrame(version), Math.ceil(this.dataBytes / 4), this.planned);
-    }
+    if (this.written === 0) this.packer = packerFor(this.predicted, version, this.dataBytes, this.planned);
     this.addRecords(bytes, version, C.DATA_START + outAt);
     this.written += bytes.length;
   }
@@ -685,14 +684,14 @@ class OutputFile implements PieceSink {
 
   /** The output's hint file bytes for its header `header`: the packed run's, else packed from the records read back; null when they cannot be encoded (then no hint: recovery scans). */
   private encodeHint(header: HeaderChoice, newOffsets: readonly Uint32Array[]): Buffer | null {
-    const run = this.packer?.finish(unsafeStreamedHintForTests.unchecked) ?? null;
-    if (run === null) {
+    assert(this.packer === null || this.packer.records === this.records, `copy ${this.task.targetId}: every record written was packed`);
+    const hint = this.packer === null ? null : packedHint(this.packer, this.task.targetId, header, this.dataBytes);
+    if (hint === null) {
       hintPackings.fromFile += 1;
       return this.hintFromFile(header, newOffsets);
     }
-    assert(this.packer?.records === this.records, `copy ${this.task.targetId}: every record written was packed`);
     hintPackings.streamed += 1;
-    return HintBuilder.ofPacked(run.totals, run.packed, this.task.targetId, header, C.DATA_START + this.dataBytes, true);
+    return hint;
   }
 
   /** The hint packed from the output's records read back from its file (a prediction that missed, or version 2 written). */
@@ -840,28 +839,46 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
 /**
  * The hint file of an in-place rewrite's records `out` (at `newOffsets`, under `header`; or a
  * warm-up round's), packed in one pass from the plan's prediction `predicted` of their lowest
- * sequence (segments/hint-v3.ts RunPacker), checked at its end; without a prediction, after a miss,
+ * sequence (packerFor: segments/hint-v3.ts RunPacker), checked at its end; without a prediction, after a miss,
  * or with version-2 hints written, packed in two passes from the records (encodeOutputHint): a
  * wrong prediction costs time, never a wrong hint. Null when the records cannot be encoded. With
  * the journal reused, the two passes (~6 ms a 4 MiB segment) outlasted the journal's write and
  * fdatasync they overlap (eighteenth session: ×1.01–1.05 in alternated fresh processes).
  */
 function hintOfRewrite(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: Uint32Array, predicted: number): Buffer | null {
-  if (predicted > 0 && hintVersionWritten() === HINT_VERSION) {
-    const packer = new RunPacker(predicted, isLeanFrame(formatOf(header)), Math.ceil(out.length / 4), newOffsets.length);
+  const packer = packerFor(predicted, formatOf(header), out.length, newOffsets.length);
+  if (packer !== null) {
     for (let p = 0; p < out.length; ) {
       const length = packer.add(out, p, C.DATA_START + p);
       assert(length > 0, `hint of ${targetId}: records have lengths`);
       p += length;
     }
-    const run = packer.finish(unsafeStreamedHintForTests.unchecked);
-    if (run !== null) {
+    const hint = packedHint(packer, targetId, header, out.length);
+    if (hint !== null) {
       hintPackings.onePass += 1;
-      return HintBuilder.ofPacked(run.totals, run.packed, targetId, header, C.DATA_START + out.length, true);
+      return hint;
     }
   }
   hintPackings.twoPass += 1;
   return encodeOutputHint(targetId, header, out, [newOffsets]);
+}
+
+/**
+ * The one-pass packer of a hint over `keyed` records (`dataBytes` of them, in record frame
+ * `version`) whose lowest sequence the plan predicts as `minSeq` (lowered by the test switch's
+ * `mispredictBy`); null without a prediction or with version-2 hints written: then the hint is
+ * packed from the records in two passes.
+ */
+function packerFor(minSeq: number, version: number, dataBytes: number, keyed: number): RunPacker | null {
+  const predicted = minSeq - unsafeStreamedHintForTests.mispredictBy;
+  if (!(predicted > 0) || hintVersionWritten() !== HINT_VERSION) return null;
+  return new RunPacker(predicted, isLeanFrame(version), Math.ceil(dataBytes / 4), keyed);
+}
+
+/** The hint file of the `dataBytes` of records `packer` packed, under `header`; null when its prediction missed (checked unless the test switch `unchecked` is set). */
+function packedHint(packer: RunPacker, targetId: number, header: HeaderChoice, dataBytes: number): Buffer | null {
+  const run = packer.finish(unsafeStreamedHintForTests.unchecked);
+  return run === null ? null : HintBuilder.ofPacked(run.totals, run.packed, targetId, header, C.DATA_START + dataBytes, true);
 }
 
 /**
@@ -874,7 +891,7 @@ async function journalAndHint(fd: number, task: CompactionTask, src: SourceTask,
   const expected = rewrittenHeader(readHeader(fd, src.segmentId), unsafeHintOverlapForTests.mispredict ? next - 2 : next, out.length);
   try {
     await overlapped(writeJournal(task, src, next, out), () => {
-      const bytes = hintOfRewrite(task.targetId, expected, out, newOffsets, src.minSeq - unsafeStreamedHintForTests.mispredictBy);
+      const bytes = hintOfRewrite(task.targetId, expected, out, newOffsets, src.minSeq);
       if (bytes !== null) staged.hint = new HintInFlight(task, bytes);
     });
     checkJournal(task, src, next, out);
@@ -928,9 +945,10 @@ async function publishHint(fd: number, task: CompactionTask, src: SourceTask, ex
  * An in-place rewrite's new hint on its way to the disk: written to its `.hint.tmp` and
  * fdatasynced on libuv's pool from construction on (fault point io:hint), while the journal and
  * the rewrite are made durable; then either renamed to its name (publish) — WITHOUT its own
- * directory fsync, which the journal's removal shares — or removed (abandon). Until the
- * seventeenth session it was written and synced on this thread after the rewrite (~1.7 ms a
- * segment).
+ * directory fsync, which the pass's last one shares (compactor.ts removeKeptJournals; a hint is
+ * never needed for correctness, so a rename a crash loses costs a scan) — or removed (abandon).
+ * Until the seventeenth session it was written and synced on this thread after the rewrite
+ * (~1.7 ms a segment).
  */
 class HintInFlight {
   private readonly file: string;
@@ -1145,12 +1163,12 @@ let warmOut: Buffer | null = null;
 /**
  * One warm-up round: the per-record loops a compaction runs (the walk with its checksums and the
  * copy, alternately by moving runs within the source and by a copy per run; the output hint
- * packed from the copied records as the mode that runs each variant packs it: while written for
- * copy-on-write's moved runs, from the compacted bytes for in place's copies) over the synthetic
+ * packed in one pass from the copied records, as both modes pack it) over the synthetic
  * segment, in buffers of its own — never the tasks' scratch, which a task holds across its awaits.
  * A pass otherwise runs those loops cold, once per output: V8 optimizes a loop only after it ran
- * a while (compact-9's measurements in docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output (in a
- * buffer the next round reuses) and hint, for the paired check of the tests.
+ * a while (compact-9's measurements in docs/PERFORMANCE.md). Touches no file and no shared
+ * state. Returns the round's output (in a buffer the next round reuses) and hint, for the paired
+ * check of the tests.
  */
 export function warmRound(round: number): { out: Buffer; hint: Buffer | null; newOffsets: Uint32Array; header: HeaderChoice } {
   const seg = warmInput();

@@ -293,25 +293,28 @@ export interface RunTotals {
  */
 export function runTotals(run: RecordRun): RunTotals | null {
   const { rec, offsets, lean } = run;
-  let count = 0;
-  let bodyBytes = 0;
-  let minSeq = 0;
-  let maxSeq = 0;
-  let end: number = C.DATA_START;
+  const totals: RunTotals = { count: 0, bodyBytes: 0, minSeq: 0, maxSeq: 0, end: C.DATA_START };
   for (let i = 0; i < offsets.length; i++) {
-    const offset = offsets[i] as number;
     const r = fieldsOf(rec, recordAt(run, i), lean);
     if (r.type === C.RecordType.GROUP) continue;
-    if (offset < end) return null; // out of order: addRecord's assertion reports it
-    if (r.seq < 0 || r.seq > Number.MAX_SAFE_INTEGER) return null;
-    if (minSeq === 0 || r.seq < minSeq) minSeq = r.seq;
-    if (r.seq > maxSeq) maxSeq = r.seq;
-    const tail = r.type === C.RecordType.SCOPE_ERASE ? r.valueLen : 0;
-    bodyBytes += ENTRY_FIXED + r.scopeLen + r.keyLen + tail;
-    count += 1;
-    end = offset + r.length;
+    if (!addTotals(totals, r, offsets[i] as number)) return null; // out of order: addRecord's assertion reports it
   }
-  return { count, bodyBytes, minSeq, maxSeq, end };
+  return totals;
+}
+
+/**
+ * Adds the (non-GROUP) record `r` at segment offset `offset` to `totals`; false, with `totals`
+ * unchanged, when runTotals refuses the run for it: it starts before the previous record ends,
+ * or its sequence is not a safe integer.
+ */
+function addTotals(totals: RunTotals, r: Readonly<FrameV3>, offset: number): boolean {
+  if (offset < totals.end || r.seq < 0 || r.seq > Number.MAX_SAFE_INTEGER) return false;
+  if (totals.minSeq === 0 || r.seq < totals.minSeq) totals.minSeq = r.seq;
+  if (r.seq > totals.maxSeq) totals.maxSeq = r.seq;
+  totals.bodyBytes += ENTRY_FIXED + r.scopeLen + r.keyLen + (r.type === C.RecordType.SCOPE_ERASE ? r.valueLen : 0);
+  totals.count += 1;
+  totals.end = offset + r.length;
+  return true;
 }
 
 /** Highest high word of a u64 sequence that is a safe integer (2^53 - 1 >> 32). */
@@ -375,17 +378,11 @@ export class RunPacker {
     const length = r.length;
     this.records += 1;
     if (r.type === C.RecordType.GROUP || this.failed) return length;
-    const t = this.totals;
     // runTotals' refusals, then packRecords': any of them sends the run the long way.
-    if (offset < t.end || r.seq < 0 || r.seq > Number.MAX_SAFE_INTEGER) {
+    if (!addTotals(this.totals, r, offset)) {
       this.failed = true;
       return length;
     }
-    if (t.minSeq === 0 || r.seq < t.minSeq) t.minSeq = r.seq;
-    if (r.seq > t.maxSeq) t.maxSeq = r.seq;
-    t.bodyBytes += ENTRY_FIXED + r.scopeLen + r.keyLen + (r.type === C.RecordType.SCOPE_ERASE ? r.valueLen : 0);
-    t.count += 1;
-    t.end = offset + length;
     const derived = this.lean ? recordLengthV3(r.scopeLen, r.keyLen, r.valueLen, r.seq, r.generation, r.expiresAt) : C.RECORD_OVERHEAD + r.scopeLen + r.keyLen + r.valueLen;
     if (!this.packer.add(rec, r, offset, derived)) this.failed = true;
     return length;
