@@ -18,68 +18,138 @@ export const KIND_ERASE = 3;
 
 /**
  * Records of one segment as parallel arrays — no object per record (a pass plans every record of
- * the store): entry i (i < length) is a record of kind kinds[i] at offs[i], lens[i] bytes long,
- * pointed at by refs[i] (the slot; for KIND_ERASE the erased scope). kinds, offs and lens are
- * typed arrays with room beyond `length` (doubled when full): a W5 pass pushed ~325k entries into
- * plain arrays in 111 ms of its main thread, their growth mostly fresh memory; typed ones took
- * 68 ms against 167 in a fresh process (twelfth session). Only indices below `length` mean anything.
+ * the store): entry i (i < length) is a record of kind kindAt(i) at offAt(i), lenAt(i) bytes
+ * long, pointed at by refAt(i) (the slot; for KIND_ERASE the erased scope). The arrays are kept
+ * in chunks of CHUNK entries (the first one grows by doubling up to that size), so that the list
+ * grows without copying what it holds: a plan's lists doubled and copied their typed arrays (and
+ * grew their refs by copy) until the nineteenth session, which touched about twice the memory
+ * the entries need — fresh pages at ~12 µs each on the machines measured — and left the copies
+ * to the scavenger. Earlier still, plain arrays: a W5 pass pushed ~325k entries into them in
+ * 111 ms of its main thread (twelfth session).
  */
 export class RecordList {
-  kinds: Uint8Array = new Uint8Array(RECORD_LIST_FIRST_ROOM);
-  readonly refs: Array<Slot | string> = [];
-  offs: Uint32Array = new Uint32Array(RECORD_LIST_FIRST_ROOM);
-  lens: Uint32Array = new Uint32Array(RECORD_LIST_FIRST_ROOM);
+  private kinds: Uint8Array[] = [];
+  private offs: Uint32Array[] = [];
+  private lens: Uint32Array[] = [];
+  private refs: Array<Slot | string>[] = [];
   /** Entries held. */
   length = 0;
 
   /** Appends one entry (offsets and lengths below 2^32, as a segment's are). */
   push(kind: number, ref: Slot | string, off: number, len: number): void {
     const n = this.length;
-    if (n === this.offs.length) this.grow();
-    this.kinds[n] = kind;
-    this.refs.push(ref);
-    this.offs[n] = off;
-    this.lens[n] = len;
+    const c = n >>> CHUNK_BITS;
+    const i = n & CHUNK_MASK;
+    if (c === this.offs.length || (c === 0 && i === (this.offs[0] as Uint32Array).length)) this.grow(c);
+    const offs = this.offs[c] as Uint32Array;
+    const lens = this.lens[c] as Uint32Array;
+    (this.kinds[c] as Uint8Array)[i] = kind;
+    (this.refs[c] as Array<Slot | string>)[i] = ref;
+    offs[i] = off;
+    lens[i] = len;
     this.length = n + 1;
-    assert(this.offs[n] === off && this.lens[n] === len, "a record list holds an offset and a length exactly (below 2^32)");
+    assert(offs[i] === off && lens[i] === len, "a record list holds an offset and a length exactly (below 2^32)");
   }
 
-  /** Doubles the room of the typed arrays, keeping the entries. */
-  private grow(): void {
-    const room = 2 * this.offs.length;
+  /** Makes room at chunk `c`: the first chunk doubled (its entries kept), or a new full chunk after it. */
+  private grow(c: number): void {
+    if (c > 0) {
+      this.kinds.push(new Uint8Array(CHUNK));
+      this.offs.push(new Uint32Array(CHUNK));
+      this.lens.push(new Uint32Array(CHUNK));
+      this.refs.push(new Array<Slot | string>(CHUNK));
+      return;
+    }
+    const first = this.offs[0];
+    const room = first === undefined ? FIRST_ROOM : 2 * first.length;
+    assert(room <= CHUNK, "only the first chunk grows, up to a chunk's size");
     const kinds = new Uint8Array(room);
-    kinds.set(this.kinds);
-    this.kinds = kinds;
     const offs = new Uint32Array(room);
-    offs.set(this.offs);
-    this.offs = offs;
     const lens = new Uint32Array(room);
-    lens.set(this.lens);
-    this.lens = lens;
+    const refs = new Array<Slot | string>(room);
+    if (first !== undefined) {
+      kinds.set(this.kinds[0] as Uint8Array);
+      offs.set(first);
+      lens.set(this.lens[0] as Uint32Array);
+      const old = this.refs[0] as Array<Slot | string>;
+      for (let i = 0; i < old.length; i++) refs[i] = old[i] as Slot | string;
+    }
+    this.kinds[0] = kinds;
+    this.offs[0] = offs;
+    this.lens[0] = lens;
+    this.refs[0] = refs;
+  }
+
+  /** The kind of entry i (i < length). */
+  kindAt(i: number): number {
+    return (this.kinds[i >>> CHUNK_BITS] as Uint8Array)[i & CHUNK_MASK] as number;
+  }
+
+  /** The file offset of entry i. */
+  offAt(i: number): number {
+    return (this.offs[i >>> CHUNK_BITS] as Uint32Array)[i & CHUNK_MASK] as number;
+  }
+
+  /** The length in bytes of entry i. */
+  lenAt(i: number): number {
+    return (this.lens[i >>> CHUNK_BITS] as Uint32Array)[i & CHUNK_MASK] as number;
+  }
+
+  /** What entry i is pointed at by: its slot, or for KIND_ERASE its scope. */
+  refAt(i: number): Slot | string {
+    return (this.refs[i >>> CHUNK_BITS] as Array<Slot | string>)[i & CHUNK_MASK] as Slot | string;
   }
 
   /** The slot of entry i (which is not KIND_ERASE). */
   slotAt(i: number): Slot {
-    return this.refs[i] as Slot;
+    return this.refAt(i) as Slot;
   }
 
-  /** The offsets of the entries (a view of the first `length`). */
+  /** The offsets of the entries, in one new array. */
   offsets(): Uint32Array {
-    return this.offs.subarray(0, this.length);
+    const out = new Uint32Array(this.length);
+    for (let c = 0, at = 0; at < this.length; c++) {
+      const chunk = this.offs[c] as Uint32Array;
+      const n = Math.min(chunk.length, this.length - at);
+      out.set(n === chunk.length ? chunk : chunk.subarray(0, n), at);
+      at += n;
+    }
+    return out;
+  }
+
+  /** The entries as [offset, length] pairs in one new array (a worker task's `live`). */
+  pairs(): Uint32Array {
+    const out = new Uint32Array(2 * this.length);
+    for (let i = 0; i < this.length; i++) {
+      out[2 * i] = this.offAt(i);
+      out[2 * i + 1] = this.lenAt(i);
+    }
+    return out;
   }
 
   /** Total bytes of the entries. */
   bytes(): number {
     let n = 0;
-    for (let i = 0; i < this.length; i++) n += this.lens[i] as number;
+    for (let i = 0; i < this.length; i++) n += this.lenAt(i);
     return n;
   }
 
   /** Sorts the entries by offset (a no-op walk when they are in order already). */
   sortByOffset(): void {
-    if (isAscending(this.offsets())) return;
+    if (this.ascending()) return;
     this.permute(sortedOrder(this.offsets()));
-    assert(isAscending(this.offsets()), "a sorted record list is in ascending offset order");
+    assert(this.ascending(), "a sorted record list is in ascending offset order");
+  }
+
+  /** True when the offsets ascend strictly. */
+  private ascending(): boolean {
+    let prev = -1;
+    for (let i = 0; i < this.length; i++) {
+      const off = this.offAt(i);
+      if (!(prev < off)) return false;
+      prev = off;
+    }
+    return true;
   }
 
   /**
@@ -88,41 +158,42 @@ export class RecordList {
    * each was four arrays of fresh memory per pass (compact-13: ~10 µs per 4 KiB page first touched).
    */
   private permute(order: Uint32Array): void {
-    const { kinds, refs, offs, lens } = this;
     const visited = new Uint8Array(order.length);
     for (let start = 0; start < order.length; start++) {
       if (visited[start] === 1) continue;
-      const kind = kinds[start] as number;
-      const ref = refs[start] as Slot | string;
-      const off = offs[start] as number;
-      const len = lens[start] as number;
+      const kind = this.kindAt(start);
+      const ref = this.refAt(start);
+      const off = this.offAt(start);
+      const len = this.lenAt(start);
       let at = start;
       for (;;) {
         visited[at] = 1;
         const from = order[at] as number;
         if (from === start) break;
-        kinds[at] = kinds[from] as number;
-        refs[at] = refs[from] as Slot | string;
-        offs[at] = offs[from] as number;
-        lens[at] = lens[from] as number;
+        this.set(at, this.kindAt(from), this.refAt(from), this.offAt(from), this.lenAt(from));
         at = from;
       }
-      kinds[at] = kind;
-      refs[at] = ref;
-      offs[at] = off;
-      lens[at] = len;
+      this.set(at, kind, ref, off, len);
     }
+  }
+
+  /** Writes entry i (i < length). */
+  private set(i: number, kind: number, ref: Slot | string, off: number, len: number): void {
+    const c = i >>> CHUNK_BITS;
+    const j = i & CHUNK_MASK;
+    (this.kinds[c] as Uint8Array)[j] = kind;
+    (this.refs[c] as Array<Slot | string>)[j] = ref;
+    (this.offs[c] as Uint32Array)[j] = off;
+    (this.lens[c] as Uint32Array)[j] = len;
   }
 }
 
-/** True when `xs` ascends strictly. */
-function isAscending(xs: Uint32Array): boolean {
-  for (let i = 1; i < xs.length; i++) if (!((xs[i - 1] as number) < (xs[i] as number))) return false;
-  return true;
-}
-
-/** Entries a record list has room for before it first grows. */
-const RECORD_LIST_FIRST_ROOM = 16;
+/** Entries per chunk of a record list: 2^CHUNK_BITS. */
+const CHUNK_BITS = 10;
+const CHUNK = 1 << CHUNK_BITS;
+const CHUNK_MASK = CHUNK - 1;
+/** Entries a record list's first chunk has room for before it first doubles. */
+const FIRST_ROOM = 16;
 
 /** Entries up to this count are sorted by one native sort of packed (offset, index) keys; more, by a radix sort. */
 const PACKED_SORT_MAX = 4096;
@@ -214,8 +285,8 @@ export interface SegmentPlan {
 export function lowestSeq(list: RecordList, keydir: Keydir): number {
   let low = 0;
   for (let i = 0; i < list.length; i++) {
-    const kind = list.kinds[i] as number;
-    const ref = list.refs[i] as Slot | string;
+    const kind = list.kindAt(i);
+    const ref = list.refAt(i);
     let seq: number;
     if (typeof ref === "string") seq = keydir.erases.get(ref)?.seq ?? 0;
     else seq = kind === KIND_PUT ? ref.putSeq : kind === KIND_TOMB ? ref.tombSeq : ref.clearSeq;

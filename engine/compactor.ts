@@ -341,13 +341,8 @@ export class Compactor {
   private taskOf(group: readonly Segment[], mode: Mode, targetId: number, plans: ReadonlyMap<number, SegmentPlan>): CompactionTask {
     const sources = group.map((seg) => {
       const plan = plans.get(seg.id) ?? emptyPlan();
-      const { offs, lens, length } = plan.survivors;
-      const live = new Uint32Array(2 * length);
-      for (let i = 0; i < length; i++) {
-        live[2 * i] = offs[i] as number;
-        live[2 * i + 1] = lens[i] as number;
-      }
-      const known = plan.deadPuts.offsets().slice().sort();
+      const live = plan.survivors.pairs();
+      const known = plan.deadPuts.offsets().sort();
       return { segmentId: seg.id, live, known, cell: seg.cell, minSeq: lowestSeq(plan.survivors, this.host.keydir) };
     });
     assert(mode === "copy-on-write" || (group.length === 1 && targetId === elementAt(group, 0, "one segment").id), "in-place rewrites one segment onto itself");
@@ -567,12 +562,12 @@ export class Compactor {
     const keydir = this.host.keydir;
     const touched: Slot[] = [];
     for (let i = 0; i < deadPuts.length; i++) {
-      assert(deadPuts.kinds[i] === KIND_PUT, "a dead current value is a PUT record");
+      assert(deadPuts.kindAt(i) === KIND_PUT, "a dead current value is a PUT record");
       const slot = deadPuts.slotAt(i);
       if (slot.physical <= 0) fail(`physical record count of ${slot.scope}/${slot.key} never goes below zero`);
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
-      if (slot.seg === seg.id && slot.off === deadPuts.offs[i]) slot.seg = 0;
+      if (slot.seg === seg.id && slot.off === deadPuts.offAt(i)) slot.seg = 0;
       touched.push(slot);
     }
     for (let i = 0; i < result.droppedKeys.length; i++) {
@@ -591,10 +586,10 @@ export class Compactor {
   private clearDroppable(seg: Segment, droppable: RecordList, touched: Slot[]): void {
     const keydir = this.host.keydir;
     for (let i = 0; i < droppable.length; i++) {
-      const kind = droppable.kinds[i];
-      const off = droppable.offs[i];
+      const kind = droppable.kindAt(i);
+      const off = droppable.offAt(i);
       if (kind === KIND_ERASE) {
-        const scope = droppable.refs[i] as string;
+        const scope = droppable.refAt(i) as string;
         const e = keydir.erases.get(scope);
         if (e === undefined) continue;
         const chunk = e.more?.findIndex((x) => x.seg === seg.id && x.off === off) ?? -1;
@@ -925,7 +920,7 @@ function addScopesOfPuts(survivors: RecordList | undefined, out: Set<string>): v
   if (survivors === undefined) return;
   let last: string | null = null; // consecutive records mostly share a scope: one Set insertion per run
   for (let i = 0; i < survivors.length; i++) {
-    if (survivors.kinds[i] !== KIND_PUT) continue;
+    if (survivors.kindAt(i) !== KIND_PUT) continue;
     const scope = survivors.slotAt(i).scope;
     if (scope === last) continue;
     out.add(scope);
@@ -1010,10 +1005,10 @@ export const inFlightSeen = { max: 0 };
 
 /** Moves survivor i's keydir pointer from (source, its old offset) to (target, off) if it still points there. */
 function relocate(keydir: Keydir, list: RecordList, i: number, source: number, target: number, off: number, carry: CacheCarry | null): void {
-  const kind = list.kinds[i];
-  const old = list.offs[i];
+  const kind = list.kindAt(i);
+  const old = list.offAt(i);
   if (kind === KIND_ERASE) {
-    const e = keydir.erases.get(list.refs[i] as string);
+    const e = keydir.erases.get(list.refAt(i) as string);
     if (e === undefined) return;
     const at = e.seg === source && e.off === old ? e : e.more?.find((x) => x.seg === source && x.off === old);
     if (at === undefined) return;

@@ -60,7 +60,7 @@ function tallyOfPlans(plans: ReadonlyMap<number, SegmentPlan>): Map<number, Live
   const out = new Map<number, LiveTally>();
   for (const [seg, { survivors }] of plans) {
     let tombstones = 0;
-    for (let i = 0; i < survivors.length; i++) if (survivors.kinds[i] !== KIND_PUT) tombstones += 1;
+    for (let i = 0; i < survivors.length; i++) if (survivors.kindAt(i) !== KIND_PUT) tombstones += 1;
     out.set(seg, { liveBytes: survivors.bytes(), records: survivors.length, tombstones });
   }
   return out;
@@ -68,7 +68,7 @@ function tallyOfPlans(plans: ReadonlyMap<number, SegmentPlan>): Map<number, Live
 
 /** The entries of a record list as comparable rows. */
 function rows(plan: SegmentPlan): string {
-  const list = (l: SegmentPlan["survivors"]): string[] => Array.from(l.offsets(), (off, i) => `${l.kinds[i]}@${off}+${l.lens[i]}`);
+  const list = (l: SegmentPlan["survivors"]): string[] => Array.from(l.offsets(), (off, i) => `${l.kindAt(i)}@${off}+${l.lenAt(i)}`);
   return JSON.stringify([list(plan.survivors), list(plan.droppable), list(plan.deadPuts)]);
 }
 
