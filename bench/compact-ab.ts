@@ -12,7 +12,9 @@
  * observer of the main thread — so only with workers 0, where every call runs there}.
  * AB_PROFILE=FILE writes the main thread's CPU profile of compact(); AB_WINDOW=1 prints its window
  * ("window FROM TO", µs of CLOCK_MONOTONIC: the clock of `node --cpu-prof` profiles, which cover
- * the worker threads too) to stderr.
+ * the worker threads too) to stderr. AB_IDLE_MS=N leaves the store idle N ms before the timed
+ * compact() (the worker's warm-up rounds, which follow its first task, then run to their end: a
+ * long-lived store's pass, against the bench's, which starts ~0.1 s after the worker's first task).
  * --alternate runs both trees in this one process, A then B, `pairs` times (default 5; a fresh
  * store each run), and ends with a line of per-tree medians and the median of the pairwise B/A
  * ratios of MB/s and MB per CPU-second: on a loaded machine the pairs see the same minutes.
@@ -59,6 +61,8 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
     for (let j = i; j < Math.min(keys, i + 4000); j += 4) ops.push({ op: "forget" as const, scope: "s", key: `k${String(j).padStart(9, "0")}` });
     await store.batch(ops);
   }
+  const idleMs = Number(process.env["AB_IDLE_MS"] ?? 0);
+  if (idleMs > 0) await new Promise((resolve) => setTimeout(resolve, idleMs)); // a store idle before the pass: the worker's warm-up rounds run meanwhile
   const prof = process.env["AB_PROFILE"];
   let session: import("node:inspector/promises").Session | null = null;
   if (prof !== undefined) {
