@@ -50,6 +50,13 @@ export const INLINE_GROUPS_PER_TURN = 8;
 export const unsafeDrainForTests = { inlineGroupsPerTurn: INLINE_GROUPS_PER_TURN, viaQueueMicrotask: false };
 
 /**
+ * Test switch, never set by the engine or any option (test/compaction-inplace-discard.test.ts):
+ * `noRetry` makes whenSealed wait without sealing a rotated-out segment again (the rule before):
+ * after a seal that failed in rotate(), a compact() with no write after it waits for ever.
+ */
+export const unsafeSealWaitForTests = { noRetry: false };
+
+/**
  * A settled promise whose then() starts a drain in a microtask. Node's queueMicrotask wraps each
  * callback in an AsyncResource and a bound function (JS that a short-lived process runs
  * interpreted): one per lone put. A reaction on a settled promise is one microtask, made natively.
@@ -351,14 +358,21 @@ export class CommitLog {
     return old;
   }
 
-  /** Resolves once `seg` is sealed (immediately if it is); rejects with the IoError of a failed seal. */
+  /**
+   * Resolves once `seg` is sealed (immediately if it is); rejects with the IoError of a failed seal.
+   * A rotated-out segment whose seal failed before this call (rotate's own attempt) is sealed again
+   * now, so that the outcome reaches this waiter: until the nineteenth session it waited for the
+   * retry of the next write's group, and a compact() with no write after it waited for ever.
+   */
   whenSealed(seg: Segment): Promise<void> {
     if (seg.writer === null) return Promise.resolve();
-    return new Promise((resolve, reject) => {
+    const sealed = new Promise<void>((resolve, reject) => {
       const list = this.sealWaiters.get(seg) ?? [];
       list.push({ resolve, reject });
       this.sealWaiters.set(seg, list);
     });
+    if (!unsafeSealWaitForTests.noRetry) this.sealRetiring(); // settles `sealed` unless groups of `seg` are still queued
+    return sealed;
   }
 
   /**

@@ -760,9 +760,10 @@ export class Compactor {
    * outputs exist at any time (group()'s free-space bound). The groups are disjoint and every plan
    * was made before any of them ran, and publication moves a keydir pointer only if it still names
    * the planned place, so the overlap changes no decision. In-place jobs run strictly one after the
-   * other (an in-place result must be published). After a failure, every copy still in flight is
-   * awaited and its unpublished output removed. `seal` (sealDuring) runs after the first jobs
-   * started — none that holds a segment not sealed yet — and before anything is published.
+   * other (an in-place result must be published). After a failure, every job still in flight is
+   * awaited (discardAll). `seal` (sealDuring) runs after the first jobs started — none that holds
+   * a segment not sealed yet — and before anything is published: an in-place pass's first rewrite
+   * may complete while the seal or its flush fails.
    */
   private async runJobs(jobs: readonly Job[], plans: ReadonlyMap<number, SegmentPlan>, now: number, report: T.CompactionReport, seal: (() => Promise<void>) | null): Promise<void> {
     const inFlight: Running[] = [];
@@ -786,7 +787,7 @@ export class Compactor {
       }
       if (seal !== null && earlyStartForTests.sealAfterPublish) await seal(); // the twin's wrong order
     } catch (err) {
-      await this.discardAll(inFlight);
+      await this.discardAll(inFlight, plans, now);
       throw err;
     }
   }
@@ -810,25 +811,42 @@ export class Compactor {
     }
   }
 
-  /** After a failure: every job still in flight is awaited and its unpublished output removed (the test twin leaves them). */
-  private async discardAll(inFlight: readonly Running[]): Promise<void> {
+  /**
+   * After a failure: every job still in flight is awaited, in order; a copy's unpublished output is
+   * removed (the test twin `leaveOnFailure` leaves them) and an in-place rewrite that completed is
+   * published (discard).
+   */
+  private async discardAll(inFlight: readonly Running[], plans: ReadonlyMap<number, SegmentPlan>, now: number): Promise<void> {
     if (unsafeInFlightForTests.leaveOnFailure) {
       unsafeInFlightForTests.left.push(...inFlight.map((r) => r.done.then(() => undefined, () => undefined)));
       return;
     }
-    for (const run of inFlight) await this.discard(run);
+    for (const run of inFlight) await this.discard(run, plans, now);
   }
 
-  /** Waits for a started copy-on-write job that will not be published and removes its output files. */
-  private async discard(run: Running): Promise<void> {
+  /**
+   * Waits for a started job of a pass that failed. A copy-on-write job's output files are removed.
+   * An in-place job that rewrote its segment is published all the same: the rewrite is durable,
+   * and the segment's generation stays odd — every read of it waiting — until the main thread
+   * publishes it. Until the nineteenth session such a job was discarded like a copy, which
+   * unlinked the segment itself (an in-place pass's first job runs while the active segment is
+   * sealed and flushed: a failure there reached it). A job that failed put back what it wrote.
+   */
+  private async discard(run: Running, plans: ReadonlyMap<number, SegmentPlan>, now: number): Promise<void> {
+    let result: CompactionResult;
     try {
-      const result = await run.done;
-      if (result.empty) return;
-      unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(run.task.targetId)));
-      unlinkHint(this.host.segmentsDir, run.task.targetId);
+      result = await run.done;
     } catch {
-      // its own failure removed what it wrote; the pass reports the first failure
+      return; // its own failure removed what it wrote (in place: the original bytes are back); the pass reports the first failure
     }
+    if (result.empty) return;
+    if (run.task.mode === "in-place" && !unsafeInPlaceDiscardForTests.asCopy) {
+      if (result.journalKept) this.keptJournals.push(run.task.targetId);
+      this.publish(run, result, plans, now);
+      return;
+    }
+    unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(run.task.targetId)));
+    unlinkHint(this.host.segmentsDir, run.task.targetId);
   }
 
   /** compact(): the given segments, or every segment holding garbage (sealing the active one). */
@@ -999,6 +1017,14 @@ export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sea
  * leaves an unpublished output beside the published store.
  */
 export const unsafeInFlightForTests: { leaveOnFailure: boolean; left: Promise<void>[] } = { leaveOnFailure: false, left: [] };
+
+/**
+ * Test switch, never set by the engine or any option (test/compaction-inplace-discard.test.ts):
+ * `asCopy` discards an in-place job of a failed pass that completed as if it were a copy — its
+ * "output", the segment itself, unlinked and nothing published (the rule before the nineteenth
+ * session): the segment's reads then wait on its odd generation for ever, and a reopen misses it.
+ */
+export const unsafeInPlaceDiscardForTests = { asCopy: false };
 
 /** The most jobs a pass has had in flight at once since load (for tests: that copies overlapped). */
 export const inFlightSeen = { max: 0 };
