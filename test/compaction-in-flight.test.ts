@@ -22,6 +22,7 @@ import { Engram, IoError } from "../src/index.js";
 import type { OpenOptions } from "../src/index.js";
 import { inFlightSeen, unsafeInFlightForTests } from "../engine/compactor.js";
 import { setIoObserver } from "../segments/io.js";
+import { storeWithEveryThirdForgotten } from "./helpers/forgotten-store.js";
 import { tempDir } from "./helpers/tmp.js";
 import { settle, within } from "./helpers/io-faults.js";
 
@@ -32,19 +33,7 @@ const valueOf = (i: number): string => `v${i}:`.padEnd(300, "z");
 
 /** A store of KEYS keys, every third forgotten; returns it and the live content. */
 async function filled(dir: string): Promise<{ store: Engram; live: Map<string, string> }> {
-  const store = await Engram.open(dir, { ...OPTS, faults: {} });
-  const live = new Map<string, string>();
-  for (let i = 0; i < KEYS; i += 40) {
-    const ops = []; // 40 records of ~320 B: a batch fills most of a 16 KiB segment
-    for (let j = i; j < i + 40; j++) ops.push({ op: "write" as const, scope: "s", key: `k${j}`, value: valueOf(j) });
-    await store.batch(ops);
-  }
-  const forgets = [];
-  for (let i = 0; i < KEYS; i++) {
-    if (i % 3 === 0) forgets.push({ op: "forget" as const, scope: "s", key: `k${i}` });
-    else live.set(`k${i}`, valueOf(i));
-  }
-  await store.batch(forgets);
+  const { store, live } = await storeWithEveryThirdForgotten(dir, OPTS, KEYS, 40, valueOf); // 40 records of ~320 B: a batch fills most of a 16 KiB segment
   expect(store.stats().segments.filter((s) => s.sealed).length, "more than four outputs' sources").toBeGreaterThan(4 * 64);
   return { store, live };
 }

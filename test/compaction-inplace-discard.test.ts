@@ -26,6 +26,7 @@ import type { OpenOptions } from "../src/index.js";
 import { unsafeSealWaitForTests } from "../engine/commit.js";
 import { planReuse, unsafeInPlaceDiscardForTests } from "../engine/compactor.js";
 import { settle, within } from "./helpers/io-faults.js";
+import { storeWithEveryThirdForgotten } from "./helpers/forgotten-store.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const DEADLINE = 60_000;
@@ -37,19 +38,7 @@ const valueOf = (i: number): string => `v${i}:`.padEnd(400, "q");
 
 /** A store of KEYS keys in ~20 segments, every third forgotten (the last ones in the active segment); returns it and the live content. */
 async function filled(dir: string): Promise<{ store: Engram; live: Map<string, string> }> {
-  const store = await Engram.open(dir, { ...OPTS, faults: {} });
-  const live = new Map<string, string>();
-  for (let i = 0; i < KEYS; i += 50) {
-    const ops = [];
-    for (let j = i; j < i + 50; j++) ops.push({ op: "write" as const, scope: "s", key: `k${j}`, value: valueOf(j) });
-    await store.batch(ops);
-  }
-  const forgets = [];
-  for (let i = 0; i < KEYS; i++) {
-    if (i % 3 === 0) forgets.push({ op: "forget" as const, scope: "s", key: `k${i}` });
-    else live.set(`k${i}`, valueOf(i));
-  }
-  await store.batch(forgets);
+  const { store, live } = await storeWithEveryThirdForgotten(dir, OPTS, KEYS, 50, valueOf);
   for (let i = KEYS; i < KEYS + 30; i++) await store.write(`k${i}`, valueOf(i), { scope: "s" }); // the active segment's own garbage:
   for (let i = KEYS; i < KEYS + 30; i += 2) await store.forget(`k${i}`, { scope: "s" }); // values written and forgotten there
   for (let i = KEYS + 1; i < KEYS + 30; i += 2) live.set(`k${i}`, valueOf(i));
