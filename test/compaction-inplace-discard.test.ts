@@ -15,8 +15,8 @@
  * (`unsafeInPlaceDiscardForTests.asCopy`, the rule before this session): the completed rewrite
  * is discarded like a copy — its "output", the segment itself, unlinked — and reads of its keys
  * miss the deadline. A seal that failed once in rotate() is sealed again when the pass waits for
- * it, and the pass finishes; its twin (`unsafeSealWaitForTests.noRetry`, the rule before):
- * compact() never settles.
+ * it, and the pass finishes, in either mode; failing twice, a copy-on-write pass rejects too. The twin (`unsafeSealWaitForTests.noRetry`, the rule before): compact()
+ * never settles.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -117,15 +117,29 @@ describe("in-place compaction with a worker: a rewrite in flight when its pass f
     expect((await unreadable(store, live, 1)).length, "reads of its keys miss the deadline").toBeGreaterThan(0);
   });
 
-  it("a seal that failed in rotate() is retried when the pass waits for it: a second success lets the pass finish", async () => {
-    const dir = tempDir("inplace-seal-retry");
+  for (const mode of ["in-place", "copy-on-write"] as const) {
+    it(`${mode}: a seal that failed in rotate() is retried when the pass waits for it: a second success lets the pass finish`, async () => {
+      const dir = tempDir(`seal-retry-${mode}`);
+      const { store, live } = await filled(dir);
+      const early = planReuse.earlyStarts;
+      store.faults.failAt?.("io:seal", "EIO", 1);
+      const report = await within(DEADLINE, store.compact({ mode }), "compact");
+      expect(store.faults.failuresLeft?.(), "the armed failure fired").toBe(0);
+      expect(planReuse.earlyStarts).toBe(early + (mode === "in-place" ? 1 : 0)); // one output here: it holds the segment being sealed, so it starts after the seal
+      expect(report.segments.length).toBeGreaterThan(mode === "in-place" ? 10 : 1);
+      expect(await unreadable(store, live)).toEqual([]);
+      await store.close();
+    });
+  }
+
+  it("copy-on-write: EIO twice at io:seal: compact() rejects instead of waiting, no listed file is missing, every key reads back", async () => {
+    const dir = tempDir("seal-fails-cow");
     const { store, live } = await filled(dir);
-    const early = planReuse.earlyStarts;
-    store.faults.failAt?.("io:seal", "EIO", 1);
-    const report = await within(DEADLINE, store.compact({ mode: "in-place" }), "compact");
-    expect(store.faults.failuresLeft?.(), "the armed failure fired").toBe(0);
-    expect(planReuse.earlyStarts).toBe(early + 1);
-    expect(report.segments.length).toBeGreaterThan(10);
+    store.faults.failAt?.("io:seal", "EIO", 2);
+    const r = await settle(DEADLINE, store.compact({ mode: "copy-on-write" }), "compact");
+    expect(r.ok).toBe(false);
+    expect(r.ok ? null : r.error).toBeInstanceOf(IoError);
+    expect(missingFiles(dir, store)).toEqual([]);
     expect(await unreadable(store, live)).toEqual([]);
     await store.close();
   });
