@@ -15,8 +15,9 @@
  * (`unsafeInPlaceDiscardForTests.asCopy`, the rule before this session): the completed rewrite
  * is discarded like a copy — its "output", the segment itself, unlinked — and reads of its keys
  * miss the deadline. A seal that failed once in rotate() is sealed again when the pass waits for
- * it, and the pass finishes, in either mode; failing twice, a copy-on-write pass rejects too. The twin (`unsafeSealWaitForTests.noRetry`, the rule before): compact()
- * never settles.
+ * it, and the pass finishes, in either mode; failing twice, a copy-on-write pass rejects too,
+ * every listed file present. The twin (`unsafeSealWaitForTests.noRetry`, the rule before):
+ * compact() never settles.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
