@@ -33,7 +33,7 @@ import { lockDirectory, type DirLock, type LockNote } from "./lock.js";
 import { resolveOptions, type ResolvedOptions } from "./options.js";
 import { matchScopeRule } from "../rules/scope-rules.js";
 import { materialize, type ReadFound } from "./reads.js";
-import { recover } from "./recovery.js";
+import { recover, type Recovered } from "./recovery.js";
 import { ValueCache } from "./value-cache.js";
 import { BlockCache } from "./block-cache.js";
 import { backupStore } from "./backup.js";
@@ -115,16 +115,14 @@ export class Store implements T.Backend {
     let active: Segment;
     try {
       active = rec.active ?? this.createSegment();
+      this.listRecovered(rec.manifest);
     } catch (err) {
-      // A store that cannot open keeps no descriptor open.
+      // A store that cannot open keeps no descriptor open: neither the segments recovery opened
+      // nor the active one (until the twentieth session a failed manifest write leaked them all).
       for (const seg of this.segments.values()) seg.close(gens);
       registerFaultTable(this.segmentsDir, null);
       throw err;
     }
-    // The manifest names exactly the segments recovery kept (rewritten only when that changed).
-    const listed = rec.manifest;
-    const ids = [...this.segments.keys()].sort((a, b) => a - b);
-    if (listed === null || listed.nextId !== this.nextId || listed.ids.length !== ids.length || listed.ids.some((id, i) => id !== ids[i])) this.recordSegments();
     this.log = new CommitLog(
       {
         durability: options.durability,
@@ -147,6 +145,12 @@ export class Store implements T.Backend {
       this.syncTimer = setInterval(() => this.log.backgroundSync(), options.syncIntervalMs);
       this.syncTimer.unref();
     }
+  }
+
+  /** At open: rewrites the manifest when it does not name exactly the segments recovery kept (and the next id). */
+  private listRecovered(listed: Recovered["manifest"]): void {
+    const ids = [...this.segments.keys()].sort((a, b) => a - b);
+    if (listed === null || listed.nextId !== this.nextId || listed.ids.length !== ids.length || listed.ids.some((id, i) => id !== ids[i])) this.recordSegments();
   }
 
   /**
