@@ -12,36 +12,20 @@
  * construction. The count of cases run is printed.
  */
 import { describe, expect, it } from "vitest";
-import { Engram, IO_FAULT_POINTS, IoError, type FaultPoint, type OpenOptions } from "../src/index.js";
+import { Engram, IO_FAULT_POINTS, type FaultPoint, type OpenOptions } from "../src/index.js";
+import { DEADLINE, runFaultScript } from "./helpers/fault-script.js";
 import { tempDir } from "./helpers/tmp.js";
-import { guardUnhandledRejections, settle, within } from "./helpers/io-faults.js";
+import { guardUnhandledRejections, within } from "./helpers/io-faults.js";
 
 guardUnhandledRejections();
 
 type Mode = "copy-on-write" | "in-place";
 const ERRNOS = ["EIO", "ENOSPC"] as const;
-const DEADLINE = 20_000;
-const S1 = "user:alice";
 
 function modesFor(point: FaultPoint): Mode[] {
   if (point === "io:journal" || point === "io:rewrite") return ["in-place"];
   if (point === "io:copy") return ["copy-on-write"];
   return ["copy-on-write", "in-place"];
-}
-
-const value = (key: string, round: number): string => `${key}@${round}:${"v".repeat(600)}`;
-
-/** Acknowledged state: key -> value (null = not readable). Keys of S1 are stored as "S1/key". */
-class Model {
-  readonly slots = new Map<string, string | null>();
-  async check(store: Engram, when: string): Promise<void> {
-    for (const [id, want] of this.slots) {
-      const [scope, key] = id.startsWith(`${S1}/`) ? [S1, id.slice(S1.length + 1)] : ["global", id];
-      const got = await within(DEADLINE, store.read(key, { scope, inherit: false }), `read ${id}`);
-      if (want === null) expect(got, `${when}: ${id}`).toEqual({ status: "NOT_FOUND" });
-      else expect(got, `${when}: ${id}`).toMatchObject({ value: want });
-    }
-  }
 }
 
 interface Outcome {
@@ -52,50 +36,7 @@ async function runCase(point: FaultPoint, errno: (typeof ERRNOS)[number], mode: 
   const dir = tempDir("matrix");
   const options: OpenOptions = { segmentBytes: 4096, retention: { tombstoneRetentionMs: 0 }, compaction: { mode, workers, auto: false }, faults: {} };
   const store = await Engram.open(dir, options);
-  const model = new Model();
-  let rejected = 0;
-  /** Runs one call; a resolution is applied to the model, a rejection must be the injected IoError. */
-  const call = async <R>(what: string, p: Promise<R>, onOk: (r: R) => void, onFail: () => Promise<void> = async () => undefined): Promise<void> => {
-    const r = await settle(DEADLINE, p, `${point}/${errno}/${mode}: ${what}`);
-    if (r.ok) {
-      onOk(r.value);
-      return;
-    }
-    rejected += 1;
-    expect(r.error, `${what} rejected with an IoError`).toBeInstanceOf(IoError);
-    expect((r.error as IoError).errno, what).toBe(errno);
-    await onFail();
-  };
-  for (let i = 0; i < 6; i++) {
-    await store.write(`k${i}`, value(`k${i}`, 0));
-    model.slots.set(`k${i}`, value(`k${i}`, 0));
-  }
-  for (let i = 0; i < 3; i++) {
-    await store.write(`s${i}`, value(`s${i}`, 0), { scope: S1 });
-    model.slots.set(`${S1}/s${i}`, value(`s${i}`, 0));
-  }
-  await store.forget("k5");
-  model.slots.set("k5", null);
-  store.faults.failAt?.(point, errno, 1);
-
-  for (let i = 0; i < 8; i++) {
-    const k = `k${i}`;
-    await call(`write ${k}`, store.write(k, value(k, 1)), () => model.slots.set(k, value(k, 1)));
-  }
-  for (const k of ["k1", "k3", "k6"]) await call(`forget ${k}`, store.forget(k), () => model.slots.set(k, null));
-  await call("undelete k3", store.undelete("k3"), () => undefined);
-  await call("gc", store.gc(), () => undefined);
-  const erased = (): void => {
-    for (let i = 0; i < 3; i++) model.slots.set(`${S1}/s${i}`, null);
-  };
-  await call("forgetScope eager", store.forgetScope(S1, { reclaim: "eager" }), erased, async () => {
-    // The erasure record may be durable and applied while only its reclamation failed: ask the store.
-    if ((await store.read("s0", { scope: S1, inherit: false })).status === "NOT_FOUND") erased();
-  });
-  for (const k of ["k8", "k9"]) await call(`write ${k}`, store.write(k, value(k, 2)), () => model.slots.set(k, value(k, 2)));
-  await call("compact", store.compact(), () => undefined);
-  await call("flush", store.flush(), () => undefined);
-
+  const { model, rejected } = await runFaultScript(store, () => store.faults.failAt?.(point, errno, 1), errno, `${point}/${errno}/${mode}`);
   expect(store.faults.failuresLeft?.() ?? 0, `the failure at ${point} fired`).toBe(0);
   await model.check(store, "before close");
   await within(DEADLINE, store.close(), "close");
