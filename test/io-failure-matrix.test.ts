@@ -13,26 +13,17 @@
  */
 import { describe, expect, it } from "vitest";
 import { Engram, IO_FAULT_POINTS, type FaultPoint, type OpenOptions } from "../src/index.js";
-import { DEADLINE, runFaultScript } from "./helpers/fault-script.js";
+import { DEADLINE, ERRNOS, matrixCases, runFaultScript, type Errno, type Mode } from "./helpers/fault-script.js";
 import { tempDir } from "./helpers/tmp.js";
 import { guardUnhandledRejections, within } from "./helpers/io-faults.js";
 
 guardUnhandledRejections();
 
-type Mode = "copy-on-write" | "in-place";
-const ERRNOS = ["EIO", "ENOSPC"] as const;
-
-function modesFor(point: FaultPoint): Mode[] {
-  if (point === "io:journal" || point === "io:rewrite") return ["in-place"];
-  if (point === "io:copy") return ["copy-on-write"];
-  return ["copy-on-write", "in-place"];
-}
-
 interface Outcome {
   rejected: number;
 }
 
-async function runCase(point: FaultPoint, errno: (typeof ERRNOS)[number], mode: Mode, workers: number): Promise<Outcome> {
+async function runCase(point: FaultPoint, errno: Errno, mode: Mode, workers: number): Promise<Outcome> {
   const dir = tempDir("matrix");
   const options: OpenOptions = { segmentBytes: 4096, retention: { tombstoneRetentionMs: 0 }, compaction: { mode, workers, auto: false }, faults: {} };
   const store = await Engram.open(dir, options);
@@ -52,9 +43,7 @@ async function runCase(point: FaultPoint, errno: (typeof ERRNOS)[number], mode: 
 }
 
 describe("every I/O point × {EIO, ENOSPC}: IoError, no hang, reads work, close works, reopen intact", () => {
-  const cases: Array<{ point: FaultPoint; errno: (typeof ERRNOS)[number]; mode: Mode; workers: number }> = [];
-  let n = 0;
-  for (const point of IO_FAULT_POINTS) for (const errno of ERRNOS) for (const mode of modesFor(point)) cases.push({ point, errno, mode, workers: n++ % 2 });
+  const cases = matrixCases();
   const ran: string[] = [];
   for (const c of cases) {
     it(`${c.point} ${c.errno} ${c.mode} (workers ${c.workers})`, async () => {

@@ -13,26 +13,17 @@
  * model are the matrix's (test/helpers/fault-script.ts). Workers alternate between 0 and 1.
  */
 import { describe, expect, it } from "vitest";
-import { Engram, IO_FAULT_POINTS, type FaultPoint, type OpenOptions } from "../src/index.js";
-import { DEADLINE, runFaultScript } from "./helpers/fault-script.js";
+import { Engram, type FaultPoint, type OpenOptions } from "../src/index.js";
+import { DEADLINE, matrixCases, runFaultScript, type Errno, type Mode } from "./helpers/fault-script.js";
 import { guardUnhandledRejections, within } from "./helpers/io-faults.js";
 import { shareFixture } from "./helpers/share-fixture.js";
 
 guardUnhandledRejections();
 
-type Mode = "copy-on-write" | "in-place";
-const ERRNOS = ["EIO", "ENOSPC"] as const;
 const { storeDir, open } = shareFixture("share-faults");
 
-/** The modes whose script can reach `point`. */
-function modesFor(point: FaultPoint): Mode[] {
-  if (point === "io:journal" || point === "io:rewrite") return ["in-place"];
-  if (point === "io:copy") return ["copy-on-write"];
-  return ["copy-on-write", "in-place"];
-}
-
 /** One case through a client; returns the count of client calls rejected. */
-async function runCase(point: FaultPoint, errno: (typeof ERRNOS)[number], mode: Mode, workers: number): Promise<number> {
+async function runCase(point: FaultPoint, errno: Errno, mode: Mode, workers: number): Promise<number> {
   const dir = storeDir();
   const options: OpenOptions = { segmentBytes: 4096, retention: { tombstoneRetentionMs: 0 }, compaction: { mode, workers, auto: false } };
   const owner = await Engram.open(dir, { ...options, share: true, faults: {} });
@@ -58,12 +49,10 @@ async function runCase(point: FaultPoint, errno: (typeof ERRNOS)[number], mode: 
 }
 
 describe("every I/O point × {EIO, ENOSPC} in the owner, the calls from a client: IoError across the socket, no hang, nothing lost or back", () => {
-  const cases: Array<{ point: FaultPoint; errno: (typeof ERRNOS)[number]; mode: Mode; workers: number }> = [];
-  let n = 0;
-  for (const point of IO_FAULT_POINTS) for (const errno of ERRNOS) for (const mode of modesFor(point)) cases.push({ point, errno, mode, workers: n++ % 2 });
+  const cases = matrixCases();
   const ran: string[] = [];
   for (const c of cases) {
-    it(`${c.point} ${c.errno} ${c.mode} (workers ${c.workers})`, async () => {
+    it(`${c.point} ${c.errno} ${c.mode} (workers ${c.workers}), through a client`, async () => {
       const rejected = await runCase(c.point, c.errno, c.mode, c.workers);
       ran.push(`${c.point}/${c.errno}/${c.mode}: ${rejected} client call(s) rejected`);
     }, 60_000);

@@ -7,10 +7,28 @@
  * acknowledged state, which `Model.check` compares with what a store reads.
  */
 import { expect } from "vitest";
-import { IoError, type Engram } from "../../src/index.js";
+import { IO_FAULT_POINTS, IoError, type Engram, type FaultPoint } from "../../src/index.js";
 import { settle, within } from "./io-faults.js";
 
 export const DEADLINE = 20_000;
+
+export type Mode = "copy-on-write" | "in-place";
+export const ERRNOS = ["EIO", "ENOSPC"] as const;
+export type Errno = (typeof ERRNOS)[number];
+
+/** The compaction modes whose script can reach `point` (the journal and the rewrite are in place's, the copy copy-on-write's). */
+export function modesFor(point: FaultPoint): Mode[] {
+  if (point === "io:journal" || point === "io:rewrite") return ["in-place"];
+  if (point === "io:copy") return ["copy-on-write"];
+  return ["copy-on-write", "in-place"];
+}
+
+/** The matrix's cases: every I/O point × errno × mode reaching it, workers alternating between 0 and 1. */
+export function matrixCases(): Array<{ point: FaultPoint; errno: Errno; mode: Mode; workers: number }> {
+  const cases: Array<{ point: FaultPoint; errno: Errno; mode: Mode; workers: number }> = [];
+  for (const point of IO_FAULT_POINTS) for (const errno of ERRNOS) for (const mode of modesFor(point)) cases.push({ point, errno, mode, workers: cases.length % 2 });
+  return cases;
+}
 const S1 = "user:alice";
 
 const value = (key: string, round: number): string => `${key}@${round}:${"v".repeat(600)}`;
