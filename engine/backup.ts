@@ -19,14 +19,16 @@
  * Durability order: everything is written into a staging directory beside the target, each file
  * fsynced, the directories fsynced, the copy verified (every checksum), then the staging
  * directory is renamed to the target and the parent fsynced. The target appears complete or not
- * at all; a failure removes the staging directory.
+ * at all; a failure removes the staging directory (or the target, when only the parent's fsync
+ * failed). Every call goes through segments/io.ts, so a failed one is an IoError (a full backup
+ * volume: ENOSPC) and the store's injected failures reach it.
  */
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { InvalidArgumentError, CorruptionError } from "../rules/errors.js";
+import { InvalidArgumentError, CorruptionError, IoError } from "../rules/errors.js";
 import { DIR_MODE, FILE_MODE, segmentFileName } from "../segments/file-names.js";
-import { fsyncDir } from "../segments/io.js";
+import * as io from "../segments/io.js";
 import type { BackupReport } from "../rules/types.js";
 import type { Segment } from "./segment.js";
 import { verifySegments } from "./verify.js";
@@ -38,6 +40,8 @@ export interface BackupHost {
   readonly segments: Map<number, Segment>;
   /** Runs `job` with no compaction running or starting until it settles. */
   exclusive<R>(job: () => Promise<R>): Promise<R>;
+  /** The store's fault table (`faults.failAt`), or null when fault injection is off. */
+  readonly faultTable: SharedArrayBuffer | null;
 }
 
 /** Bytes read or written per call when copying. */
@@ -69,25 +73,25 @@ function readPrefix(fd: number, end: number): Buffer {
   return out;
 }
 
-/** Writes `bytes` to a new file and fdatasyncs it. */
+/** Writes `bytes` to a new file and fdatasyncs it (fault point io:copy); the fd is closed either way. */
 function writeDurable(file: string, bytes: Buffer): void {
-  const fd = fs.openSync(file, "wx", FILE_MODE);
+  const fd = io.openFile("io:copy", file, "wx", FILE_MODE);
   try {
-    for (let done = 0; done < bytes.length; ) done += fs.writeSync(fd, bytes, done, Math.min(CHUNK_BYTES, bytes.length - done), done);
-    fs.fdatasyncSync(fd);
+    io.writeAllSync("io:copy", fd, [bytes], 0);
+    io.datasyncSync("io:copy", fd);
   } finally {
-    fs.closeSync(fd);
+    io.closeQuietly(fd);
   }
 }
 
-/** Copies a whole file and fdatasyncs the copy. */
+/** Copies a whole file and fdatasyncs the copy (fault point io:copy). */
 function copyDurable(from: string, to: string): void {
-  fs.copyFileSync(from, to, fs.constants.COPYFILE_EXCL);
-  const fd = fs.openSync(to, "r");
+  io.copyFile("io:copy", from, to);
+  const fd = io.openFile("io:copy", to, "r");
   try {
-    fs.fdatasyncSync(fd);
+    io.datasyncSync("io:copy", fd);
   } finally {
-    fs.closeSync(fd);
+    io.closeQuietly(fd);
   }
 }
 
@@ -111,6 +115,9 @@ function snapshot(host: BackupHost): Part[] {
   return parts;
 }
 
+/** The errnos of a hard link refused by the file system, not failed: the segment is copied instead. */
+const LINK_REFUSED: ReadonlySet<string> = new Set(["EXDEV", "EPERM", "ENOTSUP", "EMLINK", "EOPNOTSUPP"]);
+
 /** Puts one part into `segmentsDir` of the staging copy; returns true when it was hard-linked. */
 function place(host: BackupHost, part: Part, segmentsDir: string): boolean {
   const to = path.join(segmentsDir, segmentFileName(part.id));
@@ -120,13 +127,28 @@ function place(host: BackupHost, part: Part, segmentsDir: string): boolean {
   }
   const from = path.join(host.segmentsDir, segmentFileName(part.id));
   try {
-    fs.linkSync(from, to);
+    io.link("io:copy", from, to);
     return true;
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code !== "EXDEV" && code !== "EPERM" && code !== "ENOTSUP" && code !== "EMLINK" && code !== "EOPNOTSUPP") throw err;
+    if (!(err instanceof IoError) || !LINK_REFUSED.has(err.errno)) throw err;
     copyDurable(from, to);
     return false;
+  }
+}
+
+/**
+ * Runs `job` with the store's fault table (`faults.failAt`) applying to the staging copy's files,
+ * as it applies to the store's own: an injected failure at io:copy, io:dir-sync or io:rename
+ * reaches a backup's calls too (test/backup-faults.test.ts). The target's parent is not
+ * registered: it is the user's directory, and its final fsync is never injected.
+ */
+async function withFaultTable<R>(host: BackupHost, staging: string, job: () => Promise<R>): Promise<R> {
+  const dirs = [staging, path.join(staging, "segments")];
+  for (const d of dirs) io.registerFaultTable(d, host.faultTable);
+  try {
+    return await job();
+  } finally {
+    for (const d of dirs) io.registerFaultTable(d, null);
   }
 }
 
@@ -134,30 +156,36 @@ function place(host: BackupHost, part: Part, segmentsDir: string): boolean {
 export async function backupStore(host: BackupHost, target: unknown): Promise<BackupReport> {
   const dest = checkTarget(host.dir, target);
   const staging = path.join(path.dirname(dest), `.${path.basename(dest)}.engram-backup-${randomUUID()}`);
-  const segmentsDir = path.join(staging, "segments");
-  fs.mkdirSync(segmentsDir, { recursive: true, mode: DIR_MODE });
+  let renamed = false;
   try {
-    const taken = await host.exclusive(async () => {
-      const sequence = highestSequence(host);
-      const parts = snapshot(host);
-      let linked = 0;
-      for (const part of parts) if (place(host, part, segmentsDir)) linked += 1;
-      return { parts, linked, sequence };
+    return await withFaultTable(host, staging, async () => {
+      const segmentsDir = path.join(staging, "segments");
+      io.makeDir("io:create", segmentsDir, DIR_MODE);
+      const taken = await host.exclusive(async () => {
+        const sequence = highestSequence(host);
+        const parts = snapshot(host);
+        let linked = 0;
+        for (const part of parts) if (place(host, part, segmentsDir)) linked += 1;
+        return { parts, linked, sequence };
+      });
+      io.syncDir("io:dir-sync", segmentsDir);
+      io.syncDir("io:dir-sync", staging);
+      const verify = await verifySegments(segmentsDir);
+      if (!verify.ok) {
+        const p = verify.problems[0];
+        throw new CorruptionError(p?.segment ?? 0, p?.offset ?? 0, `the backup copy does not verify: ${p?.detail ?? "unknown problem"}`);
+      }
+      if (fs.existsSync(dest)) fs.rmdirSync(dest); // checked empty above
+      io.rename("io:rename", staging, dest);
+      renamed = true;
+      io.syncDir("io:dir-sync", path.dirname(dest));
+      const bytes = taken.parts.reduce((n, p) => n + (p.sealed ? p.bytes : p.data.length), 0);
+      return { dir: dest, segments: taken.parts.length, linked: taken.linked, copied: taken.parts.length - taken.linked, bytes, sequence: taken.sequence, verify };
     });
-    fsyncDir(segmentsDir);
-    fsyncDir(staging);
-    const verify = await verifySegments(segmentsDir);
-    if (!verify.ok) {
-      const p = verify.problems[0];
-      throw new CorruptionError(p?.segment ?? 0, p?.offset ?? 0, `the backup copy does not verify: ${p?.detail ?? "unknown problem"}`);
-    }
-    if (fs.existsSync(dest)) fs.rmdirSync(dest); // checked empty above
-    fs.renameSync(staging, dest);
-    fsyncDir(path.dirname(dest));
-    const bytes = taken.parts.reduce((n, p) => n + (p.sealed ? p.bytes : p.data.length), 0);
-    return { dir: dest, segments: taken.parts.length, linked: taken.linked, copied: taken.parts.length - taken.linked, bytes, sequence: taken.sequence, verify };
   } catch (err) {
-    fs.rmSync(staging, { recursive: true, force: true });
+    // A backup that failed leaves nothing: neither its staging directory nor, when only the
+    // parent's fsync after the rename failed, a target whose name may not survive a power cut.
+    fs.rmSync(renamed ? dest : staging, { recursive: true, force: true });
     throw err;
   }
 }

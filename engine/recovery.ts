@@ -14,7 +14,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { CorruptionError, LimitExceededError } from "../rules/errors.js";
-import { parseSegmentFileName, segmentFileName } from "../segments/file-names.js";
+import { DIR_MODE, parseSegmentFileName, segmentFileName } from "../segments/file-names.js";
 import { readHeader } from "../segments/header-io.js";
 import { fsyncDir } from "../segments/io.js";
 import { readFileRange, readWholeFile } from "../segments/whole-file.js";
@@ -150,7 +150,7 @@ function sealOnOpen(seg: Segment): void {
 
 /** Rebuilds the store's state from `dir` (the segments directory, created if missing). */
 export function recover(dir: string, gens: GenerationTable, now: number): Recovered {
-  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  io.makeDir("io:create", dir, DIR_MODE);
   const names = fs.readdirSync(dir).sort();
   const journalsReplayed = settleCompactions(dir, names);
   const present = fs.readdirSync(dir).map(parseSegmentFileName).filter((x): x is number => x !== null).sort((a, b) => a - b);

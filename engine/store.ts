@@ -12,11 +12,11 @@ import { formatVersionWritten } from "../segments/version-written.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { writeManifest } from "./manifest.js";
 import { initChecksum, initRecordSums } from "../segments/checksum.js";
-import { InvalidArgumentError, StoreClosedError, LimitExceededError } from "../rules/errors.js";
+import { InvalidArgumentError, IoError, StoreClosedError, LimitExceededError } from "../rules/errors.js";
 import { createSegmentFile } from "../segments/create.js";
 import { DIR_MODE, segmentFileName } from "../segments/file-names.js";
 import { unlinkQuietly } from "../segments/io.js";
-import { backgroundCloses, nextTurn, registerFaultTable } from "../segments/io.js";
+import { backgroundCloses, makeDir, nextTurn, registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
@@ -162,7 +162,7 @@ export class Store implements T.Backend {
     const resolved = resolveOptions(options);
     await initChecksum();
     await initRecordSums(); // a batch's sums are written in runs (segments/checksum.ts writeRecordSums)
-    fs.mkdirSync(dir, { recursive: true, mode: DIR_MODE });
+    makeStoreDir(dir);
     const lock = lockDirectory(dir, lockNote);
     try {
       const store = new Store(dir, resolved, lock, new GenerationTable());
@@ -738,7 +738,7 @@ export class Store implements T.Backend {
   /** backup(): an online, consistent copy of the store in a new directory (backup.ts). */
   backup(targetDir: unknown): Promise<T.BackupReport> {
     this.assertOpen();
-    return backupStore({ dir: this.dir, segmentsDir: this.segmentsDir, segments: this.segments, exclusive: (job) => this.compactor.exclusive(job) }, targetDir);
+    return backupStore({ dir: this.dir, segmentsDir: this.segmentsDir, segments: this.segments, exclusive: (job) => this.compactor.exclusive(job), faultTable: this.faults.buffer }, targetDir);
   }
 
   /** exportEntries(): every slot of a subtree, live values and retention records (export.ts). */
@@ -825,6 +825,25 @@ export class Store implements T.Backend {
     this.lock.release();
     if (first !== null) throw first;
   }
+}
+
+/** The errnos of a store path that cannot hold a directory (not a failing device): bad input. */
+const PATH_REFUSED: ReadonlySet<string> = new Set(["ENOTDIR", "ENOENT", "EACCES", "EPERM", "EROFS", "ENAMETOOLONG", "ELOOP", "EEXIST"]);
+
+/**
+ * Makes the store's directory (and missing parents) or says why it cannot: InvalidArgumentError
+ * for a path that cannot hold one (a file on the way, a read-only or pseudo file system, no
+ * permission), IoError for a failing device. Until the twentieth session open passed node's
+ * error through bare, and a path under /proc hung the process (segments/io.ts makeDir).
+ */
+export function makeStoreDir(dir: string): void {
+  try {
+    makeDir("io:create", dir, DIR_MODE);
+  } catch (err) {
+    if (err instanceof IoError && PATH_REFUSED.has(err.errno)) throw new InvalidArgumentError(`cannot make the store directory ${dir} (${err.errno}); choose a path where this process can create a directory`);
+    throw err;
+  }
+  if (!fs.statSync(dir).isDirectory()) throw new InvalidArgumentError(`the store path ${dir} is a file, not a directory; choose a directory path`);
 }
 
 /** Under tests: every record of a sealed batch decodes where its length says it lies in the plan's pieces (their deferred sums written). */

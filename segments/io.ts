@@ -1,7 +1,8 @@
 /**
  * Every system call of engine/ and segments/ that changes the file system goes through here:
- * open for writing, write/writev, ftruncate, fdatasync/fsync, rename, unlink, directory fsync and
- * close. Each call names its fault point, so that one place can (a) make it fail as the file
+ * open for writing, write/writev, ftruncate, fdatasync/fsync, rename, link, copy, mkdir, unlink,
+ * directory fsync and close (backup.ts's calls too, since the twentieth session: before, a full
+ * backup volume came back as a bare Node error, not an IoError). Each call names its fault point, so that one place can (a) make it fail as the file
  * system would (`failAt`: EIO or ENOSPC, on any thread, through the shared fault table of
  * engine/faults.ts), (b) turn a failed call into an IoError that names the errno, the operation
  * and the file, and (c) report each successful call to a test observer (the power-loss harness).
@@ -32,6 +33,9 @@ export type IoEvent =
   | { op: "truncate"; fd: number; path: string; bytes: number }
   | { op: "sync"; fd: number; path: string }
   | { op: "rename"; path: string; to: string }
+  | { op: "link"; path: string; to: string }
+  | { op: "copy"; path: string; to: string }
+  | { op: "mkdir"; path: string }
   | { op: "unlink"; path: string }
   | { op: "dir-sync"; path: string }
   | { op: "close"; fd: number; path: string };
@@ -241,6 +245,48 @@ export function rename(point: FaultPoint, from: string, to: string): void {
   }
   for (const [fd, p] of fdPaths) if (p === from) fdPaths.set(fd, to);
   observer?.({ op: "rename", path: from, to });
+}
+
+/** link(2): a second name `to` for the file `from`. Durable only after the directory is synced. */
+export function link(point: FaultPoint, from: string, to: string): void {
+  inject(point, to, "link");
+  try {
+    fs.linkSync(from, to);
+  } catch (err) {
+    throw asIoError(err, "link", to);
+  }
+  observer?.({ op: "link", path: from, to });
+}
+
+/** Copies the whole of `from` into a new file `to` (which must not exist; the kernel copies). Not durable until `to` is fsynced. */
+export function copyFile(point: FaultPoint, from: string, to: string): void {
+  inject(point, to, "copy");
+  try {
+    fs.copyFileSync(from, to, fs.constants.COPYFILE_EXCL);
+  } catch (err) {
+    throw asIoError(err, "copy", to);
+  }
+  observer?.({ op: "copy", path: from, to });
+}
+
+/**
+ * mkdir(2) of `dir` and of each missing parent, one level at a time, with `mode`. Not node's
+ * `mkdirSync(dir, { recursive: true })`: on Node 20 that loops for ever, at full CPU, where a
+ * parent exists but refuses children with ENOENT (a path under /proc). Durable only after each
+ * parent is synced.
+ */
+export function makeDir(point: FaultPoint, dir: string, mode: number): void {
+  const missing: string[] = [];
+  for (let d = path.resolve(dir); !fs.existsSync(d) && path.dirname(d) !== d; d = path.dirname(d)) missing.push(d); // ends at "/": a path has finitely many parents
+  for (const d of missing.reverse()) {
+    inject(point, d, "mkdir");
+    try {
+      fs.mkdirSync(d, { mode });
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== "EEXIST") throw asIoError(err, "mkdir", d); // made meanwhile by another opener: fine
+    }
+    observer?.({ op: "mkdir", path: d });
+  }
 }
 
 /** unlink(2); a missing file is not an error. Durable only after the directory is synced. */

@@ -13,12 +13,11 @@
  * - whoever holds the flock owns; taking over is the ordinary open (recovery);
  * - every queued call settles by its deadline.
  */
-import * as fs from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { InvalidArgumentError, NotSupportedError, OwnerLostError, StoreClosedError, StoreLockedError } from "../rules/errors.js";
 import type * as T from "../rules/types.js";
 import { assert } from "../rules/assert.js";
-import { Store } from "../engine/store.js";
+import { makeStoreDir, Store } from "../engine/store.js";
 import { readLockNote, type LockNote } from "../engine/lock.js";
 import { resolveOptions } from "../engine/options.js";
 import { Link, ProtocolMismatchError, type LinkEnd, type Sent } from "./link.js";
@@ -256,7 +255,7 @@ export class SharedStore implements T.Backend {
    * as `engram mcp --read-only` without write access keeps waiting for an owner).
    */
   private async tryOwn(): Promise<boolean> {
-    fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 }); // a directory that cannot be made has no owner to wait for
+    makeStoreDir(this.dir); // a directory that cannot be made has no owner to wait for: InvalidArgumentError
     let store: Store;
     let socket: string;
     try {
