@@ -92,7 +92,7 @@ export class ProgressBar {
 }
 
 const HINTS: Record<string, string> = {
-  INVALID_ARGUMENT: 'check the key (1-1024 bytes, no NUL) and scope ("global" or e.g. "user:alice/session:1")',
+  INVALID_ARGUMENT: 'fix the argument the message names (a key is 1-1024 bytes with no NUL; a scope is "global" or e.g. "user:alice/session:1"; --dir a store directory)',
   VERSION_CONFLICT: "someone changed the key: `engram get` it again and retry with its current version",
   TOMBSTONED: "the key was forgotten: pass --clear-tombstone, or run `engram undelete` first",
   HALF_RECLAIMED: "the value is gone but its retention record survives: re-write with --clear-tombstone",

@@ -4,18 +4,28 @@
  * backend has the same TypeScript type and the same errors, and the package's surface stays small
  * and documented while the backends evolve underneath.
  */
+import * as fs from "node:fs";
 import * as path from "node:path";
 import { initChecksum } from "../segments/checksum.js";
 import { Store } from "../engine/store.js";
 import { verifySegments } from "../engine/verify.js";
 import * as A from "../rules/args.js";
-import { NotSupportedError } from "../rules/errors.js";
+import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
 import { isPostgresUrl, openPostgres } from "../postgres/index.js";
 import { SharedStore } from "../share/handle.js";
 import type { Backend, Faults, Role } from "../rules/types.js";
 import type * as T from "./types.js";
 
 export type { Faults } from "../rules/types.js";
+
+/** True when `p` is a directory (false when it is missing, a file, or lies under a file). */
+function isDirectory(p: string): boolean {
+  try {
+    return fs.statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
 
 /** An open engram store. */
 export class Engram {
@@ -56,11 +66,15 @@ export class Engram {
 
   /**
    * Checks every segment of the store in `dir` without opening it (no lock, no recovery): works
-   * on a store that refuses to open because of corruption. Changes nothing.
+   * on a store that refuses to open because of corruption. Changes nothing. A `dir` that holds no
+   * store (no `segments` directory: a mistyped path, say) is INVALID_ARGUMENT, not a clean report.
    */
   static async verify(dir: string, options?: { onProgress?: T.ProgressFn }): Promise<T.VerifyReport> {
+    if (typeof dir !== "string" || dir.length === 0) throw new InvalidArgumentError("dir must be a non-empty path string");
+    const segments = path.join(dir, "segments");
+    if (!isDirectory(segments)) throw new InvalidArgumentError(`no store at ${dir} (it has no segments directory): check the path`);
     await initChecksum();
-    return verifySegments(path.join(dir, "segments"), options?.onProgress);
+    return verifySegments(segments, options?.onProgress);
   }
 
   /** The directory this store lives in. */

@@ -7,7 +7,8 @@
  * with a 20 s timeout and SIGKILL: node 20's `mkdirSync(p, { recursive: true })`, which open used
  * until the twentieth session, loops there for ever at full CPU — synchronous code no in-process
  * deadline can stop. The others ran into node's bare ENOTDIR error before. A writable nested path
- * is made, parents included, and opens.
+ * is made, parents included, and opens. `Engram.verify` of a path with no store in it reported a
+ * clean store of 0 segments until the twentieth session (a mistyped backup path "verified").
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -60,6 +61,16 @@ describe("store paths that cannot hold a directory", () => {
       expect(openInChild("/proc/engram-store-path-test/deeper", share)).toBe("INVALID_ARGUMENT");
     }, 60_000);
   }
+
+  it("Engram.verify of a path that holds no store is INVALID_ARGUMENT, not a clean report", async () => {
+    const base = tempDir("store-path");
+    const file = path.join(base, "a-file");
+    fs.writeFileSync(file, "x");
+    for (const dir of [path.join(base, "missing"), base, file, path.join(file, "sub")]) {
+      await expect(Engram.verify(dir), dir).rejects.toBeInstanceOf(InvalidArgumentError);
+    }
+    expect(fs.readdirSync(base)).toEqual(["a-file"]);
+  });
 
   it("a nested path that does not exist yet is made, parents included", async () => {
     const dir = path.join(tempDir("store-path"), "a", "b", "store");
