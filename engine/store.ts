@@ -16,7 +16,7 @@ import { InvalidArgumentError, IoError, StoreClosedError, LimitExceededError } f
 import { createSegmentFile } from "../segments/create.js";
 import { DIR_MODE, segmentFileName } from "../segments/file-names.js";
 import { unlinkQuietly } from "../segments/io.js";
-import { backgroundCloses, makeDir, nextTurn, registerFaultTable } from "../segments/io.js";
+import { asIoError, backgroundCloses, makeDir, nextTurn, registerFaultTable } from "../segments/io.js";
 import { chunkEraseList, encodeEraseList, type ErasedSlot } from "../segments/erase-list.js";
 import { parentScope, scopeLineage, scopeWithin } from "../rules/names.js";
 import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecord, type RecordArena, type RecordInput } from "../segments/record.js";
@@ -163,7 +163,7 @@ export class Store implements T.Backend {
     await initChecksum();
     await initRecordSums(); // a batch's sums are written in runs (segments/checksum.ts writeRecordSums)
     makeStoreDir(dir);
-    const lock = lockDirectory(dir, lockNote);
+    const lock = lockOf(dir, lockNote);
     try {
       const store = new Store(dir, resolved, lock, new GenerationTable());
       store.compactor.nudge();
@@ -824,6 +824,18 @@ export class Store implements T.Backend {
     this.keydir.release();
     this.lock.release();
     if (first !== null) throw first;
+  }
+}
+
+/**
+ * lockDirectory, with a failed system call (a read-only file system: EROFS) as an IoError that
+ * keeps its errno, never a bare Node error; StoreLockedError passes through.
+ */
+function lockOf(dir: string, lockNote: LockNote | undefined): DirLock {
+  try {
+    return lockDirectory(dir, lockNote);
+  } catch (err) {
+    throw asIoError(err, "open LOCK", path.join(dir, "LOCK"));
   }
 }
 

@@ -14,7 +14,7 @@
  * - every queued call settles by its deadline.
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import { InvalidArgumentError, NotSupportedError, OwnerLostError, StoreClosedError, StoreLockedError } from "../rules/errors.js";
+import { InvalidArgumentError, IoError, NotSupportedError, OwnerLostError, StoreClosedError, StoreLockedError } from "../rules/errors.js";
 import type * as T from "../rules/types.js";
 import { assert } from "../rules/assert.js";
 import { makeStoreDir, Store } from "../engine/store.js";
@@ -265,7 +265,7 @@ export class SharedStore implements T.Backend {
       store = await Store.open(this.dir, own, { mode: "shared", pid: process.pid, socket });
     } catch (err) {
       if (err instanceof StoreLockedError) return false;
-      const code = (err as NodeJS.ErrnoException).code;
+      const code = err instanceof IoError ? err.errno : (err as NodeJS.ErrnoException).code; // Store.open's IoError keeps the errno
       if (code === "EACCES" || code === "EPERM" || code === "EROFS") {
         this.cannotOwn = err;
         return false;

@@ -10,7 +10,8 @@
  * the client cannot become the owner (EROFS): a call made then must wait and reject with
  * OWNER_LOST by its deadline, not fail with a file-system error, and once a new owner opens the
  * writable path the client attaches to it and its calls run again. Finally the built CLI's
- * `engram mcp --read-only` started on the read-only path serves a read through the MCP SDK.
+ * `engram mcp --read-only` started on the read-only path serves a read through the MCP SDK, and an
+ * exclusive open of the read-only path rejects with IoError EROFS (a bare Node error before).
  *
  * Property stressed: the client side of sharing writes nothing to the store directory.
  */
@@ -20,7 +21,7 @@ import * as path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, describe, expect, it } from "vitest";
-import { Engram, OwnerLostError } from "../src/index.js";
+import { Engram, IoError, OwnerLostError } from "../src/index.js";
 import { assertBuilt, ROOT } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -78,6 +79,20 @@ describe.skipIf(skipReason !== null)("a client on a read-only mount of the store
     } finally {
       await client.close();
     }
+  });
+
+  it("an exclusive open of the read-only path is an IoError with EROFS, not a bare Node error (twentieth session)", async () => {
+    const err = await Engram.open(ro, OPTS).then(
+      async (s) => {
+        await s.close();
+        return null;
+      },
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(IoError);
+    expect((err as IoError).errno).toBe("EROFS");
+    const again = await Engram.open(dir, OPTS); // the failed opener took no lock
+    await again.close();
   });
 
   it("engram mcp --read-only on the read-only path serves reads through the owner", async () => {
