@@ -11,6 +11,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { InvalidArgumentError } from "../rules/errors.js";
+import { makeDir } from "../segments/io.js";
 
 /** Longest socket path, in bytes, that every supported platform accepts (macOS: 103). */
 export const SOCKET_PATH_BYTES_MAX = 100;
@@ -40,7 +41,7 @@ export function socketPathFor(dir: string): string {
 export function privateRuntimeDir(): string {
   const xdg = process.env["XDG_RUNTIME_DIR"];
   const base = xdg !== undefined && xdg !== "" ? path.join(xdg, "engram") : path.join(os.tmpdir(), `engram-${myUid()}`);
-  fs.mkdirSync(base, { recursive: true, mode: 0o700 });
+  makeDir("io:create", base, 0o700); // one level at a time: node 20's recursive mkdir spins for ever where a parent refuses children (/proc)
   checkPrivateDir(base);
   return base;
 }

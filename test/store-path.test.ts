@@ -7,7 +7,8 @@
  * with a 20 s timeout and SIGKILL: node 20's `mkdirSync(p, { recursive: true })`, which open used
  * until the twentieth session, loops there for ever at full CPU — synchronous code no in-process
  * deadline can stop. The others ran into node's bare ENOTDIR error before. A writable nested path
- * is made, parents included, and opens. `Engram.verify` of a path with no store in it reported a
+ * is made, parents included, and opens. A shared open whose socket directory (XDG_RUNTIME_DIR, for a
+ * store path too long for a socket name) lies under /proc rejects instead of spinning. `Engram.verify` of a path with no store in it reported a
  * clean store of 0 segments until the twentieth session (a mistyped backup path "verified").
  */
 import { spawnSync } from "node:child_process";
@@ -30,12 +31,12 @@ async function openError(dir: string, options: object): Promise<unknown> {
   }
 }
 
-/** Opens `dir` in a child process (killed after 20 s); returns its error code, "opened", or "timeout". */
-function openInChild(dir: string, share: boolean): string {
+/** Opens `dir` in a child process (killed after 20 s, `env` added to its environment); returns its error code, "opened", or "timeout". */
+function openInChild(dir: string, share: boolean, env: Record<string, string> = {}): string {
   const script = `import { Engram } from ${JSON.stringify(path.join(ROOT, "src/index.ts"))};
 try { const s = await Engram.open(${JSON.stringify(dir)}, { share: ${share}, shareTimeoutMs: 2000 }); await s.close(); console.log("opened"); }
 catch (e) { console.log(e.code ?? String(e)); }`;
-  const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, encoding: "utf8", timeout: 20_000, killSignal: "SIGKILL" });
+  const r = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], { cwd: ROOT, encoding: "utf8", timeout: 20_000, killSignal: "SIGKILL", env: { ...process.env, ...env } });
   if (r.error !== undefined || r.signal !== null) return "timeout";
   return r.stdout.trim();
 }
@@ -61,6 +62,11 @@ describe("store paths that cannot hold a directory", () => {
       expect(openInChild("/proc/engram-store-path-test/deeper", share)).toBe("INVALID_ARGUMENT");
     }, 60_000);
   }
+
+  it.skipIf(!fs.existsSync("/proc/self"))("a shared open whose socket needs a runtime directory under /proc (XDG_RUNTIME_DIR): an IoError, no hang", () => {
+    const dir = path.join(tempDir("store-path"), "d".repeat(120)); // too long for a socket name beside the store
+    expect(openInChild(dir, true, { XDG_RUNTIME_DIR: "/proc/engram-store-path-xdg" })).toBe("IO_ERROR");
+  }, 60_000);
 
   it("Engram.verify of a path that holds no store is INVALID_ARGUMENT, not a clean report", async () => {
     const base = tempDir("store-path");
