@@ -2,10 +2,11 @@
  * Every system call of engine/ and segments/ that changes the file system goes through here:
  * open for writing, write/writev, ftruncate, fdatasync/fsync, rename, link, copy, mkdir, unlink,
  * directory fsync and close (backup.ts's calls too, since the twentieth session: before, a full
- * backup volume came back as a bare Node error, not an IoError). Each call names its fault point, so that one place can (a) make it fail as the file
- * system would (`failAt`: EIO or ENOSPC, on any thread, through the shared fault table of
- * engine/faults.ts), (b) turn a failed call into an IoError that names the errno, the operation
- * and the file, and (c) report each successful call to a test observer (the power-loss harness).
+ * backup volume came back as a bare Node error, not an IoError). Each call names its fault
+ * point, so that one place can (a) make it fail as the file system would (`failAt`: EIO or
+ * ENOSPC, on any thread, through the shared fault table of engine/faults.ts), (b) turn a failed
+ * call into an IoError that names the errno, the operation and the file, and (c) report each
+ * successful call to a test observer (the power-loss harness).
  *
  * Fault tables are found by directory: a store (or a compaction worker) registers its segments
  * directory; a path-based call looks up its own directory, an fd-based call the directory of the

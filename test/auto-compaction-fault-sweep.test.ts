@@ -25,14 +25,12 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram, IO_FAULT_POINTS, type FaultPoint, type OpenOptions } from "../src/index.js";
+import { ERRNOS, modesFor, type Errno, type Mode } from "./helpers/fault-script.js";
 import { guardUnhandledRejections, within } from "./helpers/io-faults.js";
 import { tempDir } from "./helpers/tmp.js";
 
 guardUnhandledRejections();
 
-type Mode = "copy-on-write" | "in-place";
-type Errno = "EIO" | "ENOSPC";
-const ERRNOS: readonly Errno[] = ["EIO", "ENOSPC"];
 const DEADLINE = 20_000;
 const KEYS = 300;
 const valueOf = (i: number): string => `v${i}:`.padEnd(300, "w");
@@ -48,13 +46,6 @@ beforeAll(() => {
 afterAll(() => {
   process.off("warning", onWarning);
 });
-
-/** The modes whose pass can reach `point`. */
-function modesFor(point: FaultPoint): Mode[] {
-  if (point === "io:journal" || point === "io:rewrite") return ["in-place"];
-  if (point === "io:copy") return ["copy-on-write"];
-  return ["copy-on-write", "in-place"];
-}
 
 /** Resolves once `done()` holds, checked every 5 ms; rejects after `ms` naming `what`. */
 async function until(ms: number, done: () => boolean, what: string): Promise<void> {

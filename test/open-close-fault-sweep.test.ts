@@ -25,13 +25,12 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { Engram, IO_FAULT_POINTS, IoError, type FaultPoint, type OpenOptions } from "../src/index.js";
 import { storeWithEveryThirdForgotten } from "./helpers/forgotten-store.js";
+import { ERRNOS, type Errno } from "./helpers/fault-script.js";
 import { fdCount, guardUnhandledRejections, settle, within } from "./helpers/io-faults.js";
 import { tempDir } from "./helpers/tmp.js";
 
 guardUnhandledRejections();
 
-type Errno = "EIO" | "ENOSPC";
-const ERRNOS: readonly Errno[] = ["EIO", "ENOSPC"];
 const DEADLINE = 20_000;
 const KEYS = 300;
 const valueOf = (i: number): string => `v${i}:`.padEnd(300, "w");
