@@ -284,7 +284,8 @@ export function makeDir(point: FaultPoint, dir: string, mode: number): void {
     try {
       fs.mkdirSync(d, { mode });
     } catch (err) {
-      if ((err as { code?: unknown }).code !== "EEXIST") throw asIoError(err, "mkdir", d); // made meanwhile by another opener: fine
+      if ((err as { code?: unknown }).code !== "EEXIST") throw asIoError(err, "mkdir", d);
+      continue; // made meanwhile by another opener: not this call's, so not observed
     }
     observer?.({ op: "mkdir", path: d });
   }
