@@ -15,7 +15,7 @@ import { RecordArena, unsafeArenaForTests, type RecordInput } from "../segments/
 import { writeRecordSums } from "../segments/checksum.js";
 import { batchCommitInput } from "../segments/record-kinds.js";
 import type { Logical } from "./intents.js";
-import { isReserved, type Location, type Slot } from "./keydir.js";
+import { isReserved, type Location, type SlotRef } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
 import { matchScopeRule } from "../rules/scope-rules.js";
 import type * as T from "../rules/types.js";
@@ -36,9 +36,9 @@ export interface BatchHost {
   /** Undoes intend(scope, key, state), which returned `replaced` (Intents.restore). */
   unintend(scope: string, key: string, replaced: Logical | undefined, state: Logical): void;
   /** What the last logical() call found in the keydir: the slot, undefined (absent), null (not asked). */
-  foundSlot(): Slot | undefined | null;
-  /** Takes back a slot reserved by this plan's decision (Keydir.unreserve): the plan will not be applied. */
-  unreserve(slot: Slot): void;
+  foundSlot(): SlotRef | undefined | null;
+  /** Takes back a slot or row reserved for (scope, key) by this plan's decision (Keydir.unreserve): the plan will not be applied. */
+  unreserve(slot: SlotRef, scope: string, key: string): void;
   /** The keydir's count of slots made or dropped (Keydir.changes). */
   keydirChanges(): number;
   /** Encodes one record (the store's value limit, and its round-trip check under tests), into `arena` when given. */
@@ -62,11 +62,11 @@ export interface PlannedOp extends Logical {
   /** PUT: the expiry (ms, 0 = never). TOMBSTONE: the version it kills. */
   readonly expiresAt: number;
   /**
-   * The keydir's slot its decision found (undefined: the name was absent there; a reserved slot:
-   * absent, the slot made for it at the decision), valid while the keydir's `changes` equal the
-   * plan's `keydirMark`; null when the decision did not ask the keydir.
+   * The keydir's slot its decision found (undefined: the name was absent there; a reserved slot
+   * or compact row: absent, the one made for it at the decision), valid while the keydir's
+   * `changes` equal the plan's `keydirMark`; null when the decision did not ask the keydir.
    */
-  readonly slot: Slot | undefined | null;
+  readonly slot: SlotRef | undefined | null;
 }
 
 /** A write's arguments, already checked (rules/args.ts). */
@@ -152,7 +152,10 @@ export class BatchPlan {
    */
   keydirMark = -1;
   /** The slot the last state() found in the keydir (see PlannedOp.slot). */
-  private found: Slot | undefined | null = null;
+  private found: SlotRef | undefined | null = null;
+  /** The name the last state() was asked for (what `found` is for). */
+  private foundScope = "";
+  private foundKey = "";
 
   /**
    * A plan whose first record takes sequence `first` (the store's nextSeq()). `inBatch` marks its
@@ -169,6 +172,8 @@ export class BatchPlan {
     assert(!this.retracted, "a retracted plan decides nothing");
     const state = this.host.logical(scope, key, this.now, this.inBatch); // a batch's new names get reserved slots
     this.found = this.host.foundSlot();
+    this.foundScope = scope;
+    this.foundKey = key;
     this.keydirMark = this.host.keydirChanges(); // deferred slots built by this decision are counted
     return state;
   }
@@ -219,14 +224,14 @@ export class BatchPlan {
     for (let i = this.ops.length - 1; i >= 0; i--) {
       const op = this.ops[i] as PlannedOp; // in bounds: 0 <= i < ops.length
       this.host.unintend(op.scope, op.key, this.replaced[i], op);
-      if (op.slot !== null && op.slot !== undefined && isReserved(op.slot)) this.host.unreserve(op.slot);
+      if (op.slot !== null && op.slot !== undefined && isReserved(op.slot)) this.host.unreserve(op.slot, op.scope, op.key);
     }
   }
 
   /** Takes back the slot the last decision reserved, if it did: that decision took no op. */
   private dropFound(): void {
     const found = this.found;
-    if (found !== null && found !== undefined && isReserved(found)) this.host.unreserve(found);
+    if (found !== null && found !== undefined && isReserved(found)) this.host.unreserve(found, this.foundScope, this.foundKey);
   }
 
   /** Decides and encodes a write; throws (and the plan takes nothing) when it conflicts. */

@@ -6,7 +6,7 @@
  */
 import { lineageMax } from "../rules/names.js";
 import { assert, fail } from "../rules/assert.js";
-import { isReadable, isReserved, isTombstoned, killSeq, type Keydir, type Slot } from "./keydir.js";
+import { isReadable, isReserved, isTombstoned, killSeq, type Keydir, type Slot, type SlotRef } from "./keydir.js";
 
 /** A slot's state as the next mutation sees it. */
 export interface Logical {
@@ -30,8 +30,9 @@ export interface Logical {
 const ABSENT: Logical = { seq: 0, live: false, version: null, lastVersion: 0, generation: 0, tombstoned: false, killSeq: 0, exists: false };
 
 /** The logical state of a committed slot (ABSENT when there is none, or only a reserved one) at `now`. */
-function fromSlot(keydir: Keydir, slot: Slot | undefined, now: number): Logical {
-  if (slot === undefined || isReserved(slot)) return ABSENT;
+function fromSlot(keydir: Keydir, ref: SlotRef | undefined, now: number): Logical {
+  if (ref === undefined || isReserved(ref)) return ABSENT;
+  const slot = ref as Slot; // isReserved is true of every row number
   const kill = killSeq(keydir, slot);
   const live = isReadable(keydir, slot, now);
   return {
@@ -70,7 +71,7 @@ export class Intents {
    * answered and the keydir was not asked (read by a plan right after its decision,
    * engine/batch-plan.ts; no object per call).
    */
-  lastSlot: Slot | undefined | null = null;
+  lastSlot: SlotRef | undefined | null = null;
 
   /**
    * The logical state of (scope, key) at `now`. With `reserve` (a batch's decision, which records

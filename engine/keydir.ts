@@ -11,6 +11,7 @@ import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { lineageMax, scopeWithin } from "../rules/names.js";
 import { assert, fail } from "../rules/assert.js";
+import { CompactRows, ROW_HELD, ROW_RESERVED } from "./compact-slots.js";
 
 /**
  * The fields of a slot that most slots never set: its tombstone, its undelete, its erase-list
@@ -120,12 +121,19 @@ export class Slot {
 }
 
 /**
+ * What a batch's decision found for a name: its slot, or the number of the compact row reserved
+ * for it (engine/compact-slots.ts: always a reservation to the decision, which is its only holder).
+ */
+export type SlotRef = Slot | number;
+
+/**
  * True for a slot a batch's decision reserved (Keydir.reserveFor) and no apply has made real yet:
  * it sits in its scope's map but is "absent" to every reader, pass and count. Marked by
- * `physical` -1, so that no field is added per slot.
+ * `physical` -1, so that no field is added per slot. A row number is a reservation as its decision
+ * holds it (Keydir.unreserve checks whether it still is one).
  */
-export function isReserved(slot: Slot): boolean {
-  return slot.physical < 0;
+export function isReserved(slot: SlotRef): boolean {
+  return typeof slot === "number" || slot.physical < 0;
 }
 
 /** True when `keys` holds a slot that is not reserved (a scope that exists for listings and stats). */
@@ -133,6 +141,16 @@ function holdsSlot(keys: ReadonlyMap<string, Slot>): boolean {
   for (const slot of keys.values()) if (!isReserved(slot)) return true;
   return false;
 }
+
+/**
+ * Test twin of compact rows only (test/keydir-compact.test.ts): `skipMake` makes every pass over all
+ * slots leave held rows as they are, so that the pass does not see those slots — the mistake
+ * Keydir.makeAllSlots prevents.
+ */
+export const unsafeCompactForTests = { skipMake: false };
+
+/** Whether keydirs made from now on reserve compact rows (engine/compact-slots.ts); tests and bench/ turn them off to compare. */
+export const compactRows = { enabled: true };
 
 /** The latest SCOPE_ERASE record of one scope. */
 export interface EraseRecord {
@@ -171,7 +189,10 @@ export interface DeferredSlots {
  * returns one without asking the source first; `erases` is always complete (applied at open).
  */
 export class Keydir {
-  private readonly byScope = new Map<string, Map<string, Slot>>();
+  /** Slots by scope then key; a number is a compact row (engine/compact-slots.ts), never seen outside this class. */
+  private readonly byScope = new Map<string, Map<string, Slot | number>>();
+  /** The compact rows the maps' numbers index. */
+  private readonly rows = new CompactRows();
   readonly erases = new Map<string, EraseRecord>();
   private count = 0;
   private deferred: DeferredSlots | null = null;
@@ -188,13 +209,14 @@ export class Keydir {
   }
   /** The scope keysOf answered last and its keys (undefined: none held); null when forgotten. */
   private lastScope: string | null = null;
-  private lastKeys: Map<string, Slot> | undefined = undefined;
+  private lastKeys: Map<string, Slot | number> | undefined = undefined;
   /** The slot ensureApplied returned last (loadDeferred's answer); null outside a load. */
   private applied: Slot | null = null;
   /**
    * Slots reserved by decisions (reserveFor), possibly admitted or dropped since: what
    * dropReserved() takes back when the log rejects every queued plan. `reservedOut` counts those
    * still reserved; the list is emptied whenever it reaches 0 and trimmed when it runs long.
+   * Reserved compact rows are neither listed nor counted here (CompactRows counts them).
    */
   private reservedList: Slot[] = [];
   private reservedOut = 0;
@@ -202,9 +224,13 @@ export class Keydir {
   /**
    * `checks` is false only in this file's test twin (test/keydir-memo.test.ts): the remembered
    * scope is then never forgotten and a deferred load's last slot is returned without comparing
-   * its name, the two mistakes those checks prevent.
+   * its name, the two mistakes those checks prevent. `compact` false makes every reservation a
+   * Slot (no compact rows), the keydir before them (test/keydir-compact.test.ts compares the two).
    */
-  constructor(private readonly checks = true) {}
+  constructor(
+    private readonly checks = true,
+    private readonly compact = compactRows.enabled,
+  ) {}
 
   /** Installs the source of entries not applied yet (recovery, before it applies anything else). */
   defer(source: DeferredSlots): void {
@@ -225,6 +251,12 @@ export class Keydir {
     this.deferred = null;
     this.reservedList = [];
     this.reservedOut = 0;
+    this.rows.reset();
+  }
+
+  /** Compact rows in use now, held or reserved (tests, bench/). */
+  get rowsInUse(): number {
+    return this.rows.held + this.rows.reserved;
   }
 
   /** True while some entries are not applied yet. */
@@ -232,26 +264,41 @@ export class Keydir {
     return this.deferred !== null;
   }
 
-  /** Applies every deferred entry now (before any pass over all slots). */
+  /** Applies every deferred entry now and makes every compact row a Slot (before any pass over all slots). */
   loadAll(): void {
     const source = this.deferred;
-    if (source === null) return;
-    this.deferred = null;
-    try {
-      source.loadAll(this);
-    } catch (err) {
-      this.deferred = source; // a source that refuses (a malformed hint) keeps refusing every lookup
-      throw err;
+    if (source !== null) {
+      this.deferred = null;
+      try {
+        source.loadAll(this);
+      } catch (err) {
+        this.deferred = source; // a source that refuses (a malformed hint) keeps refusing every lookup
+        throw err;
+      }
     }
+    this.makeAllSlots();
   }
 
   /**
-   * Slots by scope then key (every deferred entry applied first). The maps may hold reserved
-   * slots (isReserved): a pass over them skips those.
+   * Makes every compact row in the maps a Slot (a reserved row a reserved Slot), so that the maps
+   * hold Slots only until the next batch reserves a row. A pass reads the maps right after, in
+   * the same turn: no row appears meanwhile.
+   */
+  private makeAllSlots(): void {
+    if (!this.rows.any || unsafeCompactForTests.skipMake) return;
+    for (const [scope, keys] of this.byScope) {
+      for (const [key, ref] of keys) if (typeof ref === "number") this.slotOfRow(keys, scope, key, ref, false);
+    }
+    assert(!this.rows.any, "a pass over all slots finds no compact row left");
+  }
+
+  /**
+   * Slots by scope then key (every deferred entry applied first, every compact row made a Slot).
+   * The maps may hold reserved slots (isReserved): a pass over them skips those.
    */
   get scopes(): ReadonlyMap<string, ReadonlyMap<string, Slot>> {
     this.loadAll();
-    return this.byScope;
+    return this.byScope as ReadonlyMap<string, ReadonlyMap<string, Slot>>; // makeAllSlots left no number
   }
 
   /** The scopes holding at least one slot that is not reserved, in no particular order. */
@@ -261,9 +308,9 @@ export class Keydir {
     return names;
   }
 
-  /** Number of slots (retention records) held, reserved ones not counted. */
+  /** Number of slots (retention records) held, reserved ones not counted (held compact rows counted: no Slot is made). */
   get size(): number {
-    this.loadAll();
+    if (this.deferred !== null) this.loadAll();
     return this.count;
   }
 
@@ -272,7 +319,7 @@ export class Keydir {
    * same scope as the one before, "global" above all): a string compare instead of a map lookup.
    * Every change of `byScope` forgets it.
    */
-  private keysOf(scope: string): Map<string, Slot> | undefined {
+  private keysOf(scope: string): Map<string, Slot | number> | undefined {
     if (scope === this.lastScope) return this.lastKeys;
     const keys = this.byScope.get(scope);
     this.lastScope = scope;
@@ -289,10 +336,48 @@ export class Keydir {
 
   /** The slot of (scope, key), or undefined (a reserved slot is not one: its name is absent). */
   get(scope: string, key: string): Slot | undefined {
-    const slot = this.keysOf(scope)?.get(key);
-    if (slot !== undefined) return isReserved(slot) ? undefined : slot;
+    const keys = this.keysOf(scope);
+    const ref = keys?.get(key);
+    if (ref !== undefined) {
+      if (typeof ref !== "number") return isReserved(ref) ? undefined : ref;
+      return this.rows.state[ref] === ROW_HELD ? this.slotOfRow(keys as Map<string, Slot | number>, scope, key, ref, false) : undefined;
+    }
     if (this.deferred === null) return undefined;
     return this.loadDeferred(scope, key);
+  }
+
+  /**
+   * The Slot that compact row `row`, held for (scope, key) in `keys`, stands for: made now, put in
+   * the row's place, and the row freed. A reserved row becomes a reserved Slot that takes its
+   * place in the reservations (`admit`: an admitted one instead, its op being applied). Counts as
+   * a slot made (`changes`): a plan holding the row's number applies through the map.
+   */
+  private slotOfRow(keys: Map<string, Slot | number>, scope: string, key: string, row: number, admit: boolean): Slot {
+    const rows = this.rows;
+    assert(keys.get(key) === row, "a compact row is made a Slot under its own name");
+    const slot = new Slot(scope, key);
+    if (rows.state[row] === ROW_HELD) {
+      // What applyPut (generation 1, no expiry) made of an empty slot: compact-slots.ts's contract.
+      slot.putSeq = rows.putSeq[row] as number;
+      slot.putGen = 1;
+      slot.seg = rows.seg[row] as number;
+      slot.off = rows.off[row] as number;
+      slot.len = rows.len[row] as number;
+      slot.generation = 1;
+      slot.physical = 1;
+      assert(slot.putSeq > 0 && slot.seg > 0, "a held row names a PUT record");
+    } else {
+      assert(rows.state[row] === ROW_RESERVED, "a row in a map is held or reserved");
+      slot.physical = -1;
+      if (admit) {
+        slot.physical = 0;
+        this.count += 1;
+      } else this.reserved(slot); // the same reservation, now a Slot (counted as one from here)
+    }
+    keys.set(key, slot);
+    rows.release(row);
+    this.moved += 1;
+    return slot;
   }
 
   /**
@@ -304,21 +389,53 @@ export class Keydir {
    * apply's ensure or directly) or takes it back (unreserve, dropReserved). Undefined when the
    * scope has no map (the apply makes the slot as before).
    */
-  reserveFor(scope: string, key: string): Slot | undefined {
+  reserveFor(scope: string, key: string): SlotRef | undefined {
     let keys = this.keysOf(scope);
-    let slot = keys?.get(key);
-    if (slot === undefined && this.deferred !== null) {
-      slot = this.loadDeferred(scope, key);
+    let found: SlotRef | undefined = keys?.get(key);
+    if (found === undefined && this.deferred !== null) {
+      found = this.loadDeferred(scope, key);
       keys = this.keysOf(scope);
     }
-    if (slot !== undefined || keys === undefined) return slot; // a reserved slot found is absent to the caller too
-    slot = new Slot(scope, key);
+    if (typeof found === "number" && this.rows.state[found] === ROW_HELD) return this.slotOfRow(keys as Map<string, Slot | number>, scope, key, found, false);
+    if (found !== undefined || keys === undefined) return found; // a reserved slot or row found is absent to the caller too
+    if (this.compact) {
+      const row = this.rows.take();
+      if (row >= 0) {
+        keys.set(key, row);
+        return row;
+      }
+    }
+    const slot = new Slot(scope, key);
     slot.physical = -1;
     keys.set(key, slot);
+    this.reserved(slot);
+    return slot;
+  }
+
+  /** Counts a reserved Slot and lists it (for dropReserved), trimming the list of settled ones when it runs long. Rows are counted by CompactRows. */
+  private reserved(slot: Slot): void {
     this.reservedOut += 1;
     if (this.reservedList.length > 2 * this.reservedOut + 4096) this.reservedList = this.reservedList.filter((r) => r.physical === -1); // still reserved
     this.reservedList.push(slot);
-    return slot;
+  }
+
+  /**
+   * Applies a committed PUT to the reserved compact row `row` (the slot its decision found, the
+   * keydir unchanged since): the row is held, with no Slot made. False, changing nothing, when the
+   * row cannot stand for the result — a generation other than 1, an expiry — or is no longer
+   * reserved: the caller then applies through the map (ensureSlot).
+   */
+  holdRow(row: number, seq: number, generation: number, expiresAt: number, loc: Location): boolean {
+    const rows = this.rows;
+    if (generation !== 1 || expiresAt !== 0 || rows.state[row] !== ROW_RESERVED) return false;
+    rows.hold(row, seq, loc.seg, loc.off, loc.len);
+    this.count += 1;
+    return true;
+  }
+
+  /** What the map holds for (scope, key) as is — a Slot, a row number or undefined — making nothing (debug checks). */
+  refOf(scope: string, key: string): SlotRef | undefined {
+    return this.keysOf(scope)?.get(key);
   }
 
   /** Makes a reserved slot a held one (its op is being applied): counted, and visible to every reader from now on. */
@@ -330,10 +447,11 @@ export class Keydir {
   }
 
   /**
-   * Takes back a reserved slot whose plan will not be applied (refused, or rejected by the log),
-   * if it is still reserved and still the one held for its name; otherwise does nothing.
+   * Takes back a reserved slot or row whose plan will not be applied (refused, or rejected by the
+   * log), if it is still reserved and still the one held for its name; otherwise does nothing.
    */
-  unreserve(slot: Slot): void {
+  unreserve(slot: SlotRef, scope: string, key: string): void {
+    if (typeof slot === "number") return this.unreserveRow(slot, scope, key);
     if (!isReserved(slot)) return;
     const keys = this.keysOf(slot.scope);
     if (keys?.get(slot.key) !== slot) return;
@@ -347,10 +465,37 @@ export class Keydir {
     }
   }
 
-  /** Takes back every slot still reserved (the log rejected every queued plan: commit.ts failure protocol). */
+  /** unreserve() of row `row`, reserved for (scope, key): only while the map still holds it there, reserved. */
+  private unreserveRow(row: number, scope: string, key: string): void {
+    const keys = this.keysOf(scope);
+    if (keys?.get(key) !== row || this.rows.state[row] !== ROW_RESERVED) return;
+    this.dropRow(keys, scope, key, row);
+  }
+
+  /** Deletes reserved row `row` of (scope, key) from `keys` and frees it (a scope's emptied map goes too). */
+  private dropRow(keys: Map<string, Slot | number>, scope: string, key: string, row: number): void {
+    keys.delete(key);
+    this.rows.release(row);
+    this.moved += 1;
+    if (keys.size === 0) {
+      this.byScope.delete(scope);
+      this.forgetLastScope();
+    }
+  }
+
+  /**
+   * Takes back every slot and row still reserved (the log rejected every queued plan: commit.ts
+   * failure protocol). Rows are found by a pass over the maps: a failure's path, not a write's.
+   */
   dropReserved(): void {
+    if (this.rows.reserved !== 0) {
+      for (const [scope, keys] of this.byScope) {
+        for (const [key, ref] of keys) if (typeof ref === "number" && this.rows.state[ref] === ROW_RESERVED) this.dropRow(keys, scope, key, ref);
+      }
+      assert(this.rows.reserved === 0, "no row stays reserved once every plan is rejected");
+    }
     const list = this.reservedList;
-    for (let i = 0; i < list.length; i++) this.unreserve(list[i] as Slot); // in bounds
+    for (let i = 0; i < list.length; i++) this.unreserve(list[i] as Slot, "", ""); // in bounds; a Slot carries its name
     this.reservedList = [];
     this.reservedOut = 0;
   }
@@ -361,10 +506,14 @@ export class Keydir {
     if (this.reservedOut === 0) this.reservedList.length = 0;
   }
 
-  /** `slot` as ensure() answers it: a reserved slot found by name is admitted (an op on its name is being applied). */
-  private found(slot: Slot): Slot {
-    if (isReserved(slot)) this.admit(slot);
-    return slot;
+  /**
+   * What ensure() answers for `ref`, found under (scope, key) in `keys`: a row made a Slot, and a
+   * reserved slot or row admitted (an op on its name is being applied).
+   */
+  private found(keys: Map<string, Slot | number>, scope: string, key: string, ref: Slot | number): Slot {
+    if (typeof ref === "number") return this.slotOfRow(keys, scope, key, ref, true);
+    if (isReserved(ref)) this.admit(ref);
+    return ref;
   }
 
   /**
@@ -379,13 +528,16 @@ export class Keydir {
     const applied = this.applied as Slot | null;
     this.applied = null;
     if (applied !== null && ((applied.key === key && applied.scope === scope) || !this.checks)) return applied;
-    return this.keysOf(scope)?.get(key);
+    const ref = this.keysOf(scope)?.get(key);
+    assert(typeof ref !== "number", "a name with deferred entries has no compact row (rows are made after the source is asked)");
+    return ref;
   }
 
   /** The slot of (scope, key), created empty when missing. */
   ensure(scope: string, key: string): Slot {
-    const slot = this.keysOf(scope)?.get(key);
-    if (slot !== undefined) return this.found(slot);
+    const keys = this.keysOf(scope);
+    const ref = keys?.get(key);
+    if (ref !== undefined) return this.found(keys as Map<string, Slot | number>, scope, key, ref);
     if (this.deferred !== null) {
       const loaded = this.loadDeferred(scope, key);
       if (loaded !== undefined) return loaded;
@@ -400,20 +552,20 @@ export class Keydir {
    */
   ensureSlot(scope: string, key: string): Slot {
     let keys = this.keysOf(scope);
-    let slot = keys?.get(key);
-    if (slot !== undefined) return this.found(slot);
+    let ref = keys?.get(key);
+    if (ref !== undefined) return this.found(keys as Map<string, Slot | number>, scope, key, ref);
     if (this.deferred !== null) {
       this.deferred.load(this, scope, key);
       keys = this.keysOf(scope);
-      slot = keys?.get(key);
-      if (slot !== undefined) return this.found(slot);
+      ref = keys?.get(key);
+      if (ref !== undefined) return this.found(keys as Map<string, Slot | number>, scope, key, ref);
     }
     if (keys === undefined) {
       keys = new Map();
       this.byScope.set(scope, keys);
       this.forgetLastScope(); // the remembered scope may say "no keys" for this one
     }
-    slot = new Slot(scope, key);
+    const slot = new Slot(scope, key);
     keys.set(key, slot);
     this.count += 1;
     this.moved += 1;
@@ -452,20 +604,21 @@ export class Keydir {
       this.byScope.set(scope, keys);
       this.forgetLastScope();
     }
-    let slot = keys.get(key);
-    if (slot === undefined) {
+    const ref = keys.get(key);
+    let slot: Slot;
+    if (ref === undefined) {
       slot = new Slot(scope, key);
       keys.set(key, slot);
       this.count += 1;
       this.moved += 1;
-    } else this.found(slot);
+    } else slot = this.found(keys, scope, key, ref);
     this.applied = slot;
     return slot;
   }
 
   /** Forgets a slot entirely: its retention record is gone ("absent"). A reserved slot is taken back (unreserve). */
   delete(slot: Slot): void {
-    if (isReserved(slot)) return this.unreserve(slot);
+    if (isReserved(slot)) return this.unreserve(slot, slot.scope, slot.key);
     const keys = this.keysOf(slot.scope);
     if (keys?.get(slot.key) !== slot) return;
     keys.delete(slot.key);
@@ -485,7 +638,8 @@ export class Keydir {
 
   /** Calls `visit` with every slot held now (reserved ones skipped), deferred entries left deferred (recovery's pass at open). */
   forEachHeld(visit: (slot: Slot) => void): void {
-    for (const keys of this.byScope.values()) for (const slot of keys.values()) if (!isReserved(slot)) visit(slot);
+    this.makeAllSlots();
+    for (const keys of this.byScope.values()) for (const slot of keys.values()) if (!isReserved(slot)) visit(slot as Slot); // no row: made Slots above
   }
 
   /** Calls `visit` with every slot, in no particular order. */
@@ -497,13 +651,13 @@ export class Keydir {
   /** Every slot (reserved ones skipped), in no particular order. */
   *all(): Generator<Slot> {
     this.loadAll();
-    for (const keys of this.byScope.values()) for (const slot of keys.values()) if (!isReserved(slot)) yield slot;
+    for (const keys of this.byScope.values()) for (const slot of keys.values()) if (!isReserved(slot)) yield slot as Slot; // no row: loadAll made Slots
   }
 
   /** Every slot in `root` and its descendant scopes (reserved ones skipped). */
   *subtree(root: string): Generator<Slot> {
     this.loadAll();
-    for (const [scope, keys] of this.byScope) if (scopeWithin(scope, root)) for (const slot of keys.values()) if (!isReserved(slot)) yield slot;
+    for (const [scope, keys] of this.byScope) if (scopeWithin(scope, root)) for (const slot of keys.values()) if (!isReserved(slot)) yield slot as Slot; // no row: loadAll made Slots
   }
 }
 

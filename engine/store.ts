@@ -28,7 +28,7 @@ import { Compactor } from "./compactor.js";
 import { createFaultBuffer, FaultController } from "./faults.js";
 import { GenerationTable } from "./generations.js";
 import { Intents, type Logical } from "./intents.js";
-import { applyClear, applyErase, applyPut, applyTombstone, isExpired, isReadable, isReserved, isTombstoned, putSurvives, type Keydir, type Location, type Slot } from "./keydir.js";
+import { applyClear, applyErase, applyPut, applyTombstone, isExpired, isReadable, isReserved, isTombstoned, putSurvives, type Keydir, type Location, type Slot, type SlotRef } from "./keydir.js";
 import { lockDirectory, type DirLock, type LockNote } from "./lock.js";
 import { resolveOptions, type ResolvedOptions } from "./options.js";
 import { matchScopeRule } from "../rules/scope-rules.js";
@@ -351,9 +351,24 @@ export class Store implements T.Backend {
 
   /** applyOp for an op of `plan`, on the slot its decision found when the keydir has not moved since (slotForOp). */
   private applyPlanned(plan: BatchPlan, op: PlannedOp, loc: Location): void {
+    if (typeof op.slot === "number" && this.keydir.changes === plan.keydirMark && this.applyPutToRow(op, op.slot, loc)) return;
     const slot = this.slotForOp(plan, op);
     if (op.kind === "put") this.applyPut(slot, op.seq, op.generation, op.expiresAt, loc);
     else this.applyTombstone(slot, op.seq, op.generation, op.expiresAt, loc);
+  }
+
+  /**
+   * applyPut for a PUT whose decision reserved compact row `row` (engine/compact-slots.ts), the
+   * keydir unchanged since: the row is held and no Slot is made (a bulk load's new names). What
+   * applyPut does besides has nothing to do for a name that was absent: no value dies. False,
+   * changing nothing, when the row cannot hold it (Keydir.holdRow).
+   */
+  private applyPutToRow(op: PlannedOp, row: number, loc: Location): boolean {
+    if (DEBUG_CHECKS) assert(this.keydir.refOf(op.scope, op.key) === row, "a row applied to is the one the keydir holds for its name");
+    if (op.kind !== "put" || !this.keydir.holdRow(row, op.seq, op.generation, op.expiresAt, loc)) return false;
+    this.segments.get(loc.seg)?.scopes.add(op.scope);
+    this.intents.settle(op.scope, op.key, op.seq);
+    return true;
   }
 
   /**
@@ -366,7 +381,7 @@ export class Store implements T.Backend {
   private slotForOp(plan: BatchPlan, op: PlannedOp): Slot {
     const inStep = this.keydir.changes === plan.keydirMark;
     let slot: Slot;
-    if (inStep && op.slot !== null && op.slot !== undefined) {
+    if (inStep && op.slot !== null && op.slot !== undefined && typeof op.slot !== "number") {
       slot = op.slot;
       if (isReserved(slot)) this.keydir.admit(slot); // reserved by the decision: made real with no map operation
     } else {
@@ -553,8 +568,8 @@ export class Store implements T.Backend {
   }
 
   /** Takes back a slot a plan's decision reserved (Keydir.unreserve). */
-  unreserve(slot: Slot): void {
-    this.keydir.unreserve(slot);
+  unreserve(slot: SlotRef, scope: string, key: string): void {
+    this.keydir.unreserve(slot, scope, key);
   }
 
   /** Records a decided op's state as its slot's intent; returns the one it replaced (Intents.replace). */
@@ -573,7 +588,7 @@ export class Store implements T.Backend {
   }
 
   /** What the last logical() call found in the keydir (Intents.lastSlot). */
-  foundSlot(): Slot | undefined | null {
+  foundSlot(): SlotRef | undefined | null {
     return this.intents.lastSlot;
   }
 

@@ -241,7 +241,7 @@ function hostOf(): BatchHost {
     intendNew: (scope, key, state) => intents.add(scope, key, state),
     unintend: (scope, key, replaced, state) => intents.restore(scope, key, replaced, state),
     foundSlot: () => intents.lastSlot,
-    unreserve: (slot) => keydir.unreserve(slot),
+    unreserve: (slot, scope, key) => keydir.unreserve(slot, scope, key),
     keydirChanges: () => 0,
     encode: (r, arena) => encodeRecord(r, C.VALUE_BYTES_MAX, arena),
     encodeNamed: (type, flags, seq, generation, expiresAt, scope, key, value, arena) => encodeNamedRecord(type, flags, seq, generation, expiresAt, scope, key, value, C.VALUE_BYTES_MAX, arena),

@@ -185,7 +185,7 @@ function hostOf(retracts: boolean): { host: BatchHost; intents: Intents; keydir:
       if (retracts) intents.restore(scope, key, replaced, state);
     },
     foundSlot: () => intents.lastSlot,
-    unreserve: (slot) => keydir.unreserve(slot),
+    unreserve: (slot, scope, key) => keydir.unreserve(slot, scope, key),
     keydirChanges: () => keydir.changes,
     encode: (r, arena) => encodeRecord(r, C.VALUE_BYTES_MAX, arena),
     encodeNamed: (type, flags, seq, generation, expiresAt, scope, key, value, arena) => encodeNamedRecord(type, flags, seq, generation, expiresAt, scope, key, value, C.VALUE_BYTES_MAX, arena),

@@ -1,0 +1,120 @@
+/**
+ * Compact slots: the keydir's form for a name a batch wrote that no one has asked about since — a
+ * row of typed arrays instead of a Slot object (issue 11: a bulk load's cost was an object per
+ * written key, ~120 B that every scavenge copies; a number in the scope's map costs none).
+ *
+ * A row is RESERVED from a batch's decision for a name the keydir does not hold (Keydir.reserveFor)
+ * until its PUT is applied (HELD) or taken back (FREE). A HELD row describes exactly the slot one
+ * applyPut of generation 1 with no expiry makes on an empty slot: that PUT's sequence and location,
+ * generation 1, one physical record, nothing else. The keydir turns a row into a Slot (and frees
+ * it) the moment anything but that apply asks for the name, and before any pass over all slots,
+ * so no reader, pass or rule ever sees a row (engine/keydir.ts).
+ */
+import { assert } from "../rules/assert.js";
+
+/** Row states. */
+export const ROW_FREE = 0;
+export const ROW_RESERVED = 1;
+export const ROW_HELD = 2;
+
+/** Rows first allocated; the columns double from here. */
+const ROWS_INITIAL = 1024;
+/**
+ * The most rows at once: an index stays a small integer (a Smi in the scope's Map) and the
+ * columns stay well under their length limits. A keydir past it makes Slots, as before rows.
+ */
+export const ROWS_MAX = 1 << 28;
+
+/** The rows, as columns indexed by row number. */
+export class CompactRows {
+  /** The PUT's sequence (= version): a double, as sequences pass 2^32. */
+  putSeq = new Float64Array(0);
+  seg = new Uint32Array(0);
+  off = new Uint32Array(0);
+  len = new Uint32Array(0);
+  state = new Uint8Array(0);
+  /** Rows freed, reused first (newest first). */
+  private free: number[] = [];
+  /** Rows ever used since the last reset (the high-water mark). */
+  private used = 0;
+  /** Rows RESERVED and HELD now. */
+  reserved = 0;
+  held = 0;
+
+  /** True while some row is HELD or RESERVED (a pass over all slots must first turn them into Slots). */
+  get any(): boolean {
+    return this.reserved + this.held !== 0;
+  }
+
+  /** Reserves a row (its name is the map entry that holds its number); -1 when ROWS_MAX rows are in use. */
+  take(): number {
+    let row = this.free.pop();
+    if (row === undefined) {
+      if (this.used === ROWS_MAX) return -1;
+      row = this.used++;
+      if (row === this.state.length) this.grow();
+    }
+    assert(this.state[row] === ROW_FREE, "a row taken is free");
+    this.state[row] = ROW_RESERVED;
+    this.reserved += 1;
+    return row;
+  }
+
+  /** Makes reserved `row` the slot a PUT of sequence `seq` at (seg, off, len) made. */
+  hold(row: number, seq: number, seg: number, off: number, len: number): void {
+    assert(this.state[row] === ROW_RESERVED, "only a reserved row is held");
+    assert(seq > 0 && seg > 0, "a held row names a PUT record");
+    this.state[row] = ROW_HELD;
+    this.putSeq[row] = seq;
+    this.seg[row] = seg;
+    this.off[row] = off;
+    this.len[row] = len;
+    this.reserved -= 1;
+    this.held += 1;
+  }
+
+  /** Frees `row` (made a Slot, or taken back); the columns shrink back once no row is in use. */
+  release(row: number): void {
+    const state = this.state[row];
+    assert(state === ROW_RESERVED || state === ROW_HELD, "a row released is in use");
+    if (state === ROW_HELD) this.held -= 1;
+    else this.reserved -= 1;
+    this.state[row] = ROW_FREE;
+    if (this.any) this.free.push(row);
+    else this.reset();
+  }
+
+  /** Drops every row (Keydir.release, or the last row freed). */
+  reset(): void {
+    this.putSeq = new Float64Array(0);
+    this.seg = new Uint32Array(0);
+    this.off = new Uint32Array(0);
+    this.len = new Uint32Array(0);
+    this.state = new Uint8Array(0);
+    this.free = [];
+    this.used = 0;
+    this.reserved = 0;
+    this.held = 0;
+  }
+
+  /** Doubles the columns (their contents kept). */
+  private grow(): void {
+    const rows = Math.min(ROWS_MAX, Math.max(ROWS_INITIAL, 2 * this.state.length));
+    const putSeq = new Float64Array(rows);
+    putSeq.set(this.putSeq);
+    this.putSeq = putSeq;
+    this.seg = widened(this.seg, rows);
+    this.off = widened(this.off, rows);
+    this.len = widened(this.len, rows);
+    const state = new Uint8Array(rows);
+    state.set(this.state);
+    this.state = state;
+  }
+}
+
+/** `column` copied into a new one of `rows` elements. */
+function widened(column: Uint32Array<ArrayBuffer>, rows: number): Uint32Array<ArrayBuffer> {
+  const wider = new Uint32Array(rows);
+  wider.set(column);
+  return wider;
+}
