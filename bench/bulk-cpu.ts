@@ -8,8 +8,12 @@
  * `--mode delete` and `--mode rewrite` time W5's write phases instead (bench/workloads.ts w5): N
  * keys loaded untimed (durability "none"), reopened durable, then 50% forgotten and 25% rewritten
  * in random order, atomic batches of 1000; the per-op figures are of the phase named.
+ * `--mode overwrite` loads N keys untimed (durability "none") and, in the same process with no
+ * reopen, times writing every key again in another random order (batches of 1000, "none"): the
+ * names a batch wrote are then compact rows (engine/compact-slots.ts) that the overwrite's
+ * decisions make Slots.
  *
- *   node --import tsx bench/bulk-cpu.ts [--n 200000] [--rounds 4] [--mode bulk|durable|delete|rewrite] [--dir D] distA distB ...
+ *   node --import tsx bench/bulk-cpu.ts [--n 200000] [--rounds 4] [--mode bulk|durable|delete|rewrite|overwrite] [--dir D] distA distB ...
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -41,8 +45,8 @@ const mode = flag("--mode", "bulk");
 const base = flag("--dir", os.tmpdir());
 const child = flag("--child", "");
 const trees = args;
-const MODES = ["bulk", "durable", "delete", "rewrite"];
-if ((child === "" && trees.length === 0) || !MODES.includes(mode)) throw new Error("usage: bulk-cpu.ts [--n N] [--rounds R] [--mode bulk|durable|delete|rewrite] [--dir D] distA [distB ...]");
+const MODES = ["bulk", "durable", "delete", "rewrite", "overwrite"];
+if ((child === "" && trees.length === 0) || !MODES.includes(mode)) throw new Error("usage: bulk-cpu.ts [--n N] [--rounds R] [--mode bulk|durable|delete|rewrite|overwrite] [--dir D] distA [distB ...]");
 
 /** The main thread's time on CPU so far, in µs (schedstat's first field is ns). */
 function mainCpuUs(): number {
@@ -88,12 +92,29 @@ async function roundW5(mod: EngramModule, dir: string): Promise<{ main: number; 
   return { main, wall };
 }
 
+/** One overwrite round (mode overwrite): main-thread CPU and wall µs per record of the second pass. */
+async function roundOverwrite(mod: EngramModule, dir: string): Promise<{ main: number; wall: number }> {
+  const db = await mod.Engram.open(dir, { durability: "none" });
+  for (const b of batches) await db.batch(b);
+  const again = permutation(n, 77);
+  const v2 = new Uint8Array(256).fill(7);
+  const second: Op[][] = [];
+  for (let b = 0; b < n; b += 1000) second.push(Array.from(again.subarray(b, Math.min(b + 1000, n)), (i): Op => ({ op: "write", key: keyOf(i), value: v2 })));
+  const m0 = mainCpuUs();
+  const t0 = process.hrtime.bigint();
+  for (const b of second) await db.batch(b);
+  const wall = Number(process.hrtime.bigint() - t0) / 1000 / n;
+  const main = (mainCpuUs() - m0) / n;
+  await db.close();
+  return { main, wall };
+}
+
 /** One round on tree `dist`: main-thread CPU and wall µs per record. */
 async function round(dist: string): Promise<{ main: number; wall: number }> {
   const mod = (await import(pathToFileURL(path.resolve(dist, "src/index.js")).href)) as EngramModule;
   const dir = fs.mkdtempSync(path.join(base, "bulk-cpu-"));
-  if (mode === "delete" || mode === "rewrite") {
-    const res = await roundW5(mod, dir);
+  if (mode === "delete" || mode === "rewrite" || mode === "overwrite") {
+    const res = mode === "overwrite" ? await roundOverwrite(mod, dir) : await roundW5(mod, dir);
     fs.rmSync(dir, { recursive: true, force: true });
     return res;
   }

@@ -349,8 +349,11 @@ export class Keydir {
   /**
    * The Slot that compact row `row`, held for (scope, key) in `keys`, stands for: made now, put in
    * the row's place, and the row freed. A reserved row becomes a reserved Slot that takes its
-   * place in the reservations (`admit`: an admitted one instead, its op being applied). Counts as
-   * a slot made (`changes`): a plan holding the row's number applies through the map.
+   * place in the reservations (`admit`: an admitted one instead, its op being applied), and counts
+   * as a slot made (`changes`): the plan holding the row's number then applies through the map,
+   * never to the row (freed, maybe reused for another name). A held row's number is held by no
+   * plan (its one op was applied), so making it a Slot moves nothing: a later batch that
+   * overwrites bulk-loaded names keeps its plans in step.
    */
   private slotOfRow(keys: Map<string, Slot | number>, scope: string, key: string, row: number, admit: boolean): Slot {
     const rows = this.rows;
@@ -374,9 +377,9 @@ export class Keydir {
         this.count += 1;
       } else this.reserved(slot); // the same reservation, now a Slot (counted as one from here)
     }
+    if (rows.state[row] === ROW_RESERVED) this.moved += 1;
     keys.set(key, slot);
     rows.release(row);
-    this.moved += 1;
     return slot;
   }
 

@@ -12,7 +12,9 @@
  * a name twice in one batch, batches refused by a bad last op (every reservation taken back), lone
  * writes, undeletes, scope erasures, compactions in both modes and reopens. Every call's result
  * must be equal, and at checkpoints so must every name's probe and read, the listings and stats;
- * the rows must really have been in use (rowsInUse seen above zero). The twin: with
+ * the rows must really have been in use (rowsInUse seen above zero). A batch that overwrites
+ * names held as rows must leave the keydir's change count as it was (a held row's number is held
+ * by no plan, so its Slot moves nothing and the plans stay in step). The twin: with
  * `unsafeCompactForTests.skipMake` a pass leaves held rows as they are, so the compaction plan does
  * not see those names; their records are dropped as garbage and the values are lost — caught.
  */
@@ -133,6 +135,21 @@ describe("compact rows answer as Slots do", () => {
     expect(rowsSeen).toBeGreaterThan(0);
     for (const s of stores) await s.close();
   }, 120_000);
+});
+
+describe("a held row made a Slot moves nothing", () => {
+  it("a batch that overwrites bulk-loaded names keeps the keydir's change count (its plans stay in step)", async () => {
+    const s = await Store.open(tempDir("rows-step"), { durability: "none", compaction: { workers: 0, auto: false } });
+    await s.batch([{ op: "write", key: "first", value: "x" }]); // the scope's map
+    await s.batch(Array.from({ length: 500 }, (_, i) => ({ op: "write" as const, key: `n${i}`, value: `v${i}` })));
+    expect(s.keydir.rowsInUse).toBe(500);
+    const before = s.keydir.changes;
+    await s.batch(Array.from({ length: 500 }, (_, i) => ({ op: "write" as const, key: `n${i}`, value: `w${i}` })));
+    expect(s.keydir.rowsInUse).toBe(0);
+    expect(s.keydir.changes).toBe(before);
+    for (let i = 0; i < 500; i += 50) expect(s.readSync(`n${i}`)).toMatchObject({ status: "OK", value: `w${i}` });
+    await s.close();
+  });
 });
 
 describe("a pass over all slots sees the names held as rows", () => {
