@@ -4,11 +4,13 @@
  * written key, ~120 B that every scavenge copies; a number in the scope's map costs none).
  *
  * A row is RESERVED from a batch's decision for a name the keydir does not hold (Keydir.reserveFor)
- * until its PUT is applied (HELD) or taken back (FREE). A HELD row describes exactly the slot one
- * applyPut of generation 1 with no expiry makes on an empty slot: that PUT's sequence and location,
- * generation 1, one physical record, nothing else. The keydir turns a row into a Slot (and frees
- * it) the moment anything but that apply asks for the name, and before any pass over all slots,
- * so no reader, pass or rule ever sees a row (engine/keydir.ts).
+ * until its PUT is applied (HELD) or taken back (FREE). A HELD row describes exactly the slot that
+ * PUTs of generation 1 with no expiry, applied to an empty slot one after another, make: the
+ * latest PUT's sequence and location, generation 1, `physical` records, nothing else. A batch's
+ * decision may overwrite a held row (another such PUT); anything else that asks for the name
+ * (a read, a forget, a TTL write, a lone write) has the keydir turn the row into a Slot and free
+ * it, and so does every pass over all slots first, so no reader, pass or rule ever sees a row
+ * (engine/keydir.ts).
  */
 import { assert } from "../rules/assert.js";
 
@@ -16,6 +18,9 @@ import { assert } from "../rules/assert.js";
 export const ROW_FREE = 0;
 export const ROW_RESERVED = 1;
 export const ROW_HELD = 2;
+
+/** The most PUT records a held row counts; one more is applied to a Slot instead. */
+export const PHYSICAL_MAX = 0xffff;
 
 /** Rows first allocated; the columns double from here. */
 const ROWS_INITIAL = 1024;
@@ -32,6 +37,8 @@ export class CompactRows {
   seg = new Uint32Array(0);
   off = new Uint32Array(0);
   len = new Uint32Array(0);
+  /** PUT records of the name still in segment files (applyPut's `physical`), at most PHYSICAL_MAX. */
+  physical = new Uint16Array(0);
   state = new Uint8Array(0);
   /** Rows freed, reused first (newest first). */
   private free: number[] = [];
@@ -69,8 +76,28 @@ export class CompactRows {
     this.seg[row] = seg;
     this.off[row] = off;
     this.len[row] = len;
+    this.physical[row] = 1;
     this.reserved -= 1;
     this.held += 1;
+  }
+
+  /**
+   * Applies another PUT (generation 1, no expiry) of sequence `seq` at (seg, off, len) to held
+   * `row`, as applyPut does: one more physical record, and the location when it is newer. False,
+   * changing nothing, when the row already counts PHYSICAL_MAX records.
+   */
+  overwrite(row: number, seq: number, seg: number, off: number, len: number): boolean {
+    assert(this.state[row] === ROW_HELD && seg > 0, "only a held row is overwritten, by a PUT record");
+    const physical = this.physical[row] as number;
+    if (physical >= PHYSICAL_MAX) return false;
+    this.physical[row] = physical + 1;
+    if (seq > (this.putSeq[row] as number)) {
+      this.putSeq[row] = seq;
+      this.seg[row] = seg;
+      this.off[row] = off;
+      this.len[row] = len;
+    }
+    return true;
   }
 
   /** Frees `row` (made a Slot, or taken back); the columns shrink back once no row is in use. */
@@ -90,6 +117,7 @@ export class CompactRows {
     this.seg = new Uint32Array(0);
     this.off = new Uint32Array(0);
     this.len = new Uint32Array(0);
+    this.physical = new Uint16Array(0);
     this.state = new Uint8Array(0);
     this.free = [];
     this.used = 0;
@@ -106,6 +134,9 @@ export class CompactRows {
     this.seg = widened(this.seg, rows);
     this.off = widened(this.off, rows);
     this.len = widened(this.len, rows);
+    const physical = new Uint16Array(rows);
+    physical.set(this.physical);
+    this.physical = physical;
     const state = new Uint8Array(rows);
     state.set(this.state);
     this.state = state;

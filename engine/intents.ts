@@ -5,6 +5,7 @@
  * queued, so queued writes must see each other).
  */
 import { lineageMax } from "../rules/names.js";
+import { killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { assert, fail } from "../rules/assert.js";
 import { isReadable, isReserved, isTombstoned, killSeq, type Keydir, type Slot, type SlotRef } from "./keydir.js";
 
@@ -28,6 +29,18 @@ export interface Logical {
 }
 
 const ABSENT: Logical = { seq: 0, live: false, version: null, lastVersion: 0, generation: 0, tombstoned: false, killSeq: 0, exists: false };
+
+/**
+ * The logical state of a held compact row of `scope` (engine/compact-slots.ts): fromSlot's answer
+ * for the Slot the row stands for — a PUT of generation 1 that never expires, no tombstone, no
+ * undelete — so only a covering erasure can kill it (test/keydir-compact.test.ts compares them).
+ */
+function fromRow(keydir: Keydir, row: number, scope: string): Logical {
+  const putSeq = keydir.rowPutSeq(row);
+  const kill = keydir.eraseSeq(scope);
+  const live = versionSurvivesKill(putSeq, kill);
+  return { seq: Math.max(putSeq, kill), live, version: live ? putSeq : null, lastVersion: putSeq, generation: 1, tombstoned: killStands(kill, putSeq, 0), killSeq: kill, exists: true };
+}
 
 /** The logical state of a committed slot (ABSENT when there is none, or only a reserved one) at `now`. */
 function fromSlot(keydir: Keydir, ref: SlotRef | undefined, now: number): Logical {
@@ -83,7 +96,7 @@ export class Intents {
     else {
       const slot = reserve ? keydir.reserveFor(scope, key) : keydir.get(scope, key);
       this.lastSlot = slot;
-      base = fromSlot(keydir, slot, now);
+      base = slot !== undefined && keydir.heldRow(slot) ? fromRow(keydir, slot, scope) : fromSlot(keydir, slot, now);
     }
     const erased = this.pendingEraseSeq(scope);
     // The same rule as keydir.isTombstoned once the erasure is applied: it kills every slot of the

@@ -10,7 +10,7 @@
 import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { lineageMax, scopeWithin } from "../rules/names.js";
-import { assert, fail } from "../rules/assert.js";
+import { assert, DEBUG_CHECKS, fail } from "../rules/assert.js";
 import { CompactRows, ROW_HELD, ROW_RESERVED } from "./compact-slots.js";
 
 /**
@@ -121,16 +121,18 @@ export class Slot {
 }
 
 /**
- * What a batch's decision found for a name: its slot, or the number of the compact row reserved
- * for it (engine/compact-slots.ts: always a reservation to the decision, which is its only holder).
+ * What a batch's decision found for a name: its slot, or the number of its compact row
+ * (engine/compact-slots.ts): one reserved for it by this decision, its only holder, or one held
+ * (Keydir.heldRow tells which; the state a decision reads of a held row is intents.ts fromRow's).
  */
 export type SlotRef = Slot | number;
 
 /**
  * True for a slot a batch's decision reserved (Keydir.reserveFor) and no apply has made real yet:
  * it sits in its scope's map but is "absent" to every reader, pass and count. Marked by
- * `physical` -1, so that no field is added per slot. A row number is a reservation as its decision
- * holds it (Keydir.unreserve checks whether it still is one).
+ * `physical` -1, so that no field is added per slot. A row number may be a reservation as its
+ * decision holds it: a plan that will not be applied hands it back (Keydir.unreserve takes back
+ * only a row still reserved, never a held one).
  */
 export function isReserved(slot: SlotRef): boolean {
   return typeof slot === "number" || slot.physical < 0;
@@ -143,11 +145,13 @@ function holdsSlot(keys: ReadonlyMap<string, Slot>): boolean {
 }
 
 /**
- * Test twin of compact rows only (test/keydir-compact.test.ts): `skipMake` makes every pass over all
- * slots leave held rows as they are, so that the pass does not see those slots — the mistake
- * Keydir.makeAllSlots prevents.
+ * Test twins of compact rows only (test/keydir-compact.test.ts): `skipMake` makes every pass over
+ * all slots leave held rows as they are, so that the pass does not see those slots — the mistake
+ * Keydir.makeAllSlots prevents; `keepStep` makes a held row made a Slot not count as a change, so
+ * that a queued plan still applies to the row's number after it was freed and reused — the
+ * mistake slotOfRow's count prevents.
  */
-export const unsafeCompactForTests = { skipMake: false };
+export const unsafeCompactForTests = { skipMake: false, keepStep: false };
 
 /** Whether keydirs made from now on reserve compact rows (engine/compact-slots.ts); tests and bench/ turn them off to compare. */
 export const compactRows = { enabled: true };
@@ -349,15 +353,16 @@ export class Keydir {
   /**
    * The Slot that compact row `row`, held for (scope, key) in `keys`, stands for: made now, put in
    * the row's place, and the row freed. A reserved row becomes a reserved Slot that takes its
-   * place in the reservations (`admit`: an admitted one instead, its op being applied), and counts
-   * as a slot made (`changes`): the plan holding the row's number then applies through the map,
-   * never to the row (freed, maybe reused for another name). A held row's number is held by no
-   * plan (its one op was applied), so making it a Slot moves nothing: a later batch that
-   * overwrites bulk-loaded names keeps its plans in step.
+   * place in the reservations (`admit`: an admitted one instead, its op being applied). Counts as
+   * a slot made (`changes`): a plan holding the row's number (a reservation, or a held row its
+   * decision overwrites) then applies through the map, never to the row — freed, maybe reused for
+   * another name. Rows are made Slots by reads and passes, not by a batch that overwrites them, so
+   * a bulk load followed by its overwrite keeps its plans in step.
    */
   private slotOfRow(keys: Map<string, Slot | number>, scope: string, key: string, row: number, admit: boolean): Slot {
     const rows = this.rows;
-    assert(keys.get(key) === row, "a compact row is made a Slot under its own name");
+    // Every caller just read `row` from keys.get(key): checked again only under DEBUG (a lookup per promotion).
+    if (DEBUG_CHECKS) assert(keys.get(key) === row, "a compact row is made a Slot under its own name");
     const slot = new Slot(scope, key);
     if (rows.state[row] === ROW_HELD) {
       // What applyPut (generation 1, no expiry) made of an empty slot: compact-slots.ts's contract.
@@ -367,8 +372,8 @@ export class Keydir {
       slot.off = rows.off[row] as number;
       slot.len = rows.len[row] as number;
       slot.generation = 1;
-      slot.physical = 1;
-      assert(slot.putSeq > 0 && slot.seg > 0, "a held row names a PUT record");
+      slot.physical = rows.physical[row] as number;
+      assert(slot.putSeq > 0 && slot.seg > 0 && slot.physical > 0, "a held row names a PUT record");
     } else {
       assert(rows.state[row] === ROW_RESERVED, "a row in a map is held or reserved");
       slot.physical = -1;
@@ -377,10 +382,21 @@ export class Keydir {
         this.count += 1;
       } else this.reserved(slot); // the same reservation, now a Slot (counted as one from here)
     }
-    if (rows.state[row] === ROW_RESERVED) this.moved += 1;
+    if (!(unsafeCompactForTests.keepStep && rows.state[row] === ROW_HELD)) this.moved += 1;
     keys.set(key, slot);
     rows.release(row);
     return slot;
+  }
+
+  /** True when `ref` is the number of a held compact row (a name reserveFor found held as a row). */
+  heldRow(ref: SlotRef): ref is number {
+    return typeof ref === "number" && this.rows.state[ref] === ROW_HELD;
+  }
+
+  /** The latest PUT's sequence (version) of held row `row`. */
+  rowPutSeq(row: number): number {
+    assert(this.rows.state[row] === ROW_HELD, "only a held row has a PUT");
+    return this.rows.putSeq[row] as number;
   }
 
   /**
@@ -399,8 +415,7 @@ export class Keydir {
       found = this.loadDeferred(scope, key);
       keys = this.keysOf(scope);
     }
-    if (typeof found === "number" && this.rows.state[found] === ROW_HELD) return this.slotOfRow(keys as Map<string, Slot | number>, scope, key, found, false);
-    if (found !== undefined || keys === undefined) return found; // a reserved slot or row found is absent to the caller too
+    if (found !== undefined || keys === undefined) return found; // a reserved slot or row found is absent to the caller too; a held row is the name's
     if (this.compact) {
       const row = this.rows.take();
       if (row >= 0) {
@@ -423,18 +438,37 @@ export class Keydir {
   }
 
   /**
-   * Applies a committed PUT to the reserved compact row `row` (the slot its decision found, the
-   * keydir unchanged since): the row is held, with no Slot made. False, changing nothing, when the
-   * row cannot stand for the result — a generation other than 1, an expiry — or is no longer
-   * reserved: the caller then applies through the map (ensureSlot).
+   * Applies a committed PUT to compact row `row`, the one its decision found (the keydir unchanged
+   * since): a reserved row is held, a held one overwritten, with no Slot made. When a held row's
+   * value is replaced, `diedSeg` and `diedLen` say where the value that died lay (0: none died).
+   * False, changing nothing, when the row cannot stand for the result — a generation other than
+   * 1, an expiry, a full physical count: the caller then applies through the map (ensureSlot).
    */
   holdRow(row: number, seq: number, generation: number, expiresAt: number, loc: Location): boolean {
     const rows = this.rows;
-    if (generation !== 1 || expiresAt !== 0 || rows.state[row] !== ROW_RESERVED) return false;
-    rows.hold(row, seq, loc.seg, loc.off, loc.len);
-    this.count += 1;
+    this.diedSeg = 0;
+    this.diedLen = 0;
+    if (generation !== 1 || expiresAt !== 0) return false;
+    if (rows.state[row] === ROW_RESERVED) {
+      rows.hold(row, seq, loc.seg, loc.off, loc.len);
+      this.count += 1;
+      return true;
+    }
+    assert(rows.state[row] === ROW_HELD, "a row a plan applies to is reserved or held (a freed row moved `changes`)");
+    const replaced = seq > (rows.putSeq[row] as number);
+    const seg = rows.seg[row] as number;
+    const len = rows.len[row] as number;
+    if (!rows.overwrite(row, seq, loc.seg, loc.off, loc.len)) return false;
+    if (replaced) {
+      this.diedSeg = seg;
+      this.diedLen = len;
+    }
     return true;
   }
+
+  /** Where the value a held row's overwrite replaced lay (holdRow); 0 when none died. */
+  diedSeg = 0;
+  diedLen = 0;
 
   /** What the map holds for (scope, key) as is — a Slot, a row number or undefined — making nothing (debug checks). */
   refOf(scope: string, key: string): SlotRef | undefined {

@@ -9,7 +9,7 @@ import * as path from "node:path";
 import * as C from "../segments/constants.js";
 import { choiceOf } from "../segments/header.js";
 import { formatVersionWritten } from "../segments/version-written.js";
-import { assert, elementAt } from "../rules/assert.js";
+import { assert, DEBUG_CHECKS, elementAt } from "../rules/assert.js";
 import { writeManifest } from "./manifest.js";
 import { initChecksum, initRecordSums } from "../segments/checksum.js";
 import { InvalidArgumentError, IoError, StoreClosedError, LimitExceededError } from "../rules/errors.js";
@@ -46,8 +46,6 @@ import { HintBuilder } from "../segments/hint.js";
 import { encodeActiveHint, writeEncodedHint, writeSealedHint, type EncodedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
-/** Paired checks that cost time on every call: on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1. */
-const DEBUG_CHECKS = process.env["VITEST"] !== undefined || process.env["ENGRAM_DEBUG_CHECKS"] === "1";
 
 /** Paired check: what encodeRecord encoded decodes back to the same record. */
 function checkEncoded(bytes: Buffer, r: RecordInput): void {
@@ -358,14 +356,16 @@ export class Store implements T.Backend {
   }
 
   /**
-   * applyPut for a PUT whose decision reserved compact row `row` (engine/compact-slots.ts), the
-   * keydir unchanged since: the row is held and no Slot is made (a bulk load's new names). What
-   * applyPut does besides has nothing to do for a name that was absent: no value dies. False,
-   * changing nothing, when the row cannot hold it (Keydir.holdRow).
+   * applyPut for a PUT whose decision found compact row `row` (engine/compact-slots.ts), the
+   * keydir unchanged since: a reserved row is held, a held one overwritten, and no Slot is made
+   * (a bulk load's new names, and a later batch overwriting them). The value an overwrite
+   * replaces counts as dead, as applyPut's does. False, changing nothing, when the row cannot hold
+   * the result (Keydir.holdRow).
    */
   private applyPutToRow(op: PlannedOp, row: number, loc: Location): boolean {
     if (DEBUG_CHECKS) assert(this.keydir.refOf(op.scope, op.key) === row, "a row applied to is the one the keydir holds for its name");
     if (op.kind !== "put" || !this.keydir.holdRow(row, op.seq, op.generation, op.expiresAt, loc)) return false;
+    if (this.keydir.diedSeg !== 0) this.valueDiedAt(this.keydir.diedSeg, this.keydir.diedLen);
     this.segments.get(loc.seg)?.scopes.add(op.scope);
     this.intents.settle(op.scope, op.key, op.seq);
     return true;
@@ -401,10 +401,14 @@ export class Store implements T.Backend {
 
   /** Counts the bytes of a slot's current value record as dead in its segment. */
   private valueDied(slot: Slot): void {
-    if (slot.seg === 0) return;
-    const seg = this.segments.get(slot.seg);
+    if (slot.seg !== 0) this.valueDiedAt(slot.seg, slot.len);
+  }
+
+  /** Counts a value record of `len` bytes in segment `segId` as dead. */
+  private valueDiedAt(segId: number, len: number): void {
+    const seg = this.segments.get(segId);
     if (seg === undefined) return;
-    seg.deadBytes += slot.len;
+    seg.deadBytes += len;
     this.compactor.noteGarbage(seg);
   }
 

@@ -6,6 +6,12 @@
  */
 import { InternalError } from "./errors.js";
 
+/**
+ * Paired checks that cost time on every call (an extra lookup, a decode of what was just encoded):
+ * on under tests (vitest) or ENGRAM_DEBUG_CHECKS=1, off otherwise.
+ */
+export const DEBUG_CHECKS = process.env["VITEST"] !== undefined || process.env["ENGRAM_DEBUG_CHECKS"] === "1";
+
 /** Throws InternalError naming `what` unless `condition` holds. */
 export function assert(condition: boolean, what: string): asserts condition {
   if (!condition) fail(what);
