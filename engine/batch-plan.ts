@@ -63,8 +63,9 @@ export interface PlannedOp extends Logical {
   readonly expiresAt: number;
   /**
    * The keydir's slot its decision found (undefined: the name was absent there; a reserved slot
-   * or compact row: absent, the one made for it at the decision), valid while the keydir's
-   * `changes` equal the plan's `keydirMark`; null when the decision did not ask the keydir.
+   * or row: absent, the one made for it at the decision; a held compact row's number: the name's
+   * row, which the apply overwrites in place), valid while the keydir's `changes` equal the plan's
+   * `keydirMark`; null when the decision did not ask the keydir.
    */
   readonly slot: SlotRef | undefined | null;
 }

@@ -46,7 +46,6 @@ import { HintBuilder } from "../segments/hint.js";
 import { encodeActiveHint, writeEncodedHint, writeSealedHint, type EncodedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
-
 /** Paired check: what encodeRecord encoded decodes back to the same record. */
 function checkEncoded(bytes: Buffer, r: RecordInput): void {
   const back = decodeRecord(bytes, 0, bytes.length);
