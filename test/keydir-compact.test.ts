@@ -6,21 +6,21 @@
  *
  * How it works: one seeded script drives two stores side by side, one whose keydir reserves rows
  * and one whose keydir does not (`compactRows.enabled` false when it opens). The script mixes what
- * reaches every path of a row: batches of new names (rows held), overwrites and forgets of names
- * still held as rows (a row made a Slot by a decision), forgets of absent names (a reserved row
- * taken back at once), writes with a TTL (a row that cannot hold the result: applied as a Slot),
- * a name twice in one batch, batches refused by a bad last op (every reservation taken back), lone
- * writes, undeletes, scope erasures, compactions in both modes and reopens. Every call's result
- * must be equal, and at checkpoints so must every name's probe and read, the listings and stats;
- * the rows must really have been in use (rowsInUse seen above zero). A batch that overwrites
- * names held as rows keeps them rows and leaves the keydir's change count as it was (its plans
- * stay in step). A read that makes a row a Slot while an overwrite of it is queued frees the
- * row's number, which the next batch's new names reuse: the overwrite must still apply to its
- * own names — the twin `keepStep`, whose Slot made of a held row moves nothing, applies it to the
- * new names' rows (under tests a debug check in the store fails first; either way it is caught).
- * The twin: with
- * `unsafeCompactForTests.skipMake` a pass leaves held rows as they are, so the compaction plan does
- * not see those names; their records are dropped as garbage and the values are lost — caught.
+ * reaches every path of a row: batches of new names (rows held), overwrites of names held as rows
+ * (the row overwritten in place), forgets of them (the row made a Slot), forgets of absent names
+ * (a reserved row taken back at once), writes with a TTL (a row that cannot hold the result:
+ * applied as a Slot), a name twice in one batch, batches refused by a bad last op (every
+ * reservation taken back), lone writes, undeletes, scope erasures, compactions in both modes and
+ * reopens. Every call's result must be equal, and at checkpoints so must every name's probe and
+ * read, the listings and stats; the rows must really have been in use (rowsInUse seen above
+ * zero). A batch that overwrites names held as rows keeps them rows and leaves the keydir's
+ * change count as it was (its plans stay in step). A read that makes a row a Slot while an
+ * overwrite of it is queued frees the row's number, which the next batch's new names reuse: the
+ * overwrite must still apply to its own names. Two twins: with `unsafeCompactForTests.keepStep`
+ * (a Slot made of a held row moves nothing) the overwrite is applied to the new names' rows (under
+ * tests a debug check in the store rejects it first; either way it is caught); with
+ * `unsafeCompactForTests.skipMake` a pass leaves held rows as they are, so the compaction plan
+ * does not see those names, their records are dropped as garbage and the values are lost.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
