@@ -128,24 +128,18 @@ export class CompactRows {
   /** Doubles the columns (their contents kept). */
   private grow(): void {
     const rows = Math.min(ROWS_MAX, Math.max(ROWS_INITIAL, 2 * this.state.length));
-    const putSeq = new Float64Array(rows);
-    putSeq.set(this.putSeq);
-    this.putSeq = putSeq;
-    this.seg = widened(this.seg, rows);
-    this.off = widened(this.off, rows);
-    this.len = widened(this.len, rows);
-    const physical = new Uint16Array(rows);
-    physical.set(this.physical);
-    this.physical = physical;
-    const state = new Uint8Array(rows);
-    state.set(this.state);
-    this.state = state;
+    this.putSeq = widened(this.putSeq, new Float64Array(rows));
+    this.seg = widened(this.seg, new Uint32Array(rows));
+    this.off = widened(this.off, new Uint32Array(rows));
+    this.len = widened(this.len, new Uint32Array(rows));
+    this.physical = widened(this.physical, new Uint16Array(rows));
+    this.state = widened(this.state, new Uint8Array(rows));
   }
 }
 
-/** `column` copied into a new one of `rows` elements. */
-function widened(column: Uint32Array<ArrayBuffer>, rows: number): Uint32Array<ArrayBuffer> {
-  const wider = new Uint32Array(rows);
-  wider.set(column);
+/** `wider` (a column of the same element type) with `column`'s contents at its start, byte for byte. */
+function widened<A extends ArrayBufferView<ArrayBuffer>>(column: A, wider: A): A {
+  assert(wider.byteLength >= column.byteLength, "a column only widens");
+  new Uint8Array(wider.buffer, wider.byteOffset, column.byteLength).set(new Uint8Array(column.buffer, column.byteOffset, column.byteLength));
   return wider;
 }
