@@ -7,7 +7,10 @@
  * - overwrite + fdatasync: 256 B written into space preallocated with real zeros and synced.
  * - sparse + fdatasync: 256 B written into space extended with ftruncate (a hole: blocks are
  *   allocated on first write, which is what a segment preallocated by ftruncate gets).
- * - sequential append: 1 MiB writes then one fdatasync, GB/s.
+ * - overwrite + fdatasync beside a busy core: the overwrite loop again while another thread of the
+ *   process spins (a cold process's V8 compiler and GC threads take a core the same way).
+ * - sequential append: 1 MiB writes then one fdatasync, GB/s; and the fdatasync alone of 64 MiB
+ *   written just before (what closing a store loaded without syncs costs, if it makes them durable).
  * - pread 256 B: readSync at random offsets of a page-cached file; async with fs.read
  *   (1 and 16 in flight) and fs.promises FileHandle.read (16 in flight).
  */
@@ -15,6 +18,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { pathToFileURL } from "node:url";
+import { Worker } from "node:worker_threads";
 import { Bench } from "tinybench";
 import { fmt, nowNs, quantileOf, rng, secondsSince } from "./common.js";
 
@@ -26,9 +30,12 @@ export const LIMIT_ROWS: ReadonlyArray<{ id: string; label: string; unit: string
   { id: "limit.overwrite.rate", label: "overwrite 256 B in zero-filled preallocated space + fdatasync", unit: "ops/s" },
   { id: "limit.overwrite.p50", label: "overwrite + fdatasync, latency p50", unit: "µs" },
   { id: "limit.overwrite.p99", label: "overwrite + fdatasync, latency p99", unit: "µs" },
+  { id: "limit.overwrite.busy.rate", label: "overwrite + fdatasync while another thread spins on the second core", unit: "ops/s" },
+  { id: "limit.overwrite.busy.p50", label: "overwrite + fdatasync beside the spinning thread, latency p50", unit: "µs" },
   { id: "limit.sparse.rate", label: "write 256 B into ftruncate-extended (sparse) space + fdatasync", unit: "ops/s" },
   { id: "limit.sparse.p99", label: "sparse write + fdatasync, latency p99", unit: "µs" },
   { id: "limit.seq.GBps", label: "sequential append, 1 MiB writes + final fdatasync", unit: "GB/s" },
+  { id: "limit.seq.syncMs", label: "fdatasync alone of 64 MiB (16 MiB with --quick) written just before", unit: "ms" },
   { id: "limit.pread.sync", label: "readSync pread 256 B (page cache)", unit: "ops/s" },
   { id: "limit.pread.async1", label: "fs.read pread 256 B, 1 in flight", unit: "ops/s" },
   { id: "limit.pread.async16", label: "fs.read pread 256 B, 16 in flight", unit: "ops/s" },
@@ -89,6 +96,7 @@ export async function measureLimits(dir: string, quick: boolean): Promise<Record
       m["limit.overwrite.rate"] = r.rate;
       m["limit.overwrite.p50"] = quantileOf(r.lat, r.done, 0.5);
       m["limit.overwrite.p99"] = quantileOf(r.lat, r.done, 0.99);
+      Object.assign(m, await overwriteBesideSpinner(path.join(work, "overwrite-busy.dat"), n, capMs, zeros));
     }
     {
       const fd = fs.openSync(path.join(work, "sparse.dat"), "w+");
@@ -110,6 +118,7 @@ export async function measureLimits(dir: string, quick: boolean): Promise<Record
       m["limit.seq.GBps"] = total / secondsSince(t0) / 1e9;
       fs.closeSync(fd);
     }
+    m["limit.seq.syncMs"] = syncAfterWrites(path.join(work, "unsynced.dat"), (quick ? 16 : 64) << 20);
     {
       const fd = fs.openSync(seqFile, "r");
       const size = fs.fstatSync(fd).size;
@@ -159,6 +168,51 @@ export async function measureLimits(dir: string, quick: boolean): Promise<Record
     fs.rmSync(work, { recursive: true, force: true });
   }
   return m;
+}
+
+/**
+ * The overwrite + fdatasync loop on a fresh zero-filled file while a worker thread of this process
+ * spins: on a two-core machine the second core is then taken, as a cold process's V8 compiler and
+ * GC threads take it during its first puts (twenty-second session: ~170 ms of their CPU over
+ * engram's first 3,000 durable puts). The loop's thread waits in the syscall; what the spinner
+ * costs it is the wake-up and the kernel's own I/O work finding no idle core.
+ */
+async function overwriteBesideSpinner(file: string, n: number, capMs: number, zeros: Buffer): Promise<Record<string, number>> {
+  const fd = fs.openSync(file, "w+");
+  const size = n * 256;
+  for (let at = 0; at < size; at += zeros.length) fs.writeSync(fd, zeros, 0, Math.min(zeros.length, size - at), at);
+  fs.fsyncSync(fd);
+  const spinner = new Worker("const { parentPort } = require('node:worker_threads'); parentPort.postMessage('spinning'); for (;;) {}", { eval: true });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      spinner.once("message", () => resolve());
+      spinner.once("error", reject);
+    });
+    const r = syncLoop(fd, n, capMs, (i) => i * 256);
+    return { "limit.overwrite.busy.rate": r.rate, "limit.overwrite.busy.p50": quantileOf(r.lat, r.done, 0.5) };
+  } finally {
+    await spinner.terminate();
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * The fdatasync alone of `bytes` written (1 MiB writes) into a new file just before, in ms: the
+ * device's part of making a load durable at once — what a store's close() pays when nothing synced
+ * during a non-durable load (engram's close syncs, so that the hint it writes describes durable
+ * bytes; the peers' non-durable modes do not sync at close).
+ */
+function syncAfterWrites(file: string, bytes: number): number {
+  const chunk = Buffer.alloc(1 << 20, 0x3c);
+  const fd = fs.openSync(file, "w");
+  try {
+    for (let done = 0; done < bytes; done += chunk.length) fs.writeSync(fd, chunk);
+    const t0 = nowNs();
+    fs.fdatasyncSync(fd);
+    return Number(nowNs() - t0) / 1e6;
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 /** Bytes of a page: the unit the kernel maps fresh memory in. */
