@@ -173,7 +173,7 @@ export async function measureLimits(dir: string, quick: boolean): Promise<Record
 /**
  * The overwrite + fdatasync loop on a fresh zero-filled file while a worker thread of this process
  * spins: on a two-core machine the second core is then taken, as a cold process's V8 compiler and
- * GC threads take it during its first puts (twenty-second session: ~170 ms of their CPU over
+ * GC threads take it during its first puts (twenty-second session: ~150 ms of their CPU over
  * engram's first 3,000 durable puts). The loop's thread waits in the syscall; what the spinner
  * costs it is the wake-up and the kernel's own I/O work finding no idle core.
  */

@@ -170,10 +170,10 @@ async function w2(spec: ChildSpec, r: ChildResult): Promise<void> {
 
 /**
  * W3: bulk load of n × 256 B in random key order, atomic batches of 1000, non-durable mode, timed
- * up to and including close() (its own time reported too). Then W6 (disk vs live bytes), reopen time (open + first read) and
- * JS heap per key of the reopened store, and a verified sample. Then the same load again on a
- * fresh directory ("warm": the first load compiled the code it runs), and the JS heap per key it
- * grew by before its close.
+ * up to and including close() (whose own time is reported too). Then W6 (disk vs live bytes),
+ * reopen time (open + first read) and JS heap per key of the reopened store, and a verified
+ * sample. Then the same load again on a fresh directory ("warm": the first load compiled the code
+ * it runs), and the JS heap per key it grew by before its close.
  */
 async function w3(spec: ChildSpec, r: ChildResult): Promise<void> {
   const n = spec.sizes.w3Keys;
