@@ -1,7 +1,7 @@
 /**
  * The markdown report: what each metric means, a table per workload (store, median, min–max,
- * engram / best peer, target), the engram-only rows, the fsync honesty check, the machine's
- * physical limits and its description.
+ * engram / best peer, target), issue 6's targets and issue 11's goals checked against the run,
+ * the engram-only rows, the fsync honesty check, the machine's physical limits and its description.
  */
 import { fmt, median, STORES, type StoreName } from "./common.js";
 import { formatTable } from "./format.js";
@@ -61,6 +61,7 @@ export const TABLES: TableDef[] = [
       { id: "w3.bulkWarm", label: "warm: the same bulk load again, on a fresh directory", unit: "entries/s", better: "higher" },
       { id: "w3.bulk.faultsPerKey", label: "page faults per entry, bulk load (first touches)", unit: "faults", better: "lower" },
       { id: "reopen.ms", label: "reopen (open + first read)", unit: "ms", better: "lower", target: 500 },
+      { id: "reopen.scanMs", label: "engram only: the same reopen with its hint files removed (a full scan)", unit: "ms", better: "lower", noRatio: true },
       { id: "heap.perKey", label: "JS heap per key after reopen", unit: "B/key", better: "lower" , noRatio: true },
       { id: "heap.perKeyWritten", label: "JS heap per key written, before close (the warm load; its key strings are the caller's, not counted)", unit: "B/key", better: "lower" , noRatio: true },
       { id: "external.perKey", label: "ArrayBuffer memory (shared ones included) per key after reopen", unit: "B/key", better: "lower" , noRatio: true },
@@ -252,6 +253,106 @@ export function targetsTable(samples: Samples): string {
   return out.join("\n");
 }
 
+/** Where engram stands against one of issue 11's goals in a run: its figure as the goal states it, and the verdict. */
+interface GoalCheck {
+  figure: string;
+  met: boolean;
+}
+
+/** One of issue 11's goals ("Done when": every goal met in a full run, or a missed one's bound shown). */
+interface Goal {
+  what: string;
+  goal: string;
+  /** Null when the run lacks a metric the goal needs (a partial run). */
+  check(samples: Samples): GoalCheck | null;
+}
+
+/** The row of `id` in TABLES (every goal names a row that exists). */
+function rowOf(id: string): RowDef {
+  for (const t of TABLES) for (const row of t.rows) if (row.id === id) return row;
+  throw new Error(`no report row ${id}`);
+}
+
+/** engram's median over the best peer's for row `id`, and that peer; null when either is missing. */
+function peerRatio(samples: Samples, id: string): { ratio: number; store: StoreName } | null {
+  const e = medianOf(samples, id, "engram");
+  const b = bestPeer(samples, rowOf(id));
+  if (!Number.isFinite(e) || b === null || !(b.value > 0)) return null;
+  return { ratio: e / b.value, store: b.store };
+}
+
+/** A goal on engram / best peer for row `id`: at least `min` (a higher-is-better row) or at most `max` (lower). */
+function ratioGoal(what: string, id: string, bound: { min: number } | { max: number }): Goal {
+  const goal = "min" in bound ? `≥ ${bound.min}× best peer` : `≤ ${bound.max}× best peer`;
+  return {
+    what,
+    goal,
+    check(samples) {
+      const r = peerRatio(samples, id);
+      if (r === null) return null;
+      return { figure: `${r.ratio.toFixed(2)}× (${r.store})`, met: "min" in bound ? r.ratio >= bound.min : r.ratio <= bound.max };
+    },
+  };
+}
+
+/** A goal on engram's own median of row `id`: at least `min` or at most `max`, in the row's unit. */
+function valueGoal(what: string, id: string, bound: { min: number } | { max: number }): Goal {
+  const unit = rowOf(id).unit;
+  return {
+    what,
+    goal: "min" in bound ? `≥ ${fmt(bound.min)} ${unit}` : `≤ ${fmt(bound.max)} ${unit}`,
+    check(samples) {
+      const v = medianOf(samples, id, "engram");
+      if (!Number.isFinite(v)) return null;
+      return { figure: `${fmt(v)} ${unit}`, met: "min" in bound ? v >= bound.min : v <= bound.max };
+    },
+  };
+}
+
+/** Issue 11's table of goals, each checked against the run's medians. */
+export const ISSUE_11_GOALS: readonly Goal[] = [
+  {
+    what: "durable put, 1 in flight",
+    goal: "≥ 1.0× best peer and p99 ≤ 1 ms",
+    check(samples) {
+      const r = peerRatio(samples, "w1.single");
+      const p99 = medianOf(samples, "w1.single.p99", "engram");
+      if (r === null || !Number.isFinite(p99)) return null;
+      return { figure: `${r.ratio.toFixed(2)}× (${r.store}), p99 ${fmt(p99)} µs`, met: r.ratio >= 1 && p99 <= 1000 };
+    },
+  },
+  ratioGoal("durable batch of 1000", "w2.batch1000", { min: 2 }),
+  ratioGoal("bulk load (non-durable, batches of 1000, up to and including close)", "w3.bulk", { min: 3 }),
+  ratioGoal("sync get, hot", "w4.getSync", { min: 1.5 }),
+  ratioGoal("async get, 1 in flight", "w4.getAsync1", { min: 1.2 }),
+  ratioGoal("delete 50% + rewrite 25% + read all (time)", "w5.seconds", { max: 0.5 }),
+  valueGoal("disk after that workload, default auto compaction", "w6.w5.ratio", { max: 1.1 }),
+  {
+    what: "reopen of W3's store (open + first read)",
+    goal: "≤ 25× best peer, and ≥ 10× faster than a full scan",
+    check(samples) {
+      const r = peerRatio(samples, "reopen.ms");
+      const ms = medianOf(samples, "reopen.ms", "engram");
+      const scan = medianOf(samples, "reopen.scanMs", "engram");
+      if (r === null || !Number.isFinite(scan) || !(ms > 0)) return null;
+      return { figure: `${r.ratio.toFixed(2)}× (${r.store}); ${(scan / ms).toFixed(1)}× faster than the scan (${fmt(scan)} ms)`, met: r.ratio <= 25 && scan / ms >= 10 };
+    },
+  },
+  valueGoal("JS heap per key after reopen", "heap.perKey", { max: 100 }),
+  valueGoal("compaction, copy-on-write", "compact.cow.MBps", { min: 150 }),
+  valueGoal("compaction, in place", "compact.inplace.MBps", { min: 150 }),
+];
+
+/** Issue 11's goals: engram's figure in this run and the verdict of each. */
+export function goalsTable(samples: Samples): string {
+  const out = ["| workload | goal | engram in this run | verdict |", "|---|---|---|---|"];
+  for (const g of ISSUE_11_GOALS) {
+    const c = g.check(samples);
+    out.push(`| ${g.what} | ${g.goal} | ${c === null ? "–" : c.figure} | ${c === null ? "not measured" : c.met ? "met" : "**missed**"} |`);
+  }
+  return out.join("\n");
+}
+
 export interface FsyncRow {
   store: StoreName;
   singleAcked: number;
@@ -315,6 +416,15 @@ export function renderReport(r: ReportInput): string {
     "",
   );
   out.push("## Targets (issue 6)", "", targetsTable(r.samples), "");
+  out.push(
+    "## Goals (issue 11)",
+    "",
+    "Issue 11's table, checked against this run: every ratio is engram's median over the best peer's median from the same run. " +
+      "Its \"Done when\" asks for every goal met, or, for one missed, the profile of what bounds it (docs/PERFORMANCE.md, the issue 11 leads).",
+    "",
+    goalsTable(r.samples),
+    "",
+  );
   out.push("## Workloads", "");
   for (const t of TABLES) {
     out.push(workloadTable(r.samples, t, t.engramOnly ? ["engram"] : ran), "");
