@@ -882,10 +882,11 @@ function packedHint(packer: RunPacker, targetId: number, header: HeaderChoice, d
 }
 
 /**
- * Writes the rewrite's journal (generation `next`, data `out`) and makes it durable, while this
- * thread encodes the new hint — keyed by the header the rewrite will write (checked against the
- * one it did write: publishHint) — and starts it towards the disk in `staged`; then reads the
- * journal back and checks it. A failure removes the journal. Returns the header the hint is for.
+ * Writes the rewrite's journal (generation `next`, data `out`) and makes it durable. While its
+ * fdatasync runs on libuv's pool, this thread encodes the new hint — keyed by the header the
+ * rewrite will write (checked against the one it did write: publishHint) — starts it towards the
+ * disk in `staged`, and reads the journal back and checks it. A failure removes the journal.
+ * Returns the header the hint is for.
  */
 async function journalAndHint(fd: number, task: CompactionTask, src: SourceTask, next: number, out: Buffer, newOffsets: Uint32Array, staged: { hint: HintInFlight | null }): Promise<HeaderChoice> {
   const expected = rewrittenHeader(readHeader(fd, src.segmentId), unsafeHintOverlapForTests.mispredict ? next - 2 : next, out.length);
@@ -893,8 +894,8 @@ async function journalAndHint(fd: number, task: CompactionTask, src: SourceTask,
     await overlapped(writeJournal(task, src, next, out), () => {
       const bytes = hintOfRewrite(task.targetId, expected, out, newOffsets, src.minSeq);
       if (bytes !== null) staged.hint = new HintInFlight(task, bytes);
+      checkJournal(task, src, next, out);
     });
-    checkJournal(task, src, next, out);
   } catch (err) {
     unlinkQuietly(path.join(task.segmentsDir, journalFileName(src.segmentId)));
     throw err;
@@ -942,11 +943,12 @@ async function publishHint(fd: number, task: CompactionTask, src: SourceTask, ex
 }
 
 /**
- * An in-place rewrite's new hint on its way to the disk: written to its `.hint.tmp` and
- * fdatasynced on libuv's pool from construction on (fault point io:hint), while the journal and
- * the rewrite are made durable; then either renamed to its name (publish) — WITHOUT its own
- * directory fsync, which the pass's last one shares (compactor.ts removeKeptJournals; a hint is
- * never needed for correctness, so a rename a crash loses costs a scan) — or removed (abandon).
+ * An in-place rewrite's new hint on its way to the disk: written to its `.hint.tmp` at
+ * construction and fdatasynced on libuv's pool from then on (fault point io:hint;
+ * io.writeFileSyncedAsync), while the journal and the rewrite are made durable; then either
+ * renamed to its name (publish) — WITHOUT its own directory fsync, which the pass's last one
+ * shares (compactor.ts removeKeptJournals; a hint is never needed for correctness, so a rename a
+ * crash loses costs a scan) — or removed (abandon).
  * Until the seventeenth session it was written and synced on this thread after the rewrite
  * (~1.7 ms a segment).
  */
@@ -1048,25 +1050,35 @@ export const journalFiles = { created: 0, reused: 0 };
 
 /**
  * Writes the journal of a rewrite to `out` (segments/journal.ts) and makes it durable where
- * recovery finds it: write and fdatasync through libuv's pool (fault point io:journal at each);
- * the descriptor is closed only once no write of it is pending. Over the file a previous rewrite
- * left (reuseJournal), else into a new one whose name is then made durable by a directory fsync.
+ * recovery finds it (fault point io:journal at each step). The write is made on this thread, in
+ * the call's synchronous part, and only the fdatasync on libuv's pool: the caller's work overlaps
+ * the sync (journalAndHint). Until the twenty-third session the write went through the pool as
+ * well, and the fdatasync could start only once this thread, busy encoding the hint, saw the
+ * write complete (~2.5 ms a 4 MiB segment, the sync not overlapped). The descriptor is closed
+ * only once no call on it is pending. Over the file a previous rewrite left (reuseJournal), else
+ * into a new one whose name is then made durable by a directory fsync.
  */
 async function writeJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): Promise<void> {
   const body = encodeJournal(src.segmentId, generation, out, journalScratch.take(journalBytes(out.length)));
   const file = path.join(task.segmentsDir, journalFileName(src.segmentId));
   let reused = false;
+  let fd: number;
   try {
     reused = reuseJournal(task.segmentsDir, file);
-    const fd = io.openFile("io:journal", file, reused ? "r+" : "w", FILE_MODE);
+    fd = io.openFile("io:journal", file, reused ? "r+" : "w", FILE_MODE);
     try {
-      await io.writeAll("io:journal", fd, [body], 0);
-      await io.datasync("io:journal", fd);
-    } finally {
+      io.writeAllSync("io:journal", fd, [body], 0);
+    } catch (err) {
       io.closeQuietly(fd);
+      throw err;
     }
   } finally {
-    journalScratch.release(body); // no write of it is pending: writeAll settled before the close
+    journalScratch.release(body); // written: free for checkJournal's read back while the sync runs
+  }
+  try {
+    await io.datasync("io:journal", fd);
+  } finally {
+    io.closeQuietly(fd);
   }
   // A reused file's rename needs no directory fsync: recovery finds the file under either name,
   // and replays a complete journal onto the segment its content names (replayJournal). A crash

@@ -346,11 +346,16 @@ export function writeFileSynced(point: FaultPoint, file: string, bytes: Uint8Arr
   }
 }
 
-/** writeFileSynced with the write and the fdatasync on libuv's pool (the calling thread runs meanwhile); the fd is closed either way. */
+/**
+ * writeFileSynced with the fdatasync on libuv's pool (the calling thread runs meanwhile). The open
+ * and the write (a copy into the page cache) are made in the call's synchronous part, so that the
+ * sync starts at once: through the pool as well, the sync waited until the calling thread, busy
+ * with other work, saw the write complete. The fd is closed either way.
+ */
 export async function writeFileSyncedAsync(point: FaultPoint, file: string, bytes: Uint8Array, mode: number): Promise<void> {
   const fd = openFile(point, file, "w", mode);
   try {
-    await writeAll(point, fd, [bytes], 0);
+    writeAllSync(point, fd, [bytes], 0);
     await datasync(point, fd);
   } finally {
     closeQuietly(fd);
