@@ -7,7 +7,8 @@
  * Installs the peers into bench/peers on first use, probes every store, measures the machine's
  * limits, runs every workload of every store in its own child process (fresh directory, stores
  * in rotating order, repeated), runs the fsync honesty check under strace, and writes the
- * markdown report to bench/results/<timestamp>.md and bench/results/latest.md and stdout.
+ * markdown report to bench/results/<timestamp>.md and stdout, and a full run's to
+ * bench/results/latest.md too (what bench/docs.ts reads).
  */
 import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -364,10 +365,13 @@ async function main(): Promise<void> {
   });
   fs.mkdirSync(resultsDir, { recursive: true });
   const stamp = startedAt.toISOString().replace(/\.\d+Z$/, "Z").replace(/:/g, "-");
-  // A partial run (--only, --stores, --reps, --cpu-prof) keeps its own file and leaves latest.md alone.
+  // A partial run (--only, --stores, --reps, --cpu-prof) keeps its own file and leaves latest.md
+  // alone, and so does a quick one: latest.md is always the last full run, which bench/docs.ts
+  // reads (a quick run there sent every reader of the default path to small sizes).
   const partial = o.only !== null || o.stores.length !== STORES.length || o.cpuProf || argv.includes("--reps") || argv.includes("--w3-keys") || argv.includes("--w4-keys");
   const own = `${stamp}${o.quick ? "-quick" : ""}${partial ? "-partial" : ""}.md`;
-  for (const name of partial ? [own] : [own, "latest.md"]) {
+  const full = !o.quick && !partial;
+  for (const name of full ? [own, "latest.md"] : [own]) {
     const file = path.join(resultsDir, name);
     fs.writeFileSync(`${file}.tmp`, md);
     fs.renameSync(`${file}.tmp`, file);
@@ -381,7 +385,7 @@ async function main(): Promise<void> {
       log(`wrote ${path.relative(repoRoot, DOCS_FILE)}`);
     }
   }
-  log(`report: bench/results/${own}${partial ? "" : " and bench/results/latest.md"} (${seconds.toFixed(0)} s)`);
+  log(`report: bench/results/${own}${full ? " and bench/results/latest.md" : ""} (${seconds.toFixed(0)} s)`);
 }
 
 await main();
