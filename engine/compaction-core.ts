@@ -1117,7 +1117,7 @@ function journalSegment(name: string, contentId: number): number {
 export const unsafeJournalForTests = { byName: false };
 
 /** Records of the warm-up's synthetic segment: each round walks, copies and hints them once, as a pass does per output. */
-const WARM_RECORDS = 4096;
+const WARM_RECORDS = 2048;
 
 /** The id the warm-up's hint names: no file of it is ever written (the segment lives in memory only). */
 const WARM_SEGMENT_ID = 0x7fff_fff0;
@@ -1131,20 +1131,45 @@ export interface WarmSegment {
 }
 
 /**
+ * The varint widths' boundaries (2^14, 2^21, 2^28) the warm-up's sequences cross: its records
+ * are in quarters, the first with sequences from 1, each other one centred on a boundary. A real
+ * store's sequences take 3 varint bytes from 2^14 on: with the warm-up's all below it, the
+ * frame's readers (probeV3, varintBytes) and the hint's were optimized for 1 and 2 bytes only,
+ * and deoptimized at the first pass's second segment (its copy ran 8–11 ms instead of 3,
+ * twenty-fourth session's trace of compact-ab).
+ */
+const WARM_SEQ_BOUNDARIES = [0x4000, 0x20_0000, 0x1000_0000] as const;
+
+/** A time in ms as CLEARs, erasures and expiring PUTs carry (6 varint bytes: the wide path of varintBytes). */
+const WARM_TIME_MS = 1_800_000_000_000;
+
+/** The sequence of the warm-up's record `i` (ascending in file order; see WARM_SEQ_BOUNDARIES). */
+function warmSeq(i: number): number {
+  const quarterRecords = WARM_RECORDS / (WARM_SEQ_BOUNDARIES.length + 1);
+  const quarter = Math.floor(i / quarterRecords);
+  const within = i - quarter * quarterRecords;
+  return quarter === 0 ? 1 + within : (WARM_SEQ_BOUNDARIES[quarter - 1] as number) - quarterRecords / 2 + within;
+}
+
+/**
  * Builds the warm-up's segment in the format new segments are written in (FORMAT_VERSION, the
- * lean frame): PUT records and some TOMBSTONEs in one scope; of every four records one is a dead
- * PUT, half of those known to the "plan" (skipped) and half not (named, as a pass names them).
+ * lean frame): PUT records, some TOMBSTONEs (naming the version they killed, as forget writes
+ * them) and some CLEARs in one scope; of every four records one is a dead PUT, half of those
+ * known to the "plan" (skipped) and half not (named, as a pass names them). Its numbers take
+ * the varint widths a store's do: sequences of 1 to 5 bytes, times of 6, a generation of 2.
  */
 function warmSegment(): WarmSegment {
   const value = new Uint8Array(200).fill(0x5a);
   const recs: Buffer[] = [];
   for (let i = 0; i < WARM_RECORDS; i++) {
-    const tomb = i % 8 === 5;
-    const type = tomb ? C.RecordType.TOMBSTONE : C.RecordType.PUT;
-    recs.push(encodeRecordV3({ type, seq: i + 1, generation: 1, scope: "warm", key: `w${String(i).padStart(8, "0")}`, value: tomb ? undefined : value, expiresAt: tomb ? 1 : 0 }));
+    const seq = warmSeq(i);
+    const generation = i % 16 === 3 ? 300 : 1;
+    if (i % 8 === 5) recs.push(encodeRecordV3({ type: C.RecordType.TOMBSTONE, seq, generation, scope: "warm", key: warmKey(i - 1), expiresAt: warmSeq(i - 1) }));
+    else if (i % 32 === 7) recs.push(encodeRecordV3({ type: C.RecordType.CLEAR, seq, generation: generation + 1, scope: "warm", key: warmKey(i - 1), expiresAt: WARM_TIME_MS }));
+    else recs.push(encodeRecordV3({ type: C.RecordType.PUT, seq, generation, scope: "warm", key: warmKey(i), value, expiresAt: i % 32 === 11 ? WARM_TIME_MS + i : 0 }));
   }
   const sealedBytes = C.DATA_START + recs.reduce((n, r) => n + r.length, 0);
-  const header: SegmentHeader = { segmentId: WARM_SEGMENT_ID, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, createdSeq: 1, minSeq: 1, maxSeq: WARM_RECORDS, replacesId: 0, sealedBytes };
+  const header: SegmentHeader = { segmentId: WARM_SEGMENT_ID, generation: 0, headerSeq: 0, flags: C.FLAG_SEALED, createdSeq: 1, minSeq: 1, maxSeq: warmSeq(WARM_RECORDS - 1), replacesId: 0, sealedBytes };
   const bytes = Buffer.alloc(sealedBytes);
   bytes.set(encodeHeader(header, C.FORMAT_VERSION), C.HEADER_A_OFFSET);
   const live: number[] = [];
@@ -1157,8 +1182,14 @@ function warmSegment(): WarmSegment {
     at += r.length;
   });
   const liveU32 = Uint32Array.from(live);
-  const minSeq = 2; // record i has sequence i + 1, and record 1 is the first that lives
+  const minSeq = warmSeq(1); // the first that lives: record 0 is a dead PUT
+  assert(minSeq === 2 && warmSeq(WARM_RECORDS - 1) > 0x1000_0000, "the warm-up's sequences run from 1 varint byte to 5");
   return { bytes, src: { segmentId: WARM_SEGMENT_ID, live: liveU32, known: Uint32Array.from(known), cell: 0, minSeq }, header, liveBytes: liveBytesOf(liveU32) };
+}
+
+/** The key of the warm-up's record `i`. */
+function warmKey(i: number): string {
+  return `w${String(i).padStart(8, "0")}`;
 }
 
 /** The warm-up's segment, built on its first round and dropped after its last (warmDone). */

@@ -4,9 +4,10 @@
  * A failure comes back as data (worker-errors.ts) so that its class and code survive the trip.
  *
  * After its first task the thread warms its per-record loops on a synthetic segment in memory
- * (compaction-core.ts warmRound), one step per timer turn and only while no task runs: the
- * store's next pass then runs the loops optimized instead of cold (a pass runs each loop once per
- * output). A task that arrives meanwhile waits at most one step. (Until compact-14 it also touched
+ * (compaction-core.ts warmRound), one step per timer turn and only while no task runs and the
+ * store runs no compaction (warm-up.ts): the store's next pass then runs the loops optimized
+ * instead of cold (a pass runs each loop once per output). A task that arrives meanwhile waits
+ * at most one step. (Until compact-14 it also touched
  * its kept output buffers ahead; a copy-on-write output is now written as it is copied, and
  * touching them ahead no longer moved a pass: ×0.98.)
  */
@@ -15,6 +16,7 @@ import { workerData } from "node:worker_threads";
 import { initChecksum } from "../segments/checksum.js";
 import { runCompaction, warmDone, warmInput, warmRound, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitBlocking } from "./faults.js";
+import { WarmUp } from "./warm-up.js";
 import { toWire, type FailedTask } from "./worker-errors.js";
 
 await initChecksum();
@@ -36,66 +38,52 @@ function lowerPriority(niceness: unknown): void {
 }
 lowerPriority((workerData as { niceness?: unknown } | null)?.niceness);
 
-/** Warm-up rounds after the first task (each one pass of the loops over WARM_RECORDS records). */
+/** The store's count of compactions running (compactor.ts `passes`); null when the pool was made without it. */
+const passes: Int32Array | null = (() => {
+  const given = (workerData as { passes?: unknown } | null)?.passes;
+  return given instanceof Int32Array && given.buffer instanceof SharedArrayBuffer ? given : null;
+})();
+
+/** Warm-up rounds after the first task (each one pass of the loops over the synthetic segment's records). */
 const WARM_ROUNDS = 8;
 
-/** Tasks running now (piscina may hand a thread several), rounds done, and the pending step's timer. */
-let running = 0;
+/** Rounds done, and whether the synthetic segment of the rounds is built (warmInput: a step of its own, the longest cold one). */
 let rounds = 0;
-let timer: NodeJS.Timeout | null = null;
-/** True once the synthetic segment of the rounds is built (warmInput: a step of its own, the longest cold one). */
 let built = false;
+
 /**
- * Runs one warm-up step unless a task runs (its end schedules the next), then schedules the
- * next. Each step is one bounded piece, so that a task arriving meanwhile waits for one piece
- * only: the synthetic segment's build first, then one round of the loops (warmRound) per step.
+ * One warm-up step, a bounded piece, so that a task arriving meanwhile waits for one piece only:
+ * the synthetic segment's build first, then one round of the loops (warmRound) per step. Returns
+ * whether more steps remain; a failure ends the warm-up (it only saves time: never retried).
  */
-function warmStep(): void {
-  timer = null;
-  if (running > 0) return;
+function warmStep(): boolean {
   try {
     if (!built) {
       warmInput();
       built = true;
-    } else {
-      warmRound(rounds);
-      rounds += 1;
-      if (rounds >= WARM_ROUNDS) warmDone();
+      return true;
     }
+    warmRound(rounds);
+    rounds += 1;
   } catch (err) {
-    rounds = WARM_ROUNDS; // a warm-up only saves time: one that fails is not retried
-    warmDone();
+    rounds = WARM_ROUNDS;
     process.emitWarning(`engram compaction warm-up failed: ${String(err)}`);
   }
-  scheduleWarm(0);
+  if (rounds < WARM_ROUNDS) return true;
+  warmDone();
+  return false;
 }
 
-/**
- * How long the thread must have been idle before the warm-up (re)starts after a task: the jobs of
- * one pass follow each other within a few ms (in place, one job per segment, each sent once the
- * one before is published), and a warm-up step between them would delay the pass it is meant to
- * speed up — an in-place pass ran ×0.85–0.90 with steps between its jobs.
- */
-const WARM_IDLE_MS = 25;
-
-/** Schedules the next warm-up step `delayMs` from now (none once the rounds ran), replacing one pending. */
-function scheduleWarm(delayMs: number): void {
-  if (timer !== null) clearTimeout(timer);
-  timer = null;
-  if (rounds >= WARM_ROUNDS) return;
-  timer = setTimeout(warmStep, delayMs);
-  timer.unref();
-}
+const warmUp = new WarmUp(warmStep, passes);
 
 /** Runs one compaction; worker fault points block on Atomics.wait. */
 export default async function compact(task: CompactionTask): Promise<CompactionResult | FailedTask> {
-  running += 1;
+  warmUp.taskStarted();
   try {
     return await runCompaction(task, hitBlocking);
   } catch (err) {
     return { failed: toWire(err) };
   } finally {
-    running -= 1;
-    if (running === 0) scheduleWarm(WARM_IDLE_MS);
+    warmUp.taskEnded();
   }
 }

@@ -132,6 +132,12 @@ export class Compactor {
    * unknown until the first full pass (a recount, compact(), gc()).
    */
   private deadCounted = false;
+  /**
+   * Cell 0: compactions of this store running now (serial: 0 or 1), shared with the pool's
+   * threads (workerData `passes`). A worker starts no warm-up step while it is above 0, so that
+   * no step lands between two jobs of a pass or during its plan (compaction-worker.ts).
+   */
+  private readonly passes = new Int32Array(new SharedArrayBuffer(4));
 
   constructor(host: CompactorHost) {
     this.host = host;
@@ -145,7 +151,7 @@ export class Compactor {
       const fromSource = import.meta.url.endsWith(".ts");
       this.pool = new Piscina({
         filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
-        workerData: { niceness: this.host.options.compaction.niceness, ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
+        workerData: { niceness: this.host.options.compaction.niceness, passes: this.passes, ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
         minThreads: workers,
         maxThreads: workers,
         idleTimeout: 30_000,
@@ -170,9 +176,22 @@ export class Compactor {
     return answer;
   }
 
-  /** Runs `job` after every compaction queued before it. */
+  /** Compactions of this store running now (0 or 1), as its pool's threads read it (`passes`; tests). */
+  passesRunning(): number {
+    return Atomics.load(this.passes, 0);
+  }
+
+  /** Runs `job` after every compaction queued before it, counted in `passes` while it runs. */
   private serial<R>(job: () => Promise<R>): Promise<R> {
-    const next = this.chain.then(job, job);
+    const counted = async (): Promise<R> => {
+      Atomics.add(this.passes, 0, 1);
+      try {
+        return await job();
+      } finally {
+        Atomics.sub(this.passes, 0, 1);
+      }
+    };
+    const next = this.chain.then(counted, counted);
     this.chain = next.catch(() => undefined);
     return next;
   }

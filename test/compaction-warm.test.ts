@@ -8,7 +8,8 @@
  * Method: every round's output is compared byte for byte with the general path — the synthetic
  * segment's live records sliced out one by one in order, at offsets counted from DATA_START —
  * and its hint with the long way (a HintBuilder fed each copied record by addRecord, encoded);
- * the hint passes checkHint; the input is unchanged after rounds of both kinds. Then a store with
+ * the hint passes checkHint; the input is unchanged after rounds of both kinds. Its records take
+ * the varint widths (sequences of 1–5 bytes, times of 6) and the types a store's hold. Then a store with
  * a worker compacts three times with writes in between (the later passes run after the worker's
  * warm-up) and every key reads back, before and after a reopen; no file but the store's appears.
  * The twin: a clobbering round made to walk the segment itself (`unsafeWarmForTests.clobberInput`)
@@ -20,6 +21,7 @@ import { Store } from "../engine/store.js";
 import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
 import { checkHint, HintBuilder } from "../segments/hint.js";
+import { frameAtV3, varintBytes } from "../segments/record-v3.js";
 import { unsafeWarmForTests, warmDone, warmInput, warmRound } from "../engine/compaction-core.js";
 import type { OpenOptions } from "../rules/types.js";
 import { modelMisreads } from "./helpers/model-reads.js";
@@ -77,6 +79,25 @@ describe("compaction warm-up rounds", () => {
     // The mix a pass meets: dead PUTs known and named, tombstones kept.
     expect(want.offsets.length).toBe((warmInput().src.live.length / 2) | 0);
     expect(warmInput().src.known.length).toBeGreaterThan(0);
+  });
+
+  it("takes the varint widths and record types a store's segments hold", () => {
+    // A pass's second segment on a store of 100k keys has sequences past 2^14 (3 varint bytes):
+    // warm-up records all below it left those branches unoptimized (twenty-fourth session).
+    const seg = warmInput();
+    const seqWidths = new Set<number>();
+    const types = new Set<number>();
+    let wideTimes = 0;
+    for (let at: number = C.DATA_START; at < seg.header.sealedBytes; ) {
+      const f = frameAtV3(seg.bytes, at);
+      seqWidths.add(varintBytes(f.seq));
+      types.add(f.type);
+      if (varintBytes(f.expiresAt) >= 6) wideTimes += 1;
+      at += f.length;
+    }
+    expect([...seqWidths].sort()).toEqual([1, 2, 3, 4, 5]);
+    expect([...types].sort()).toEqual([C.RecordType.PUT, C.RecordType.TOMBSTONE, C.RecordType.CLEAR].sort());
+    expect(wideTimes).toBeGreaterThan(0);
   });
 
   it("twin: a clobbering round that walks the segment itself changes the next round's input (caught)", () => {
