@@ -160,6 +160,7 @@ function runChild(spec: Omit<ChildSpec, "dir" | "out">, root: string, timeoutMs:
       }
       fs.rmSync(dir, { recursive: true, force: true });
       fs.rmSync(out, { force: true });
+      settleDisk();
       let error: string | null = null;
       if (timedOut) error = `timed out after ${(timeoutMs / 1000).toFixed(0)} s`;
       else if (result === null) error = `exited with ${String(code)} and no result: ${stderr.trim().split("\n").slice(-2).join(" / ")}`;
@@ -172,6 +173,19 @@ function runChild(spec: Omit<ChildSpec, "dir" | "out">, root: string, timeoutMs:
     });
     child.on("close", (code) => finish(code));
   });
+}
+
+/**
+ * Makes the file systems quiet before the next child starts: sync(1) commits what is dirty, and
+ * with it the ext4 journal transaction that frees the removed child's blocks — on a file system
+ * mounted with `discard` (this machine kind's /), that commit sends the device a discard for
+ * every freed extent. Without it the next child's fsyncs waited on that commit: `--only compact`
+ * on the same engine gave in place 107 and 113 MB/s and copy-on-write 153 and 131 without it,
+ * 127 and 123, and 179 and 174 with it (twenty-fourth session). A failed sync(1) only costs that
+ * isolation.
+ */
+function settleDisk(): void {
+  spawnSync("sync", [], { stdio: "ignore", timeout: 60_000 });
 }
 
 /** Counts sync syscalls between the access(2) markers the fsync workload leaves in the trace. */
