@@ -15,6 +15,7 @@
  * the worker threads too) to stderr. AB_IDLE_MS=N leaves the store idle N ms before the timed
  * compact() (the worker's warm-up rounds, which follow its first task, then run to their end: a
  * long-lived store's pass, against the bench's, which starts ~0.1 s after the worker's first task).
+ * AB_NICENESS=N opens the store with compaction.niceness N (default: the option's default).
  * --alternate runs both trees in this one process, A then B, `pairs` times (default 5; a fresh
  * store each run), and ends with a line of per-tree medians and the median of the pairwise B/A
  * ratios of MB/s and MB per CPU-second: on a loaded machine the pairs see the same minutes.
@@ -47,7 +48,8 @@ async function engramOf(tree: string): Promise<{ Engram: typeof import("../src/i
 async function runOnce(tree: string, keys: number, mode: Mode, workers: number): Promise<Run> {
   const { Engram, io } = await engramOf(tree);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "compact-ab-"));
-  const store = await Engram.open(dir, { durability: "none", segmentBytes: 4 << 20, compaction: { mode, auto: false, workers } });
+  const niceness = process.env["AB_NICENESS"] === undefined ? {} : { niceness: Number(process.env["AB_NICENESS"]) };
+  const store = await Engram.open(dir, { durability: "none", segmentBytes: 4 << 20, compaction: { mode, auto: false, workers, ...niceness } });
   const value = new Uint8Array(256).fill(7);
   for (let i = 0; i < keys; i += 1000) {
     const ops = [];
