@@ -137,13 +137,14 @@ function place(host: BackupHost, part: Part, segmentsDir: string): boolean {
 }
 
 /**
- * Runs `job` with the store's fault table (`faults.failAt`) applying to the staging copy's files,
- * as it applies to the store's own: an injected failure at io:copy, io:dir-sync or io:rename
- * reaches a backup's calls too (test/backup-faults.test.ts). The target's parent is not
- * registered: it is the user's directory, and its final fsync is never injected.
+ * Runs `job` with the store's fault table (`faults.failAt`) applying to the staging copy's files
+ * and to an empty target `dest` the copy replaces, as it applies to the store's own: an injected
+ * failure at io:copy, io:dir-sync or io:rename reaches a backup's calls too
+ * (test/backup-faults.test.ts). The target's parent is not registered: it is the user's
+ * directory, and its final fsync is never injected.
  */
-async function withFaultTable<R>(host: BackupHost, staging: string, job: () => Promise<R>): Promise<R> {
-  const dirs = [staging, path.join(staging, "segments")];
+async function withFaultTable<R>(host: BackupHost, staging: string, dest: string, job: () => Promise<R>): Promise<R> {
+  const dirs = [staging, path.join(staging, "segments"), dest];
   for (const d of dirs) io.registerFaultTable(d, host.faultTable);
   try {
     return await job();
@@ -158,7 +159,7 @@ export async function backupStore(host: BackupHost, target: unknown): Promise<Ba
   const staging = path.join(path.dirname(dest), `.${path.basename(dest)}.engram-backup-${randomUUID()}`);
   let renamed = false;
   try {
-    return await withFaultTable(host, staging, async () => {
+    return await withFaultTable(host, staging, dest, async () => {
       const segmentsDir = path.join(staging, "segments");
       io.makeDir("io:create", segmentsDir, DIR_MODE);
       const taken = await host.exclusive(async () => {
@@ -175,7 +176,7 @@ export async function backupStore(host: BackupHost, target: unknown): Promise<Ba
         const p = verify.problems[0];
         throw new CorruptionError(p?.segment ?? 0, p?.offset ?? 0, `the backup copy does not verify: ${p?.detail ?? "unknown problem"}`);
       }
-      if (fs.existsSync(dest)) fs.rmdirSync(dest); // checked empty above
+      if (fs.existsSync(dest)) io.removeDir("io:rename", dest); // checked empty above (checkTarget): it makes way for the copy
       io.rename("io:rename", staging, dest);
       renamed = true;
       io.syncDir("io:dir-sync", path.dirname(dest));

@@ -38,6 +38,7 @@ export type IoEvent =
   | { op: "copy"; path: string; to: string }
   | { op: "mkdir"; path: string }
   | { op: "unlink"; path: string }
+  | { op: "rmdir"; path: string }
   | { op: "dir-sync"; path: string }
   | { op: "close"; fd: number; path: string };
 
@@ -300,6 +301,18 @@ export function unlink(point: FaultPoint, file: string): void {
     throw asIoError(err, "unlink", file);
   }
   observer?.({ op: "unlink", path: file });
+}
+
+/** rmdir(2) of an empty directory; a missing one is not an error. Durable only after its parent is synced. */
+export function removeDir(point: FaultPoint, dir: string): void {
+  inject(point, dir, "rmdir");
+  try {
+    fs.rmdirSync(dir);
+  } catch (err) {
+    if ((err as { code?: unknown }).code === "ENOENT") return; // gone already: nothing removed, so not observed
+    throw asIoError(err, "rmdir", dir);
+  }
+  observer?.({ op: "rmdir", path: dir });
 }
 
 /** fsyncs a directory so that creates, renames and unlinks in it are durable. */

@@ -10,7 +10,8 @@
  * onto it (every segment copied). Each case: backup() rejects with that IoError; the failure
  * fired; the target does not exist and no staging directory is left beside it; every value still
  * reads and a write is taken; a backup with the failure gone resolves, verifies, and opens with
- * every value.
+ * every value. A backup into an empty directory that exists meets the failure where it removes
+ * it (io:rename): the directory is left as it was, empty.
  *
  * Method, real: as root, a 256 KiB tmpfs is mounted as the target's parent and the store holds
  * ~600 KiB, so the kernel itself answers ENOSPC part-way through the copies. The same properties
@@ -104,6 +105,36 @@ describe("a backup meeting an injected I/O failure", () => {
         });
       }
     }
+  }
+});
+
+describe("a backup into an empty directory that exists", () => {
+  // The copy replaces the empty target under its name: the target's removal is part of the
+  // rename step (io:rename). Until the twenty-fourth session backup.ts removed it with node:fs
+  // directly: the armed failure then hit the rename after it, and the user's directory was gone.
+  for (const errno of ERRNOS) {
+    it(`io:rename ${errno} at its removal: rejects with the IoError, the target stays as it was, no staging left, the next backup works`, async () => {
+      const keys = 30;
+      const { store } = await storeOf(keys, 400);
+      try {
+        const target = path.join(tempDir("backup-target"), "copy");
+        fs.mkdirSync(target);
+        store.faults.failAt?.("io:rename", errno, 1);
+        const r = await settle(DEADLINE, store.backup(target), `empty target/${errno}: backup`);
+        expect(r.ok).toBe(false);
+        if (!r.ok) {
+          expect(r.error).toBeInstanceOf(IoError);
+          expect((r.error as IoError).errno).toBe(errno);
+          expect((r.error as IoError).message).toContain("rmdir");
+        }
+        expect(fs.readdirSync(target), "the empty target is left as it was").toEqual([]);
+        expect(leftBehind(path.dirname(target)), "no staging directory left").toEqual(["copy"]);
+        await readsAll(store, keys, 400, `empty target/${errno}, the store after the failure`);
+        await checkBackupWorks(store, target, keys, 400, `empty target/${errno}`);
+      } finally {
+        await store.close();
+      }
+    });
   }
 });
 
