@@ -7,9 +7,9 @@
  * (compaction-core.ts warmRound), one step per timer turn and only while no task runs and the
  * store runs no compaction (warm-up.ts): the store's next pass then runs the loops optimized
  * instead of cold (a pass runs each loop once per output). A task that arrives meanwhile waits
- * at most one step. (Until compact-14 it also touched
- * its kept output buffers ahead; a copy-on-write output is now written as it is copied, and
- * touching them ahead no longer moved a pass: ×0.98.)
+ * at most one step. (Until compact-14 it also touched its kept output buffers ahead; a
+ * copy-on-write output is now written as it is copied, and touching them ahead no longer moved
+ * a pass: ×0.98.)
  */
 import * as os from "node:os";
 import { workerData } from "node:worker_threads";

@@ -133,8 +133,8 @@ export class Compactor {
    */
   private deadCounted = false;
   /**
-   * Cell 0: compactions of this store running now (serial: 0 or 1), shared with the pool's
-   * threads (workerData `passes`). A worker starts no warm-up step while it is above 0, so that
+   * Cell 0: compactions of this store running now — anything on the `serial` chain, a backup's
+   * copy (exclusive) included: 0 or 1 — shared with the pool's threads (workerData `passes`). A worker starts no warm-up step while it is above 0, so that
    * no step lands between two jobs of a pass or during its plan (compaction-worker.ts).
    */
   private readonly passes = new Int32Array(new SharedArrayBuffer(4));

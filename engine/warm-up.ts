@@ -7,8 +7,9 @@
  *
  * Before the count was shared (twenty-fourth session), the thread judged that from its own
  * idleness: it waited WARM_IDLE_MS after a task before a step. The warm-up then often started too
- * late to end before the store's next pass, whose jobs ran cold and waited for the steps (a bench
- * pass ~0.2 s after the pool's first task: in place ×1.07, copy-on-write ×1.14 with the count).
+ * late to end before the store's next pass, whose jobs ran cold and waited for the steps (the
+ * bench's compaction child, whose pass starts ~0.2 s after the pool's first task, 8 alternated
+ * pairs each with the count against without: in place ×1.07, copy-on-write ×1.06).
  * Without a count (a pool made without it) that rule still holds.
  */
 
