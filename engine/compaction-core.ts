@@ -39,12 +39,16 @@ import { encodeRecordV3 } from "../segments/record-v3.js";
 import { decodeJournal, encodeJournal, JOURNAL_CHECKSUM_BYTES, JOURNAL_HEAD_BYTES, journalBytes } from "../segments/journal.js";
 import { bumpShared, GENERATION_MAX, loadShared } from "./generations.js";
 import { assert, elementAt, fail } from "../rules/assert.js";
+import { inFileOrder } from "./offset-order.js";
 import type { FaultPoint } from "../rules/types.js";
 
 /** One source segment of a compaction: which of its records survive. */
 export interface SourceTask {
   segmentId: number;
-  /** Surviving records as [offset, length] pairs, sorted by offset (a typed array: one copy across the worker boundary). */
+  /**
+   * Surviving records as [offset, length] pairs, distinct offsets in any order: the plan's (a
+   * typed array: one copy across the worker boundary). The worker orders them (engine/offset-order.ts).
+   */
   live: Uint32Array;
   /**
    * Offsets (ascending) of dead PUT records the main thread already knows (its slots point at
@@ -80,7 +84,7 @@ export interface CompactionTask {
 /** What a compaction did to one source. */
 export interface SourceResult {
   segmentId: number;
-  /** New offset (in the output) of each live record, in the order of the source's `live`. */
+  /** New offset (in the output) of each live record, in the order of the source's `live` (the plan's, not the file's). */
   newOffsets: Uint32Array;
   /** PUT records dropped, but for the `known` ones: scope, key and old offset of each. */
   droppedScopes: string[];
@@ -204,9 +208,11 @@ async function copyAll(task: CompactionTask, liveBytes: number, hit: FaultHit, e
     let minSeq = 0;
     let maxSeq = 0;
     let cursor = 0;
+    const fileOffsets: Uint32Array[] = []; // per source, what the output's hint lists
     for (let i = 0; i < task.sources.length; i++) {
       const src = elementAt(task.sources, i, "a source");
       const { part, header, version: own } = await copySource(task, src, version, output, cursor);
+      fileOffsets.push(part.fileOffsets);
       first ??= header;
       version ||= own;
       if (header.minSeq !== 0 && (minSeq === 0 || header.minSeq < minSeq)) minSeq = header.minSeq;
@@ -218,7 +224,7 @@ async function copyAll(task: CompactionTask, liveBytes: number, hit: FaultHit, e
     finishTotals(result, cursor);
     assert(!result.empty, `output ${task.targetId}: live bytes are records`);
     endTurn();
-    result.hinted = await output.finish({ ...first, minSeq, maxSeq }, version, result, hit);
+    result.hinted = await output.finish({ ...first, minSeq, maxSeq }, version, fileOffsets, hit);
     return result;
   } catch (err) {
     output.abandon();
@@ -252,6 +258,17 @@ const PIECE_BYTES = 1024 * 1024;
  * test's twin shows by the corruption the walk then reports in a sound segment.
  */
 export const unsafePiecesForTests = { pieceBytes: 0, skipPartial: false };
+
+/**
+ * Test switch, never set by the engine or any option (test/survivor-order.test.ts): `fileOrder`
+ * returns a source's new offsets in file order instead of the plan's — what the main thread got
+ * before the worker ordered the survivors, wrong once a plan lists them out of file order: the
+ * main thread then moves a key's pointer onto another record.
+ */
+export const unsafeLiveOrderForTests = { fileOrder: false };
+
+/** Sources this thread copied whose plan listed the survivors out of file order (SurvivorCopy ordered them). Read by tests. */
+export const survivorOrders = { reordered: 0 };
 
 /**
  * Copies the survivors of `src` to `sink` (output data offset `outFrom` on; null: a source with
@@ -322,7 +339,7 @@ async function runInPlace(task: CompactionTask, src: SourceTask, hit: FaultHit):
     addSource(result, part);
     finishTotals(result, part.copied);
     if (result.empty) return result;
-    const rewritten = await rewriteInPlace(fd, task, src, { generation: header.generation, original: bytes }, out, hit, part.source.newOffsets);
+    const rewritten = await rewriteInPlace(fd, task, src, { generation: header.generation, original: bytes }, out, hit, part.fileOffsets);
     result.generation = rewritten.generation;
     result.hinted = rewritten.hinted;
     result.journalKept = rewritten.journalKept;
@@ -367,6 +384,8 @@ function finishTotals(result: CompactionResult, copied: number): void {
 /** What copySurvivors did to one source. */
 interface CopiedSource {
   source: SourceResult;
+  /** The new offsets in file order: the output's record offsets, which its hint lists (source.newOffsets is in the plan's order). */
+  fileOffsets: Uint32Array;
   /** Bytes it added to the output. */
   copied: number;
   kept: number;
@@ -403,6 +422,11 @@ interface PieceSink {
  */
 class SurvivorCopy {
   private readonly source: SourceResult;
+  /** The source's survivors in file order, and the plan's index of each (null: `src.live` was in order). */
+  private readonly live: Uint32Array;
+  private readonly order: Uint32Array | null;
+  /** New offset of each survivor of `live`, in file order. */
+  private readonly fileOffsets: Uint32Array;
   private dropped = 0;
   /** Index into live of the next survivor, which the walk must meet in file order. */
   private next = 0;
@@ -431,7 +455,12 @@ class SurvivorCopy {
   ) {
     assert(clobber ? out === null || sink === null : out !== null && sink === null, "a copy has one place for its survivors");
     this.cursor = outFrom;
-    this.source = { segmentId: src.segmentId, newOffsets: new Uint32Array(src.live.length / 2), droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: 0 };
+    const ordered = inFileOrder(src.live);
+    this.live = ordered.live;
+    this.order = ordered.order;
+    if (ordered.order !== null) survivorOrders.reordered += 1;
+    this.fileOffsets = new Uint32Array(src.live.length / 2);
+    this.source = { segmentId: src.segmentId, newOffsets: this.fileOffsets, droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: 0 };
   }
 
   /** Walks `piece` from file offset `from` (see walkSealedPiece), copying its survivors; returns where the walk stopped. */
@@ -460,7 +489,8 @@ class SurvivorCopy {
 
   /** Checks the walk met every planned location and ended where the header says; returns what was copied. */
   finish(scannedEnd: number, sealedBytes: number, fileBytes: number): CopiedSource {
-    const { live, known, segmentId: id } = this.src;
+    const { known, segmentId: id } = this.src;
+    const live = this.live;
     assertSealedEnd(id, sealedBytes, scannedEnd, fileBytes);
     if (this.next !== live.length) throw new CorruptionError(id, 0, `${(live.length - this.next) / 2} live locations are not record starts`);
     if (this.nextKnown !== known.length) throw new CorruptionError(id, 0, `${known.length - this.nextKnown} dead locations are not record starts`);
@@ -469,12 +499,31 @@ class SurvivorCopy {
     for (let i = 1; i < live.length; i += 2) planned += live[i] as number;
     assert(copied === planned, `segment ${id}: copied ${copied} of ${planned} live bytes`);
     this.source.bytesBefore = fileBytes;
-    return { source: this.source, copied, kept: live.length / 2, dropped: this.dropped };
+    this.source.newOffsets = this.inPlanOrder();
+    return { source: this.source, fileOffsets: this.fileOffsets, copied, kept: live.length / 2, dropped: this.dropped };
+  }
+
+  /**
+   * The new offsets in the order of the plan's `live` (the main thread relocates its i-th
+   * survivor to the i-th): fileOffsets put back through `order`. Paired check: every slot filled
+   * once (a new offset is never 0: the data starts after the headers).
+   */
+  private inPlanOrder(): Uint32Array {
+    const order = this.order;
+    if (order === null || unsafeLiveOrderForTests.fileOrder) return this.fileOffsets;
+    const out = new Uint32Array(this.fileOffsets.length);
+    for (let k = 0; k < order.length; k++) {
+      const i = order[k] as number;
+      assert(out[i] === 0, `segment ${this.src.segmentId}: survivor ${i} gets one new offset`);
+      out[i] = this.fileOffsets[k] as number;
+    }
+    return out;
   }
 
   /** One record of the walk (file offset `offset`): a survivor joins a run; a dead one is counted, and named when the plan did not know it. */
   private visit(offset: number, recordLength: number, type: number): void {
-    const { live, known, segmentId: id } = this.src;
+    const { known, segmentId: id } = this.src;
+    const live = this.live;
     const next = this.next;
     const wantAt = next < live.length ? (live[next] as number) : -1;
     if (offset !== wantAt) {
@@ -503,7 +552,7 @@ class SurvivorCopy {
       this.runFrom = offset;
     }
     this.runTo = offset + length;
-    this.source.newOffsets[next / 2] = C.DATA_START + this.cursor + (offset - this.runFrom);
+    this.fileOffsets[next / 2] = C.DATA_START + this.cursor + (offset - this.runFrom);
   }
 
   /** Copies the current run (if any) into out: moved down within the piece with clobber, else copied straight. */
@@ -663,9 +712,10 @@ class OutputFile implements PieceSink {
 
   /**
    * Finishes the output whose sources' header is `source` (the first source's, with every source's
-   * sequence range) and whose records are `result`'s; resolves to whether its hint was written.
+   * sequence range) and whose records lie at `fileOffsets` (per source, in file order); resolves
+   * to whether its hint was written.
    */
-  async finish(source: SegmentHeader, version: number, result: CompactionResult, hit: FaultHit): Promise<boolean> {
+  async finish(source: SegmentHeader, version: number, fileOffsets: readonly Uint32Array[], hit: FaultHit): Promise<boolean> {
     const { task, fd } = this;
     const replacesId = elementAt(task.sources, 0, "a copy has a source").segmentId;
     assert(this.written === this.dataBytes && this.records === this.planned, `copy ${task.targetId}: every planned record written`);
@@ -673,8 +723,7 @@ class OutputFile implements PieceSink {
     io.writeAllSync("io:copy", fd, [header], C.HEADER_A_OFFSET);
     io.writeAllSync("io:copy", fd, [header], C.HEADER_B_OFFSET);
     const written = checkCopyHeader(fd, task.targetId, this.dataBytes);
-    const newOffsets = result.sources.map((x) => x.newOffsets);
-    const hint = await overlapped(io.datasync("io:copy", fd), () => this.encodeHint(written, newOffsets));
+    const hint = await overlapped(io.datasync("io:copy", fd), () => this.encodeHint(written, fileOffsets));
     checkCopy(fd, task.targetId, this.dataBytes, written);
     this.owned = false;
     io.closeQuietly(fd);
@@ -1126,6 +1175,8 @@ const WARM_SEGMENT_ID = 0x7fff_fff0;
 export interface WarmSegment {
   bytes: Buffer;
   src: SourceTask;
+  /** `src` with its survivors listed in reverse (a plan's walk meets a segment's tombstones out of file order): the worker orders them. */
+  reversed: SourceTask;
   header: SegmentHeader;
   liveBytes: number;
 }
@@ -1184,7 +1235,10 @@ function warmSegment(): WarmSegment {
   const liveU32 = Uint32Array.from(live);
   const minSeq = warmSeq(1); // the first that lives: record 0 is a dead PUT
   assert(minSeq === 2 && warmSeq(WARM_RECORDS - 1) > 0x1000_0000, "the warm-up's sequences run from 1 varint byte to 5");
-  return { bytes, src: { segmentId: WARM_SEGMENT_ID, live: liveU32, known: Uint32Array.from(known), cell: 0, minSeq }, header, liveBytes: liveBytesOf(liveU32) };
+  const src: SourceTask = { segmentId: WARM_SEGMENT_ID, live: liveU32, known: Uint32Array.from(known), cell: 0, minSeq };
+  const reversedPairs = new Uint32Array(liveU32.length);
+  for (let i = 0; i < liveU32.length; i += 2) reversedPairs.set(liveU32.subarray(i, i + 2), liveU32.length - 2 - i);
+  return { bytes, src, reversed: { ...src, live: reversedPairs }, header, liveBytes: liveBytesOf(liveU32) };
 }
 
 /** The key of the warm-up's record `i`. */
@@ -1207,7 +1261,8 @@ let warmOut: Buffer | null = null;
  * One warm-up round: the per-record loops a compaction runs (the walk with its checksums and the
  * copy, alternately by moving runs within the source and by a copy per run; the output hint
  * packed in one pass from the copied records, as both modes pack it) over the synthetic
- * segment, in buffers of its own — never the tasks' scratch, which a task holds across its awaits.
+ * segment (its survivors listed in file order in two rounds of four, in reverse in the other two,
+ * as a plan lists a segment of tombstones), in buffers of its own — never the tasks' scratch, which a task holds across its awaits.
  * A pass otherwise runs those loops cold, once per output: V8 optimizes a loop only after it ran
  * a while (compact-9's measurements in docs/PERFORMANCE.md). Touches no file and no shared
  * state. Returns the round's output (in a buffer the next round reuses) and hint, for the paired
@@ -1225,13 +1280,16 @@ export function warmRound(round: number): { out: Buffer; hint: Buffer | null; ne
   }
   warmOut ??= Buffer.allocUnsafeSlow(seg.liveBytes);
   const out = warmOut;
-  const part = copySurvivors(bytes, seg.src, seg.header.sealedBytes, C.FORMAT_VERSION, out, 0, clobber);
+  const reversed = round % 4 >= 2; // every pairing of the two copy variants and the two orders
+  const part = copySurvivors(bytes, reversed ? seg.reversed : seg.src, seg.header.sealedBytes, C.FORMAT_VERSION, out, 0, clobber);
   assert(part.copied === out.length && part.kept === seg.src.live.length / 2, `warm-up: copied ${part.copied} of ${out.length} bytes`);
+  const n = part.fileOffsets.length;
+  assert(!reversed || part.source.newOffsets[0] === part.fileOffsets[n - 1], "warm-up: reversed survivors' new offsets come back in their order");
   const header = choiceOf({ ...seg.header, sealedBytes: C.DATA_START + out.length }, 0, C.FORMAT_VERSION);
   // Both copy variants pack their hint record by record from the prediction, as OutputFile
   // (copy-on-write, while writing) and hintOfRewrite (in place, from the compacted bytes) do.
-  const hint = hintOfRewrite(WARM_SEGMENT_ID, header, out, part.source.newOffsets, seg.src.minSeq);
-  return { out, hint, newOffsets: part.source.newOffsets, header };
+  const hint = hintOfRewrite(WARM_SEGMENT_ID, header, out, part.fileOffsets, seg.src.minSeq);
+  return { out, hint, newOffsets: part.fileOffsets, header };
 }
 
 /** The warm-up's synthetic segment (built on first use; the same object until warmDone). */

@@ -105,7 +105,7 @@ export class RecordList {
     return this.refAt(i) as Slot;
   }
 
-  /** The offsets of the entries, in one new array. */
+  /** The offsets of the entries, in one new array (in the list's order). */
   offsets(): Uint32Array {
     const out = new Uint32Array(this.length);
     for (let c = 0, at = 0; at < this.length; c++) {
@@ -133,59 +133,6 @@ export class RecordList {
     for (let i = 0; i < this.length; i++) n += this.lenAt(i);
     return n;
   }
-
-  /** Sorts the entries by offset (a no-op walk when they are in order already). */
-  sortByOffset(): void {
-    if (this.ascending()) return;
-    this.permute(sortedOrder(this.offsets()));
-    assert(this.ascending(), "a sorted record list is in ascending offset order");
-  }
-
-  /** True when the offsets ascend strictly. */
-  private ascending(): boolean {
-    let prev = -1;
-    for (let i = 0; i < this.length; i++) {
-      const off = this.offAt(i);
-      if (!(prev < off)) return false;
-      prev = off;
-    }
-    return true;
-  }
-
-  /**
-   * Puts entry order[i] at i, for all four arrays at once and in place: each cycle of the
-   * permutation is followed once (a visited byte per entry), so no array is copied — a copy of
-   * each was four arrays of fresh memory per pass (compact-13: ~10 µs per 4 KiB page first touched).
-   */
-  private permute(order: Uint32Array): void {
-    const visited = new Uint8Array(order.length);
-    for (let start = 0; start < order.length; start++) {
-      if (visited[start] === 1) continue;
-      const kind = this.kindAt(start);
-      const ref = this.refAt(start);
-      const off = this.offAt(start);
-      const len = this.lenAt(start);
-      let at = start;
-      for (;;) {
-        visited[at] = 1;
-        const from = order[at] as number;
-        if (from === start) break;
-        this.set(at, this.kindAt(from), this.refAt(from), this.offAt(from), this.lenAt(from));
-        at = from;
-      }
-      this.set(at, kind, ref, off, len);
-    }
-  }
-
-  /** Writes entry i (i < length). */
-  private set(i: number, kind: number, ref: Slot | string, off: number, len: number): void {
-    const c = i >>> CHUNK_BITS;
-    const j = i & CHUNK_MASK;
-    (this.kinds[c] as Uint8Array)[j] = kind;
-    (this.refs[c] as Array<Slot | string>)[j] = ref;
-    (this.offs[c] as Uint32Array)[j] = off;
-    (this.lens[c] as Uint32Array)[j] = len;
-  }
 }
 
 /** Entries per chunk of a record list: 2^CHUNK_BITS. */
@@ -195,78 +142,9 @@ const CHUNK_MASK = CHUNK - 1;
 /** Entries a record list's first chunk has room for before it first doubles. */
 const FIRST_ROOM = 16;
 
-/** Entries up to this count are sorted by one native sort of packed (offset, index) keys; more, by a radix sort. */
-const PACKED_SORT_MAX = 4096;
-/** The packed key: offset · 2^PACKED_INDEX_BITS + index, exact in a double for offsets below 2^32. */
-const PACKED_INDEX_BITS = 12;
-
 /**
- * The indices of `offs` in ascending order of offset (ties, which a plan never has, by index).
- * Up to PACKED_SORT_MAX entries: one native numeric sort of a Float64Array of packed
- * (offset, index) keys, no comparator call per comparison. More: a least-significant-digit radix
- * sort over the offsets' two 16-bit halves (two counting passes, each stable, O(n)): a W5 pass
- * sorted ~225k survivors in 26.8 ms of its main thread by the packed sort, which a radix sort does
- * ~3× faster (twelfth session). A keydir pass over a segment holding both values and later
- * tombstones, or rewritten keys, meets them out of file order.
- */
-function sortedOrder(offs: Uint32Array): Uint32Array {
-  const n = offs.length;
-  if (n > PACKED_SORT_MAX) return radixOrder(offs);
-  const scale = 2 ** PACKED_INDEX_BITS;
-  const keys = new Float64Array(n);
-  for (let i = 0; i < n; i++) keys[i] = (offs[i] as number) * scale + i;
-  keys.sort();
-  const order = new Uint32Array(n);
-  for (let i = 0; i < n; i++) order[i] = (keys[i] as number) % scale;
-  return order;
-}
-
-/** Buckets of one radix pass: a 16-bit digit. */
-const RADIX_BUCKETS = 1 << 16;
-
-/** sortedOrder's radix sort: indices by the low 16 bits of their offsets, then stably by the high 16. */
-function radixOrder(offs: Uint32Array): Uint32Array {
-  const n = offs.length;
-  const starts = new Uint32Array(RADIX_BUCKETS);
-  const byLow = new Uint32Array(n);
-  const order = new Uint32Array(n);
-  for (let i = 0; i < n; i++) {
-    const digit = (offs[i] as number) & 0xffff;
-    starts[digit] = (starts[digit] as number) + 1;
-  }
-  prefixSums(starts);
-  for (let i = 0; i < n; i++) {
-    const digit = (offs[i] as number) & 0xffff;
-    byLow[starts[digit] as number] = i;
-    starts[digit] = (starts[digit] as number) + 1;
-  }
-  starts.fill(0);
-  for (let i = 0; i < n; i++) {
-    const digit = (offs[i] as number) >>> 16;
-    starts[digit] = (starts[digit] as number) + 1;
-  }
-  prefixSums(starts);
-  for (let k = 0; k < n; k++) {
-    const i = byLow[k] as number;
-    const digit = (offs[i] as number) >>> 16;
-    order[starts[digit] as number] = i;
-    starts[digit] = (starts[digit] as number) + 1;
-  }
-  return order;
-}
-
-/** Turns bucket counts into each bucket's first position (exclusive prefix sums, in place). */
-function prefixSums(counts: Uint32Array): void {
-  let sum = 0;
-  for (let b = 0; b < counts.length; b++) {
-    const c = counts[b] as number;
-    counts[b] = sum;
-    sum += c;
-  }
-}
-
-/**
- * What one compaction of a segment keeps (survivors, by offset), which retention records it may
+ * What one compaction of a segment keeps (survivors, in the order the keydir walk met them: the
+ * worker puts them in file order, engine/offset-order.ts), which retention records it may
  * drop (droppable), and which current PUT records are dead (deadPuts: the slot still points at
  * them, so the worker need not name them and the main thread need not look them up).
  */
@@ -316,8 +194,8 @@ export function emptyPlan(): SegmentPlan {
 }
 
 /**
- * Per segment (all of them, or those in `only`), the records that survive — sorted by offset —
- * and the retention records (tombstones, clears, erasures) that do not, as of `now`. With
+ * Per segment (all of them, or those in `only`), the records that survive — in walk order — and
+ * the retention records (tombstones, clears, erasures) that do not, as of `now`. With
  * `tally`, the same walk also counts what survives in every other segment into it (what
  * tallySegments would say of them): no record list is built for those.
  */
@@ -338,7 +216,6 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
     const live = P.eraseRecordLive(keydir, scope, e, now, host.retentionMsFor(scope));
     for (const x of parts) walk.file(x.seg, live, KIND_ERASE, scope, x.off, x.len); // every chunk lives or goes together
   }
-  for (const p of walk.out.values()) p.survivors.sortByOffset();
   return walk.out;
 }
 
@@ -446,7 +323,7 @@ class PlanWalk {
 /**
  * Per segment id, the bytes and records that would survive a compaction now (retention records
  * count as tombstones): planSegments' walk with no segment planned, so no record list is built
- * or sorted (compact-13: the lists' growth alone faulted in ~4 MB of fresh memory per 100k
+ * (compact-13: the lists' growth alone faulted in ~4 MB of fresh memory per 100k
  * records, at ~10 µs a page on the machines measured). test/plan-tally.test.ts checks it against
  * the sums of a full plan.
  */

@@ -9,7 +9,9 @@
  * segment's live records sliced out one by one in order, at offsets counted from DATA_START —
  * and its hint with the long way (a HintBuilder fed each copied record by addRecord, encoded);
  * the hint passes checkHint; the input is unchanged after rounds of both kinds. Its records take
- * the varint widths (sequences of 1–5 bytes, times of 6) and the types a store's hold. Then a store with
+ * the varint widths (sequences of 1–5 bytes, times of 6) and the types a store's hold; rounds 2
+ * and 3 list the survivors in reverse, as a plan lists a segment of tombstones, and the worker
+ * puts them in file order (engine/offset-order.ts): the same output. Then a store with
  * a worker compacts three times with writes in between (the later passes run after the worker's
  * warm-up) and every key reads back, before and after a reopen; no file but the store's appears.
  * The twin: a clobbering round made to walk the segment itself (`unsafeWarmForTests.clobberInput`)
@@ -22,7 +24,7 @@ import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
 import { checkHint, HintBuilder } from "../segments/hint.js";
 import { frameAtV3, varintBytes } from "../segments/record-v3.js";
-import { unsafeWarmForTests, warmDone, warmInput, warmRound } from "../engine/compaction-core.js";
+import { survivorOrders, unsafeWarmForTests, warmDone, warmInput, warmRound } from "../engine/compaction-core.js";
 import type { OpenOptions } from "../rules/types.js";
 import { modelMisreads } from "./helpers/model-reads.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -65,6 +67,7 @@ describe("compaction warm-up rounds", () => {
     const fresh = Buffer.from(warmInput().bytes);
     const want = expectedCopy();
     const id = warmInput().header.segmentId;
+    const reorderedBefore = survivorOrders.reordered;
     for (let round = 0; round < 4; round++) {
       const r = warmRound(round);
       expect(r.out.equals(want.out), `round ${round}: output`).toBe(true);
@@ -76,6 +79,7 @@ describe("compaction warm-up rounds", () => {
       expect(checkHint(hint, id, r.header)).not.toBeNull();
       expect(warmInput().bytes.equals(fresh), `round ${round}: input unchanged`).toBe(true);
     }
+    expect(survivorOrders.reordered - reorderedBefore).toBe(2); // rounds 2 and 3 were ordered
     // The mix a pass meets: dead PUTs known and named, tombstones kept.
     expect(want.offsets.length).toBe((warmInput().src.live.length / 2) | 0);
     expect(warmInput().src.known.length).toBeGreaterThan(0);
