@@ -14,7 +14,7 @@
 import * as os from "node:os";
 import { workerData } from "node:worker_threads";
 import { initChecksum } from "../segments/checksum.js";
-import { runCompaction, warmDone, warmInput, warmRound, type CompactionResult, type CompactionTask } from "./compaction-core.js";
+import { runCompaction, warmDone, warmInput, warmOrder, warmRound, type CompactionResult, type CompactionTask } from "./compaction-core.js";
 import { hitBlocking } from "./faults.js";
 import { WarmUp } from "./warm-up.js";
 import { toWire, type FailedTask } from "./worker-errors.js";
@@ -47,13 +47,18 @@ const passes: Int32Array | null = (() => {
 /** Warm-up rounds after the first task (each one pass of the loops over the synthetic segment's records). */
 const WARM_ROUNDS = 8;
 
-/** Rounds done, and whether the synthetic segment of the rounds is built (warmInput: a step of its own, the longest cold one). */
+/**
+ * Rounds done, whether the synthetic segment of the rounds is built (warmInput: a step of its
+ * own, the longest cold one), and whether its survivors' ordering was warmed (warmOrder).
+ */
 let rounds = 0;
 let built = false;
+let ordered = false;
 
 /**
  * One warm-up step, a bounded piece, so that a task arriving meanwhile waits for one piece only:
- * the synthetic segment's build first, then one round of the loops (warmRound) per step. Returns
+ * the synthetic segment's build first, then the survivors' ordering (warmOrder: before the
+ * rounds, as a pass may begin after a few of them), then one round of the loops (warmRound) per step. Returns
  * whether more steps remain; a failure ends the warm-up (it only saves time: never retried).
  */
 function warmStep(): boolean {
@@ -61,6 +66,11 @@ function warmStep(): boolean {
     if (!built) {
       warmInput();
       built = true;
+      return true;
+    }
+    if (!ordered) {
+      warmOrder();
+      ordered = true;
       return true;
     }
     warmRound(rounds);
