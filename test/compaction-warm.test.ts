@@ -11,7 +11,8 @@
  * the hint passes checkHint; the input is unchanged after rounds of both kinds. Its records take
  * the varint widths (sequences of 1–5 bytes, times of 6) and the types a store's hold; rounds 2
  * and 3 list the survivors in reverse, as a plan lists a segment of tombstones, and the worker
- * puts them in file order (engine/offset-order.ts): the same output. Then a store with
+ * puts them in file order (engine/offset-order.ts): the same output; the ordering's own step
+ * (warmOrder) answers the reversal and leaves its input as it was. Then a store with
  * a worker compacts three times with writes in between (the later passes run after the worker's
  * warm-up) and every key reads back, before and after a reopen; no file but the store's appears.
  * The twin: a clobbering round made to walk the segment itself (`unsafeWarmForTests.clobberInput`)
@@ -24,7 +25,7 @@ import * as C from "../segments/constants.js";
 import { initChecksum } from "../segments/checksum.js";
 import { checkHint, HintBuilder } from "../segments/hint.js";
 import { frameAtV3, varintBytes } from "../segments/record-v3.js";
-import { survivorOrders, unsafeWarmForTests, warmDone, warmInput, warmRound } from "../engine/compaction-core.js";
+import { survivorOrders, unsafeWarmForTests, warmDone, warmInput, warmOrder, warmRound } from "../engine/compaction-core.js";
 import type { OpenOptions } from "../rules/types.js";
 import { modelMisreads } from "./helpers/model-reads.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -83,6 +84,19 @@ describe("compaction warm-up rounds", () => {
     // The mix a pass meets: dead PUTs known and named, tombstones kept.
     expect(want.offsets.length).toBe((warmInput().src.live.length / 2) | 0);
     expect(warmInput().src.known.length).toBeGreaterThan(0);
+  });
+
+  it("orders the segment's survivors listed in reverse, in a step of its own (warmOrder)", () => {
+    // A pass orders a plan's survivors met out of file order (engine/offset-order.ts); the step's
+    // own paired check compares each answer with the reversal, and the rounds after it still
+    // copy byte for byte (the test above). Its input is the rounds' segment, left as it was.
+    const fresh = Buffer.from(warmInput().bytes);
+    const reversed = Uint32Array.from(warmInput().reversed.live);
+    expect(warmOrder()).toBe(8);
+    expect(warmInput().bytes.equals(fresh)).toBe(true);
+    expect(Array.from(warmInput().reversed.live)).toEqual(Array.from(reversed));
+    const n = reversed.length / 2;
+    expect(reversed[0]).toBe(warmInput().src.live[2 * (n - 1)]); // the last survivor first
   });
 
   it("takes the varint widths and record types a store's segments hold", () => {
