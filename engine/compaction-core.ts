@@ -117,6 +117,16 @@ export interface CompactionResult {
 }
 
 /**
+ * What a pool's thread adds to its result (compaction-worker.ts): the store's compaction count as
+ * it read it when the task began, -1 when the pool gave it no count (workerData.passes). Its
+ * warm-up waits for that count to drop to 0 (warm-up.ts); without it, the warm-up falls back to
+ * waiting for WARM_IDLE_MS of idleness and may run between a pass's jobs.
+ */
+export interface PassesSeen {
+  passesSeen: number;
+}
+
+/**
  * Reused read buffers of this thread (a copy-on-write task takes them only in its copy turn,
  * CopyTurns; a buffer still held gives a second taker a fresh one): the source — a piece of it
  * at a time for copy-on-write (copySource), the whole segment in place (its original bytes

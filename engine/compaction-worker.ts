@@ -14,7 +14,7 @@
 import * as os from "node:os";
 import { workerData } from "node:worker_threads";
 import { initChecksum } from "../segments/checksum.js";
-import { runCompaction, warmDone, warmInput, warmOrder, warmRound, type CompactionResult, type CompactionTask } from "./compaction-core.js";
+import { runCompaction, warmDone, warmInput, warmOrder, warmRound, type CompactionResult, type CompactionTask, type PassesSeen } from "./compaction-core.js";
 import { hitBlocking } from "./faults.js";
 import { WarmUp } from "./warm-up.js";
 import { toWire, type FailedTask } from "./worker-errors.js";
@@ -86,11 +86,16 @@ function warmStep(): boolean {
 
 const warmUp = new WarmUp(warmStep, passes);
 
-/** Runs one compaction; worker fault points block on Atomics.wait. */
-export default async function compact(task: CompactionTask): Promise<CompactionResult | FailedTask> {
+/**
+ * Runs one compaction; worker fault points block on Atomics.wait. The answer carries the store's
+ * compaction count as this thread read it when the task began (-1: the pool gave no count): a
+ * task runs only within a counted compaction, so the compactor checks that it saw one (PassesSeen).
+ */
+export default async function compact(task: CompactionTask): Promise<(CompactionResult & PassesSeen) | FailedTask> {
+  const passesSeen = passes === null ? -1 : Atomics.load(passes, 0);
   warmUp.taskStarted();
   try {
-    return await runCompaction(task, hitBlocking);
+    return { ...(await runCompaction(task, hitBlocking)), passesSeen };
   } catch (err) {
     return { failed: toWire(err) };
   } finally {

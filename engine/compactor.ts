@@ -25,7 +25,7 @@ import { readHeader } from "../segments/header-io.js";
 import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
-import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type SourceResult } from "./compaction-core.js";
+import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type PassesSeen, type SourceResult } from "./compaction-core.js";
 import { emptyPlan, lowestSeq, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
 import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
@@ -138,6 +138,8 @@ export class Compactor {
    * no step lands between two jobs of a pass or during its plan (compaction-worker.ts).
    */
   private readonly passes = new Int32Array(new SharedArrayBuffer(4));
+  /** Whether checkPassesSeen warned already (once per store). */
+  private passesWarned = false;
 
   constructor(host: CompactorHost) {
     this.host = host;
@@ -151,7 +153,7 @@ export class Compactor {
       const fromSource = import.meta.url.endsWith(".ts");
       this.pool = new Piscina({
         filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
-        workerData: { niceness: this.host.options.compaction.niceness, passes: this.passes, ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
+        workerData: { niceness: this.host.options.compaction.niceness, ...(unsafeWorkerDataForTests.withoutPasses ? {} : { passes: this.passes }), ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
         minThreads: workers,
         maxThreads: workers,
         idleTimeout: 30_000,
@@ -171,9 +173,27 @@ export class Compactor {
   private async run(task: CompactionTask): Promise<CompactionResult> {
     const pool = this.getPool();
     if (pool === null) return runCompaction(task, hitAsync);
-    const answer = (await pool.run(task)) as CompactionResult | FailedTask;
+    const answer = (await pool.run(task)) as (CompactionResult & PassesSeen) | FailedTask;
     if (isFailedTask(answer)) throw reviveError(answer.failed);
+    this.checkPassesSeen(answer.passesSeen);
     return answer;
+  }
+
+  /**
+   * The paired check of the count the pool's threads read (`passes`, handed over in workerData):
+   * a task runs only inside `serial`, so the thread saw at least 1. A thread without the count
+   * (-1) or reading another cell (0) would run its warm-up steps between a pass's jobs: that costs
+   * speed, not data, so it is counted (workerPasses, read by tests) and warned once, never thrown.
+   */
+  private checkPassesSeen(seen: number): void {
+    if (seen >= 1) {
+      workerPasses.seen += 1;
+      return;
+    }
+    workerPasses.missed += 1;
+    if (this.passesWarned) return;
+    this.passesWarned = true;
+    process.emitWarning(`engram compaction worker read the store's compaction count as ${seen} during a task (expected at least 1): its warm-up may run during passes`);
   }
 
   /** Compactions of this store running now (0 or 1), as its pool's threads read it (`passes`; tests). */
@@ -1001,6 +1021,16 @@ interface PlannedPass {
   sealedEnd: number;
   plans: Map<number, SegmentPlan>;
 }
+
+/**
+ * Test switch, never set by the engine or any option (test/compaction-warm-gate.test.ts):
+ * `withoutPasses` makes the pool without the store's compaction count in its workerData — the
+ * broken link that checkPassesSeen counts in `workerPasses.missed`.
+ */
+export const unsafeWorkerDataForTests = { withoutPasses: false };
+
+/** Worker answers whose thread saw the store's compaction count during the task, and those that did not (checkPassesSeen; read by tests). */
+export const workerPasses = { seen: 0, missed: 0 };
 
 /**
  * Test switches, never set by the engine or any option (test/compaction-plan-reuse.test.ts):

@@ -11,12 +11,16 @@
  * holds: WARM_IDLE_MS of idleness first. The twin (`unsafeWarmUpForTests.ignorePasses`) runs
  * steps during the pass, and the same check sees them. Then a real store: its count is 1 while a
  * pass runs (seen from the plan's hook) and 0 after a pass that succeeded and one that failed
- * on an injected EIO — a count left at 1 would stop the warm-up for good.
+ * on an injected EIO — a count left at 1 would stop the warm-up for good. Last, the link between
+ * the two: every worker answer carries the count its thread read when the task began, which must
+ * be at least 1 (compactor.ts checkPassesSeen counts it in `workerPasses`); the twin makes the
+ * pool without the count in its workerData (`unsafeWorkerDataForTests.withoutPasses`), and every
+ * answer is then counted as missed and warned once — while the pass itself still succeeds.
  */
 import * as fs from "node:fs";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Store } from "../engine/store.js";
-import { unsafePlanReuseForTests } from "../engine/compactor.js";
+import { unsafePlanReuseForTests, unsafeWorkerDataForTests, workerPasses } from "../engine/compactor.js";
 import { unsafeWarmUpForTests, WARM_AFTER_TASK_MS, WARM_IDLE_MS, WARM_POLL_MS, WarmUp } from "../engine/warm-up.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -130,5 +134,58 @@ describe("a store's compaction count", () => {
     } finally {
       await store.close();
     }
+  }, 60_000);
+});
+
+describe("the pool's threads", () => {
+  afterEach(() => {
+    unsafeWorkerDataForTests.withoutPasses = false;
+  });
+
+  /** Fills a store with a worker, compacts it in both modes, and returns what workerPasses counted meanwhile, the warnings, and the reads that went wrong. */
+  async function compacted(): Promise<{ seen: number; missed: number; warnings: string[]; wrong: number }> {
+    const dir = tempDir("warm-link");
+    const warnings: string[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w.message);
+    process.on("warning", onWarning);
+    const before = { ...workerPasses };
+    const store = await Store.open(dir, { durability: "none", segmentBytes: 16 * 1024, compaction: { auto: false, workers: 1 } });
+    let wrong = 0;
+    try {
+      for (let i = 0; i < 300; i++) await store.write(`k${i}`, `v${i}-${"x".repeat(120)}`);
+      for (let i = 0; i < 300; i += 3) await store.forget(`k${i}`);
+      await store.compact({ mode: "copy-on-write" });
+      for (let i = 1; i < 300; i += 3) await store.forget(`k${i}`);
+      await store.compact({ mode: "in-place" });
+      for (let i = 0; i < 300; i++) {
+        const r = store.readSync(`k${i}`);
+        const live = i % 3 === 2;
+        const text = r.status === "OK" ? Buffer.from(r.value as Uint8Array).toString() : undefined;
+        if (text !== (live ? `v${i}-${"x".repeat(120)}` : undefined)) wrong += 1;
+      }
+    } finally {
+      await store.close();
+      await new Promise<void>((resolve) => setImmediate(resolve)); // emitWarning delivers on a later tick
+      process.off("warning", onWarning);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    return { seen: workerPasses.seen - before.seen, missed: workerPasses.missed - before.missed, warnings: warnings.filter((m) => m.includes("compaction count")), wrong };
+  }
+
+  it("read the store's compaction count (workerData) during every task", async () => {
+    const r = await compacted();
+    expect(r.seen).toBeGreaterThanOrEqual(2);
+    expect(r.missed).toBe(0);
+    expect(r.warnings).toEqual([]);
+    expect(r.wrong).toBe(0);
+  }, 60_000);
+
+  it("twin: a pool made without the count is counted and warned once, and the passes still succeed", async () => {
+    unsafeWorkerDataForTests.withoutPasses = true;
+    const r = await compacted();
+    expect(r.seen).toBe(0);
+    expect(r.missed).toBeGreaterThanOrEqual(2);
+    expect(r.warnings.length).toBe(1);
+    expect(r.wrong).toBe(0);
   }, 60_000);
 });
