@@ -1271,11 +1271,11 @@ let warmOut: Buffer | null = null;
  * One warm-up round: the per-record loops a compaction runs (the walk with its checksums and the
  * copy, alternately by moving runs within the source and by a copy per run; the output hint
  * packed in one pass from the copied records, as both modes pack it) over the synthetic
- * segment (its survivors listed in file order in two rounds of four, in reverse in the other two,
- * as a plan lists a segment of tombstones), in buffers of its own — never the tasks' scratch, which a task holds across its awaits.
- * A pass otherwise runs those loops cold, once per output: V8 optimizes a loop only after it ran
- * a while (compact-9's measurements in docs/PERFORMANCE.md). Touches no file and no shared
- * state. Returns the round's output (in a buffer the next round reuses) and hint, for the paired
+ * segment (its survivors listed in file order in two rounds of four, in reverse in the other
+ * two, as a plan lists a segment of tombstones), in buffers of its own — never the tasks'
+ * scratch, which a task holds across its awaits. A pass otherwise runs those loops cold, once
+ * per output: V8 optimizes a loop only after it ran a while (compact-9's measurements in
+ * docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output (in a buffer the next round reuses) and hint, for the paired
  * check of the tests.
  */
 export function warmRound(round: number): { out: Buffer; hint: Buffer | null; newOffsets: Uint32Array; header: HeaderChoice } {

@@ -58,8 +58,9 @@ let ordered = false;
 /**
  * One warm-up step, a bounded piece, so that a task arriving meanwhile waits for one piece only:
  * the synthetic segment's build first, then the survivors' ordering (warmOrder: before the
- * rounds, as a pass may begin after a few of them), then one round of the loops (warmRound) per step. Returns
- * whether more steps remain; a failure ends the warm-up (it only saves time: never retried).
+ * rounds, as a pass may begin after a few of them), then one round of the loops (warmRound) per
+ * step. Returns whether more steps remain; a failure ends the warm-up (it only saves time: never
+ * retried).
  */
 function warmStep(): boolean {
   try {
