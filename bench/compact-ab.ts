@@ -3,8 +3,10 @@
  * Usage: node --import tsx bench/compact-ab.ts <tree> [keys] [mode] [workers]
  *        node --import tsx bench/compact-ab.ts --alternate <treeA> <treeB> [keys] [mode] [workers] [pairs]
  * Loads `keys` keys (values 256 B) into 4 MiB segments (non-durable, auto compaction off),
- * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact():
- * prints one JSON line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker
+ * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact().
+ * The keys go in in key order, so every plan lists its survivors in file order and the worker
+ * never orders them (engine/offset-order.ts): a change there shows only in the bench's own
+ * compaction child (`bench/child.ts`, keys in random order), not here. It prints one JSON line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker
  * threads included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, faults
  * (the process's minor page faults during compact(): fresh memory touched, ~10 µs each on this
  * machine kind, and a count no other load on the machine changes), load,
