@@ -6,8 +6,9 @@
  * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact().
  * The keys go in in key order, so every plan lists its survivors in file order and the worker
  * never orders them (engine/offset-order.ts): a change there shows only in the bench's own
- * compaction child (`bench/child.ts`, keys in random order), not here. It prints one JSON line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker
- * threads included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, faults
+ * compaction child (`bench/child.ts`, keys in random order), not here. It prints one JSON
+ * line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker threads
+ * included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, faults
  * (the process's minor page faults during compact(): fresh memory touched, ~10 µs each on this
  * machine kind, and a count no other load on the machine changes), load,
  * and syncs: the file fdatasyncs and directory fsyncs compact() made, counted by segments/io.ts's
