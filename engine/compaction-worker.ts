@@ -4,7 +4,7 @@
  * A failure comes back as data (worker-errors.ts) so that its class and code survive the trip.
  *
  * After its first task the thread warms its per-record loops on a synthetic segment in memory
- * (compaction-core.ts warmRound), one step per timer turn and only while no task runs and the
+ * (compaction-core.ts warmOrder and warmRound), one step per timer turn and only while no task runs and the
  * store runs no compaction (warm-up.ts): the store's next pass then runs the loops optimized
  * instead of cold (a pass runs each loop once per output). A task that arrives meanwhile waits
  * at most one step. (Until compact-14 it also touched its kept output buffers ahead; a

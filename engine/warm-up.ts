@@ -1,6 +1,7 @@
 /**
  * When a compaction worker runs its warm-up steps (compaction-worker.ts; a step is the synthetic
- * segment's build or one round of the loops: compaction-core.ts warmRound): one step per timer
+ * segment's build, the ordering of its survivors (compaction-core.ts warmOrder) or one round of
+ * the loops (warmRound)): one step per timer
  * turn, never while a task runs on the thread, and never while the store runs a compaction — the
  * count the compactor shares with its pool (compactor.ts `passes`). So no step lands during a
  * pass's plan or between two of its jobs, where it would delay the pass it is meant to speed up.
