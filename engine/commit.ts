@@ -213,6 +213,9 @@ export class CommitLog {
   constructor(host: LogHost, active: Segment) {
     this.host = host;
     this.active = active;
+    // Opened from a boot-stamped hint (engine/recovery.ts readyActive): bytes a `none`-mode close
+    // left unsynced, which the next flush, close or sync-mode group must make durable.
+    if (active.syncedEnd < active.dataEnd) this.unsynced.add(active);
   }
 
   /** Whether a group is being written or synced now. */

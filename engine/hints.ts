@@ -7,14 +7,18 @@
  *    write, not a scan or a second pass over the entries.
  *  - At seal (after the sealed header is fdatasynced): the whole segment's hint.
  *  - At close (after the final fdatasync and sync mark): a prefix hint of the active segment,
- *    which recovery extends by scanning only the bytes after it.
+ *    which recovery extends by scanning only the bytes after it. A close in `none` durability
+ *    syncs nothing: its prefix hint covers bytes that may sit only in the page cache, so it is
+ *    stamped with this boot (version 4, segments/hint-stamp.ts) and trusted only under the same
+ *    boot id (hintTrusted); after a restart the segment is scanned and its torn tail cut.
  *  - With a compaction output: its hint, built by the worker from the records it copied and
  *    staged before the output is published (engine/compaction-core.ts).
  *  - At open: every sealed segment that had no valid hint and was scanned gets one.
  * A segment's hint is removed with the segment (Segment.retire) and orphans at open.
  */
 import * as C from "../segments/constants.js";
-import { HintBuilder, writeHintFile } from "../segments/hint.js";
+import { HintBuilder, writeHintFile, type LoadedHint } from "../segments/hint.js";
+import { bootId } from "../segments/boot-id.js";
 import { recordLengthAt as lengthAt } from "../segments/record.js";
 import { assert } from "../rules/assert.js";
 import type { Segment } from "./segment.js";
@@ -71,7 +75,7 @@ export interface EncodedHint {
  */
 export function encodeActiveHint(dir: string, seg: Segment, coversEnd: number): EncodedHint | null {
   const hint = seg.hint;
-  if (hint === null || seg.writer === null || seg.isClosed || seg.hintOnDiskEnd === coversEnd) return null;
+  if (hint === null || seg.writer === null || seg.isClosed || (seg.hintOnDiskEnd === coversEnd && !seg.hintOnDiskStamped)) return null;
   assert(hint.end <= seg.dataEnd && seg.dataEnd <= coversEnd, `segment ${seg.id}: the hint's records end within the data it covers (${hint.end} <= ${seg.dataEnd} <= ${coversEnd})`);
   const bytes = hint.encode(seg.id, seg.header, coversEnd, false);
   if (unsafeCloseHintForTests.writeBeforeSync) writeHintFile(dir, seg.id, bytes);
@@ -95,6 +99,46 @@ export function writeEncodedHint(dir: string, encoded: EncodedHint): boolean {
   if (seg.syncedEnd !== seg.dataEnd || seg.dataEnd !== encoded.coversEnd) return false;
   assert(seg.hint.end <= encoded.coversEnd, `segment ${seg.id}: no entry was added after the hint was encoded`);
   const written = writeHintFile(dir, seg.id, encoded.bytes);
-  if (written) seg.hintOnDiskEnd = encoded.coversEnd;
+  if (written) {
+    seg.hintOnDiskEnd = encoded.coversEnd;
+    seg.hintOnDiskStamped = false;
+  }
   return written;
+}
+
+/**
+ * Store close in `none` durability, in place of the final sync: writes the prefix hint of segment
+ * `seg` (one with a writer) over its data as it is now, stamped with `boot` and with what is
+ * durable (its syncedEnd and coveredEnd), and syncs nothing — neither the bytes it covers nor the
+ * hint file. Returns whether one was written (none when a hint on disk already covers that end).
+ */
+export function writeStampedHint(dir: string, seg: Segment, boot: Buffer): boolean {
+  const hint = seg.hint;
+  if (hint === null || seg.writer === null || seg.isClosed || seg.hintOnDiskEnd === seg.dataEnd) return false;
+  assert(hint.end <= seg.dataEnd && seg.syncedEnd <= seg.dataEnd, `segment ${seg.id}: the hint's records and the durable prefix end within the data (${hint.end}, ${seg.syncedEnd} <= ${seg.dataEnd})`);
+  const stamp = { boot, syncedEnd: seg.syncedEnd, coveredEnd: Math.min(seg.coveredEnd, seg.syncedEnd) };
+  const written = writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, false, stamp), false);
+  if (written) {
+    seg.hintOnDiskEnd = seg.dataEnd;
+    seg.hintOnDiskStamped = true;
+  }
+  return written;
+}
+
+/**
+ * Test switches, never set by the engine or any option (test/boot-stamp.test.ts): `anyBoot` trusts
+ * a stamped hint under any boot id — the hint then describes bytes a power cut may have taken;
+ * `claimCoversEnd` opens from a stamped hint as from a plain one — the new frames then claim
+ * durable the bytes that hint covers, which no sync made durable (engine/recovery.ts readyActive).
+ */
+export const unsafeBootStampForTests = { anyBoot: false, claimCoversEnd: false };
+
+/**
+ * Whether an open may use `hint`: every hint but a stamped one (version 4) that was written under
+ * another boot, or read on a machine that tells no boot id — its bytes may be gone with the page cache.
+ */
+export function hintTrusted(hint: Pick<LoadedHint, "stamp">): boolean {
+  if (hint.stamp === null || unsafeBootStampForTests.anyBoot) return true;
+  const boot = bootId();
+  return boot !== null && boot.equals(hint.stamp.boot);
 }

@@ -21,7 +21,7 @@ import { readFileRange, readWholeFile } from "../segments/whole-file.js";
 import type { DecodedRecord } from "../segments/record.js";
 import { blankEntry, decodeEntry, hintVersionWritten, HintBuilder, parseHintFileName, readHint, unlinkHint, writeHintFile, type LoadedHint } from "../segments/hint.js";
 import { HintSlots } from "./hint-index.js";
-import { writeSealedHint } from "./hints.js";
+import { hintTrusted, unsafeBootStampForTests, writeSealedHint } from "./hints.js";
 import { decodeEraseList } from "../segments/erase-list.js";
 import { formatOf, isFramed } from "../segments/header.js";
 import { formatVersionWritten } from "../segments/version-written.js";
@@ -52,6 +52,8 @@ export interface Recovered {
   hinted: number;
   /** Unsealed hinted segments whose bytes after the hint were all zeros, so were checked and not scanned. */
   zeroTails: number;
+  /** Boot-stamped hints refused because they were written under another boot (their segments scanned). */
+  bootStampsRefused: number;
   /** The manifest as read at open (null: none), so the store rewrites it only when it changed. */
   manifest: Manifest | null;
 }
@@ -233,6 +235,29 @@ function hintFor(dir: string, o: Opened): LoadedHint | null {
   return (sealed ? size === hint.coversEnd : size >= hint.coversEnd) ? hint : null;
 }
 
+/**
+ * The active segment's durable prefix after its scan (or its hint and a tail of zeros). What
+ * recovery read may sit only in the page cache (a SIGKILL, not a power cut): it is made durable
+ * before any new group's frame claims it was (syncedEnd, segments/group.ts). A plain hint that
+ * covers all of it was written after those bytes were fdatasynced: nothing to sync. A boot-stamped
+ * one (trusted: this boot) covers bytes a `none`-mode close never synced: with nothing after it the
+ * open does not sync them either — the frames claim only the stamp's durable ends, and the commit
+ * log holds the segment as unsynced until its next sync; with bytes after it the open syncs.
+ */
+function readyActive(seg: Segment, fd: number, end: ScanEnd, hint: LoadedHint | null, zeros: boolean): void {
+  const stamp = hint?.stamp ?? null;
+  seg.hintOnDiskStamped = stamp !== null && seg.hintOnDiskEnd !== 0;
+  if (stamp !== null && zeros) {
+    const claimed = unsafeBootStampForTests.claimCoversEnd ? end.end : stamp.syncedEnd; // the twin claims what a plain hint may
+    seg.syncedEnd = claimed;
+    seg.coveredEnd = Math.min(stamp.coveredEnd, claimed);
+    return;
+  }
+  if (seg.hintOnDiskEnd !== end.end || stamp !== null) io.datasyncSync("io:seal", fd);
+  seg.syncedEnd = end.end;
+  seg.coveredEnd = stamp !== null ? Math.min(stamp.coveredEnd, end.end) : Math.min(end.covered ?? C.DATA_START, end.end);
+}
+
 /** Rewrites a sealed segment's valid hint of an older version (1 or 2) in the current layout (best effort, as every hint write). */
 function rewriteHint(dir: string, seg: Segment, hint: LoadedHint): void {
   const builder = new HintBuilder(formatOf(seg.header));
@@ -265,13 +290,15 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   dropOrphanHints(dir, opened.map((o) => o.id));
   const deferred = new HintSlots(now, dir);
   const hinted = new Map<number, Hinted>();
+  let bootStampsRefused = 0;
   for (const o of opened) {
     const cell = gens.allocate(o.header.header.generation);
     if (cell === null) throw new LimitExceededError(`more than the open-segment limit of segments in ${dir}; compact with a build that merges segments`);
     const seg = new Segment(o.id, o.fd, cell, o.header, C.DATA_START, null);
     segments.set(o.id, seg);
     const hint = hintFor(dir, o);
-    if (hint !== null) hinted.set(o.id, { seg, hint, erases: deferred.add(hint, seg) });
+    if (hint !== null && !hintTrusted(hint)) bootStampsRefused += 1;
+    else if (hint !== null) hinted.set(o.id, { seg, hint, erases: deferred.add(hint, seg) });
   }
   if (hinted.size > 0) keydir.defer(deferred);
   const entry = blankEntry();
@@ -307,7 +334,7 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   keydir.forEachHeld((slot) => {
     if (slot.physical === 0) slot.reclaimedAt = now; // deferred slots get the same rule when built (hint-index.ts)
   });
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted: hinted.size, zeroTails };
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted: hinted.size, zeroTails, bootStampsRefused };
 }
 
 /**
@@ -342,14 +369,7 @@ function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | nu
   }
   seg.hint = builder;
   if (hint !== null && end.end === hint.coversEnd && end.torn === null) seg.hintOnDiskEnd = hint.coversEnd; // nothing after it
-  if (!sealed && active) {
-    // What recovery read may sit only in the page cache (a SIGKILL, not a power cut): make it
-    // durable before any new group's frame claims it was (syncedEnd, segments/group.ts). A hint
-    // that covers all of it was written after those bytes were fdatasynced: nothing to sync.
-    if (seg.hintOnDiskEnd !== end.end) io.datasyncSync("io:seal", o.fd);
-    seg.syncedEnd = end.end;
-    seg.coveredEnd = Math.min(end.covered ?? C.DATA_START, end.end);
-    seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(size, end.end));
-  }
+  if (!sealed && active) readyActive(seg, o.fd, end, hint, zeros);
+  if (!sealed && active) seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(size, end.end));
   return end.torn !== null ? "torn" : zeros ? "zeros" : "clean";
 }

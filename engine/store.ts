@@ -42,8 +42,9 @@ import { Segment } from "./segment.js";
 import { BatchPlan, type PlannedOp, type WriteOp } from "./batch-plan.js";
 import { storeStats } from "./stats.js";
 import { verifySegments } from "./verify.js";
-import { HintBuilder } from "../segments/hint.js";
-import { encodeActiveHint, writeEncodedHint, writeSealedHint, type EncodedHint } from "./hints.js";
+import { HINT_VERSION, HintBuilder, hintVersionWritten } from "../segments/hint.js";
+import { bootId } from "../segments/boot-id.js";
+import { encodeActiveHint, writeEncodedHint, writeSealedHint, writeStampedHint, type EncodedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
 /** Paired check: what encodeRecord encoded decodes back to the same record. */
@@ -80,8 +81,12 @@ export class Store implements T.Backend {
   /** close() finished: everything is released. */
   private closed = false;
   private syncTimer: NodeJS.Timeout | null = null;
-  /** What the open found: segments loaded from hint files out of all, torn tails cut, journals replayed, hinted tails found all zeros (not scanned). */
-  readonly opened: { hinted: number; segments: number; tornTails: number; journalsReplayed: number; zeroTails: number };
+  /**
+   * What the open found: segments loaded from hint files out of all, torn tails cut, journals
+   * replayed, hinted tails found all zeros (not scanned), boot-stamped hints refused as written
+   * under another boot (those segments scanned).
+   */
+  readonly opened: { hinted: number; segments: number; tornTails: number; journalsReplayed: number; zeroTails: number; bootStampsRefused: number };
 
   private constructor(dir: string, options: ResolvedOptions, lock: DirLock, gens: GenerationTable) {
     this.dir = dir;
@@ -105,7 +110,7 @@ export class Store implements T.Backend {
       throw err;
     }
     this.keydir = rec.keydir;
-    this.opened = { hinted: rec.hinted, segments: rec.segments.size, tornTails: rec.tornTails, journalsReplayed: rec.journalsReplayed, zeroTails: rec.zeroTails };
+    this.opened = { hinted: rec.hinted, segments: rec.segments.size, tornTails: rec.tornTails, journalsReplayed: rec.journalsReplayed, zeroTails: rec.zeroTails, bootStampsRefused: rec.bootStampsRefused };
     this.segments = rec.segments;
     this.seq = rec.seq;
     this.nextId = rec.maxId + 1;
@@ -787,7 +792,11 @@ export class Store implements T.Backend {
     this.log.takeSyncError();
   }
 
-  /** close(): waits for queued writes and compactions, syncs, closes files, releases the lock. */
+  /**
+   * close(): waits for queued writes and compactions, syncs (in `none` durability it writes a
+   * boot-stamped prefix hint instead: nothing is made durable that flush() did not), closes files,
+   * releases the lock.
+   */
   close(): Promise<void> {
     this.closing ??= this.doClose();
     return this.closing;
@@ -800,6 +809,53 @@ export class Store implements T.Backend {
       const encoded = encodeActiveHint(this.segmentsDir, seg, this.log.endAfterMark(seg));
       if (encoded !== null) out.push(encoded);
     }
+  }
+
+  /**
+   * Close's final sync, sync mark and prefix hints. The hints are encoded while the final
+   * fdatasync runs on the thread pool (its calls are issued by the turn awaited first), and
+   * written only after it and the sync mark, when the bytes they cover are durable
+   * (engine/hints.ts writeEncodedHint checks the end); none when `withHints` is false (an earlier
+   * step of close failed). Every step runs; then the first failure is thrown: a caller never
+   * believes unsynced data durable.
+   */
+  private async syncForClose(withHints: boolean): Promise<void> {
+    let first: unknown = null;
+    const step = (f: () => unknown): void => {
+      try {
+        f();
+      } catch (err) {
+        first ??= err;
+      }
+    };
+    const synced = this.log.syncAll().catch((err: unknown) => {
+      first ??= err;
+    });
+    await nextTurn();
+    const hints: EncodedHint[] = [];
+    if (withHints) step(() => this.encodeActiveHints(hints));
+    await synced;
+    step(() => this.log.takeSyncError());
+    step(() => this.log.markDurable());
+    if (first !== null) throw first;
+    for (const h of hints) writeEncodedHint(this.segmentsDir, h); // everything is durable now
+  }
+
+  /**
+   * The boot id a close stamps its prefix hints with instead of syncing, or null when it syncs:
+   * only in `none` durability (which promises nothing durable until flush()), with some segment
+   * written past its durable end, on a machine that tells its boot id, writing hint version 3.
+   */
+  private unsyncedCloseBoot(): Buffer | null {
+    if (this.options.durability !== "none" || hintVersionWritten() !== HINT_VERSION) return null;
+    let behind = false;
+    for (const seg of this.segments.values()) if (seg.writer !== null && seg.syncedEnd < seg.dataEnd) behind = true;
+    return behind ? bootId() : null;
+  }
+
+  /** Close in `none` durability: every written segment's prefix hint, boot-stamped, with no sync (engine/hints.ts writeStampedHint). */
+  private writeStampedHints(boot: Buffer): void {
+    for (const seg of this.segments.values()) if (seg.writer !== null) writeStampedHint(this.segmentsDir, seg, boot);
   }
 
   /**
@@ -820,18 +876,9 @@ export class Store implements T.Backend {
     await step(() => this.log.idle());
     await step(() => this.compactor.close());
     await step(() => this.log.repair());
-    // The prefix hints are encoded while the final fdatasync runs on the thread pool (its calls
-    // are issued by the turn awaited first), and written only after it and the sync mark, when
-    // the bytes they cover are durable (engine/hints.ts writeEncodedHint checks the end).
-    const synced = step(() => this.log.syncAll());
-    await nextTurn();
-    const hints: EncodedHint[] = [];
-    await step(() => this.encodeActiveHints(hints));
-    await synced;
-    await step(() => this.log.takeSyncError());
-    await step(() => this.log.markDurable());
-    // Everything is durable now (or close reports why not): the active segment's prefix hint.
-    if (first === null) for (const h of hints) writeEncodedHint(this.segmentsDir, h);
+    const boot = this.unsyncedCloseBoot();
+    if (boot !== null && first === null) await step(() => this.writeStampedHints(boot));
+    else await step(() => this.syncForClose(first === null));
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.compactor.closeRetired();
     await step(() => backgroundCloses()); // no descriptor of this store outlives its close

@@ -55,6 +55,8 @@ export interface LayoutV3 {
   sums: number;
   entryBlocks: number;
   indexBlocks: number;
+  /** Where a version-4 file's boot stamp starts (segments/hint-stamp.ts): right after the index block sums. */
+  stamp: number;
   total: number;
   /** The in-memory region (v2 layout): where entryAt, hashes and the table start, and its length. */
   entryAt: number;
@@ -63,8 +65,8 @@ export interface LayoutV3 {
   regionBytes: number;
 }
 
-/** The sections of a version-3 hint with these counts. */
-export function layoutV3(bodyBytes: number, packed: number, keyed: number, cells: number, erases: number, scopesBytes: number, entryBlocks: number, blockBytes: number): LayoutV3 {
+/** The sections of a version-3 hint with these counts (and of a version-4 one: `stampBytes` of boot stamp before the trailer). */
+export function layoutV3(bodyBytes: number, packed: number, keyed: number, cells: number, erases: number, scopesBytes: number, entryBlocks: number, blockBytes: number, stampBytes = 0): LayoutV3 {
   const index = HINT_V3_HEADER_BYTES + packed; // no padding: every byte of the file is under a checksum
   const indexBytes = 4 * keyed + 4 * cells;
   const summary = index + indexBytes;
@@ -75,7 +77,8 @@ export function layoutV3(bodyBytes: number, packed: number, keyed: number, cells
   const entryAt = REGION_HEAD_BYTES + Math.ceil(bodyBytes / 4) * 4;
   const hashes = entryAt + 4 * keyed;
   const table = hashes + 4 * keyed;
-  return { packed, index, indexBytes, summary, scopes, blocks, sums, entryBlocks, indexBlocks, total: sums + 8 * indexBlocks + 8, entryAt, hashes, table, regionBytes: table + 4 * cells };
+  const stamp = sums + 8 * indexBlocks;
+  return { packed, index, indexBytes, summary, scopes, blocks, sums, entryBlocks, indexBlocks, stamp, total: stamp + stampBytes + 8, entryAt, hashes, table, regionBytes: table + 4 * cells };
 }
 
 /** Appends `v` (a safe integer >= 0) as a LEB128 varint at out[at...]; returns the next offset. */

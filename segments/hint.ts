@@ -37,6 +37,7 @@ import { isLeanFrame } from "./version-written.js";
 import { longLivedBuffer } from "./long-lived.js";
 import { assert, fail } from "../rules/assert.js";
 import { KEY_BYTES_MAX, SCOPE_BYTES_MAX } from "../rules/limits.js";
+import { HINT_STAMP_BYTES, putStamp, stampAt, type HintStamp } from "./hint-stamp.js";
 import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES, HintBytesV3, layoutV3, packEntries, packRecords, putU32, putU64, RecordPacker, recordAt, runTotals, X3_ENTRY_BLOCKS, X3_PACKED, X3_RESERVED, type HintSourceV3, type LayoutV3, type Packed, type PackedRun, type RecordRun, type RunTotals, type ScopeItem } from "./hint-v3.js";
 
 /** "ENGH" little-endian: the first four bytes of every hint file. */
@@ -45,6 +46,8 @@ export const HINT_MAGIC = 0x48474e45;
 export const HINT_VERSION = 3;
 /** The layout with the slot index and verbatim entries: still read (and rewritten as version 3 at open), written only by tests. */
 export const HINT_VERSION_2 = 2;
+/** Version 3's layout plus a boot stamp (segments/hint-stamp.ts): the prefix hint a `none`-mode close writes over unsynced bytes. */
+export const HINT_VERSION_4 = 4;
 /** The first layout (entries only; the index is computed at open): still read, never written. */
 export const HINT_VERSION_1 = 1;
 /** Hint header fields (little-endian); both versions share the first 48 bytes. */
@@ -75,6 +78,8 @@ export const HINT_V1_HEADER_BYTES = 48;
 export const HINT_TRAILER_BYTES = 8;
 /** Hint flag: written for a sealed segment (coversEnd is then its sealed length). */
 export const HINT_SEALED = 1;
+/** Header flag: the file is version 4, stamped with the boot it was written in (never with HINT_SEALED). */
+export const HINT_BOOT_STAMPED = 2;
 /** An entry: the record's segment offset (u32), then its first RECORD_FIXED_BYTES verbatim, then scope, key, erase list. */
 export const ENTRY_FIXED_BYTES = 4 + C.RECORD_FIXED_BYTES;
 /** Largest hint file read (a segment holds at most 4 GiB; a hint is never larger than its segment plus overhead). */
@@ -270,7 +275,7 @@ export class HintBuilder {
     const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
     putRows(rows, 0, packed, 0, 0, 0);
     const index = { keyed: packed.hashes.length, hashes: packed.hashes, table: tableOf(packed.hashes, false), erases: packed.erases };
-    return b.writeV3(segmentId, header, coversEnd, sealed, totals.bodyBytes, [packed.bytes], rows, index, packed.scopes);
+    return b.writeV3(segmentId, header, coversEnd, sealed, null, totals.bodyBytes, [packed.bytes], rows, index, packed.scopes);
   }
 
   /**
@@ -499,23 +504,26 @@ export class HintBuilder {
    * whose header is `header`, covering up to `coversEnd`: header, entries, the index an open maps
    * instead of computing (what buildIndex would give, from the arrays kept while adding), then
    * the summary (erase offsets, scopes, block sums) and the trailer (xxh64 of the header and the
-   * summary). After a loaded version-3 hint its packed blocks are kept (encodeAppended). Null
-   * when the loaded prefix cannot be read (or, version 3, its entries cannot be packed).
+   * summary). After a loaded version-3 hint its packed blocks are kept (encodeAppended). With a
+   * `stamp` (an unsealed segment's prefix over bytes not yet synced) the file is version 4: the
+   * same layout with the stamp before the trailer. Null when the loaded prefix cannot be read
+   * (or, versions 3 and 4, its entries cannot be packed).
    */
-  encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean): Buffer | null {
+  encode(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null = null): Buffer | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
     if (this.packing !== null) {
-      if (versionWritten === HINT_VERSION && (this.prefix === null || reuseLoadedBlocks)) return this.encodePacked(segmentId, header, coversEnd, sealed, this.packing);
+      if (versionWritten === HINT_VERSION && (this.prefix === null || reuseLoadedBlocks)) return this.encodePacked(segmentId, header, coversEnd, sealed, stamp, this.packing);
       this.unpack();
     }
     if (this.broken) return null;
     if (versionWritten === HINT_VERSION && reuseLoadedBlocks && this.prefix !== null && this.prefix.bytes instanceof HintBytesV3) {
-      const appended = this.encodeAppended(segmentId, header, coversEnd, sealed, this.prefix, this.prefix.bytes);
+      const appended = this.encodeAppended(segmentId, header, coversEnd, sealed, stamp, this.prefix, this.prefix.bytes);
       if (appended !== undefined) return appended;
     }
     const body = this.entriesBody();
     if (body === null) return null;
-    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, body, this.indexOf(false));
+    assert(stamp === null || versionWritten === HINT_VERSION, "a stamped hint is written in version 4 (version 3's layout) only");
+    if (versionWritten === HINT_VERSION) return this.encodeV3(segmentId, header, coversEnd, sealed, stamp, body, this.indexOf(false));
     const index = this.indexOf(true);
     const scopes = encodeScopes(index.scopes);
     const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
@@ -564,29 +572,29 @@ export class HintBuilder {
    * blocks, the packed entries (segments/hint-v3.ts), the index (hashes, table), then the summary
    * (erase offsets, scope list, entry block rows, index block sums) and the trailer.
    */
-  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, body: Buffer, index: HintIndex): Buffer | null {
+  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, body: Buffer, index: HintIndex): Buffer | null {
     const packed = packEntries(body, this.minSeq, this.lengthOf);
     if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
     const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
     putRows(rows, 0, packed, 0, 0, 0);
-    return this.writeV3(segmentId, header, coversEnd, sealed, body.length, [packed.bytes], rows, index, packed.scopes);
+    return this.writeV3(segmentId, header, coversEnd, sealed, stamp, body.length, [packed.bytes], rows, index, packed.scopes);
   }
 
   /**
    * encode of a packing builder (version 3 written): its packed entries as they are, the last
    * block closed, after a loaded hint's blocks (writeAppended) when there is one.
    */
-  private encodePacked(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, packer: RecordPacker): Buffer | null {
+  private encodePacked(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, packer: RecordPacker): Buffer | null {
     const own = packer.packed();
     const prefix = this.prefix;
     if (prefix !== null) {
       const run = prefix.bytes instanceof HintBytesV3 ? loadedRun(prefix, prefix.bytes) : null; // HintBytesV3 by packAfter
-      return run === null ? null : this.writeAppended(segmentId, header, coversEnd, sealed, prefix, run, own, packer.bodyBytes);
+      return run === null ? null : this.writeAppended(segmentId, header, coversEnd, sealed, stamp, prefix, run, own, packer.bodyBytes);
     }
     const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (own.rows.length / 3));
     putRows(rows, 0, own, 0, 0, 0);
     const index = { keyed: own.hashes.length, hashes: own.hashes, table: tableOf(own.hashes, false), erases: own.erases };
-    return this.writeV3(segmentId, header, coversEnd, sealed, packer.bodyBytes, [own.bytes], rows, index, own.scopes);
+    return this.writeV3(segmentId, header, coversEnd, sealed, stamp, packer.bodyBytes, [own.bytes], rows, index, own.scopes);
   }
 
   /**
@@ -599,14 +607,14 @@ export class HintBuilder {
    * (an added sequence below the hint's minSeq would change every block's starting state): the
    * caller then encodes everything; null when the loaded bytes fail (the hint is then removed).
    */
-  private encodeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, prefix: LoadedHint, bytes: HintBytesV3): Buffer | null | undefined {
+  private encodeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, prefix: LoadedHint, bytes: HintBytesV3): Buffer | null | undefined {
     if ((this.minSeq !== prefix.minSeq && !appendIgnoringMinSeq) || prefix.count === 0) return undefined;
     const run = loadedRun(prefix, bytes);
     if (run === null) return null;
     const packed = packEntries(this.bytes.subarray(0, this.used), this.minSeq, this.lengthOf, scopeItemsOf(prefix, run.scopes));
     if (packed === null) return undefined;
     const own = { ...packed, hashes: this.keyedHashes.subarray(0, this.keyed), erases: Uint32Array.from(this.eraseAt) };
-    return this.writeAppended(segmentId, header, coversEnd, sealed, prefix, run, own, this.used);
+    return this.writeAppended(segmentId, header, coversEnd, sealed, stamp, prefix, run, own, this.used);
   }
 
   /**
@@ -614,7 +622,7 @@ export class HintBuilder {
    * packed in blocks after them (`own`, `ownBody` bytes of version-2 entries; its erase offsets
    * relative to the added entries): the loaded index's hashes then the added ones in a new table.
    */
-  private writeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, prefix: LoadedHint, run: LoadedRun, own: PackedRun, ownBody: number): Buffer {
+  private writeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, prefix: LoadedHint, run: LoadedRun, own: PackedRun, ownBody: number): Buffer {
     const p = prefix.index;
     const pBody = prefix.body.length;
     const hashes = new Uint32Array(p.keyed + own.hashes.length);
@@ -628,7 +636,7 @@ export class HintBuilder {
     run.rows.copy(rows, 0);
     putRows(rows, run.rows.length, own, run.bytes.length, pBody, p.keyed);
     encodesAppended += 1;
-    return this.writeV3(segmentId, header, coversEnd, sealed, pBody + ownBody, [run.bytes, own.bytes], rows, index, own.scopes);
+    return this.writeV3(segmentId, header, coversEnd, sealed, stamp, pBody + ownBody, [run.bytes, own.bytes], rows, index, own.scopes);
   }
 
   /**
@@ -636,12 +644,14 @@ export class HintBuilder {
    * the packed entries (`packedParts` in order; segments/hint-v3.ts), the index (hashes, table),
    * then the summary (erase offsets, scope list, the entry block `rows`, index block sums) and the trailer.
    */
-  private writeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, bodyBytes: number, packedParts: readonly Buffer[], rows: Buffer, index: Pick<HintIndex, "keyed" | "hashes" | "table" | "erases">, scopes: Buffer): Buffer {
+  private writeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, bodyBytes: number, packedParts: readonly Buffer[], rows: Buffer, index: Pick<HintIndex, "keyed" | "hashes" | "table" | "erases">, scopes: Buffer): Buffer {
     const packedBytes = packedParts.reduce((n, b) => n + b.length, 0);
     const blocks = rows.length / ENTRY_BLOCK_ROW_BYTES;
-    const L = layoutV3(bodyBytes, packedBytes, index.keyed, index.table.length, index.erases.length, scopes.length, blocks, HINT_BLOCK_BYTES);
+    assert(stamp === null || !sealed, "only the active segment's prefix hint is stamped");
+    const L = layoutV3(bodyBytes, packedBytes, index.keyed, index.table.length, index.erases.length, scopes.length, blocks, HINT_BLOCK_BYTES, stamp === null ? 0 : HINT_STAMP_BYTES);
     const out = Buffer.alloc(L.total);
-    this.writeHeaderFields(out, HINT_VERSION, segmentId, header, coversEnd, sealed, bodyBytes, index, scopes.length);
+    this.writeHeaderFields(out, stamp === null ? HINT_VERSION : HINT_VERSION_4, segmentId, header, coversEnd, sealed, bodyBytes, index, scopes.length);
+    if (stamp !== null) out[X_FLAGS] = HINT_BOOT_STAMPED;
     out.writeUInt32LE(packedBytes, X3_PACKED);
     out.writeUInt32LE(blocks, X3_ENTRY_BLOCKS);
     let at = HINT_V3_HEADER_BYTES;
@@ -656,6 +666,7 @@ export class HintBuilder {
       const from = L.index + k * HINT_BLOCK_BYTES;
       out.writeBigUInt64LE(checksum64(out, from, Math.min(L.summary, from + HINT_BLOCK_BYTES)), L.sums + 8 * k);
     }
+    if (stamp !== null) putStamp(out, L.stamp, stamp, coversEnd);
     const tail = L.total - HINT_TRAILER_BYTES;
     out.writeBigUInt64LE(trailerSum(out.subarray(0, HINT_V3_HEADER_BYTES), out.subarray(L.summary, tail)), tail);
     return out;
@@ -898,8 +909,10 @@ export function sameBytes(body: Uint8Array, a: number, aLen: number, b: number, 
 /** A hint that passed every check, for the segment header it was checked against. */
 export interface LoadedHint {
   segmentId: number;
-  /** The layout it was read in (HINT_VERSION, HINT_VERSION_2 or HINT_VERSION_1); `body` is in the version-2 entry layout for all three. */
+  /** The layout it was read in (HINT_VERSION_4, HINT_VERSION, HINT_VERSION_2 or HINT_VERSION_1); `body` is in the version-2 entry layout for all. */
   version: number;
+  /** Version 4: the boot it was written in and what was durable then; null for every other version. */
+  stamp: HintStamp | null;
   sealed: boolean;
   coversEnd: number;
   count: number;
@@ -1112,7 +1125,7 @@ export function readHint(dir: string, segmentId: number, header: HeaderChoice): 
     const size = fs.fstatSync(fd).size;
     if (size > HINT_BYTES_MAX || size < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return size > HINT_BYTES_MAX ? null : checkHint(readAt(fd, 0, size), segmentId, header);
     const version = readAt(fd, X_VERSION, 1)[0];
-    if (version === HINT_VERSION) return readV3(fd, file, size, segmentId, header);
+    if (version === HINT_VERSION || version === HINT_VERSION_4) return readV3(fd, file, size, segmentId, header);
     const head = readAt(fd, 0, HINT_HEADER_BYTES);
     if (version !== HINT_VERSION_2) return checkHint(readAt(fd, 0, size), segmentId, header); // version 1 (or refused there)
     const layout = layoutV2(head, size);
@@ -1165,7 +1178,7 @@ export function checkHint(buf: Buffer, segmentId: number, header: HeaderChoice):
     const common = commonChecks(buf, segmentId, header);
     return common === null ? null : checkV1(buf, common);
   }
-  if (version === HINT_VERSION) return checkV3(buf, segmentId, header);
+  if (version === HINT_VERSION || version === HINT_VERSION_4) return checkV3(buf, segmentId, header);
   if (version !== HINT_VERSION_2 || buf.length < HINT_HEADER_BYTES + HINT_TRAILER_BYTES) return null;
   const head = buf.subarray(0, HINT_HEADER_BYTES);
   const layout = layoutV2(head, buf.length);
@@ -1216,7 +1229,8 @@ function layoutOfV3(head: Buffer, fileBytes: number): LayoutV3 | null {
   if (head.readUInt32LE(X3_RESERVED) !== 0 || blockBytes < 4096 || blockBytes > 1 << 20 || (blockBytes & (blockBytes - 1)) !== 0) return null;
   if (keyed + erases > count || cells < CELLS_MIN || cells < 2 * keyed) return null;
   if (count > 0 ? bodyBytes < count * ENTRY_FIXED_BYTES || packed < 5 * count || packed > bodyBytes || blocks < 1 || blocks > count : bodyBytes !== 0 || packed !== 0 || blocks !== 0) return null;
-  const layout = layoutV3(bodyBytes, packed, keyed, cells, erases, head.readUInt32LE(X_SCOPES_BYTES), blocks, blockBytes);
+  const stampBytes = head[X_VERSION] === HINT_VERSION_4 ? HINT_STAMP_BYTES : 0;
+  const layout = layoutV3(bodyBytes, packed, keyed, cells, erases, head.readUInt32LE(X_SCOPES_BYTES), blocks, blockBytes, stampBytes);
   return layout.total === fileBytes ? layout : null;
 }
 
@@ -1234,13 +1248,16 @@ function finishV3(source: HintSourceV3, head: Buffer, L: LayoutV3, summary: Buff
   const bodyBytes = head.readUInt32LE(X_BODY_BYTES);
   const rows = summary.subarray(at(L.blocks), at(L.sums));
   if (!checkRows(rows, L.entryBlocks, L.packed, bodyBytes, keyed)) return null;
-  const bytes = new HintBytesV3(source, L, bodyBytes, head.readUInt32LE(X_BLOCK_BYTES), rows, summary.subarray(at(L.sums), at(L.total - HINT_TRAILER_BYTES)), scopes.bytes, c.minSeq, c.lengthOf);
+  const version = head[X_VERSION] as number; // 3 or 4: readHint and checkHint dispatch only those here
+  const stamp = version === HINT_VERSION_4 ? stampAt(summary, at(L.stamp), c.coversEnd) : null;
+  if (version === HINT_VERSION_4 && stamp === null) return null;
+  const bytes = new HintBytesV3(source, L, bodyBytes, head.readUInt32LE(X_BLOCK_BYTES), rows, summary.subarray(at(L.sums), at(L.stamp)), scopes.bytes, c.minSeq, c.lengthOf);
   const region = bytes.buf;
   const erases = new Uint32Array(head.readUInt32LE(X_ERASES));
   for (let i = 0; i < erases.length; i++) erases[i] = summary.readUInt32LE(4 * i);
   const u32 = (from: number, n: number): Uint32Array => new Uint32Array(region.buffer, region.byteOffset + from, n);
   const index: HintIndex = { keyed, entryAt: u32(L.entryAt, keyed), hashes: u32(L.hashes, keyed), table: new Int32Array(region.buffer, region.byteOffset + L.table, head.readUInt32LE(X_CELLS)), erases, scopes: scopes.puts };
-  const hint: LoadedHint = { ...c, version: HINT_VERSION, body: region.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes), index, bytes };
+  const hint: LoadedHint = { ...c, version, stamp, body: region.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes), index, bytes };
   for (const e of erases) if (!entryPresent(hint, e) || !entryUsable(hint, e, false)) return null;
   return hint;
 }
@@ -1251,7 +1268,9 @@ type Common = Pick<LoadedHint, "segmentId" | "sealed" | "coversEnd" | "count" | 
 /** The checks of the first 48 header bytes (both versions) against segment `segmentId`'s header. */
 function commonChecks(head: Buffer, segmentId: number, header: HeaderChoice): Common | null {
   const flags = head.readUInt8(X_FLAGS);
-  if ((flags & ~HINT_SEALED) !== 0 || head.readUInt16LE(X_RESERVED) !== 0) return null;
+  if ((flags & ~(HINT_SEALED | HINT_BOOT_STAMPED)) !== 0 || head.readUInt16LE(X_RESERVED) !== 0) return null;
+  // Stamped exactly when version 4, and never sealed: a sealed segment's bytes are durable.
+  if ((flags & HINT_BOOT_STAMPED) !== 0 !== (head[X_VERSION] === HINT_VERSION_4) || flags === (HINT_SEALED | HINT_BOOT_STAMPED)) return null;
   if (head.readUInt32LE(X_SEGMENT_ID) !== segmentId || head.readBigUInt64LE(X_IDENTITY) !== headerIdentity(header)) return null;
   const sealed = (flags & HINT_SEALED) !== 0;
   const segmentSealed = (header.header.flags & C.FLAG_SEALED) !== 0;
@@ -1270,7 +1289,7 @@ function checkV1(buf: Buffer, c: Common): LoadedHint | null {
   if (bodyBytes !== buf.length - HINT_V1_HEADER_BYTES - HINT_TRAILER_BYTES) return null;
   const body = buf.subarray(HINT_V1_HEADER_BYTES, HINT_V1_HEADER_BYTES + bodyBytes);
   if (!entriesWellFormed(body, c.count, c.coversEnd, c.minSeq, c.maxSeq)) return null;
-  return { ...c, version: HINT_VERSION_1, body, index: buildIndex(body), bytes: null };
+  return { ...c, version: HINT_VERSION_1, stamp: null, body, index: buildIndex(body), bytes: null };
 }
 
 /**
@@ -1310,7 +1329,7 @@ function finishV2(region: Buffer, bytes: HintBytes | null, layout: Layout, summa
   const u32 = (at: number, n: number): Uint32Array => new Uint32Array(region.buffer, region.byteOffset + at, n);
   const bodyBytes = head.readUInt32LE(X_BODY_BYTES);
   const index: HintIndex = { keyed, entryAt: u32(layout.entryAt, keyed), hashes: u32(layout.hashes, keyed), table: new Int32Array(region.buffer, region.byteOffset + layout.table, cells), erases, scopes };
-  const hint: LoadedHint = { ...c, version: HINT_VERSION_2, body: region.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes), index, bytes };
+  const hint: LoadedHint = { ...c, version: HINT_VERSION_2, stamp: null, body: region.subarray(HINT_HEADER_BYTES, HINT_HEADER_BYTES + bodyBytes), index, bytes };
   for (const at of erases) if (!entryPresent(hint, at) || !entryUsable(hint, at, false)) return null;
   return hint;
 }
@@ -1375,11 +1394,12 @@ export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) =
 
 /**
  * Writes `bytes` as `dir`'s hint of segment `segmentId` with the durability order: .hint.tmp,
- * fdatasync, rename, directory fsync (fault point io:hint); null bytes (HintBuilder.encode could
- * not read its prefix) write nothing and remove the hint there. Returns false — with the .tmp removed
- * and any older hint left as it was — when a step fails: a hint is never needed for correctness.
+ * fdatasync, rename, directory fsync (fault point io:hint); `durable` false (a boot-stamped hint,
+ * version 4, refused after any restart) writes and renames only. Null bytes (HintBuilder.encode
+ * could not read its prefix) write nothing and remove the hint there. Returns false — with the .tmp
+ * removed and any older hint left as it was — when a step fails: a hint is never needed for correctness.
  */
-export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | null): boolean {
+export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | null, durable = true): boolean {
   if (bytes === null) {
     // The builder's loaded prefix (the hint on disk) can no longer be read: remove it, so the
     // next open scans this segment and writes a whole hint, instead of meeting the damage again.
@@ -1388,7 +1408,8 @@ export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | nu
   }
   const file = path.join(dir, hintFileName(segmentId));
   try {
-    io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);
+    if (durable) io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);
+    else io.replaceFileUnsynced("io:hint", file, bytes, FILE_MODE);
     return true;
   } catch {
     try {

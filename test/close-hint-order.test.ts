@@ -8,23 +8,28 @@
  * In that record the hint's `.tmp` write must come after the segment's last write (the sync
  * mark) and after a sync of the segment that follows that write; the hint must cover exactly the
  * data end that write leaves; and a reopen must answer every key. Run in both `none` and `batch`
- * modes. The twin (`unsafeCloseHintForTests.writeBeforeSync`) writes the encoded hint at once,
+ * modes; `none` on a machine without a boot id (segments/boot-id.ts simulateBootForTests(null)),
+ * where its close syncs — with one, it syncs nothing and stamps the hint instead
+ * (test/boot-stamp.test.ts). The twin (`unsafeCloseHintForTests.writeBeforeSync`) writes the encoded hint at once,
  * before the final sync: the same check finds the hint written ahead of the data it describes.
  * A hint encoded for an end the segment did not reach (a sync mark predicted, never written) is
  * not written at all: on disk it would claim bytes that are not there.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { encodeActiveHint, unsafeCloseHintForTests, writeEncodedHint } from "../engine/hints.js";
 import { setIoObserver, type IoEvent } from "../segments/io.js";
+import { simulateBootForTests } from "../segments/boot-id.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 
+beforeEach(() => simulateBootForTests(null)); // a none-mode close syncs only where no boot id can stamp its hint
 afterEach(() => {
   setIoObserver(null);
   unsafeCloseHintForTests.writeBeforeSync = false;
+  simulateBootForTests(undefined);
 });
 
 const KEYS = 2_000;

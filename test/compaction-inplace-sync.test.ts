@@ -19,11 +19,15 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { setIoObserver, type IoEvent } from "../segments/io.js";
+import { simulateBootForTests } from "../segments/boot-id.js";
 import { PowerLossRecorder, prng } from "./helpers/power-loss.js";
 import { INPLACE_OPTS, loadAndForget, violationsIn, type KeyModel } from "./helpers/inplace-images.js";
 import { tempDir } from "./helpers/tmp.js";
 
-afterEach(() => setIoObserver(null));
+afterEach(() => {
+  setIoObserver(null);
+  simulateBootForTests(undefined); // imageAt simulated reboots
+});
 
 const IMAGES_PER_CUT = Number(process.env["ENGRAM_INPLACE_SYNC_IMAGES"] ?? 4);
 

@@ -190,7 +190,8 @@ describe("damage to a group proven durable is corruption", () => {
   it("close() writes a sync mark: damage to the last data group after a clean close is CORRUPTION; without the mark it is a torn tail", async () => {
     await initChecksum();
     const dir = tempDir("frame-mark");
-    const store = await Engram.open(dir, { ...OPTS, durability: "none" });
+    // Nothing synced before close (a `none`-mode close syncs nothing at all: it stamps its hint instead, test/boot-stamp.test.ts).
+    const store = await Engram.open(dir, { ...OPTS, durability: "batch", syncIntervalMs: 60_000 });
     for (let i = 0; i < 5; i++) await store.write(`m${i}`, `mark-${i}`);
     const noMark = copyDir(dir);
     await store.close();

@@ -51,6 +51,7 @@ async function build(version: 2 | 3): Promise<string> {
       else if (r < 0.85) await s.undelete(key(), { scope: scope() }).catch(() => undefined);
       else if (i % 25 === 0) await s.forgetScope(pick() < 0.5 ? "user:bob" : "user:alice/notes");
     }
+    await s.flush(); // a durable close writes the active segment's hint as version 3 (unflushed, `none` stamps it: version 4)
     await s.close();
     return dir;
   } finally {

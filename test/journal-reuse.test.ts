@@ -27,12 +27,14 @@ import { setIoObserver, type IoEvent } from "../segments/io.js";
 import { journalFiles, unsafeJournalForTests } from "../engine/compaction-core.js";
 import { Store } from "../engine/store.js";
 import { PowerLossRecorder, prng } from "./helpers/power-loss.js";
+import { simulateBootForTests } from "../segments/boot-id.js";
 import { INPLACE_OPTS, loadAndForget, violationsIn, wrongKeys } from "./helpers/inplace-images.js";
 import { tempDir } from "./helpers/tmp.js";
 
 afterEach(() => {
   setIoObserver(null);
   unsafeJournalForTests.byName = false;
+  simulateBootForTests(undefined); // imageAt simulated reboots
 });
 
 const IMAGES_PER_CUT = Number(process.env["ENGRAM_JOURNAL_REUSE_IMAGES"] ?? 3);

@@ -18,12 +18,16 @@ import * as fs from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { setIoObserver } from "../segments/io.js";
+import { simulateBootForTests } from "../segments/boot-id.js";
 import { PowerLossRecorder, prng } from "./helpers/power-loss.js";
 import { tempDir } from "./helpers/tmp.js";
 import { guardUnhandledRejections } from "./helpers/io-faults.js";
 
 guardUnhandledRejections();
-afterEach(() => setIoObserver(null));
+afterEach(() => {
+  setIoObserver(null);
+  simulateBootForTests(undefined); // imageAt simulated reboots
+});
 
 const CUTS = Number(process.env["ENGRAM_POWER_CUTS"] ?? 40);
 const SEED = Number(process.env["ENGRAM_POWER_SEED"] ?? 20261201);

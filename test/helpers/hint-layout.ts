@@ -120,8 +120,8 @@ export function firstEntryFields(b: Buffer): { first: number; gap: number; seq: 
 /** Recomputes a hint's checksums after a change: v1 its xxh64; v2 every block sum and the trailer; v3 every entry block's and index block's sum and the trailer. */
 export function resealHint(buf: Buffer): void {
   const tail = buf.length - HINT_TRAILER_BYTES;
-  if (buf[4] === 3) {
-    const x = sectionsOfV3(buf);
+  if (buf[4] === 3 || buf[4] === 4) {
+    const x = sectionsOfV3(buf); // version 4: version 3's sections, the boot stamp after the sums (in the trailer's sum)
     for (let j = 0, from = 0; j < x.entryBlocks; j++) {
       const to = buf.readUInt32LE(x.rows + 20 * j);
       buf.writeBigUInt64LE(checksum64(buf, V3_HEADER_BYTES + from, V3_HEADER_BYTES + to), x.rows + 20 * j + 12);

@@ -10,11 +10,13 @@
  *   either its durable or its current size;
  * - the directory: the names as of the last directory fsync, plus a random-length prefix of the
  *   creates, renames and unlinks since (metadata journals commit in order).
- * Only the main thread is observed: the harness runs compaction inline (`workers: 0`).
+ * Only the main thread is observed: the harness runs compaction inline (`workers: 0`). Every image
+ * is also a reboot: imageAt gives the process a new simulated boot id.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { IoEvent } from "../../segments/io.js";
+import { BOOT_ID_BYTES, simulateBootForTests } from "../../segments/boot-id.js";
 
 /** 4 KiB: the unit in which the kernel writes dirty pages back, in no promised order. */
 export const PAGE_BYTES = 4096;
@@ -39,8 +41,13 @@ export class PowerLossRecorder {
     else this.events.push(e);
   };
 
-  /** Builds in `out` what a power cut after the first `cut` calls may leave; returns what it dropped. */
+  /**
+   * Builds in `out` what a power cut after the first `cut` calls may leave; returns what it
+   * dropped. A power cut is also a restart: from here on this process runs under a new boot id
+   * (segments/boot-id.ts), so an image is opened as after a reboot and refuses boot-stamped hints.
+   */
   imageAt(cut: number, rng: () => number, out: string): { pagesDropped: number; pagesKept: number; dirOpsDropped: number } {
+    simulateBootForTests(Buffer.from(Array.from({ length: BOOT_ID_BYTES }, () => Math.floor(rng() * 256))));
     const sim = new SimFs(this.root);
     for (const e of this.events.slice(0, cut)) sim.apply(e);
     return sim.materialize(rng, out);
