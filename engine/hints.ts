@@ -17,7 +17,7 @@
  * A segment's hint is removed with the segment (Segment.retire) and orphans at open.
  */
 import * as C from "../segments/constants.js";
-import { HintBuilder, writeHintFile, type LoadedHint } from "../segments/hint.js";
+import { HintBuilder, writeHintFile, type HintParts, type LoadedHint } from "../segments/hint.js";
 import { bootId } from "../segments/boot-id.js";
 import { recordLengthAt as lengthAt } from "../segments/record.js";
 import { assert } from "../rules/assert.js";
@@ -51,7 +51,7 @@ export function writeSealedHint(dir: string, seg: Segment): boolean {
   if (hint === null) return false;
   assert((seg.header.header.flags & C.FLAG_SEALED) !== 0 && seg.writer === null, `segment ${seg.id}: a sealed hint follows the seal`);
   assert(hint.end <= seg.dataEnd, `segment ${seg.id}: the hint's records end within the sealed data (${hint.end} <= ${seg.dataEnd})`);
-  return writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, true));
+  return writeHintFile(dir, seg.id, hint.encodeParts(seg.id, seg.header, seg.dataEnd, true));
 }
 
 /**
@@ -63,8 +63,8 @@ export interface EncodedHint {
   readonly seg: Segment;
   /** The data end the hint covers: the segment's data end once the syncs and the mark are written. */
   readonly coversEnd: number;
-  /** The file's bytes; null when the builder's loaded prefix cannot be read (writeHintFile then removes the hint). */
-  readonly bytes: Buffer | null;
+  /** The file's bytes (in parts); null when the builder's loaded prefix cannot be read (writeHintFile then removes the hint). */
+  readonly bytes: HintParts | null;
 }
 
 /**
@@ -77,7 +77,7 @@ export function encodeActiveHint(dir: string, seg: Segment, coversEnd: number): 
   const hint = seg.hint;
   if (hint === null || seg.writer === null || seg.isClosed || (seg.hintOnDiskEnd === coversEnd && !seg.hintOnDiskStamped)) return null;
   assert(hint.end <= seg.dataEnd && seg.dataEnd <= coversEnd, `segment ${seg.id}: the hint's records end within the data it covers (${hint.end} <= ${seg.dataEnd} <= ${coversEnd})`);
-  const bytes = hint.encode(seg.id, seg.header, coversEnd, false);
+  const bytes = hint.encodeParts(seg.id, seg.header, coversEnd, false);
   if (unsafeCloseHintForTests.writeBeforeSync) writeHintFile(dir, seg.id, bytes);
   return { seg, coversEnd, bytes };
 }
@@ -117,7 +117,7 @@ export function writeStampedHint(dir: string, seg: Segment, boot: Buffer): boole
   if (hint === null || seg.writer === null || seg.isClosed || seg.hintOnDiskEnd === seg.dataEnd) return false;
   assert(hint.end <= seg.dataEnd && seg.syncedEnd <= seg.dataEnd, `segment ${seg.id}: the hint's records and the durable prefix end within the data (${hint.end}, ${seg.syncedEnd} <= ${seg.dataEnd})`);
   const stamp = { boot, syncedEnd: seg.syncedEnd, coveredEnd: Math.min(seg.coveredEnd, seg.syncedEnd) };
-  const written = writeHintFile(dir, seg.id, hint.encode(seg.id, seg.header, seg.dataEnd, false, stamp), false);
+  const written = writeHintFile(dir, seg.id, hint.encodeParts(seg.id, seg.header, seg.dataEnd, false, stamp), false);
   if (written) {
     seg.hintOnDiskEnd = seg.dataEnd;
     seg.hintOnDiskStamped = true;

@@ -345,14 +345,20 @@ export function unlinkQuietly(file: string): void {
   }
 }
 
+/** `bytes` as the list of buffers writeAllSync takes (a file given in parts is written with one writev). */
+function partsOf(bytes: Uint8Array | readonly Uint8Array[]): readonly Uint8Array[] {
+  return bytes instanceof Uint8Array ? [bytes] : bytes;
+}
+
 /**
- * Writes `bytes` as the whole of `file` (created or truncated, with `mode`) and fdatasyncs it; the
- * fd is closed either way. Durable content, not yet a durable name: see replaceFileDurably.
+ * Writes `bytes` (one buffer, or the file's parts in order) as the whole of `file` (created or
+ * truncated, with `mode`) and fdatasyncs it; the fd is closed either way. Durable content, not yet
+ * a durable name: see replaceFileDurably.
  */
-export function writeFileSynced(point: FaultPoint, file: string, bytes: Uint8Array, mode: number): void {
+export function writeFileSynced(point: FaultPoint, file: string, bytes: Uint8Array | readonly Uint8Array[], mode: number): void {
   const fd = openFile(point, file, "w", mode);
   try {
-    writeAllSync(point, fd, [bytes], 0);
+    writeAllSync(point, fd, partsOf(bytes), 0);
     datasyncSync(point, fd);
   } finally {
     closeQuietly(fd);
@@ -380,7 +386,7 @@ export async function writeFileSyncedAsync(point: FaultPoint, file: string, byte
  * renamed over `file`, the directory fsynced. Throws IoError at the step that failed (the .tmp
  * may remain: recovery removes *.tmp); `file` is then either the old content or the new.
  */
-export function replaceFileDurably(point: FaultPoint, file: string, bytes: Uint8Array, mode: number): void {
+export function replaceFileDurably(point: FaultPoint, file: string, bytes: Uint8Array | readonly Uint8Array[], mode: number): void {
   const tmp = `${file}.tmp`;
   writeFileSynced(point, tmp, bytes, mode);
   rename(point, tmp, file);
@@ -392,11 +398,11 @@ export function replaceFileDurably(point: FaultPoint, file: string, bytes: Uint8
  * a process crash the name holds the old content or the new; after a power cut, any bytes at all:
  * only content checked whole before every use (a boot-stamped hint) is written this way.
  */
-export function replaceFileUnsynced(point: FaultPoint, file: string, bytes: Uint8Array, mode: number): void {
+export function replaceFileUnsynced(point: FaultPoint, file: string, bytes: Uint8Array | readonly Uint8Array[], mode: number): void {
   const tmp = `${file}.tmp`;
   const fd = openFile(point, tmp, "w", mode);
   try {
-    writeAllSync(point, fd, [bytes], 0);
+    writeAllSync(point, fd, partsOf(bytes), 0);
   } finally {
     closeQuietly(fd);
   }
