@@ -57,7 +57,7 @@ export const TABLES: TableDef[] = [
     about: "N × 256 B in random key order, atomic batches of 1000, non-durable mode, timed up to and including close(). Then the store is reopened: time to open and serve the first read, and JS heap growth per key across the reopen (after gc). Peers keep their index off the JS heap (native memory / mmap), so their heap rows are near 0 by construction. Last, the same load again on a fresh directory in the same process (\"warm\"), and the JS heap it grew by while open, after gc and before its close (untimed).",
     rows: [
       { id: "w3.bulk", label: "bulk load", unit: "entries/s", better: "higher", target: 340000 },
-      { id: "w3.closeMs", label: "of which close() (engram's syncs the load and writes its prefix hint; the peers' non-durable modes sync nothing at close)", unit: "ms", better: "lower" },
+      { id: "w3.closeMs", label: "of which close() (engram's writes its boot-stamped prefix hint and, since the twenty-sixth session, syncs nothing, as the peers' non-durable modes)", unit: "ms", better: "lower" },
       { id: "w3.bulkWarm", label: "warm: the same bulk load again, on a fresh directory", unit: "entries/s", better: "higher" },
       { id: "w3.bulk.faultsPerKey", label: "page faults per entry, bulk load (first touches)", unit: "faults", better: "lower" },
       { id: "reopen.ms", label: "reopen (open + first read)", unit: "ms", better: "lower", target: 500 },

@@ -9,7 +9,9 @@
  * header and a small summary and does no work per entry; the rest is read in checksummed blocks
  * on first use (HintBytes). Version 3 (written now; segments/hint-v3.ts) keeps that index and packs
  * the entries (varints, derived lengths, interned scopes) in blocks decoded on first use into the
- * version-2 entry layout, so everything past this file reads one entry layout.
+ * version-2 entry layout, so everything past this file reads one entry layout. Version 4 is
+ * version 3 plus a boot stamp (segments/hint-stamp.ts): the prefix hint a `none`-mode close
+ * writes over bytes it never synced, trusted only under the boot that wrote it.
  *
  * A hint is a cache, never trusted: it is used only when it is whole (magic, its own version byte,
  * lengths, xxh64 of header and summary, then of each block as it is read), names its segment, was
@@ -18,8 +20,9 @@
  * active segment, a prefix of the file). Anything else at open is "no hint" and the segment is
  * scanned; a block found damaged later makes the deferred index rebuild that segment's table from
  * a scan. A hint is written with the durability order (`.hint.tmp`, fdatasync, rename, directory
- * fsync) at fault point `io:hint`, only after the bytes it describes are durable; a failed hint
- * write is dropped, never reported: nothing depends on it. This file holds the layout only;
+ * fsync) at fault point `io:hint`, only after the bytes it describes are durable (a version-4
+ * hint: unsynced, and stamped instead); a failed hint write is dropped, never reported: nothing
+ * depends on it. This file holds the layout only;
  * engine/hints.ts decides when.
  */
 import * as fs from "node:fs";

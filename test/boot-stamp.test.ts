@@ -6,7 +6,9 @@
  *
  * Method: real stores on real files, the io.ts observer counting the system calls of a close and
  * an open. Same boot: the close makes no fdatasync and no directory fsync, the hint is version 4,
- * the reopen loads it (no scan, no sync) and a flush() then syncs the segment. Another boot
+ * the reopen loads it (no scan, no sync) and a flush() then syncs the segment; after a session
+ * killed past a stamped reopen (a copy of the open store) the next open scans only what follows
+ * the hint and syncs it. Another boot
  * (segments/boot-id.ts simulateBootForTests): the hint is refused and the segment scanned and
  * synced; a machine without a boot id closes with a sync as before; a close that syncs after a
  * stamped reopen rewrites the hint plain (version 3), which the next boot trusts. Last, power
@@ -96,6 +98,38 @@ describe("boot-stamped hints: a none-mode close syncs nothing", () => {
     await expectKeys(reopened, 500);
     const flushing = await callsOf(dir, () => reopened.flush());
     expect(flushing, "the bytes the stamped hint covers are made durable by the first flush").toContain("sync:00000001.seg");
+    await reopened.close();
+  });
+
+  it("same boot, a session killed after a stamped reopen: the next open takes the hint, scans what follows it, syncs, and finds every write", async () => {
+    const dir = tempDir("boot-stamp");
+    await loadNone(dir, 300);
+    const store = await Store.open(dir, OPTS);
+    expect(store.opened).toMatchObject({ hinted: 1, zeroTails: 1 });
+    for (let i = 300; i < 400; i++) await store.write(`k${i}`, `k${i}`.repeat(20));
+    const killed = tempDir("boot-stamp-killed");
+    fs.cpSync(dir, killed, { recursive: true }); // what a SIGKILL leaves: no close, the page cache intact
+    await store.close();
+    let again: Store | null = null;
+    const opening = await callsOf(killed, async () => (again = await Store.open(killed, OPTS)));
+    const reopened = again as unknown as Store;
+    expect(reopened.opened).toMatchObject({ hinted: 1, zeroTails: 0, bootStampsRefused: 0 });
+    expect(opening, "bytes after a stamped hint are synced before new frames claim them").toContain("sync:00000001.seg");
+    await expectKeys(reopened, 400);
+    await reopened.close();
+  });
+
+  it("same boot, 1–3 bytes after a stamped hint (the scan's case, not the zero check's): the open syncs before new frames claim the hint's bytes", async () => {
+    const dir = tempDir("boot-stamp");
+    await loadNone(dir, 100);
+    const seg = path.join(dir, "segments", "00000001.seg");
+    fs.truncateSync(seg, fs.readFileSync(hintPath(dir, 1)).readUInt32LE(12) + 2); // coversEnd + 2 zero bytes
+    let again: Store | null = null;
+    const opening = await callsOf(dir, async () => (again = await Store.open(dir, OPTS)));
+    const reopened = again as unknown as Store;
+    expect(reopened.opened).toMatchObject({ hinted: 1, zeroTails: 0 });
+    expect(opening).toContain("sync:00000001.seg");
+    await expectKeys(reopened, 100);
     await reopened.close();
   });
 
