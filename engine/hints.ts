@@ -17,7 +17,7 @@
  * A segment's hint is removed with the segment (Segment.retire) and orphans at open.
  */
 import * as C from "../segments/constants.js";
-import { HintBuilder, writeHintFile, type HintParts, type LoadedHint } from "../segments/hint.js";
+import { HintBuilder, writeHintFile, writeHintFileOverlapped, type HintParts, type LoadedHint } from "../segments/hint.js";
 import { bootId } from "../segments/boot-id.js";
 import { recordLengthAt as lengthAt } from "../segments/record.js";
 import { assert } from "../rules/assert.js";
@@ -110,14 +110,15 @@ export function writeEncodedHint(dir: string, encoded: EncodedHint): boolean {
  * Store close in `none` durability, in place of the final sync: writes the prefix hint of segment
  * `seg` (one with a writer) over its data as it is now, stamped with `boot` and with what is
  * durable (its syncedEnd and coveredEnd), and syncs nothing — neither the bytes it covers nor the
- * hint file. Returns whether one was written (none when a hint on disk already covers that end).
+ * hint file. Its entries go to the kernel while the index is built (writeHintFileOverlapped).
+ * Resolves whether one was written (none when a hint on disk already covers that end).
  */
-export function writeStampedHint(dir: string, seg: Segment, boot: Buffer): boolean {
+export async function writeStampedHint(dir: string, seg: Segment, boot: Buffer): Promise<boolean> {
   const hint = seg.hint;
   if (hint === null || seg.writer === null || seg.isClosed || seg.hintOnDiskEnd === seg.dataEnd) return false;
   assert(hint.end <= seg.dataEnd && seg.syncedEnd <= seg.dataEnd, `segment ${seg.id}: the hint's records and the durable prefix end within the data (${hint.end}, ${seg.syncedEnd} <= ${seg.dataEnd})`);
   const stamp = { boot, syncedEnd: seg.syncedEnd, coveredEnd: Math.min(seg.coveredEnd, seg.syncedEnd) };
-  const written = writeHintFile(dir, seg.id, hint.encodeParts(seg.id, seg.header, seg.dataEnd, false, stamp), false);
+  const written = await writeHintFileOverlapped(dir, seg.id, hint.encodeSplit(seg.id, seg.header, seg.dataEnd, false, stamp));
   if (written) {
     seg.hintOnDiskEnd = seg.dataEnd;
     seg.hintOnDiskStamped = true;

@@ -854,8 +854,8 @@ export class Store implements T.Backend {
   }
 
   /** Close in `none` durability: every written segment's prefix hint, boot-stamped, with no sync (engine/hints.ts writeStampedHint). */
-  private writeStampedHints(boot: Buffer): void {
-    for (const seg of this.segments.values()) if (seg.writer !== null) writeStampedHint(this.segmentsDir, seg, boot);
+  private async writeStampedHints(boot: Buffer): Promise<void> {
+    for (const seg of [...this.segments.values()]) if (seg.writer !== null) await writeStampedHint(this.segmentsDir, seg, boot);
   }
 
   /**

@@ -46,6 +46,24 @@ import { checkRows, decodeScopeList, ENTRY_BLOCK_ROW_BYTES, HINT_V3_HEADER_BYTES
 /** A hint file's bytes as parts in file order: written with one writev, Buffer.concat gives the file. */
 export type HintParts = readonly Buffer[];
 
+/**
+ * A hint file in two steps: `head` (the header, the packed entries and the slot hashes: the first
+ * bytes of the file, known before the table) and `finish()`, the rest (the table is built there), so a
+ * writer can send the head to the kernel while the table is computed (writeHintFileOverlapped).
+ */
+export interface SplitHint {
+  readonly head: HintParts;
+  finish(): HintParts;
+}
+
+/** The whole file of `split`. */
+function joinSplit(split: SplitHint): HintParts {
+  return [...split.head, ...split.finish()];
+}
+
+/** The index a version-3 file is written with; a null table is built from the hashes (tableOf, exactly 2K cells) when the file is finished. */
+type IndexToWrite = Pick<HintIndex, "keyed" | "hashes" | "erases"> & { table: Int32Array | null };
+
 /** "ENGH" little-endian: the first four bytes of every hint file. */
 export const HINT_MAGIC = 0x48474e45;
 /** Version of the hint layout written (independent of the segment FORMAT_VERSION): 3 packs its entries (segments/hint-v3.ts). */
@@ -281,7 +299,7 @@ export class HintBuilder {
     const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
     putRows(rows, 0, packed, 0, 0, 0);
     const index = { keyed: packed.hashes.length, hashes: packed.hashes, table: tableOf(packed.hashes, false), erases: packed.erases };
-    return Buffer.concat(b.writeV3(segmentId, header, coversEnd, sealed, null, totals.bodyBytes, [packed.bytes], rows, index, packed.scopes));
+    return Buffer.concat(joinSplit(b.writeV3(segmentId, header, coversEnd, sealed, null, totals.bodyBytes, [packed.bytes], rows, index, packed.scopes)));
   }
 
   /**
@@ -522,6 +540,12 @@ export class HintBuilder {
 
   /** encode's file as its parts (HintParts), without joining them: what the store writes. */
   encodeParts(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null = null): HintParts | null {
+    const split = this.encodeSplit(segmentId, header, coversEnd, sealed, stamp);
+    return split === null ? null : joinSplit(split);
+  }
+
+  /** encode's file in two steps (SplitHint): the index table of a packing builder is built only by finish(). */
+  encodeSplit(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null = null): SplitHint | null {
     assert(coversEnd >= this.lastEnd, `a hint covers every record it holds (${coversEnd} >= ${this.lastEnd})`);
     if (this.packing !== null) {
       if (versionWritten === HINT_VERSION && (this.prefix === null || reuseLoadedBlocks)) return this.encodePacked(segmentId, header, coversEnd, sealed, stamp, this.packing);
@@ -540,7 +564,7 @@ export class HintBuilder {
     const scopes = encodeScopes(index.scopes);
     const layout = layoutOf(body.length, index.keyed, index.table.length, index.erases.length, scopes.length, HINT_BLOCK_BYTES);
     const out = Buffer.alloc(layout.total);
-    this.writeHeaderFields(out, HINT_VERSION_2, segmentId, header, coversEnd, sealed, body.length, index, scopes.length);
+    this.writeHeaderFields(out, HINT_VERSION_2, segmentId, header, coversEnd, sealed, body.length, { ...index, cells: index.table.length }, scopes.length);
     out.writeUInt32LE(0, X_RESERVED2);
     body.copy(out, HINT_HEADER_BYTES);
     putU32s(out, layout.entryAt, index.entryAt);
@@ -553,14 +577,14 @@ export class HintBuilder {
       out.writeBigUInt64LE(checksum64(out, from, Math.min(layout.summary, from + HINT_BLOCK_BYTES)), layout.sums + 8 * k);
     }
     out.writeBigUInt64LE(trailerSum(out.subarray(0, HINT_HEADER_BYTES), out.subarray(layout.summary, layout.total - HINT_TRAILER_BYTES)), layout.total - HINT_TRAILER_BYTES);
-    return [out];
+    return { head: [out], finish: () => [] };
   }
 
   /**
    * The header fields versions 2 and 3 share, written into a zeroed `out` (the reserved words stay
    * zero): magic, version, flags, segment, coverage, identity, counts, sequences, index sizes.
    */
-  private writeHeaderFields(out: Buffer, version: number, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, bodyBytes: number, index: Pick<HintIndex, "keyed" | "table" | "erases">, scopesBytes: number): void {
+  private writeHeaderFields(out: Buffer, version: number, segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, bodyBytes: number, index: Pick<HintIndex, "keyed" | "erases"> & { cells: number }, scopesBytes: number): void {
     out.writeUInt32LE(HINT_MAGIC, X_MAGIC);
     out[X_VERSION] = version;
     out[X_FLAGS] = sealed ? HINT_SEALED : 0;
@@ -573,7 +597,7 @@ export class HintBuilder {
     writeU64(out, this.minSeq, X_MIN_SEQ);
     writeU64(out, this.maxSeq, X_MAX_SEQ);
     out.writeUInt32LE(index.keyed, X_KEYED);
-    out.writeUInt32LE(index.table.length, X_CELLS);
+    out.writeUInt32LE(index.cells, X_CELLS);
     out.writeUInt32LE(index.erases.length, X_ERASES);
     out.writeUInt32LE(scopesBytes, X_SCOPES_BYTES);
     out.writeUInt32LE(HINT_BLOCK_BYTES, X_BLOCK_BYTES);
@@ -584,7 +608,7 @@ export class HintBuilder {
    * blocks, the packed entries (segments/hint-v3.ts), the index (hashes, table), then the summary
    * (erase offsets, scope list, entry block rows, index block sums) and the trailer.
    */
-  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, body: Buffer, index: HintIndex): HintParts | null {
+  private encodeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, body: Buffer, index: HintIndex): SplitHint | null {
     const packed = packEntries(body, this.minSeq, this.lengthOf);
     if (packed === null) return null; // a loaded older hint's entries that do not pack: writeHintFile removes it
     const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (packed.rows.length / 3));
@@ -596,7 +620,7 @@ export class HintBuilder {
    * encode of a packing builder (version 3 written): its packed entries as they are, the last
    * block closed, after a loaded hint's blocks (writeAppended) when there is one.
    */
-  private encodePacked(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, packer: RecordPacker): HintParts | null {
+  private encodePacked(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, packer: RecordPacker): SplitHint | null {
     const own = packer.packed();
     const prefix = this.prefix;
     if (prefix !== null) {
@@ -605,7 +629,7 @@ export class HintBuilder {
     }
     const rows = Buffer.alloc(ENTRY_BLOCK_ROW_BYTES * (own.rows.length / 3));
     putRows(rows, 0, own, 0, 0, 0);
-    const index = { keyed: own.hashes.length, hashes: own.hashes, table: tableOf(own.hashes, false), erases: own.erases };
+    const index = { keyed: own.hashes.length, hashes: own.hashes, table: null, erases: own.erases };
     return this.writeV3(segmentId, header, coversEnd, sealed, stamp, packer.bodyBytes, [own.bytes], rows, index, own.scopes);
   }
 
@@ -619,7 +643,7 @@ export class HintBuilder {
    * (an added sequence below the hint's minSeq would change every block's starting state): the
    * caller then encodes everything; null when the loaded bytes fail (the hint is then removed).
    */
-  private encodeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, prefix: LoadedHint, bytes: HintBytesV3): HintParts | null | undefined {
+  private encodeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, prefix: LoadedHint, bytes: HintBytesV3): SplitHint | null | undefined {
     if ((this.minSeq !== prefix.minSeq && !appendIgnoringMinSeq) || prefix.count === 0) return undefined;
     const run = loadedRun(prefix, bytes);
     if (run === null) return null;
@@ -634,7 +658,7 @@ export class HintBuilder {
    * packed in blocks after them (`own`, `ownBody` bytes of version-2 entries; its erase offsets
    * relative to the added entries): the loaded index's hashes then the added ones in a new table.
    */
-  private writeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, prefix: LoadedHint, run: LoadedRun, own: PackedRun, ownBody: number): HintParts {
+  private writeAppended(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, prefix: LoadedHint, run: LoadedRun, own: PackedRun, ownBody: number): SplitHint {
     const p = prefix.index;
     const pBody = prefix.body.length;
     const hashes = new Uint32Array(p.keyed + own.hashes.length);
@@ -643,7 +667,7 @@ export class HintBuilder {
     const erases = new Uint32Array(p.erases.length + own.erases.length);
     erases.set(p.erases);
     for (let i = 0; i < own.erases.length; i++) erases[p.erases.length + i] = pBody + (own.erases[i] as number);
-    const index = { keyed: hashes.length, hashes, table: tableOf(hashes, false), erases };
+    const index = { keyed: hashes.length, hashes, table: null, erases };
     const rows = Buffer.alloc(run.rows.length + ENTRY_BLOCK_ROW_BYTES * (own.rows.length / 3));
     run.rows.copy(rows, 0);
     putRows(rows, run.rows.length, own, run.bytes.length, pBody, p.keyed);
@@ -656,34 +680,42 @@ export class HintBuilder {
    * the packed entries (`packedParts` in order; segments/hint-v3.ts), the index (hashes, table),
    * then the summary (erase offsets, scope list, the entry block `rows`, index block sums) and the trailer.
    */
-  private writeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, bodyBytes: number, packedParts: readonly Buffer[], rows: Buffer, index: Pick<HintIndex, "keyed" | "hashes" | "table" | "erases">, scopes: Buffer): HintParts {
+  private writeV3(segmentId: number, header: HeaderChoice, coversEnd: number, sealed: boolean, stamp: HintStamp | null, bodyBytes: number, packedParts: readonly Buffer[], rows: Buffer, index: IndexToWrite, scopes: Buffer): SplitHint {
     const packedBytes = packedParts.reduce((n, b) => n + b.length, 0);
     const blocks = rows.length / ENTRY_BLOCK_ROW_BYTES;
+    const cells = index.table?.length ?? Math.max(CELLS_MIN, 2 * index.keyed); // tableOf's count for a table of exactly 2K cells
     assert(stamp === null || !sealed, "only the active segment's prefix hint is stamped");
-    const L = layoutV3(bodyBytes, packedBytes, index.keyed, index.table.length, index.erases.length, scopes.length, blocks, HINT_BLOCK_BYTES, stamp === null ? 0 : HINT_STAMP_BYTES);
+    const L = layoutV3(bodyBytes, packedBytes, index.keyed, cells, index.erases.length, scopes.length, blocks, HINT_BLOCK_BYTES, stamp === null ? 0 : HINT_STAMP_BYTES);
     const head = Buffer.alloc(HINT_V3_HEADER_BYTES);
-    this.writeHeaderFields(head, stamp === null ? HINT_VERSION : HINT_VERSION_4, segmentId, header, coversEnd, sealed, bodyBytes, index, scopes.length);
+    this.writeHeaderFields(head, stamp === null ? HINT_VERSION : HINT_VERSION_4, segmentId, header, coversEnd, sealed, bodyBytes, { ...index, cells }, scopes.length);
     if (stamp !== null) head[X_FLAGS] = HINT_BOOT_STAMPED;
     head.writeUInt32LE(packedBytes, X3_PACKED);
     head.writeUInt32LE(blocks, X3_ENTRY_BLOCKS);
+    assert(HINT_V3_HEADER_BYTES + packedBytes === L.index, "the packed entries end where the index starts");
     // The index is written from the arrays themselves (no copy into one file buffer: on a machine
     // whose memory is full of page cache, a fresh buffer of the file's size costs a page fault per
     // 4 KiB, ~17 ms for a 200k-entry hint, twenty-sixth session).
-    const indexParts = [u32Bytes(index.hashes), u32Bytes(index.table)];
-    assert(HINT_V3_HEADER_BYTES + packedBytes === L.index && L.index + indexParts[0]!.length + indexParts[1]!.length === L.summary, "the packed entries end where the index starts, the index where the summary starts");
-    const summary = Buffer.alloc(L.total - L.summary);
-    const at = (x: number): number => x - L.summary;
-    putU32s(summary, 0, index.erases);
-    scopes.copy(summary, at(L.scopes));
-    rows.copy(summary, at(L.blocks));
-    for (let k = 0; k < L.indexBlocks; k++) {
-      const from = k * HINT_BLOCK_BYTES;
-      summary.writeBigUInt64LE(sumOfParts(indexParts, from, Math.min(L.summary - L.index, from + HINT_BLOCK_BYTES)), at(L.sums) + 8 * k);
-    }
-    if (stamp !== null) putStamp(summary, at(L.stamp), stamp, coversEnd);
-    const tail = summary.length - HINT_TRAILER_BYTES;
-    summary.writeBigUInt64LE(trailerSum(head, summary.subarray(0, tail)), tail);
-    return [head, ...packedParts, ...indexParts, summary];
+    const hashes = u32Bytes(index.hashes);
+    const finish = (): HintParts => {
+      const table = index.table ?? tableOf(index.hashes, false);
+      assert(table.length === cells, "the table has the cells the header promises");
+      const indexParts = [hashes, u32Bytes(table)];
+      assert(L.index + indexParts[0]!.length + indexParts[1]!.length === L.summary, "the index ends where the summary starts");
+      const summary = Buffer.alloc(L.total - L.summary);
+      const at = (x: number): number => x - L.summary;
+      putU32s(summary, 0, index.erases);
+      scopes.copy(summary, at(L.scopes));
+      rows.copy(summary, at(L.blocks));
+      for (let k = 0; k < L.indexBlocks; k++) {
+        const from = k * HINT_BLOCK_BYTES;
+        summary.writeBigUInt64LE(sumOfParts(indexParts, from, Math.min(L.summary - L.index, from + HINT_BLOCK_BYTES)), at(L.sums) + 8 * k);
+      }
+      if (stamp !== null) putStamp(summary, at(L.stamp), stamp, coversEnd);
+      const tail = summary.length - HINT_TRAILER_BYTES;
+      summary.writeBigUInt64LE(trailerSum(head, summary.subarray(0, tail)), tail);
+      return [indexParts[1] as Buffer, summary];
+    };
+    return { head: [head, ...packedParts, hashes], finish };
   }
 }
 
@@ -1456,6 +1488,50 @@ export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | Hi
     } catch {
       // the .tmp is deleted at the next open (recovery removes *.tmp)
     }
+    return false;
+  }
+}
+
+/**
+ * writeHintFile for a boot-stamped hint (`durable` false: nothing synced), in two overlapping
+ * steps: the head (header, packed entries and slot hashes: most of the file) goes to the kernel on libuv's pool
+ * while this thread builds the index (SplitHint.finish); then the rest is written after it and the
+ * `.tmp` renamed over the hint. A null split removes the hint (as writeHintFile). Returns false —
+ * the `.tmp` removed, any older hint left — when an I/O step fails; a failure of finish() (a
+ * writer bug) is thrown after the same cleanup.
+ */
+export async function writeHintFileOverlapped(dir: string, segmentId: number, split: SplitHint | null): Promise<boolean> {
+  if (split === null) return writeHintFile(dir, segmentId, null, false);
+  const file = path.join(dir, hintFileName(segmentId));
+  const tmp = `${file}.tmp`;
+  let fd = -1;
+  let bug: unknown = null;
+  try {
+    fd = io.openFile("io:hint", tmp, "w", FILE_MODE);
+    const headBytes = split.head.reduce((n, b) => n + b.length, 0);
+    const writing = io.writeAll("io:hint", fd, split.head, 0).then(() => null, (err: unknown) => err);
+    let rest: HintParts = [];
+    try {
+      rest = split.finish();
+    } catch (err) {
+      bug = err;
+    }
+    const failed = await writing; // the descriptor stays open until the pool's write is done
+    if (bug !== null) throw bug;
+    if (failed !== null) throw failed;
+    io.writeAllSync("io:hint", fd, rest, headBytes);
+    io.closeFile(fd);
+    fd = -1;
+    io.rename("io:hint", tmp, file);
+    return true;
+  } catch {
+    if (fd >= 0) io.closeQuietly(fd);
+    try {
+      io.unlink("io:hint", tmp);
+    } catch {
+      // the .tmp is deleted at the next open (recovery removes *.tmp)
+    }
+    if (bug !== null) throw bug;
     return false;
   }
 }

@@ -8,7 +8,8 @@
  * an open. Same boot: the close makes no fdatasync and no directory fsync, the hint is version 4,
  * the reopen loads it (no scan, no sync) and a flush() then syncs the segment; after a session
  * killed past a stamped reopen (a copy of the open store) the next open scans only what follows
- * the hint and syncs it. Another boot
+ * the hint and syncs it. The overlapped writer (segments/hint.ts writeHintFileOverlapped) leaves
+ * exactly its bytes, and after a failing finish() the old hint and no `.tmp`. Another boot
  * (segments/boot-id.ts simulateBootForTests): the hint is refused and the segment scanned and
  * synced; a machine without a boot id closes with a sync as before; a close that syncs after a
  * stamped reopen rewrites the hint plain (version 3), which the next boot trusts. Last, power
@@ -26,7 +27,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { unsafeBootStampForTests } from "../engine/hints.js";
 import { simulateBootForTests } from "../segments/boot-id.js";
-import { checkHint, HINT_TRAILER_BYTES, hintFileName } from "../segments/hint.js";
+import { checkHint, HINT_TRAILER_BYTES, hintFileName, writeHintFileOverlapped, type SplitHint } from "../segments/hint.js";
 import { HINT_STAMP_BYTES } from "../segments/hint-stamp.js";
 import { setIoObserver, type IoEvent } from "../segments/io.js";
 import type { OpenOptions } from "../rules/types.js";
@@ -168,6 +169,27 @@ describe("boot-stamped hints: a none-mode close syncs nothing", () => {
     expect(next.opened).toMatchObject({ hinted: 1, zeroTails: 1, bootStampsRefused: 0 });
     await expectKeys(next, 300);
     await next.close();
+  });
+});
+
+describe("boot-stamped hints: the overlapped write", () => {
+  it("leaves exactly the split's bytes under the hint's name; a finish() that throws leaves the hint on disk as it was and no .tmp", async () => {
+    const dir = tempDir("boot-stamp-overlap");
+    await loadNone(dir, 200);
+    const segs = path.join(dir, "segments");
+    const bytes = fs.readFileSync(hintPath(dir, 1));
+    const good: SplitHint = { head: [bytes.subarray(0, 1000), bytes.subarray(1000, 5000)], finish: () => [bytes.subarray(5000)] };
+    expect(await writeHintFileOverlapped(segs, 2, good)).toBe(true);
+    expect(fs.readFileSync(path.join(segs, hintFileName(2))).equals(bytes)).toBe(true);
+    const bad: SplitHint = {
+      head: [Buffer.alloc(4096, 1)],
+      finish: () => {
+        throw new Error("a writer bug");
+      },
+    };
+    await expect(writeHintFileOverlapped(segs, 2, bad)).rejects.toThrow("a writer bug");
+    expect(fs.readFileSync(path.join(segs, hintFileName(2))).equals(bytes)).toBe(true);
+    expect(fs.readdirSync(segs).filter((n) => n.endsWith(".tmp"))).toEqual([]);
   });
 });
 
