@@ -369,7 +369,9 @@ function scanInto(keydir: Keydir, seg: Segment, o: Opened, hint: LoadedHint | nu
   }
   seg.hint = builder;
   if (hint !== null && end.end === hint.coversEnd && end.torn === null) seg.hintOnDiskEnd = hint.coversEnd; // nothing after it
-  if (!sealed && active) readyActive(seg, o.fd, end, hint, zeros);
-  if (!sealed && active) seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(size, end.end));
+  if (!sealed && active) {
+    readyActive(seg, o.fd, end, hint, zeros);
+    seg.writer = new SegmentWriter(o.id, o.fd, end.end, Math.max(size, end.end));
+  }
   return end.torn !== null ? "torn" : zeros ? "zeros" : "clean";
 }

@@ -848,9 +848,8 @@ export class Store implements T.Backend {
    */
   private unsyncedCloseBoot(): Buffer | null {
     if (this.options.durability !== "none" || hintVersionWritten() !== HINT_VERSION) return null;
-    let behind = false;
-    for (const seg of this.segments.values()) if (seg.writer !== null && seg.syncedEnd < seg.dataEnd) behind = true;
-    return behind ? bootId() : null;
+    for (const seg of this.segments.values()) if (seg.writer !== null && seg.syncedEnd < seg.dataEnd) return bootId();
+    return null;
   }
 
   /** Close in `none` durability: every written segment's prefix hint, boot-stamped, with no sync (engine/hints.ts writeStampedHint). */

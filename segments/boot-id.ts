@@ -27,7 +27,7 @@ export function bootId(): Buffer | null {
 }
 
 /** The 16 bytes of the UUID in `file`, or null when it is missing, unreadable or not a UUID. */
-export function readBootId(file: string): Buffer | null {
+function readBootId(file: string): Buffer | null {
   try {
     const text = fs.readFileSync(file, "latin1").trim().toLowerCase();
     if (!UUID.test(text)) return null;
