@@ -10,8 +10,9 @@
  * data end that write leaves; and a reopen must answer every key. Run in both `none` and `batch`
  * modes; `none` on a machine without a boot id (segments/boot-id.ts simulateBootForTests(null)),
  * where its close syncs — with one, it syncs nothing and stamps the hint instead
- * (test/boot-stamp.test.ts). The twin (`unsafeCloseHintForTests.writeBeforeSync`) writes the encoded hint at once,
- * before the final sync: the same check finds the hint written ahead of the data it describes.
+ * (test/boot-stamp.test.ts). The twin (`unsafeCloseHintForTests.writeBeforeSync`) writes the
+ * encoded hint at once, before the final sync: the same check finds the hint written ahead of
+ * the data it describes.
  * A hint encoded for an end the segment did not reach (a sync mark predicted, never written) is
  * not written at all: on disk it would claim bytes that are not there.
  */
