@@ -75,7 +75,7 @@ export interface EncodedHint {
  */
 export function encodeActiveHint(dir: string, seg: Segment, coversEnd: number): EncodedHint | null {
   const hint = seg.hint;
-  if (hint === null || seg.writer === null || seg.isClosed || (seg.hintOnDiskEnd === coversEnd && !seg.hintOnDiskStamped)) return null;
+  if (hint === null || seg.writer === null || seg.isClosed || seg.hintOnDiskEnd === coversEnd) return null;
   assert(hint.end <= seg.dataEnd && seg.dataEnd <= coversEnd, `segment ${seg.id}: the hint's records end within the data it covers (${hint.end} <= ${seg.dataEnd} <= ${coversEnd})`);
   const bytes = hint.encodeParts(seg.id, seg.header, coversEnd, false);
   if (unsafeCloseHintForTests.writeBeforeSync) writeHintFile(dir, seg.id, bytes);
@@ -99,10 +99,7 @@ export function writeEncodedHint(dir: string, encoded: EncodedHint): boolean {
   if (seg.syncedEnd !== seg.dataEnd || seg.dataEnd !== encoded.coversEnd) return false;
   assert(seg.hint.end <= encoded.coversEnd, `segment ${seg.id}: no entry was added after the hint was encoded`);
   const written = writeHintFile(dir, seg.id, encoded.bytes);
-  if (written) {
-    seg.hintOnDiskEnd = encoded.coversEnd;
-    seg.hintOnDiskStamped = false;
-  }
+  if (written) seg.hintOnDiskEnd = encoded.coversEnd;
   return written;
 }
 
@@ -119,10 +116,7 @@ export async function writeStampedHint(dir: string, seg: Segment, boot: Buffer):
   assert(hint.end <= seg.dataEnd && seg.syncedEnd <= seg.dataEnd, `segment ${seg.id}: the hint's records and the durable prefix end within the data (${hint.end}, ${seg.syncedEnd} <= ${seg.dataEnd})`);
   const stamp = { boot, syncedEnd: seg.syncedEnd, coveredEnd: Math.min(seg.coveredEnd, seg.syncedEnd) };
   const written = await writeHintFileOverlapped(dir, seg.id, hint.encodeSplit(seg.id, seg.header, seg.dataEnd, false, stamp));
-  if (written) {
-    seg.hintOnDiskEnd = seg.dataEnd;
-    seg.hintOnDiskStamped = true;
-  }
+  if (written) seg.hintOnDiskEnd = seg.dataEnd;
   return written;
 }
 

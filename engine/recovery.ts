@@ -246,7 +246,6 @@ function hintFor(dir: string, o: Opened): LoadedHint | null {
  */
 function readyActive(seg: Segment, fd: number, end: ScanEnd, hint: LoadedHint | null, zeros: boolean): void {
   const stamp = hint?.stamp ?? null;
-  seg.hintOnDiskStamped = stamp !== null && seg.hintOnDiskEnd !== 0;
   if (stamp !== null && zeros) {
     const claimed = unsafeBootStampForTests.claimCoversEnd ? end.end : stamp.syncedEnd; // the twin claims what a plain hint may
     seg.syncedEnd = claimed;
@@ -262,7 +261,7 @@ function readyActive(seg: Segment, fd: number, end: ScanEnd, hint: LoadedHint | 
 function rewriteHint(dir: string, seg: Segment, hint: LoadedHint): void {
   const builder = new HintBuilder(formatOf(seg.header));
   builder.addLoaded(hint);
-  writeHintFile(dir, seg.id, builder.encode(seg.id, seg.header, hint.coversEnd, true));
+  writeHintFile(dir, seg.id, builder.encodeParts(seg.id, seg.header, hint.coversEnd, true));
 }
 
 /** A segment loaded from its hint: the erase entries that recovery applies at once. */

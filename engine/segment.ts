@@ -35,8 +35,6 @@ export class Segment {
   hint: HintBuilder | null = null;
   /** The data end a hint file on disk already covers for the current header (0: none known); close skips an unchanged one. */
   hintOnDiskEnd = 0;
-  /** Whether that hint is boot-stamped (written by a `none`-mode close over unsynced bytes): a close that syncs rewrites it plain. */
-  hintOnDiskStamped = false;
   /** Offset just past the last record (the file size once sealed). */
   dataEnd: number;
   /** Offset up to which the file is known durable (an fdatasync covered it); group frames record it. */
