@@ -1465,12 +1465,12 @@ export function forEachEntry(hint: LoadedHint, visit: (e: Readonly<HintEntry>) =
 
 /**
  * Writes `bytes` as `dir`'s hint of segment `segmentId` with the durability order: .hint.tmp,
- * fdatasync, rename, directory fsync (fault point io:hint); `durable` false (a boot-stamped hint,
- * version 4, refused after any restart) writes and renames only. Null bytes (HintBuilder.encode
- * could not read its prefix) write nothing and remove the hint there. Returns false — with the .tmp
- * removed and any older hint left as it was — when a step fails: a hint is never needed for correctness.
+ * fdatasync, rename, directory fsync (fault point io:hint); a boot-stamped hint is written
+ * unsynced instead, by writeHintFileOverlapped. Null bytes (HintBuilder.encode could not read its
+ * prefix) write nothing and remove the hint there. Returns false — with the .tmp removed and any
+ * older hint left as it was — when a step fails: a hint is never needed for correctness.
  */
-export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | HintParts | null, durable = true): boolean {
+export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | HintParts | null): boolean {
   if (bytes === null) {
     // The builder's loaded prefix (the hint on disk) can no longer be read: remove it, so the
     // next open scans this segment and writes a whole hint, instead of meeting the damage again.
@@ -1479,8 +1479,7 @@ export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | Hi
   }
   const file = path.join(dir, hintFileName(segmentId));
   try {
-    if (durable) io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);
-    else io.replaceFileUnsynced("io:hint", file, bytes, FILE_MODE);
+    io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);
     return true;
   } catch {
     try {
@@ -1493,15 +1492,15 @@ export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | Hi
 }
 
 /**
- * writeHintFile for a boot-stamped hint (`durable` false: nothing synced), in two overlapping
- * steps: the head (header, packed entries and slot hashes: most of the file) goes to the kernel on libuv's pool
- * while this thread builds the index (SplitHint.finish); then the rest is written after it and the
- * `.tmp` renamed over the hint. A null split removes the hint (as writeHintFile). Returns false —
+ * writeHintFile for a boot-stamped hint, with nothing synced (neither the file nor the directory),
+ * in two overlapping steps: the head (header, packed entries and slot hashes: most of the file)
+ * goes to the kernel on libuv's pool while this thread builds the table (SplitHint.finish); then
+ * the rest is written after it and the `.tmp` renamed over the hint. A null split removes the hint (as writeHintFile). Returns false —
  * the `.tmp` removed, any older hint left — when an I/O step fails; a failure of finish() (a
  * writer bug) is thrown after the same cleanup.
  */
 export async function writeHintFileOverlapped(dir: string, segmentId: number, split: SplitHint | null): Promise<boolean> {
-  if (split === null) return writeHintFile(dir, segmentId, null, false);
+  if (split === null) return writeHintFile(dir, segmentId, null);
   const file = path.join(dir, hintFileName(segmentId));
   const tmp = `${file}.tmp`;
   let fd = -1;

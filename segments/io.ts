@@ -392,19 +392,3 @@ export function replaceFileDurably(point: FaultPoint, file: string, bytes: Uint8
   rename(point, tmp, file);
   syncDir(point, path.dirname(file));
 }
-
-/**
- * Replaces `file` with `bytes` and syncs nothing: `${file}.tmp` written, renamed over `file`. After
- * a process crash the name holds the old content or the new; after a power cut, any bytes at all:
- * only content checked whole before every use (a boot-stamped hint) is written this way.
- */
-export function replaceFileUnsynced(point: FaultPoint, file: string, bytes: Uint8Array | readonly Uint8Array[], mode: number): void {
-  const tmp = `${file}.tmp`;
-  const fd = openFile(point, tmp, "w", mode);
-  try {
-    writeAllSync(point, fd, partsOf(bytes), 0);
-  } finally {
-    closeQuietly(fd);
-  }
-  rename(point, tmp, file);
-}
