@@ -71,6 +71,11 @@ export interface UnsafeOptions {
 }
 
 export interface OpenOptions {
+  /**
+   * "sync" (default): a write resolves after the fdatasync that makes it durable (group commit).
+   * "batch": an fdatasync at least every `syncIntervalMs`. "none": the OS decides; only flush()
+   * makes writes durable, and close() syncs nothing.
+   */
   durability?: "sync" | "batch" | "none";
   syncIntervalMs?: number;
   segmentBytes?: number;

@@ -199,7 +199,11 @@ export class Engram {
     return this.#store.flush();
   }
 
-  /** Waits for in-flight writes, GC and workers, then closes; idempotent. */
+  /**
+   * Waits for in-flight writes, GC and workers, then closes; idempotent. In `durability: "none"`
+   * it syncs nothing (call flush() first for a durable close): the next open in the same boot
+   * loads its boot-stamped hint, an open after a restart scans and cuts what the restart lost.
+   */
   close(): Promise<void> {
     return this.#store.close();
   }
