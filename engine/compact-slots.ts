@@ -9,8 +9,11 @@
  * latest PUT's sequence and location, generation 1, `physical` records, nothing else. A batch's
  * decision may overwrite a held row (another such PUT); anything else that asks for the name
  * (a read, a forget, a TTL write, a lone write) has the keydir turn the row into a Slot and free
- * it, and so does every pass over all slots first, so no reader, pass or rule ever sees a row
- * (engine/keydir.ts).
+ * it, and so does every pass over all slots first, so no pass or rule ever sees a row
+ * (engine/keydir.ts). The one exception is a read in a pass in key order (the value cache's
+ * streaming mode): it reads a held row's location as it is, no Slot made, and marks the row
+ * (`touched`) as the cache would mark the Slot; a second read makes it a Slot. A recovery from
+ * hints holds a name whose one hint entry is such a PUT as a row too (Keydir.holdApplied).
  */
 import { assert } from "../rules/assert.js";
 
@@ -40,6 +43,11 @@ export class CompactRows {
   /** PUT records of the name still in segment files (applyPut's `physical`), at most PHYSICAL_MAX. */
   physical = new Uint16Array(0);
   state = new Uint8Array(0);
+  /**
+   * 1 once a read took the held row's value as it is (Keydir.touchRow): the value cache's mark of
+   * a first miss, which a row has no Slot to hang on. Cleared when the row is held again.
+   */
+  touched = new Uint8Array(0);
   /** Rows freed, reused first (newest first). */
   private free: number[] = [];
   /** Rows ever used since the last reset (the high-water mark). */
@@ -77,6 +85,7 @@ export class CompactRows {
     this.off[row] = off;
     this.len[row] = len;
     this.physical[row] = 1;
+    this.touched[row] = 0;
     this.reserved -= 1;
     this.held += 1;
   }
@@ -119,6 +128,7 @@ export class CompactRows {
     this.len = new Uint32Array(0);
     this.physical = new Uint16Array(0);
     this.state = new Uint8Array(0);
+    this.touched = new Uint8Array(0);
     this.free = [];
     this.used = 0;
     this.reserved = 0;
@@ -134,6 +144,7 @@ export class CompactRows {
     this.len = widened(this.len, new Uint32Array(rows));
     this.physical = widened(this.physical, new Uint16Array(rows));
     this.state = widened(this.state, new Uint8Array(rows));
+    this.touched = widened(this.touched, new Uint8Array(rows));
   }
 }
 

@@ -276,6 +276,8 @@ export class HintSlots implements DeferredSlots {
   /** The segments directory (a hint found malformed at first use is deleted there). */
   private readonly dir: string;
   private readonly at: Location = { seg: 0, off: 0, len: 0 };
+  /** The other fields read() reads of an entry (one object for all entries). */
+  private readonly fields = { seq: 0, gen: 0, expiresAt: 0 };
   /** The merge policy read when this was made (setHintMerge). */
   private readonly policy: HintMergePolicy = { ...mergePolicy };
   /** Keyed entries of every table and of the largest, and lookups since open: the merge trigger (policy.after). */
@@ -420,31 +422,56 @@ export class HintSlots implements DeferredSlots {
     this.rescan(ti);
   }
 
-  /** Applies the entry at `at` of `t` to `slot` (the apply* of recovery's applyRecord). */
-  private apply(t: HintTable, at: number, slot: Slot): void {
+  /**
+   * Reads the fields of the entry at `at` of `t` into `this.at` (its record's location) and
+   * `this.fields`; returns its record type.
+   */
+  private read(t: HintTable, at: number): number {
     const body = t.body;
     const f = at + 4;
     const loc = this.at;
+    const fields = this.fields;
     loc.seg = t.segmentId;
     // Byte reads: the entry passed entryUsable (inside the body, its u64 fields safe integers).
     loc.off = u32At(body, at);
     loc.len = u32At(body, f + C.R_LENGTH);
-    const seq = u32At(body, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32At(body, f + C.R_SEQ);
-    const gen = u32At(body, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32At(body, f + C.R_GENERATION);
-    const expiresAt = u32At(body, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32At(body, f + C.R_EXPIRES_AT);
-    switch (body[f + C.R_TYPE]) {
+    fields.seq = u32At(body, f + C.R_SEQ + 4) * 0x1_0000_0000 + u32At(body, f + C.R_SEQ);
+    fields.gen = u32At(body, f + C.R_GENERATION + 4) * 0x1_0000_0000 + u32At(body, f + C.R_GENERATION);
+    fields.expiresAt = u32At(body, f + C.R_EXPIRES_AT + 4) * 0x1_0000_0000 + u32At(body, f + C.R_EXPIRES_AT);
+    return body[f + C.R_TYPE] as number;
+  }
+
+  /** Applies the entry at `at` of `t` to `slot` (the apply* of recovery's applyRecord). */
+  private apply(t: HintTable, at: number, slot: Slot): void {
+    const type = this.read(t, at);
+    const { seq, gen, expiresAt } = this.fields;
+    switch (type) {
       case C.RecordType.PUT:
-        applyPut(slot, seq, gen, expiresAt, loc);
+        applyPut(slot, seq, gen, expiresAt, this.at);
         break;
       case C.RecordType.TOMBSTONE:
-        applyTombstone(slot, seq, gen, expiresAt, loc); // expiresAt holds the killed version
+        applyTombstone(slot, seq, gen, expiresAt, this.at); // expiresAt holds the killed version
         break;
       case C.RecordType.CLEAR:
-        applyClear(slot, seq, gen, loc);
+        applyClear(slot, seq, gen, this.at);
         break;
       default:
-        throw new Error(`segment ${t.segmentId}: hint entry at ${at} of type ${String(body[f + C.R_TYPE])} is not keyed`);
+        throw new Error(`segment ${t.segmentId}: hint entry at ${at} of type ${String(type)} is not keyed`);
     }
+  }
+
+  /**
+   * lookup()'s answer for a name whose one entry, entry `i` of `t`, is a PUT of generation 1 that
+   * never expires: held as a compact row (Keydir.holdApplied), no Slot made. False, applying
+   * nothing, for any other entry or when the keydir holds no row.
+   */
+  private holdLone(keydir: Keydir, scope: string, key: string, t: HintTable, i: number): boolean {
+    const type = this.read(t, elementAt(t.entryAt, i, "an entry offset per indexed entry"));
+    const { seq, gen, expiresAt } = this.fields;
+    if (type !== C.RecordType.PUT || gen !== 1 || expiresAt !== 0) return false;
+    if (!keydir.holdApplied(scope, key, seq, this.at)) return false;
+    t.done[i] = 1;
+    return true;
   }
 
   /** The reclaim rule of the open, for a slot that its entries just built. */
@@ -482,6 +509,7 @@ export class HintSlots implements DeferredSlots {
     else this.probeEach(h, scopeLen, keyLen, found);
     if (found.length === 0) return;
     // Every entry to apply is present and checked: now apply them all (no slot is left half built).
+    if (found.length === 2 && this.holdLone(keydir, scope, key, elementAt(this.tables, elementAt(found, 0, "table number"), "a table per hint"), elementAt(found, 1, "entry number"))) return;
     const slot = keydir.ensureApplied(scope, key);
     for (let k = 0; k < found.length; k += 2) {
       const t = elementAt(this.tables, elementAt(found, k, "table number"), "a table per hint");

@@ -153,6 +153,13 @@ function holdsSlot(keys: ReadonlyMap<string, Slot>): boolean {
  */
 export const unsafeCompactForTests = { skipMake: false, keepStep: false };
 
+/**
+ * Test twin of reads of compact rows (test/row-reads.test.ts): `ignoreErase` makes rowReadable
+ * forget the erasures covering the row's scope, so a read in key order returns a value its
+ * scope's erasure killed — the check rowReadable shares with isReadable.
+ */
+export const unsafeRowReadsForTests = { ignoreErase: false };
+
 /** Whether keydirs made from now on reserve compact rows (engine/compact-slots.ts); tests and bench/ turn them off to compare. */
 export const compactRows = { enabled: true };
 
@@ -181,7 +188,10 @@ export interface Location {
  * everything before any pass over all slots, so every answer is the one an eager open would give.
  */
 export interface DeferredSlots {
-  /** Applies every entry of (scope, key) not applied yet, through `keydir.ensureApplied`. */
+  /**
+   * Applies every entry of (scope, key) not applied yet, through `keydir.ensureApplied`, or through
+   * `keydir.holdApplied` when its one entry is a PUT a compact row can stand for.
+   */
   load(keydir: Keydir, scope: string, key: string): void;
   /** Applies every entry not applied yet. The keydir forgets the source afterwards. */
   loadAll(keydir: Keydir): void;
@@ -214,6 +224,12 @@ export class Keydir {
   /** The scope keysOf answered last and its keys (undefined: none held); null when forgotten. */
   private lastScope: string | null = null;
   private lastKeys: Map<string, Slot | number> | undefined = undefined;
+  /**
+   * True only while readRef asks the deferred source: a name it loads then may be held as a row
+   * (holdApplied). Any other caller would make the row a Slot at once — a row's columns made and
+   * dropped per name (random reads after a hinted open).
+   */
+  private rowsLoadable = false;
   /** The slot ensureApplied returned last (loadDeferred's answer); null outside a load. */
   private applied: Slot | null = null;
   /**
@@ -347,7 +363,61 @@ export class Keydir {
       return this.rows.state[ref] === ROW_HELD ? this.slotOfRow(keys as Map<string, Slot | number>, scope, key, ref, false) : undefined;
     }
     if (this.deferred === null) return undefined;
-    return this.loadDeferred(scope, key);
+    const loaded = this.loadDeferred(scope, key);
+    return typeof loaded === "number" ? this.slotOfRow(this.keysOf(scope) as Map<string, Slot | number>, scope, key, loaded, false) : loaded;
+  }
+
+  /**
+   * get() for a read that can use a held compact row as it is: the row's number, no Slot made
+   * (engine/store.ts find, for a pass in key order, where a Slot per name would only be marked
+   * by the value cache and kept on the heap). Reserved answers are absent, as get()'s.
+   */
+  readRef(scope: string, key: string): SlotRef | undefined {
+    let ref = this.keysOf(scope)?.get(key);
+    if (ref === undefined && this.deferred !== null) {
+      this.rowsLoadable = true;
+      try {
+        ref = this.loadDeferred(scope, key);
+      } finally {
+        this.rowsLoadable = false;
+      }
+    }
+    if (ref === undefined) return undefined;
+    if (typeof ref === "number") return this.rows.state[ref] === ROW_HELD ? ref : undefined;
+    return isReserved(ref) ? undefined : ref;
+  }
+
+  /**
+   * True when a read at any time returns held row `row`'s value (isReadable of the Slot the row
+   * stands for: a PUT of generation 1 that never expires, so only an erasure covering `scope`,
+   * the row's scope, can kill it).
+   */
+  rowReadable(row: number, scope: string): boolean {
+    const putSeq = this.rowPutSeq(row);
+    return versionSurvivesKill(putSeq, unsafeRowReadsForTests.ignoreErase ? 0 : this.eraseSeq(scope));
+  }
+
+  /** True once a read took held row `row`'s value as it is (touchRow). */
+  rowTouched(row: number): boolean {
+    return this.rows.touched[row] === 1;
+  }
+
+  /** Marks held row `row` as read once as it is: its next read makes it a Slot, cached (engine/store.ts). */
+  touchRow(row: number): void {
+    assert(this.rows.state[row] === ROW_HELD, "only a held row is read");
+    this.rows.touched[row] = 1;
+  }
+
+  /** The segment of held row `row`'s PUT record (rowOff, rowLen: its offset and length there). */
+  rowSeg(row: number): number {
+    assert(this.rows.state[row] === ROW_HELD, "only a held row has a record");
+    return this.rows.seg[row] as number;
+  }
+  rowOff(row: number): number {
+    return this.rows.off[row] as number;
+  }
+  rowLen(row: number): number {
+    return this.rows.len[row] as number;
   }
 
   /**
@@ -559,14 +629,15 @@ export class Keydir {
    * that is this (scope, key)'s, it is the answer without looking it up again (a third lookup per
    * slot built, about a quarter of building one).
    */
-  private loadDeferred(scope: string, key: string): Slot | undefined {
+  private loadDeferred(scope: string, key: string): SlotRef | undefined {
     this.applied = null;
     (this.deferred as DeferredSlots).load(this, scope, key);
     const applied = this.applied as Slot | null;
     this.applied = null;
     if (applied !== null && ((applied.key === key && applied.scope === scope) || !this.checks)) return applied;
     const ref = this.keysOf(scope)?.get(key);
-    assert(typeof ref !== "number", "a name with deferred entries has no compact row (rows are made after the source is asked)");
+    // A row here is the source's own (holdApplied): a batch reserves one only after asking the source.
+    assert(typeof ref !== "number" || this.rows.state[ref] === ROW_HELD, "a name the source loaded holds a Slot or a held row");
     return ref;
   }
 
@@ -577,7 +648,7 @@ export class Keydir {
     if (ref !== undefined) return this.found(keys as Map<string, Slot | number>, scope, key, ref);
     if (this.deferred !== null) {
       const loaded = this.loadDeferred(scope, key);
-      if (loaded !== undefined) return loaded;
+      if (loaded !== undefined) return this.found(this.keysOf(scope) as Map<string, Slot | number>, scope, key, loaded);
     }
     return this.ensureApplied(scope, key);
   }
@@ -651,6 +722,33 @@ export class Keydir {
     } else slot = this.found(keys, scope, key, ref);
     this.applied = slot;
     return slot;
+  }
+
+  /**
+   * For a deferred source whose one entry for (scope, key), a name not held, is a PUT of
+   * generation 1 that never expires: holds it as a compact row — what applyPut makes of an empty
+   * slot (compact-slots.ts's contract) — instead of a Slot. A read in key order then reads it with
+   * no Slot made (readRef); anything else asks get() or ensure(), which make it a Slot. False,
+   * holding nothing, outside readRef's ask (rowsLoadable), when rows are off or none is left: the
+   * source applies a Slot instead.
+   */
+  holdApplied(scope: string, key: string, seq: number, loc: Location): boolean {
+    if (!this.compact || !this.rowsLoadable) return false;
+    const row = this.rows.take();
+    if (row < 0) return false;
+    let keys = this.keysOf(scope);
+    if (keys === undefined) {
+      keys = new Map();
+      this.byScope.set(scope, keys);
+      this.forgetLastScope();
+    }
+    const before = keys.size;
+    this.rows.hold(row, seq, loc.seg, loc.off, loc.len);
+    keys.set(key, row);
+    if (keys.size !== before + 1) fail(`a row held for a deferred name (${scope}, ${key}) replaced a slot`);
+    this.count += 1;
+    this.moved += 1;
+    return true;
   }
 
   /** Forgets a slot entirely: its retention record is gone ("absent"). A reserved slot is taken back (unreserve). */

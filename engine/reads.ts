@@ -22,10 +22,21 @@ import { copyOf, type ValueCache } from "./value-cache.js";
 import { blockOffset, type BlockCache } from "./block-cache.js";
 import type { ReadResult } from "../rules/types.js";
 
-/** A slot a read found, and the segment holding its value. */
+/**
+ * What a read found: the segment holding the value, and the record's location and fields (the
+ * slot's, or a held compact row's: engine/store.ts find). `slot` is null for a row read as it is,
+ * which the value cache neither serves nor keeps.
+ */
 export interface ReadFound {
-  slot: Slot;
+  slot: Slot | null;
   segment: Segment;
+  off: number;
+  len: number;
+  /** The PUT's sequence and generation. */
+  version: number;
+  generation: number;
+  scope: string;
+  key: string;
 }
 
 /** What a read was authorized to return. */
@@ -40,7 +51,8 @@ interface ReadToken {
   version: number;
   /** The value from the hot-value cache, when the slot was cached at this location and generation. */
   cached: string | Uint8Array | undefined;
-  slot: Slot;
+  /** Null for a compact row read as it is (ReadFound). */
+  slot: Slot | null;
 }
 
 /** What materialize needs from the store. */
@@ -63,7 +75,7 @@ export const unsafeReadsForTests = { aliasBlockValues: false };
 
 /** A token with no read in it (what the synchronous path's shared token starts as). */
 function blankToken(): ReadToken {
-  return { segment: null as unknown as Segment, slot: null as unknown as Slot, cached: undefined, offset: 0, length: 0, segmentGeneration: 0, scope: "", key: "", generation: 0, version: 0 };
+  return { segment: null as unknown as Segment, slot: null, cached: undefined, offset: 0, length: 0, segmentGeneration: 0, scope: "", key: "", generation: 0, version: 0 };
 }
 
 /**
@@ -77,20 +89,20 @@ const syncToken = blankToken();
 /** Where finishRead's expected fields go: filled per read, read only within its decode (one object for all reads). */
 const expected: RecordExpectation = { type: C.RecordType.PUT, scope: "", key: "", generation: 0, seq: 0 };
 
-/** Fills `token` with what a read is authorized against: the slot's record location and fields, and its segment's generation now. */
+/** Fills `token` with what a read is authorized against: the record's location and fields as found, and its segment's generation now. */
 function authorize(host: ReadHost, found: ReadFound, token: ReadToken): ReadToken {
   const { slot, segment } = found;
   const segmentGeneration = host.gens.load(segment.cell);
   token.segment = segment;
   token.slot = slot;
-  token.cached = host.cache?.get(slot, segmentGeneration);
-  token.offset = slot.off;
-  token.length = slot.len;
+  token.cached = slot === null ? undefined : host.cache?.get(slot, segmentGeneration);
+  token.offset = found.off;
+  token.length = found.len;
   token.segmentGeneration = segmentGeneration;
-  token.scope = slot.scope;
-  token.key = slot.key;
-  token.generation = slot.putGen;
-  token.version = slot.putSeq;
+  token.scope = found.scope;
+  token.key = found.key;
+  token.generation = found.generation;
+  token.version = found.version;
   return token;
 }
 
@@ -104,8 +116,8 @@ function authorize(host: ReadHost, found: ReadFound, token: ReadToken): ReadToke
  */
 function cachedNow(host: ReadHost, found: ReadFound): ReadResult | null {
   const cache = host.cache;
-  if (cache === null) return null;
   const { slot, segment } = found;
+  if (cache === null || slot === null) return null;
   const segmentGeneration = host.gens.load(segment.cell);
   if (segmentGeneration % 2 !== 0) return null;
   const value = cache.get(slot, segmentGeneration);
@@ -160,7 +172,7 @@ function startRead(host: ReadHost, token: ReadToken): ReadToken {
 /** Lets go of what the shared token points at once its read is over, so that it keeps no segment, slot or value alive. */
 function release(token: ReadToken): void {
   token.segment = null as unknown as Segment;
-  token.slot = null as unknown as Slot;
+  token.slot = null;
   token.cached = undefined;
 }
 
@@ -207,7 +219,7 @@ function finishRead(host: ReadHost, token: ReadToken): ReadResult {
   // (one small object; a fresh 256-byte ArrayBuffer per read cost more than the decode itself).
   const view = got.value as string | Uint8Array;
   const value = owned || typeof view === "string" || unsafeReadsForTests.aliasBlockValues ? view : copyOf(view);
-  host.cache?.put(token.slot, value, token.segment.id, token.offset, token.segmentGeneration);
+  if (token.slot !== null) host.cache?.put(token.slot, value, token.segment.id, token.offset, token.segmentGeneration);
   return { status: "OK", value, version: token.version, generation: token.generation, scope: token.scope };
 }
 

@@ -612,17 +612,60 @@ export class Store implements T.Backend {
     const scope = A.scopeOf(o);
     const k = A.keyOf(key);
     const inherit = A.boolOf(o, "inherit", true);
+    // A read that may take a held row as it is looks it up as one (a name loaded from a hint then
+    // may become a row); any other read makes a row a Slot at once, as before rows were read.
+    const rowsAsIs = this.cache === null || this.cache.takesRowsAsIs();
     // The lineage is walked in place (no array per call): the scope, then each parent up to "global".
     for (let s: string | null = scope; s !== null; s = inherit ? parentScope(s) : null) {
-      const slot = this.keydir.get(s, k);
+      let ref: SlotRef | undefined = rowsAsIs ? this.keydir.readRef(s, k) : this.keydir.get(s, k);
+      if (typeof ref === "number") {
+        if (!this.keydir.rowReadable(ref, s)) continue;
+        if (this.readsRowAsIs(ref, s, k)) return this.foundRow(ref, s, k);
+        ref = this.slotForRead(ref, s, k);
+      }
       // The clock is asked only for a value that can expire (expiresAt 0 never does, whatever now is).
-      if (slot !== undefined && isReadable(this.keydir, slot, slot.expiresAt === 0 ? 0 : this.options.clock())) {
-        const seg = this.segments.get(slot.seg);
-        if (seg === undefined) throw new Error(`keydir points at missing segment ${slot.seg}`);
-        return { slot, segment: seg };
+      if (ref !== undefined && isReadable(this.keydir, ref, ref.expiresAt === 0 ? 0 : this.options.clock())) {
+        const seg = this.segmentOf(ref.seg);
+        return { slot: ref, segment: seg, off: ref.off, len: ref.len, version: ref.putSeq, generation: ref.putGen, scope: ref.scope, key: ref.key };
       }
     }
     return null;
+  }
+
+  /**
+   * True when a read of held compact row `row` of (scope, key) reads it as it is, no Slot made:
+   * with no value cache, or on its first read while the cache takes the reads for a pass in key
+   * order (ValueCache.readsRowAsIs), where a Slot would only be marked and kept on the heap; the
+   * row is then marked instead (touchRow). Otherwise the row is made a Slot, to be cached.
+   */
+  private readsRowAsIs(row: number, scope: string, key: string): boolean {
+    const cache = this.cache;
+    if (cache === null) return true;
+    if (this.keydir.rowTouched(row) || !cache.readsRowAsIs(scope, key)) return false;
+    this.keydir.touchRow(row);
+    return true;
+  }
+
+  /** Makes held row `row` of (scope, key) the Slot a read hangs its value on, carrying the row's mark (a row read once: this miss caches). */
+  private slotForRead(row: number, scope: string, key: string): Slot {
+    const touched = this.keydir.rowTouched(row);
+    const slot = this.keydir.get(scope, key);
+    assert(slot !== undefined, "a held row read is made a Slot");
+    if (touched) this.cache?.markRead(slot);
+    return slot;
+  }
+
+  /** What a read of held row `row` of (scope, key) is authorized against: the Slot it stands for's fields, no Slot. */
+  private foundRow(row: number, scope: string, key: string): ReadFound {
+    const seg = this.segmentOf(this.keydir.rowSeg(row));
+    return { slot: null, segment: seg, off: this.keydir.rowOff(row), len: this.keydir.rowLen(row), version: this.keydir.rowPutSeq(row), generation: 1, scope, key };
+  }
+
+  /** The open segment numbered `id`, which a held slot or row points at. */
+  private segmentOf(id: number): Segment {
+    const seg = this.segments.get(id);
+    if (seg === undefined) throw new Error(`keydir points at missing segment ${id}`);
+    return seg;
   }
 
   /** readSync(): authorization and materialization in one synchronous turn. */

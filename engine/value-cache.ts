@@ -96,9 +96,8 @@ class Admission {
   /** True while the first misses walk the key order (first misses only mark). */
   streaming = false;
 
-  /** For a slot's first miss: true to cache its value now, false to mark it (the caller marks). */
-  admitFirst(slot: Slot): boolean {
-    const { scope, key } = slot;
+  /** For the first miss of (scope, key): true to cache its value now, false to mark it (the caller marks). */
+  admitFirst(scope: string, key: string): boolean {
     const up = scope === this.lastScope ? key > this.lastKey : scope > this.lastScope;
     if (up) this.ups++;
     else this.downs++;
@@ -165,6 +164,32 @@ export class ValueCache {
     return this.marks && (this.admission?.streaming ?? true);
   }
 
+  /**
+   * For a read of a held compact row (engine/store.ts find), which has no Slot to mark: true to
+   * read it as it is — while the adaptive rule takes the reads for a pass in key order, where a
+   * first miss only marks; the read counts as a first miss of (scope, key), so reads out of
+   * order end the pass as before. False otherwise (not streaming, or another rule): the row is
+   * made a Slot, whose miss the rule then counts as any.
+   */
+  /** True while a read may take a held row as it is (readsRowAsIs may answer true): the adaptive rule takes the reads for a pass. */
+  takesRowsAsIs(): boolean {
+    return this.admission !== null && this.admission.streaming;
+  }
+
+  readsRowAsIs(scope: string, key: string): boolean {
+    if (this.admission === null || !this.admission.streaming) return false;
+    this.admission.admitFirst(scope, key);
+    return true;
+  }
+
+  /**
+   * Marks `slot`, just made of a row read once as it is (readsRowAsIs), as a first miss marks a
+   * slot: its next miss caches its value, as a marked slot's does.
+   */
+  markRead(slot: Slot): void {
+    if (this.marks && slot.cached === null) slot.cached = TOUCHED;
+  }
+
   /** Bytes held now (tests). */
   get bytesHeld(): number {
     return this.bytes;
@@ -208,7 +233,7 @@ export class ValueCache {
     const bytes = (typeof value === "string" ? value.length : value.byteLength) + 64;
     if (this.bytesMax === 0 || bytes > this.bytesMax / 16) return;
     const old = slot.cached;
-    if (old === null && this.marks && (this.admission === null || !this.admission.admitFirst(slot))) {
+    if (old === null && this.marks && (this.admission === null || !this.admission.admitFirst(slot.scope, slot.key))) {
       slot.cached = TOUCHED; // the first miss: remembered, not cached
       return;
     }
