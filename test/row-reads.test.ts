@@ -20,11 +20,10 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { isReadable, Keydir, unsafeRowReadsForTests } from "../engine/keydir.js";
 import { ScopeErasedDuringRead } from "../rules/errors.js";
-import { GROUP_FRAME_BYTES_V3 } from "../segments/constants.js";
-import { recordLengthV3 } from "../segments/record-v3.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { rng } from "./helpers/rng.js";
+import { BIG, READER, SESSION1, sized } from "./helpers/seed-layout.js";
 
 const N = 3000;
 const DEADLINE_MS = 10_000;
@@ -163,18 +162,6 @@ function rowsAgreeWithSlots(): number {
   return disagree;
 }
 
-// The seed's layout (test/seed-torn-read.test.ts): K's and b's records two group frames longer
-// than the note's, so that the rewrite moves b exactly onto K's old offset.
-const SESSION1 = "user:alice/session:1";
-const READER = "user:alice/session:2";
-const NOTE_RECORD = recordLengthV3(SESSION1.length, 4, 96 - SESSION1.length - 4, 1, 0, 0);
-const BIG = ((): number => {
-  for (let total = 96; total < 512; total++) if (recordLengthV3(6, 1, total - 7, 2, 0, 0) === NOTE_RECORD + 2 * GROUP_FRAME_BYTES_V3) return total;
-  throw new Error("no padding makes K's record two frames longer than the note's");
-})();
-function sized(scope: string, key: string, value: string, total = 96): string {
-  return value + "#".repeat(total - scope.length - key.length - value.length);
-}
 
 describe("the seed's torn read, with K read as a row", () => {
   async function straddle(unsafe: boolean): Promise<{ ok: true; value: unknown; scope: string } | { ok: false; error: unknown }> {
