@@ -408,14 +408,18 @@ export class Keydir {
     this.rows.touched[row] = 1;
   }
 
-  /** The segment of held row `row`'s PUT record (rowOff, rowLen: its offset and length there). */
+  /** The segment of held row `row`'s PUT record. */
   rowSeg(row: number): number {
     assert(this.rows.state[row] === ROW_HELD, "only a held row has a record");
     return this.rows.seg[row] as number;
   }
+
+  /** The offset of held row `row`'s PUT record in its segment (rowSeg checked the row is held). */
   rowOff(row: number): number {
     return this.rows.off[row] as number;
   }
+
+  /** The length of held row `row`'s PUT record. */
   rowLen(row: number): number {
     return this.rows.len[row] as number;
   }

@@ -655,7 +655,7 @@ export class Store implements T.Backend {
     return slot;
   }
 
-  /** What a read of held row `row` of (scope, key) is authorized against: the Slot it stands for's fields, no Slot. */
+  /** What a read of held row `row` of (scope, key) is authorized against: the fields of the Slot it stands for, with no Slot made. */
   private foundRow(row: number, scope: string, key: string): ReadFound {
     const seg = this.segmentOf(this.keydir.rowSeg(row));
     return { slot: null, segment: seg, off: this.keydir.rowOff(row), len: this.keydir.rowLen(row), version: this.keydir.rowPutSeq(row), generation: 1, scope, key };

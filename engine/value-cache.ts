@@ -164,6 +164,11 @@ export class ValueCache {
     return this.marks && (this.admission?.streaming ?? true);
   }
 
+  /** True while a read may take a held row as it is (readsRowAsIs may answer true): the adaptive rule takes the reads for a pass. */
+  takesRowsAsIs(): boolean {
+    return this.admission !== null && this.admission.streaming;
+  }
+
   /**
    * For a read of a held compact row (engine/store.ts find), which has no Slot to mark: true to
    * read it as it is — while the adaptive rule takes the reads for a pass in key order, where a
@@ -171,11 +176,6 @@ export class ValueCache {
    * order end the pass as before. False otherwise (not streaming, or another rule): the row is
    * made a Slot, whose miss the rule then counts as any.
    */
-  /** True while a read may take a held row as it is (readsRowAsIs may answer true): the adaptive rule takes the reads for a pass. */
-  takesRowsAsIs(): boolean {
-    return this.admission !== null && this.admission.streaming;
-  }
-
   readsRowAsIs(scope: string, key: string): boolean {
     if (this.admission === null || !this.admission.streaming) return false;
     this.admission.admitFirst(scope, key);
