@@ -46,15 +46,19 @@ export function renderDocs(report: string): string {
   ].join("\n");
 }
 
-/** The "Sharing" section of the current page (written from `npm run bench:share`), kept across regenerations. */
-export function sharingSection(page: string): string {
+/**
+ * The hand-kept part of the current page, kept across regenerations: everything from the
+ * "Sharing" section (written from `npm run bench:share`) on, which includes "Issue 11: where each
+ * goal stands" (written by hand). Empty when the page has no Sharing section.
+ */
+export function keptSections(page: string): string {
   const at = page.indexOf("\n## Sharing one store between processes");
   return at < 0 ? "" : page.slice(at);
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const src = process.argv[2] ?? path.join(here, "results", "latest.md");
-  const kept = fs.existsSync(DOCS_FILE) ? sharingSection(fs.readFileSync(DOCS_FILE, "utf8")) : "";
+  const kept = fs.existsSync(DOCS_FILE) ? keptSections(fs.readFileSync(DOCS_FILE, "utf8")) : "";
   fs.writeFileSync(DOCS_FILE, renderDocs(fs.readFileSync(src, "utf8")) + kept);
   process.stdout.write(`wrote ${path.relative(process.cwd(), DOCS_FILE)} from ${path.relative(process.cwd(), src)}\n`);
 }

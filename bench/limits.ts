@@ -224,7 +224,7 @@ const PAGE_BYTES = 4096;
  * `file` (in the page cache) into fresh memory against into one reused buffer. On a virtual
  * machine a first touch can cost tens of times what it costs on bare metal (compact-13 measured
  * ~10 µs per page here), which bounds every workload that grows its memory: a cache filling, a
- * keydir growing, a buffer allocated per job (docs/PERFORMANCE.md, compact-13).
+ * keydir growing, a buffer allocated per job (docs/performance-history.md, compact-13).
  */
 function freshMemory(file: string, quick: boolean): Record<string, number> {
   const m: Record<string, number> = {};

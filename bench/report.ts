@@ -420,7 +420,7 @@ export function renderReport(r: ReportInput): string {
     "## Goals (issue 11)",
     "",
     "Issue 11's table, checked against this run: every ratio is engram's median over the best peer's median from the same run. " +
-      "Its \"Done when\" asks for every goal met, or, for one missed, the profile of what bounds it (docs/PERFORMANCE.md, the issue 11 leads).",
+      "Its \"Done when\" asks for every goal met, or, for one missed, the profile of what bounds it (docs/PERFORMANCE.md, \"Issue 11: where each goal stands\").",
     "",
     goalsTable(r.samples),
     "",

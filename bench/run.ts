@@ -17,7 +17,7 @@ import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DURABILITY_NOTES, PEERS_DIR } from "./adapters.js";
 import { errorText, FULL, QUICK, STORES, isStoreName, type ChildResult, type ChildSpec, type Sizes, type StoreName, type Workload } from "./common.js";
-import { DOCS_FILE, renderDocs, sharingSection } from "./docs.js";
+import { DOCS_FILE, keptSections, renderDocs } from "./docs.js";
 import { describeMachine } from "./machine.js";
 import { addSample, deriveMetrics, renderReport, type FsyncRow, type Samples } from "./report.js";
 
@@ -394,7 +394,7 @@ async function main(): Promise<void> {
   if (o.docs) {
     if (o.quick || partial) log("--docs ignored: docs/PERFORMANCE.md holds complete full-run figures only");
     else {
-      const kept = fs.existsSync(DOCS_FILE) ? sharingSection(fs.readFileSync(DOCS_FILE, "utf8")) : "";
+      const kept = fs.existsSync(DOCS_FILE) ? keptSections(fs.readFileSync(DOCS_FILE, "utf8")) : "";
       fs.writeFileSync(DOCS_FILE, renderDocs(md) + kept);
       log(`wrote ${path.relative(repoRoot, DOCS_FILE)}`);
     }

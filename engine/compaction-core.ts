@@ -1275,7 +1275,7 @@ let warmOut: Buffer | null = null;
  * two, as a plan lists a segment of tombstones), in buffers of its own — never the tasks'
  * scratch, which a task holds across its awaits. A pass otherwise runs those loops cold, once
  * per output: V8 optimizes a loop only after it ran a while (compact-9's measurements in
- * docs/PERFORMANCE.md). Touches no file and no shared state. Returns the round's output (in a buffer the next round reuses) and hint, for the paired
+ * docs/performance-history.md). Touches no file and no shared state. Returns the round's output (in a buffer the next round reuses) and hint, for the paired
  * check of the tests.
  */
 export function warmRound(round: number): { out: Buffer; hint: Buffer | null; newOffsets: Uint32Array; header: HeaderChoice } {

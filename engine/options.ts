@@ -44,7 +44,7 @@ export const WORKERS_MAX = 16;
 /**
  * How far below the process's CPU priority compaction threads run by default (`compaction.niceness`:
  * added to their nice value, Linux only). On 2 cores a pass beside a read-heavy main thread took the
- * CPU the reads waited for (W5's read-all queued 222–339 ms behind it, docs/PERFORMANCE.md
+ * CPU the reads waited for (W5's read-all queued 222–339 ms behind it, docs/performance-history.md,
  * compact-13); a lower priority lets the thread that serves calls go first when they contend, as
  * RocksDB lowers its compaction threads' priority. A thread may always lower its own priority.
  */

@@ -98,7 +98,7 @@ export class Store implements T.Backend {
     const faultBuffer = faultsOn ? createFaultBuffer(options.pauseAt, options.crashAt, options.failAt) : null;
     this.faults = new FaultController(faultBuffer);
     // "adaptive": a pass over the keys in order (a read-all) only marks on first misses, random
-    // gets cache as before (engine/value-cache.ts Admission; docs/PERFORMANCE.md, reads-8).
+    // gets cache as before (engine/value-cache.ts Admission; docs/performance-history.md, reads-8).
     this.cache = options.cacheBytes > 0 && !options.unsafeSkipReadValidation ? new ValueCache(options.cacheBytes, true, "adaptive") : null;
     this.blocks = options.blockCacheBytes > 0 && !options.unsafeSkipReadValidation ? new BlockCache(options.blockCacheBytes) : null;
     registerFaultTable(this.segmentsDir, faultBuffer);

@@ -4,7 +4,7 @@
  *
  * Two ways in: `checksum64` hashes one range (xxhash-wasm's h64Raw copies the range into the
  * module's memory per call: ~1.5–2 µs of fixed cost per call here, measured in
- * docs/PERFORMANCE.md "compact-5"), and `firstBadSum` checks many records' stored checksums in one
+ * docs/performance-history.md "compact-5"), and `firstBadSum` checks many records' stored checksums in one
  * go — the records' bytes are copied into the module's memory once, then each record is hashed
  * where it lies (one WASM call per record, no copy, no subarray): what a sealed-segment walk uses.
  */

@@ -884,7 +884,7 @@ function decodeBlock(p: Buffer, out: Buffer, x: number, xEnd: number, k: number,
     const length = lengthOf(scopeBytes.length, keyLen, valueLen, seq, gen, exp);
     if (q + keyLen + tail > end || x + size > xEnd || offset > 0xffffffff || length > 0xffffffff) return false;
     // Byte stores, not Buffer.write*/copy: an entry is ~60 bytes, and those calls' argument checks
-    // and native copies were most of a block's decode (docs/PERFORMANCE.md, slots-6).
+    // and native copies were most of a block's decode (docs/performance-history.md, slots-6).
     putU32(out, x, offset);
     const f = x + 4;
     putU32(out, f + C.R_LENGTH, length);

@@ -129,7 +129,7 @@ let closesSettled: Array<() => void> = [];
 /**
  * close(2) on libuv's pool, for a descriptor no one uses any more (the caller forgets it now): the
  * last close of an unlinked file frees its blocks — 1.6–4.5 ms each on the ext4 (mounted with
- * discard) measured, docs/PERFORMANCE.md, twelfth session — which a compaction's publication
+ * discard) measured, docs/performance-history.md, twelfth session — which a compaction's publication
  * would otherwise pay on the main thread, once per retired source. The number is not reused
  * before the kernel has closed it. A failure is ignored, as closeQuietly does; backgroundCloses()
  * waits for every close started.

@@ -52,7 +52,7 @@ export const unsafeScratchForTests = { ignoreHeld: false };
 /**
  * Read buffers kept for reuse by sequential jobs, so that each 4 MiB segment read does not
  * allocate — and fault in — fresh memory: on the machines measured a first touch costs ~10 µs per
- * 4 KiB page (docs/PERFORMANCE.md, compact-13), so a 16 MiB buffer touched anew costs ~40 ms,
+ * 4 KiB page (docs/performance-history.md, compact-13), so a 16 MiB buffer touched anew costs ~40 ms,
  * while one touched before costs nothing. Up to `buffersMax` buffers are kept (two outputs in
  * flight each take one). While every kept buffer is held (take() until release()), a further
  * taker gets a fresh buffer: jobs that interleave at await points (two stores compacting inline in

@@ -2,7 +2,7 @@
  * compact-13: compaction threads run below the process's CPU priority (`compaction.niceness`,
  * default 10, Linux only), so that on a machine with few cores the thread serving the store's
  * calls goes first when a pass contends with it (W5's read-all waited 222–339 ms in the run queue
- * behind a pass: docs/PERFORMANCE.md, compact-13). The property is the threads' nice values,
+ * behind a pass: docs/performance-history.md, compact-13). The property is the threads' nice values,
  * read from /proc/self/task/<tid>/stat after a pass made the pool start its worker: the worker
  * runs at the main thread's nice plus the option, and no other thread moved. Twin: with
  * `niceness: 0` no thread of the process runs below the main thread. Bad values are
