@@ -12,10 +12,15 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import fc from "fast-check";
-import { afterAll, describe, it } from "vitest";
+import { afterAll, describe, it, vi } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { tempDir } from "./helpers/tmp.js";
+import { modelTimeoutMs } from "./helpers/model-timeout.js";
+
+/** Runs of the model-based test by default; ENGRAM_MODEL_RUNS overrides, and the timeout grows with it (~40 ms a run here). */
+const MODEL_RUNS = 100;
+vi.setConfig({ testTimeout: modelTimeoutMs(MODEL_RUNS, 500) });
 
 const root = tempDir("conf");
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -55,5 +60,5 @@ conformance({
   fingerprint: async (store) => segmentHash(store.dir),
   supports: { readSync: true, inPlaceCompaction: true, faults: true, unsafeGc: true, engineOptions: true, liveStats: true },
   fastCheck: fc,
-  modelRuns: 100,
+  modelRuns: MODEL_RUNS,
 });

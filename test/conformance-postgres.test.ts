@@ -12,10 +12,15 @@
 import { createHash } from "node:crypto";
 import pg from "pg";
 import fc from "fast-check";
-import { afterAll, describe, it } from "vitest";
+import { afterAll, describe, it, vi } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram } from "../src/index.js";
 import { dropSchemas, storeUrl } from "./helpers/pg.js";
+import { modelTimeoutMs } from "./helpers/model-timeout.js";
+
+/** Runs of the model-based test by default; ENGRAM_MODEL_RUNS overrides, and the timeout grows with it (~0.5 s a run here). */
+const MODEL_RUNS = 10;
+vi.setConfig({ testTimeout: modelTimeoutMs(MODEL_RUNS, 2_000) });
 
 const url = process.env["ENGRAM_PG_URL"];
 const urls = new WeakMap<object, string>();
@@ -54,6 +59,6 @@ if (url === undefined || url === "") {
     fingerprint,
     supports: { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false, liveStats: false },
     fastCheck: fc,
-    modelRuns: 10,
+    modelRuns: MODEL_RUNS,
   });
 }
