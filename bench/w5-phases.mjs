@@ -2,7 +2,9 @@
 //   node bench/w5-phases.mjs TREE [TREE ...]     (each TREE has a built dist/; e.g. . /tmp/base)
 // Env: ROUNDS (3), N (200000 keys), PROF (a path prefix: writes a V8 CPU profile of the delete
 // phase and of the read-all, `${PROF}-{delete,read}-${tree}-${round}.cpuprofile`; summarize with
-// bench/profile-top.ts).
+// bench/profile-top.ts), AUTO=off (the durable opens with `compaction: { auto: false }`: what the
+// automatic pass costs the phases), PRELOAD=1 (`stats()` right after the durable open, untimed,
+// builds every name from the hints: what the deferred keydir costs the phases).
 // Does what bench/workloads.ts w5 does through engine/store.js's Store — load N keys non-durably,
 // reopen durable, forget every even key, rewrite every 8th (atomic batches of 1000, random order),
 // read all N with readSync and verify, close, reopen and read all again — and prints each phase's
@@ -18,6 +20,8 @@ const rounds = Number(process.env.ROUNDS ?? 3);
 const n = Number(process.env.N ?? 200000);
 const mods = await Promise.all(trees.map((t) => import(pathToFileURL(path.join(t, "dist/engine/store.js")).href)));
 const { dels, puts } = w5Batches(n);
+const durable = { durability: "sync", ...(process.env.AUTO === "off" ? { compaction: { auto: false } } : {}) };
+const preload = process.env.PRELOAD === "1";
 const post = (sess, m, a) => new Promise((res, rej) => sess.post(m, a ?? {}, (e, x) => (e ? rej(e) : res(x))));
 /** Runs `fn`, profiled to `${PROF}-${name}-...` when PROF is set; returns [wall ms, main CPU ms]. */
 async function phase(name, t, r, fn) {
@@ -40,13 +44,14 @@ for (let r = 0; r < rounds; r++) for (let t = 0; t < trees.length; t++) {
   let s = await E.open(dir, { durability: "none" });
   await loadKeys(s, n);
   await s.close();
-  s = await E.open(dir, { durability: "sync" });
+  s = await E.open(dir, durable);
+  if (preload) s.stats();
   const ph = [];
   ph.push(await phase("delete", t, r, async () => { for (const b of dels) await s.batch(b); }));
   ph.push(await phase("rewrite", t, r, async () => { for (const b of puts) await s.batch(b); }));
   ph.push(await phase("read", t, r, () => verify(s, n)));
   await s.close();
-  ph.push(await phase("reopen", t, r, async () => { const s2 = await E.open(dir, { durability: "sync" }); const bad = verify(s2, n); await s2.close(); return bad; }));
+  ph.push(await phase("reopen", t, r, async () => { const s2 = await E.open(dir, durable); const bad = verify(s2, n); await s2.close(); return bad; }));
   fs.rmSync(dir, { recursive: true, force: true });
   for (let k = 0; k < names.length; k++) res[t][k].push(ph[k]);
   const load = fs.readFileSync("/proc/loadavg", "utf8").split(" ")[0];
