@@ -347,6 +347,16 @@ export class Keydir {
     return keys;
   }
 
+  /** The keys of `scope`: keysOf's map, or a new empty one put in place when the scope holds none yet. */
+  private keysMade(scope: string): Map<string, Slot | number> {
+    const keys = this.keysOf(scope);
+    if (keys !== undefined) return keys;
+    const made = new Map<string, Slot | number>();
+    this.byScope.set(scope, made);
+    this.forgetLastScope(); // the remembered scope may say "no keys" for this one
+    return made;
+  }
+
   /** Forgets the remembered scope (byScope changed). */
   private forgetLastScope(): void {
     if (!this.checks) return;
@@ -672,11 +682,7 @@ export class Keydir {
       ref = keys?.get(key);
       if (ref !== undefined) return this.found(keys as Map<string, Slot | number>, scope, key, ref);
     }
-    if (keys === undefined) {
-      keys = new Map();
-      this.byScope.set(scope, keys);
-      this.forgetLastScope(); // the remembered scope may say "no keys" for this one
-    }
+    if (keys === undefined) keys = this.keysMade(scope);
     const slot = new Slot(scope, key);
     keys.set(key, slot);
     this.count += 1;
@@ -690,12 +696,7 @@ export class Keydir {
    * check: the map grows by exactly one, so a name that was held after all fails loudly.
    */
   createAbsent(scope: string, key: string): Slot {
-    let keys = this.keysOf(scope);
-    if (keys === undefined) {
-      keys = new Map();
-      this.byScope.set(scope, keys);
-      this.forgetLastScope(); // the remembered scope may say "no keys" for this one
-    }
+    const keys = this.keysMade(scope);
     const before = keys.size;
     const slot = new Slot(scope, key);
     keys.set(key, slot);
@@ -710,12 +711,7 @@ export class Keydir {
    * never asks the source again.
    */
   ensureApplied(scope: string, key: string): Slot {
-    let keys = this.keysOf(scope);
-    if (keys === undefined) {
-      keys = new Map();
-      this.byScope.set(scope, keys);
-      this.forgetLastScope();
-    }
+    const keys = this.keysMade(scope);
     const ref = keys.get(key);
     let slot: Slot;
     if (ref === undefined) {
@@ -740,12 +736,7 @@ export class Keydir {
     if (!this.compact || !this.rowsLoadable) return false;
     const row = this.rows.take();
     if (row < 0) return false;
-    let keys = this.keysOf(scope);
-    if (keys === undefined) {
-      keys = new Map();
-      this.byScope.set(scope, keys);
-      this.forgetLastScope();
-    }
+    const keys = this.keysMade(scope);
     const before = keys.size;
     this.rows.hold(row, seq, loc.seg, loc.off, loc.len);
     keys.set(key, row);
