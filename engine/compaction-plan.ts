@@ -194,14 +194,25 @@ export function emptyPlan(): SegmentPlan {
 }
 
 /**
+ * The earliest time (ms, the store's clock) after `now` at which a record the walk found live may
+ * die by time alone — a value's expiry plus its scope's retention window, a valueless slot's
+ * retention window, an erasure's — with no write, forget or pass to tell the compactor (`at`:
+ * Infinity when none). A lower bound: a record may still be held then by an older one of its slot.
+ */
+export interface Soonest {
+  at: number;
+}
+
+/**
  * Per segment (all of them, or those in `only`), the records that survive — in walk order — and
  * the retention records (tombstones, clears, erasures) that do not, as of `now`. With
  * `tally`, the same walk also counts what survives in every other segment into it (what
- * tallySegments would say of them): no record list is built for those.
+ * tallySegments would say of them): no record list is built for those. With `soonest`, the walk
+ * also lowers `soonest.at` to the earliest later time a surviving record may die by time alone.
  */
-export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null, tally?: Map<number, LiveTally>): Map<number, SegmentPlan> {
+export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null, tally?: Map<number, LiveTally>, soonest?: Soonest): Map<number, SegmentPlan> {
   const keydir = host.keydir;
-  const walk = new PlanWalk(now, only, tally ?? null);
+  const walk = new PlanWalk(now, only, tally ?? null, soonest ?? null);
   const rules = host.options.scopeRules.length > 0;
   const fixedRetention = host.options.tombstoneRetentionMs;
   // Per scope, not per slot: its retention window and the latest erasure over it (both fixed
@@ -213,7 +224,9 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
   for (const [scope, e] of keydir.erases) {
     const parts = [e, ...(e.more ?? [])].filter((x) => walk.covers(x.seg));
     if (parts.length === 0) continue;
-    const live = P.eraseRecordLive(keydir, scope, e, now, host.retentionMsFor(scope));
+    const retentionMs = host.retentionMsFor(scope);
+    const live = P.eraseRecordLive(keydir, scope, e, now, retentionMs);
+    if (live) walk.diesAt(e.committedAt + retentionMs);
     for (const x of parts) walk.file(x.seg, live, KIND_ERASE, scope, x.off, x.len); // every chunk lives or goes together
   }
   return walk.out;
@@ -242,7 +255,14 @@ class PlanWalk {
     private readonly now: number,
     private readonly only: ReadonlySet<number> | null,
     private readonly tallies: Map<number, LiveTally> | null,
+    private readonly soonest: Soonest | null,
   ) {}
+
+  /** A record found live may die by time alone at `at`: lowers soonest when that is later than now (an earlier time holds it for another reason). */
+  diesAt(at: number): void {
+    const s = this.soonest;
+    if (s !== null && at > this.now && at < s.at) s.at = at;
+  }
 
   /** True when segment `seg` is planned (a record there, in the set asked for). */
   wanted(seg: number): boolean {
@@ -312,11 +332,28 @@ class PlanWalk {
   /** Files the slot's PUT, TOMBSTONE and CLEAR records (those in planned segments) as surviving or not. */
   slot(keydir: Keydir, slot: Slot): void {
     const seg = slot.seg;
-    if (this.covers(seg)) this.file(seg, P.valueRecordLiveUnder(slot, this.scopeEraseSeq, this.now, this.retention), KIND_PUT, slot, slot.off, slot.len);
+    if (this.covers(seg)) {
+      const live = P.valueRecordLiveUnder(slot, this.scopeEraseSeq, this.now, this.retention);
+      if (live && slot.expiresAt !== 0) this.diesAt(slot.expiresAt + this.retention);
+      this.file(seg, live, KIND_PUT, slot, slot.off, slot.len);
+    }
     const tombSeg = slot.tombSeg;
-    if (this.covers(tombSeg)) this.file(tombSeg, P.tombstoneRecordLive(slot, this.now, this.retention), KIND_TOMB, slot, slot.tombOff, slot.tombLen);
+    if (this.covers(tombSeg)) {
+      const live = P.tombstoneRecordLive(slot, this.now, this.retention);
+      if (live) this.retentionEnds(slot);
+      this.file(tombSeg, live, KIND_TOMB, slot, slot.tombOff, slot.tombLen);
+    }
     const clearSeg = slot.clearSeg;
-    if (this.covers(clearSeg)) this.file(clearSeg, P.clearRecordLive(slot, this.now, this.retention, keydir), KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
+    if (this.covers(clearSeg)) {
+      const live = P.clearRecordLive(slot, this.now, this.retention, keydir);
+      if (live) this.retentionEnds(slot);
+      this.file(clearSeg, live, KIND_CLEAR, slot, slot.clearOff, slot.clearLen);
+    }
+  }
+
+  /** A live retention record of a slot whose values are all reclaimed may go when its window ends. */
+  private retentionEnds(slot: Slot): void {
+    if (this.soonest !== null && slot.physical === 0 && slot.reclaimedAt !== 0) this.diesAt(slot.reclaimedAt + this.retention);
   }
 }
 
@@ -325,11 +362,11 @@ class PlanWalk {
  * count as tombstones): planSegments' walk with no segment planned, so no record list is built
  * (compact-13: the lists' growth alone faulted in ~4 MB of fresh memory per 100k
  * records, at ~10 µs a page on the machines measured). test/plan-tally.test.ts checks it against
- * the sums of a full plan.
+ * the sums of a full plan. With `soonest`, as planSegments.
  */
-export function tallySegments(host: PlanHost, now: number): Map<number, LiveTally> {
+export function tallySegments(host: PlanHost, now: number, soonest?: Soonest): Map<number, LiveTally> {
   const out = new Map<number, LiveTally>();
-  planSegments(host, now, NONE, out);
+  planSegments(host, now, NONE, out, soonest);
   return out;
 }
 

@@ -26,7 +26,7 @@ import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type PassesSeen, type SourceResult } from "./compaction-core.js";
-import { emptyPlan, lowestSeq, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan } from "./compaction-plan.js";
+import { emptyPlan, lowestSeq, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan, type Soonest } from "./compaction-plan.js";
 import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import * as P from "./gc-policy.js";
@@ -55,6 +55,27 @@ const MERGE_OUTPUT_BYTES_MIN = 16 * 1024 * 1024;
  * which takes as many tasks at once (getPool). group()'s free-space bound assumes at most two.
  */
 const COPIES_IN_FLIGHT = 2;
+
+/**
+ * The time checks (Compactor.noteDeathAt): values that expire and retention windows that end make
+ * garbage that no write, forget or pass reports, so the automatic pass learns of it from a recount
+ * at the soonest such time. At most one check per TIME_CHECK_GAP_MS_MIN, and the gap after a
+ * check is at least TIME_CHECK_DUTY times its walk: a stream of writes with staggered TTLs costs
+ * the main thread at most ~1 % in walks, not one walk per expiry.
+ */
+const TIME_CHECK_GAP_MS_MIN = 1000;
+const TIME_CHECK_DUTY = 100;
+/** setTimeout's longest delay (a longer one fires at once): a check further away is re-armed on the way. */
+const TIMER_MS_MAX = 2 ** 31 - 1;
+
+/**
+ * Test switch, never set by the engine or any option (test/space-time.test.ts): with `off`, a time
+ * check walks and schedules the next one as usual (its count and deadSeen tell a test when one ran
+ * that found garbage) but sets no dead bytes and asks for no pass — the store before the checks
+ * existed, where expired values and ended retention windows stayed on disk until something else
+ * started a pass.
+ */
+export const unsafeTimeCheckForTests = { off: false };
 
 /** One compaction of a pass: the sources, the mode, and the output id (in-place: the source's). */
 interface Job {
@@ -124,6 +145,17 @@ export class Compactor {
   private readonly deadAtPlan = new Map<number, number>();
   /** Retired segments whose descriptor a read still held when they were retired. */
   private readonly held = new Set<Segment>();
+  /** The pending time check (noteDeathAt): its timer and when it is due (store clock ms; Infinity: none). */
+  private timeTimer: NodeJS.Timeout | null = null;
+  private timeCheckAt = Infinity;
+  /** No time check is due before this (store clock ms): the rate bound after the last one. */
+  private timeCheckFloor = 0;
+  /** How long the last time check's walk took (ms). */
+  private timeWalkMs = 0;
+  /** Time checks run since open, and the dead bytes the last one's walk found (tests). */
+  readonly timeChecks = { fired: 0, deadSeen: 0 };
+  /** The shortest retention window of any scope: a slot reclaimed now keeps its record at least this long. */
+  private readonly retentionMsMin: number;
   /** When the store opened (performance.now()): the first count of dead bytes waits STORE_QUIET_MS after it. */
   private readonly openedAt = performance.now();
   /**
@@ -143,6 +175,71 @@ export class Compactor {
 
   constructor(host: CompactorHost) {
     this.host = host;
+    const rules = host.options.scopeRules.map((r) => r.tombstoneRetentionMs ?? Infinity);
+    this.retentionMsMin = Math.min(host.options.tombstoneRetentionMs, ...rules);
+    // Recovery gave every slot it found without a value record the open as its reclaim time
+    // (recovery.ts, hint-index.ts): their windows end one retention window from now at the soonest.
+    // No check in the open's first TIME_CHECK_GAP_MS_MIN: the open stays a read of headers and hints.
+    this.timeCheckFloor = host.options.clock() + TIME_CHECK_GAP_MS_MIN;
+    this.noteDeathAt(host.options.clock() + this.retentionMsMin);
+  }
+
+  /**
+   * Something may die by time alone at `at` (store clock ms): an expiry, the end of a retention
+   * window. Schedules a time check then (or keeps an earlier one), never before the rate bound
+   * (timeCheckFloor). No-op unless compaction.auto.
+   */
+  noteDeathAt(at: number): void {
+    if (!this.host.options.compaction.auto || this.closed || !(at < Infinity)) return;
+    const due = Math.max(at, this.timeCheckFloor);
+    if (due >= this.timeCheckAt) return;
+    if (this.timeTimer !== null) clearTimeout(this.timeTimer);
+    this.timeCheckAt = due;
+    const wait = Math.max(0, due - this.host.options.clock());
+    const clamped = wait > TIMER_MS_MAX;
+    this.timeTimer = setTimeout(
+      () => {
+        this.timeTimer = null;
+        this.timeCheckAt = Infinity;
+        if (clamped) return this.noteDeathAt(due); // not due yet: re-armed on the way
+        // The rate bound starts now, not when the check runs: a check waiting behind a pass must not
+        // let deaths noted meanwhile queue more checks behind it.
+        this.timeCheckFloor = this.host.options.clock() + TIME_CHECK_GAP_MS_MIN;
+        void this.serial(() => this.timeCheck()).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`));
+      },
+      clamped ? TIMER_MS_MAX : wait,
+    );
+    this.timeTimer.unref();
+  }
+
+  /**
+   * A time check: recounts every segment's dead bytes at the store clock's now, asks for an
+   * automatic pass (the store-wide share too, which countDead does not look at) and schedules the
+   * next check at the soonest later death the walk saw. Runs inside serial(), so never during a
+   * pass. With a deferred keydir the walk builds every slot, as any pass's plan does.
+   */
+  private async timeCheck(): Promise<void> {
+    if (this.closed) return;
+    const now = this.host.options.clock();
+    this.timeCheckFloor = now + Math.max(TIME_CHECK_GAP_MS_MIN, TIME_CHECK_DUTY * this.timeWalkMs);
+    const started = performance.now();
+    const soonest: Soonest = { at: Infinity };
+    const tally = tallySegments(this.host, now, soonest);
+    this.timeWalkMs = performance.now() - started;
+    this.timeChecks.fired += 1;
+    this.timeChecks.deadSeen = this.deadIn(tally);
+    if (!unsafeTimeCheckForTests.off) {
+      this.countDead(tally);
+      this.nudge();
+    }
+    this.noteDeathAt(soonest.at);
+  }
+
+  /** Dead bytes of every segment by `tally` (what countDead sets them to). */
+  private deadIn(tally: ReadonlyMap<number, LiveTally>): number {
+    let dead = 0;
+    for (const seg of this.host.segments.values()) dead += seg.dataEnd - C.DATA_START - (tally.get(seg.id)?.liveBytes ?? 0);
+    return dead;
   }
 
   /** The worker pool, made on first use; null when compaction runs inline (`compaction.workers` 0). */
@@ -281,7 +378,9 @@ export class Compactor {
 
   /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry, and once after open). */
   recount(): void {
-    this.countDead(tallySegments(this.host, this.host.options.clock()));
+    const soonest: Soonest = { at: Infinity };
+    this.countDead(tallySegments(this.host, this.host.options.clock(), soonest));
+    this.noteDeathAt(soonest.at);
   }
 
   /** Sets every segment's dead bytes from a tally of what survives (`tally`: planSegments or tallySegments). */
@@ -607,6 +706,7 @@ export class Compactor {
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === deadPuts.offAt(i)) slot.seg = 0;
+      this.noteDropped(slot, now);
       touched.push(slot);
     }
     for (let i = 0; i < result.droppedKeys.length; i++) {
@@ -616,9 +716,20 @@ export class Compactor {
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === result.droppedOffsets[i]) slot.seg = 0;
+      this.noteDropped(slot, now);
       touched.push(slot);
     }
     return touched;
+  }
+
+  /**
+   * A record of `slot` was dropped at `now`: with none left, its retention window starts; with only
+   * its current value left, an expired one is no longer held by an older record. Either may die by
+   * time alone later, which no pass will report: a time check is noted (noteDeathAt).
+   */
+  private noteDropped(slot: Slot, now: number): void {
+    if (slot.physical === 0) this.noteDeathAt(now + this.retentionMsMin);
+    else if (slot.physical === 1 && slot.expiresAt !== 0) this.noteDeathAt(Math.max(now, slot.expiresAt + this.retentionMsMin));
   }
 
   /** Clears the pointers to the retention records the compaction dropped, then drops empty slots (`touched` may name one twice). */
@@ -676,7 +787,9 @@ export class Compactor {
     const active = this.host.log.activeSegment;
     const estimated = active.deadBytes;
     const planned: PlannedPass = { now: this.host.options.clock(), sequence: this.host.sequence, sealedId: active.id, sealedEnd: active.dataEnd, plans: new Map() };
-    planned.plans = planSegments(this.host, planned.now, null);
+    const soonest: Soonest = { at: Infinity };
+    planned.plans = planSegments(this.host, planned.now, null, undefined, soonest);
+    this.noteDeathAt(soonest.at);
     this.countDead(planned.plans); // the active segment's count too: what recountActive computed
     if (unsafePlanReuseForTests.afterPlan !== null) await unsafePlanReuseForTests.afterPlan(); // never set but by a test: no await here otherwise
     const sealIt = (estimated > 0 || active.deadBytes > 0) && active.dataEnd !== C.DATA_START;
@@ -943,6 +1056,7 @@ export class Compactor {
     this.closed = true;
     if (this.autoTimer !== null) clearTimeout(this.autoTimer);
     if (this.quietTimer !== null) clearTimeout(this.quietTimer);
+    if (this.timeTimer !== null) clearTimeout(this.timeTimer);
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
   }

@@ -416,10 +416,15 @@ export class Store implements T.Backend {
     this.compactor.noteGarbage(seg);
   }
 
-  /** Applies a committed PUT: the value it replaces counts as dead, its scope is noted on its segment, its intent settles. */
+  /**
+   * Applies a committed PUT: the value it replaces counts as dead, its scope is noted on its
+   * segment, its intent settles. A value that expires may die by time alone, which nothing else
+   * reports: the compactor notes when (its expiry plus its scope's retention window).
+   */
   private applyPut(slot: Slot, seq: number, generation: number, expiresAt: number, loc: Location): void {
     if (seq > slot.putSeq) this.valueDied(slot);
     applyPut(slot, seq, generation, expiresAt, loc);
+    if (expiresAt !== 0) this.compactor.noteDeathAt(expiresAt + this.retentionMsFor(slot.scope));
     this.segments.get(loc.seg)?.scopes.add(slot.scope);
     this.intents.settle(slot.scope, slot.key, seq);
   }
