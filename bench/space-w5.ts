@@ -6,7 +6,11 @@
  * Usage: node --import tsx bench/space-w5.ts [tree] [keys]. Prints one line per step (SPACE_FILES=1:
  * then each file with its size and allocated bytes; SPACE_BREAKDOWN=1: bytes per live key by file
  * kind and by record kind — live PUTs, dead PUTs, tombstones, group frames, batch commits, headers,
- * unused tail — read from the segment files with the record codec of this tree).
+ * unused tail — read from the segment files with the record codec of this tree; SPACE_RETENTION_MS=N:
+ * every open with `retention.tombstoneRetentionMs` N instead of the API's 24 h default, to measure
+ * what the retention records the default keeps cost; SPACE_LINGER_MS=N: the reopened store is left
+ * open N ms before its close, for the background's time checks — with a short retention window,
+ * the tombstones whose window ended go then).
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -20,6 +24,8 @@ const entry = process.env["AB_SOURCE"] === undefined && fs.existsSync(built) ? b
 const { Engram } = (await import(pathToFileURL(entry).href)) as typeof import("../src/index.js");
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "space-w5-"));
 const key = (i: number): string => `k${String(i).padStart(9, "0")}`;
+const retentionMs = process.env["SPACE_RETENTION_MS"];
+const retention = retentionMs === undefined ? {} : { retention: { tombstoneRetentionMs: Number(retentionMs) } };
 const value = (i: number, v: number): Uint8Array => new Uint8Array(256).fill((i + v) & 0xff);
 let seed = 52;
 const rnd = (): number => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
@@ -50,7 +56,7 @@ function show(step: string, s: Store | null): void {
   console.log(`${((performance.now() - t0) / 1000).toFixed(2).padStart(6)} s ${step.padEnd(14)} disk ${(allocated() / live).toFixed(3)}× live${info}`);
 }
 {
-  const l = await Engram.open(dir, { durability: "none" });
+  const l = await Engram.open(dir, { durability: "none", ...retention });
   for (let b = 0; b < n; b += 1000) {
     const ops = [];
     for (let i = b; i < Math.min(n, b + 1000); i++) ops.push({ op: "write" as const, scope: "default", key: key(perm[i] as number), value: value(perm[i] as number, 1) });
@@ -58,7 +64,7 @@ function show(step: string, s: Store | null): void {
   }
   await l.close();
 }
-const s = await Engram.open(dir, { durability: "sync" });
+const s = await Engram.open(dir, { durability: "sync", ...retention });
 show("open", s);
 let ops: Array<{ op: "forget"; scope: string; key: string } | { op: "write"; scope: string; key: string; value: Uint8Array }> = [];
 for (const i of perm) {
@@ -79,9 +85,14 @@ for (let i = 0; i < n; i++) s.readSync(key(i));
 show("verified", s);
 await s.close();
 show("closed", null);
-const s2 = await Engram.open(dir, { durability: "sync" });
+const s2 = await Engram.open(dir, { durability: "sync", ...retention });
 show("reopened", s2);
 for (let i = 0; i < n; i++) s2.readSync(key(i));
+const lingerMs = Number(process.env["SPACE_LINGER_MS"] ?? 0);
+if (lingerMs > 0) {
+  await new Promise((resolve) => setTimeout(resolve, lingerMs));
+  show(`after ${lingerMs} ms`, s2);
+}
 await s2.close();
 show("closed again", null);
 if (process.env["SPACE_FILES"] !== undefined) for (const f of fs.readdirSync(path.join(dir, "segments"))) console.error(f, fs.statSync(path.join(dir, "segments", f)).size, fs.statSync(path.join(dir, "segments", f)).blocks * 512);
