@@ -12,11 +12,12 @@
  * third of the segments with a tally gives those segments the full plan's lists, entry for entry,
  * and the rest the full plan's sums. Then a store whose dead bytes were never counted compacts
  * chosen segments and its segments' dead-byte estimates equal a recount's. Twin: a tally that
- * files dead records as live (`unsafeTallyForTests.countDead`) disagrees with the full plan.
+ * files dead records as live (`unsafeTallyForTests.countDead`) disagrees with the full plan. Last, the
+ * walk's soonest death by time (the time checks, below).
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
-import { KIND_PUT, planSegments, tallySegments, unsafeTallyForTests, type LiveTally, type SegmentPlan } from "../engine/compaction-plan.js";
+import { KIND_PUT, planSegments, tallySegments, unsafeTallyForTests, type LiveTally, type SegmentPlan, type Soonest } from "../engine/compaction-plan.js";
 import type { OpenOptions } from "../rules/types.js";
 import { initChecksum } from "../segments/checksum.js";
 import { rng } from "./helpers/rng.js";
@@ -123,6 +124,54 @@ describe("the dead-byte tally", () => {
       unsafeTallyForTests.countDead = true;
       const now = clock.now + DAY + 1;
       expect(tallyRows(tallySegments(s, now))).not.toBe(tallyRows(tallyOfPlans(planSegments(s, now, null))));
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+/**
+ * Every time at which a record of `s` could die by time alone, by the GC rule's thresholds (a
+ * value's expiry plus its scope's retention window, a reclaimed slot's window, an erasure's): the
+ * tally can change only at one of these.
+ */
+function deathTimes(s: Store): number[] {
+  const times: number[] = [];
+  for (const slot of s.keydir.all()) {
+    const retentionMs = s.retentionMsFor(slot.scope);
+    if (slot.expiresAt !== 0) times.push(slot.expiresAt + retentionMs);
+    if (slot.reclaimedAt !== 0) times.push(slot.reclaimedAt + retentionMs);
+  }
+  for (const [scope, e] of s.keydir.erases) times.push(e.committedAt + s.retentionMsFor(scope));
+  return times;
+}
+
+describe("the walk's soonest death by time (the compactor's time checks)", () => {
+  // Method: the seeded history above, compacted once so that slots have reclaim times (windows of
+  // 60 s and 24 h), walked at several clocks. At each, soonest must lie after now, and the tally at
+  // every time a record could die that comes before soonest must equal the tally now: a death the
+  // walk missed would change it there. Soonest must be finite at the clocks where deaths remain.
+  it("no record dies by time alone before it, and it is finite while deaths remain", async () => {
+    const { s, clock } = await history();
+    try {
+      await s.compact();
+      const start = clock.now;
+      let finite = 0;
+      for (const offset of [0, 4_000, 30_000, 59_000, 61_000, 120_000, DAY - 1, DAY + 1, 2 * DAY]) {
+        const now = start + offset;
+        const soonest: Soonest = { at: Infinity };
+        const base = tallyRows(tallySegments(s, now, soonest));
+        expect(soonest.at, `soonest after ${offset} ms`).toBeGreaterThan(now);
+        const later = deathTimes(s).filter((t) => t > now);
+        for (const t of later) {
+          if (t >= soonest.at) continue;
+          // A threshold the walk found held by something else (or missed): nothing may change there.
+          expect(tallyRows(tallySegments(s, t)), `${t - now} ms after clock +${offset}`).toBe(base);
+        }
+        if (later.length > 0 && soonest.at === Infinity) expect(tallyRows(tallySegments(s, Math.max(...later))), `deaths remain after +${offset} but soonest is none`).toBe(base);
+        if (soonest.at < Infinity) finite += 1;
+      }
+      expect(finite, "clocks with a finite soonest").toBeGreaterThan(3);
     } finally {
       await s.close();
     }
