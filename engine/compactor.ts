@@ -21,6 +21,7 @@ import { InvalidArgumentError } from "../rules/errors.js";
 import { assert, elementAt, fail } from "../rules/assert.js";
 import { journalFileName, segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
+import { readDeadBytes, writeDeadBytes, type DeadBytesEntry } from "../segments/dead-bytes.js";
 import { readHeader } from "../segments/header-io.js";
 import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
@@ -76,6 +77,13 @@ const TIMER_MS_MAX = 2 ** 31 - 1;
  * started a pass.
  */
 export const unsafeTimeCheckForTests = { off: false };
+
+/**
+ * Test switch, never set by the engine or any option (test/space-reopen.test.ts): with
+ * `ignoreFile`, the open reads no dead-byte estimates — the store before segments/DEADBYTES, whose
+ * every open forgot what earlier processes had killed.
+ */
+export const unsafeDeadBytesForTests = { ignoreFile: false };
 
 /** One compaction of a pass: the sources, the mode, and the output id (in-place: the source's). */
 interface Job {
@@ -156,6 +164,10 @@ export class Compactor {
   readonly timeChecks = { fired: 0, deadSeen: 0 };
   /** The shortest retention window of any scope: a slot reclaimed now keeps its record at least this long. */
   private readonly retentionMsMin: number;
+  /** True while the pass the open started for the estimates' debt runs (opened): a close lets it start every job. */
+  private payingDebt = false;
+  /** The estimates file as the open found it (its entries' JSON: close skips writing it unchanged). */
+  private estimatesRead = "[]";
   /** When the store opened (performance.now()): the first count of dead bytes waits STORE_QUIET_MS after it. */
   private readonly openedAt = performance.now();
   /**
@@ -318,6 +330,28 @@ export class Compactor {
     return this.serial(job);
   }
 
+  /**
+   * Right after the open: when the estimates the last close left (loadEstimates) already put
+   * segments over the space rule, the automatic pass starts now, in the chain a close waits for,
+   * and a close lets it finish its jobs (payingDebt) — so that a process living a few milliseconds
+   * (a CLI command) pays the debt its predecessors left, where a debounced check would be
+   * cancelled by its close and a pass would start no job once close began. Otherwise a debounced
+   * check.
+   */
+  opened(): void {
+    if (!this.host.options.compaction.auto || this.closed) return;
+    if (this.chosenForSpace().length === 0) return this.nudge();
+    const pay = async (): Promise<void> => {
+      this.payingDebt = true;
+      try {
+        await this.autoPass();
+      } finally {
+        this.payingDebt = false;
+      }
+    };
+    void this.serial(pay).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`));
+  }
+
   /** Asks for an automatic compaction check soon (debounced; no-op unless compaction.auto). */
   nudge(): void {
     if (!this.host.options.compaction.auto || this.closed || this.autoTimer !== null) return;
@@ -374,6 +408,39 @@ export class Compactor {
   private overRatio(s: Segment): boolean {
     const ratio = this.host.options.compaction.garbageRatio;
     return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
+  }
+
+  /**
+   * At open: each segment's dead bytes from the estimates the last close left
+   * (segments/dead-bytes.ts), where an entry still names the segment's bytes (its id, header
+   * generation and data end), at most the bytes it holds. Recovery counts none (an open from hint
+   * files stays O(segments)): without them, garbage killed by earlier processes waited for a recount.
+   */
+  loadEstimates(): void {
+    if (unsafeDeadBytesForTests.ignoreFile) return;
+    const entries = readDeadBytes(this.host.segmentsDir);
+    this.estimatesRead = JSON.stringify(entries);
+    for (const e of entries) {
+      const seg = this.host.segments.get(e.id);
+      if (seg === undefined || seg.header.header.generation !== e.generation || seg.dataEnd !== e.dataEnd) continue;
+      seg.deadBytes = Math.min(e.deadBytes, seg.dataEnd - C.DATA_START);
+    }
+  }
+
+  /**
+   * At close, once every segment's data end is final: writes the segments' dead-byte estimates for
+   * the next open (best effort; nothing when they are what the open read).
+   */
+  saveEstimates(): void {
+    const entries: DeadBytesEntry[] = [];
+    for (const seg of this.host.segments.values()) {
+      if (seg.retired || seg.deadBytes <= 0) continue;
+      const deadBytes = Math.min(seg.deadBytes, seg.dataEnd - C.DATA_START);
+      entries.push({ id: seg.id, generation: seg.header.header.generation, dataEnd: seg.dataEnd, deadBytes });
+    }
+    entries.sort((a, b) => a.id - b.id);
+    if (JSON.stringify(entries) === this.estimatesRead) return;
+    writeDeadBytes(this.host.segmentsDir, entries);
   }
 
   /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry, and once after open). */
@@ -948,11 +1015,11 @@ export class Compactor {
    * Starts jobs from `cursor.next` while they may run beside `inFlight`: none beside an in-place
    * job or as one, at most COPIES_IN_FLIGHT copies with a worker (one inline), and, before the
    * seal, none holding a segment still being written. Jobs whose segments are no longer
-   * compactable are skipped.
+   * compactable are skipped. None once close began, but in the pass the open started (opened).
    */
   private topUp(jobs: readonly Job[], cursor: { next: number; sealed: boolean }, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
     const limit = this.host.options.compaction.workers > 0 ? COPIES_IN_FLIGHT : 1;
-    while (cursor.next < jobs.length && !this.closed) {
+    while (cursor.next < jobs.length && (!this.closed || this.payingDebt)) {
       const job = elementAt(jobs, cursor.next, "a job");
       const beside = inFlight.length === 0 || (job.mode === "copy-on-write" && inFlight.length < limit && inFlight.every((r) => r.job.mode === "copy-on-write"));
       if (!beside || (!cursor.sealed && job.group.some((s) => s.writer !== null))) return;

@@ -143,6 +143,7 @@ export class Store implements T.Backend {
       active,
     );
     this.compactor = new Compactor(this);
+    this.compactor.loadEstimates();
     if (options.durability === "batch") {
       this.syncTimer = setInterval(() => this.log.backgroundSync(), options.syncIntervalMs);
       this.syncTimer.unref();
@@ -168,7 +169,7 @@ export class Store implements T.Backend {
     const lock = lockOf(dir, lockNote);
     try {
       const store = new Store(dir, resolved, lock, new GenerationTable());
-      store.compactor.nudge();
+      store.compactor.opened();
       return store;
     } catch (err) {
       lock.release();
@@ -926,6 +927,7 @@ export class Store implements T.Backend {
     const boot = this.unsyncedCloseBoot();
     if (boot !== null && first === null) await step(() => this.writeStampedHints(boot));
     else await step(() => this.syncForClose(first === null));
+    if (first === null) await step(() => this.compactor.saveEstimates()); // every data end final; its write is best effort
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.compactor.closeRetired();
     await step(() => backgroundCloses()); // no descriptor of this store outlives its close
