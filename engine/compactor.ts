@@ -142,8 +142,12 @@ export class Compactor {
   private closed = false;
   /** Compactions completed since open. */
   completed = 0;
-  /** When a value last died (performance.now()); the store-wide space rule waits for quiet. */
-  private lastDeathAt = 0;
+  /**
+   * When a value last died (performance.now()); the store-wide space rule waits for quiet. None
+   * yet at the open: -Infinity, not 0, which is the process's start — a CLI command opens its store
+   * within STORE_QUIET_MS of it, and its open's pass (opened) would skip the store-wide rule.
+   */
+  private lastDeathAt = -Infinity;
   private quietTimer: NodeJS.Timeout | null = null;
   /** Sources unlinked in this pass whose unlink no directory fsync has followed yet. */
   private readonly unsynced: Segment[] = [];
