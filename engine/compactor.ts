@@ -21,7 +21,6 @@ import { InvalidArgumentError } from "../rules/errors.js";
 import { assert, elementAt, fail } from "../rules/assert.js";
 import { journalFileName, segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
-import { readDeadBytes, writeDeadBytes, type DeadBytesEntry } from "../segments/dead-bytes.js";
 import { readHeader } from "../segments/header-io.js";
 import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
@@ -34,6 +33,8 @@ import * as P from "./gc-policy.js";
 import type { Keydir, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
 import { Segment } from "./segment.js";
+import { loadEstimates, saveEstimates } from "./dead-estimates.js";
+import { TimeChecks } from "./time-checks.js";
 import { isFailedTask, reviveError, type FailedTask } from "./worker-errors.js";
 import type { ValueCache } from "./value-cache.js";
 import type * as T from "../rules/types.js";
@@ -58,18 +59,6 @@ const MERGE_OUTPUT_BYTES_MIN = 16 * 1024 * 1024;
 const COPIES_IN_FLIGHT = 2;
 
 /**
- * The time checks (Compactor.noteDeathAt): values that expire and retention windows that end make
- * garbage that no write, forget or pass reports, so the automatic pass learns of it from a recount
- * at the soonest such time. At most one check per TIME_CHECK_GAP_MS_MIN, and the gap after a
- * check is at least TIME_CHECK_DUTY times its walk: a stream of writes with staggered TTLs costs
- * the main thread at most ~1 % in walks, not one walk per expiry.
- */
-const TIME_CHECK_GAP_MS_MIN = 1000;
-const TIME_CHECK_DUTY = 100;
-/** setTimeout's longest delay (a longer one fires at once): a check further away is re-armed on the way. */
-const TIMER_MS_MAX = 2 ** 31 - 1;
-
-/**
  * Test switch, never set by the engine or any option (test/space-time.test.ts): with `off`, a time
  * check walks and schedules the next one as usual (its count and deadSeen tell a test when one ran
  * that found garbage) but sets no dead bytes and asks for no pass — the store before the checks
@@ -77,13 +66,6 @@ const TIMER_MS_MAX = 2 ** 31 - 1;
  * started a pass.
  */
 export const unsafeTimeCheckForTests = { off: false };
-
-/**
- * Test switch, never set by the engine or any option (test/space-reopen.test.ts): with
- * `ignoreFile`, the open reads no dead-byte estimates — the store before segments/DEADBYTES, whose
- * every open forgot what earlier processes had killed.
- */
-export const unsafeDeadBytesForTests = { ignoreFile: false };
 
 /** One compaction of a pass: the sources, the mode, and the output id (in-place: the source's). */
 interface Job {
@@ -157,15 +139,8 @@ export class Compactor {
   private readonly deadAtPlan = new Map<number, number>();
   /** Retired segments whose descriptor a read still held when they were retired. */
   private readonly held = new Set<Segment>();
-  /** The pending time check (noteDeathAt): its timer and when it is due (store clock ms; Infinity: none). */
-  private timeTimer: NodeJS.Timeout | null = null;
-  private timeCheckAt = Infinity;
-  /** No time check is due before this (store clock ms): the rate bound after the last one. */
-  private timeCheckFloor = 0;
-  /** How long the last time check's walk took (ms). */
-  private timeWalkMs = 0;
-  /** Time checks run since open, and the dead bytes the last one's walk found (tests). */
-  readonly timeChecks = { fired: 0, deadSeen: 0 };
+  /** The time checks' timer and rate bound (time-checks.ts). */
+  private readonly checks: TimeChecks;
   /** The shortest retention window of any scope: a slot reclaimed now keeps its record at least this long. */
   private readonly retentionMsMin: number;
   /** True while the pass the open started for the estimates' debt runs (opened): a close lets it start every job. */
@@ -193,39 +168,24 @@ export class Compactor {
     this.host = host;
     const rules = host.options.scopeRules.map((r) => r.tombstoneRetentionMs ?? Infinity);
     this.retentionMsMin = Math.min(host.options.tombstoneRetentionMs, ...rules);
+    this.checks = new TimeChecks({
+      clock: () => host.options.clock(),
+      enabled: () => host.options.compaction.auto && !this.closed,
+      run: () => void this.serial(() => this.timeCheck()).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`)),
+    });
     // Recovery gave every slot it found without a value record the open as its reclaim time
     // (recovery.ts, hint-index.ts): their windows end one retention window from now at the soonest.
-    // No check in the open's first TIME_CHECK_GAP_MS_MIN: the open stays a read of headers and hints.
-    this.timeCheckFloor = host.options.clock() + TIME_CHECK_GAP_MS_MIN;
     this.noteDeathAt(host.options.clock() + this.retentionMsMin);
   }
 
-  /**
-   * Something may die by time alone at `at` (store clock ms): an expiry, the end of a retention
-   * window. Schedules a time check then (or keeps an earlier one), never before the rate bound
-   * (timeCheckFloor). No-op unless compaction.auto.
-   */
+  /** Time checks run since open, and the dead bytes the last one's walk found (tests). */
+  get timeChecks(): { readonly fired: number; readonly deadSeen: number } {
+    return this.checks.seen;
+  }
+
+  /** Something may die by time alone at `at` (store clock ms): a time check then (time-checks.ts). */
   noteDeathAt(at: number): void {
-    if (!this.host.options.compaction.auto || this.closed || !(at < Infinity)) return;
-    const due = Math.max(at, this.timeCheckFloor);
-    if (due >= this.timeCheckAt) return;
-    if (this.timeTimer !== null) clearTimeout(this.timeTimer);
-    this.timeCheckAt = due;
-    const wait = Math.max(0, due - this.host.options.clock());
-    const clamped = wait > TIMER_MS_MAX;
-    this.timeTimer = setTimeout(
-      () => {
-        this.timeTimer = null;
-        this.timeCheckAt = Infinity;
-        if (clamped) return this.noteDeathAt(due); // not due yet: re-armed on the way
-        // The rate bound starts now, not when the check runs: a check waiting behind a pass must not
-        // let deaths noted meanwhile queue more checks behind it.
-        this.timeCheckFloor = this.host.options.clock() + TIME_CHECK_GAP_MS_MIN;
-        void this.serial(() => this.timeCheck()).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`));
-      },
-      clamped ? TIMER_MS_MAX : wait,
-    );
-    this.timeTimer.unref();
+    this.checks.note(at);
   }
 
   /**
@@ -237,13 +197,11 @@ export class Compactor {
   private async timeCheck(): Promise<void> {
     if (this.closed) return;
     const now = this.host.options.clock();
-    this.timeCheckFloor = now + Math.max(TIME_CHECK_GAP_MS_MIN, TIME_CHECK_DUTY * this.timeWalkMs);
+    this.checks.begin(now);
     const started = performance.now();
     const soonest: Soonest = { at: Infinity };
     const tally = tallySegments(this.host, now, soonest);
-    this.timeWalkMs = performance.now() - started;
-    this.timeChecks.fired += 1;
-    this.timeChecks.deadSeen = this.deadIn(tally);
+    this.checks.end(performance.now() - started, this.deadIn(tally));
     if (!unsafeTimeCheckForTests.off) {
       this.countDead(tally);
       this.nudge();
@@ -414,37 +372,14 @@ export class Compactor {
     return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
   }
 
-  /**
-   * At open: each segment's dead bytes from the estimates the last close left
-   * (segments/dead-bytes.ts), where an entry still names the segment's bytes (its id, header
-   * generation and data end), at most the bytes it holds. Recovery counts none (an open from hint
-   * files stays O(segments)): without them, garbage killed by earlier processes waited for a recount.
-   */
+  /** At open: the segments' dead bytes from the estimates the last close left (dead-estimates.ts). */
   loadEstimates(): void {
-    if (unsafeDeadBytesForTests.ignoreFile) return;
-    const entries = readDeadBytes(this.host.segmentsDir);
-    this.estimatesRead = JSON.stringify(entries);
-    for (const e of entries) {
-      const seg = this.host.segments.get(e.id);
-      if (seg === undefined || seg.header.header.generation !== e.generation || seg.dataEnd !== e.dataEnd) continue;
-      seg.deadBytes = Math.min(e.deadBytes, seg.dataEnd - C.DATA_START);
-    }
+    this.estimatesRead = loadEstimates(this.host.segmentsDir, this.host.segments);
   }
 
-  /**
-   * At close, once every segment's data end is final: writes the segments' dead-byte estimates for
-   * the next open (best effort; nothing when they are what the open read).
-   */
+  /** At close, once every segment's data end is final: the estimates for the next open (best effort). */
   saveEstimates(): void {
-    const entries: DeadBytesEntry[] = [];
-    for (const seg of this.host.segments.values()) {
-      if (seg.retired || seg.deadBytes <= 0) continue;
-      const deadBytes = Math.min(seg.deadBytes, seg.dataEnd - C.DATA_START);
-      entries.push({ id: seg.id, generation: seg.header.header.generation, dataEnd: seg.dataEnd, deadBytes });
-    }
-    entries.sort((a, b) => a.id - b.id);
-    if (JSON.stringify(entries) === this.estimatesRead) return;
-    writeDeadBytes(this.host.segmentsDir, entries);
+    saveEstimates(this.host.segmentsDir, this.host.segments, this.estimatesRead);
   }
 
   /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry, and once after open). */
@@ -1127,7 +1062,7 @@ export class Compactor {
     this.closed = true;
     if (this.autoTimer !== null) clearTimeout(this.autoTimer);
     if (this.quietTimer !== null) clearTimeout(this.quietTimer);
-    if (this.timeTimer !== null) clearTimeout(this.timeTimer);
+    this.checks.stop();
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
   }

@@ -22,7 +22,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
-import { unsafeDeadBytesForTests } from "../engine/compactor.js";
+import { unsafeDeadBytesForTests } from "../engine/dead-estimates.js";
 import { DEAD_BYTES_FILE, decodeDeadBytes, encodeDeadBytes, readDeadBytes } from "../segments/dead-bytes.js";
 import * as C from "../segments/constants.js";
 import type { OpenOptions } from "../rules/types.js";

@@ -1,0 +1,49 @@
+/**
+ * The segments' dead bytes carried from one process to the next (docs/ENGINE.md "Scheduling"): a
+ * close writes them to segments/DEADBYTES (segments/dead-bytes.ts), the open reads them back. An
+ * open from hint files counts no dead bytes, so without them a store used by short processes (a
+ * CLI command each) forgot at every open what the earlier ones had killed, and grew without bound.
+ * Advisory: an estimate only chooses which segments the automatic pass plans.
+ */
+import * as C from "../segments/constants.js";
+import { readDeadBytes, writeDeadBytes, type DeadBytesEntry } from "../segments/dead-bytes.js";
+import type { Segment } from "./segment.js";
+
+/**
+ * Test switch, never set by the engine or any option (test/space-reopen.test.ts): with
+ * `ignoreFile`, the open reads no estimates — the store before segments/DEADBYTES, whose every
+ * open forgot what earlier processes had killed.
+ */
+export const unsafeDeadBytesForTests = { ignoreFile: false };
+
+/**
+ * At open: sets each segment's dead bytes from the estimates in `dir`, where an entry still names
+ * the segment's bytes (its id, header generation and data end), at most the bytes it holds.
+ * Returns the entries as read (JSON), for saveEstimates to skip an unchanged file.
+ */
+export function loadEstimates(dir: string, segments: ReadonlyMap<number, Segment>): string {
+  if (unsafeDeadBytesForTests.ignoreFile) return "[]";
+  const entries = readDeadBytes(dir);
+  for (const e of entries) {
+    const seg = segments.get(e.id);
+    if (seg === undefined || seg.header.header.generation !== e.generation || seg.dataEnd !== e.dataEnd) continue;
+    seg.deadBytes = Math.min(e.deadBytes, seg.dataEnd - C.DATA_START);
+  }
+  return JSON.stringify(entries);
+}
+
+/**
+ * At close, once every segment's data end is final: writes the dead bytes of every segment that
+ * holds some to `dir` (best effort), unless they are what the open read (`read`, loadEstimates').
+ */
+export function saveEstimates(dir: string, segments: ReadonlyMap<number, Segment>, read: string): void {
+  const entries: DeadBytesEntry[] = [];
+  for (const seg of segments.values()) {
+    if (seg.retired || seg.deadBytes <= 0) continue;
+    const deadBytes = Math.min(seg.deadBytes, seg.dataEnd - C.DATA_START);
+    entries.push({ id: seg.id, generation: seg.header.header.generation, dataEnd: seg.dataEnd, deadBytes });
+  }
+  entries.sort((a, b) => a.id - b.id);
+  if (JSON.stringify(entries) === read) return;
+  writeDeadBytes(dir, entries);
+}
