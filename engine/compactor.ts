@@ -171,7 +171,7 @@ export class Compactor {
     this.checks = new TimeChecks({
       clock: () => host.options.clock(),
       enabled: () => host.options.compaction.auto && !this.closed,
-      run: () => void this.serial(() => this.timeCheck()).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`)),
+      run: () => this.inBackground(() => this.timeCheck()),
     });
     // Recovery gave every slot it found without a value record the open as its reclaim time
     // (recovery.ts, hint-index.ts): their windows end one retention window from now at the soonest.
@@ -184,8 +184,17 @@ export class Compactor {
   }
 
   /** Something may die by time alone at `at` (store clock ms): a time check then (time-checks.ts). */
-  noteDeathAt(at: number): void {
+  private noteDeathAt(at: number): void {
     this.checks.note(at);
+  }
+
+  /**
+   * A value was written that expires at `expiresAt`: it may die by time alone one retention window
+   * later. The shortest window of any scope, not its own (no scope-rule lookup on the write path):
+   * a check due early only walks, and its walk notes the exact time (planSegments' soonest).
+   */
+  noteExpiry(expiresAt: number): void {
+    this.checks.note(expiresAt + this.retentionMsMin);
   }
 
   /**
@@ -212,7 +221,7 @@ export class Compactor {
   /** Dead bytes of every segment by `tally` (what countDead sets them to). */
   private deadIn(tally: ReadonlyMap<number, LiveTally>): number {
     let dead = 0;
-    for (const seg of this.host.segments.values()) dead += seg.dataEnd - C.DATA_START - (tally.get(seg.id)?.liveBytes ?? 0);
+    for (const seg of this.host.segments.values()) dead += deadBytesBy(seg, tally);
     return dead;
   }
 
@@ -311,7 +320,12 @@ export class Compactor {
         this.payingDebt = false;
       }
     };
-    void this.serial(pay).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`));
+    this.inBackground(pay);
+  }
+
+  /** Runs `job` in the chain of passes, its failure a process warning: the automatic pass's, a time check's. */
+  private inBackground(job: () => Promise<void>): void {
+    void this.serial(job).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`));
   }
 
   /** Asks for an automatic compaction check soon (debounced; no-op unless compaction.auto). */
@@ -319,7 +333,7 @@ export class Compactor {
     if (!this.host.options.compaction.auto || this.closed || this.autoTimer !== null) return;
     this.autoTimer = setTimeout(() => {
       this.autoTimer = null;
-      void this.serial(() => this.autoPass()).catch((err: unknown) => process.emitWarning(`engram auto compaction failed: ${String(err)}`));
+      this.inBackground(() => this.autoPass());
     }, 20);
     this.autoTimer.unref();
   }
@@ -391,11 +405,7 @@ export class Compactor {
 
   /** Sets every segment's dead bytes from a tally of what survives (`tally`: planSegments or tallySegments). */
   private countDead(tally: ReadonlyMap<number, { liveBytes: number } | SegmentPlan>): void {
-    for (const seg of this.host.segments.values()) {
-      const t = tally.get(seg.id);
-      const liveBytes = t === undefined ? 0 : "liveBytes" in t ? t.liveBytes : t.survivors.bytes();
-      seg.deadBytes = seg.dataEnd - C.DATA_START - liveBytes;
-    }
+    for (const seg of this.host.segments.values()) seg.deadBytes = deadBytesBy(seg, tally);
     this.deadCounted = true;
     if (this.segmentsOverRatio().length > 0) this.nudge();
   }
@@ -705,6 +715,7 @@ export class Compactor {
   private dropRecords(seg: Segment, result: SourceResult, deadPuts: RecordList, now: number): Slot[] {
     const keydir = this.host.keydir;
     const touched: Slot[] = [];
+    let dies = Infinity; // the soonest death by time these drops make possible (deathAfterDrop), noted once
     for (let i = 0; i < deadPuts.length; i++) {
       assert(deadPuts.kindAt(i) === KIND_PUT, "a dead current value is a PUT record");
       const slot = deadPuts.slotAt(i);
@@ -712,7 +723,7 @@ export class Compactor {
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === deadPuts.offAt(i)) slot.seg = 0;
-      this.noteDropped(slot, now);
+      dies = Math.min(dies, this.deathAfterDrop(slot, now));
       touched.push(slot);
     }
     for (let i = 0; i < result.droppedKeys.length; i++) {
@@ -722,20 +733,22 @@ export class Compactor {
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === result.droppedOffsets[i]) slot.seg = 0;
-      this.noteDropped(slot, now);
+      dies = Math.min(dies, this.deathAfterDrop(slot, now));
       touched.push(slot);
     }
+    this.noteDeathAt(dies);
     return touched;
   }
 
   /**
    * A record of `slot` was dropped at `now`: with none left, its retention window starts; with only
    * its current value left, an expired one is no longer held by an older record. Either may die by
-   * time alone later, which no pass will report: a time check is noted (noteDeathAt).
+   * time alone later, which no pass will report: returns when (Infinity: neither), for a time check.
    */
-  private noteDropped(slot: Slot, now: number): void {
-    if (slot.physical === 0) this.noteDeathAt(now + this.retentionMsMin);
-    else if (slot.physical === 1 && slot.expiresAt !== 0) this.noteDeathAt(Math.max(now, slot.expiresAt + this.retentionMsMin));
+  private deathAfterDrop(slot: Slot, now: number): number {
+    if (slot.physical === 0) return now + this.retentionMsMin;
+    if (slot.physical === 1 && slot.expiresAt !== 0) return Math.max(now, slot.expiresAt + this.retentionMsMin);
+    return Infinity;
   }
 
   /** Clears the pointers to the retention records the compaction dropped, then drops empty slots (`touched` may name one twice). */
@@ -1066,6 +1079,13 @@ export class Compactor {
     await this.chain;
     if (this.pool !== null) await this.pool.destroy();
   }
+}
+
+/** The dead bytes of `seg` by a tally or plan of what survives (none listed: all of its data). */
+function deadBytesBy(seg: Segment, tally: ReadonlyMap<number, { liveBytes: number } | SegmentPlan>): number {
+  const t = tally.get(seg.id);
+  const liveBytes = t === undefined ? 0 : "liveBytes" in t ? t.liveBytes : t.survivors.bytes();
+  return seg.dataEnd - C.DATA_START - liveBytes;
 }
 
 /** Free bytes of the file system holding `dir` for an unprivileged writer (0 when it cannot be asked). */

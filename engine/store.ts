@@ -420,12 +420,12 @@ export class Store implements T.Backend {
   /**
    * Applies a committed PUT: the value it replaces counts as dead, its scope is noted on its
    * segment, its intent settles. A value that expires may die by time alone, which nothing else
-   * reports: the compactor notes when (its expiry plus its scope's retention window).
+   * reports: the compactor notes when (Compactor.noteExpiry).
    */
   private applyPut(slot: Slot, seq: number, generation: number, expiresAt: number, loc: Location): void {
     if (seq > slot.putSeq) this.valueDied(slot);
     applyPut(slot, seq, generation, expiresAt, loc);
-    if (expiresAt !== 0) this.compactor.noteDeathAt(expiresAt + this.retentionMsFor(slot.scope));
+    if (expiresAt !== 0) this.compactor.noteExpiry(expiresAt);
     this.segments.get(loc.seg)?.scopes.add(slot.scope);
     this.intents.settle(slot.scope, slot.key, seq);
   }

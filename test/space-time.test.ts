@@ -87,6 +87,20 @@ describe("values whose TTL ran out", () => {
     await checkExpired(dir, OPTS);
   });
 
+  it("are reclaimed too when written after every check the open scheduled ran", async () => {
+    const store = await Store.open(tempDir("space-time-ttl-late"), OPTS);
+    try {
+      // The open's check runs on an empty store and schedules nothing: only the writes can note their expiry.
+      expect(await eventually(() => store.compactor.timeChecks.fired > 0, T), "the open's check ran").toBe(true);
+      await writeExpiring(store);
+      const written = totalBytes(store);
+      const reached = await eventually(() => totalBytes(store) < written * 0.25, T);
+      expect(reached, `segment bytes fell from ${written} (now ${totalBytes(store)})`).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+
   it("twin: with the time check off, a check that found them dead reclaims nothing", async () => {
     unsafeTimeCheckForTests.off = true;
     const dir = tempDir("space-time-ttl-twin");
@@ -133,6 +147,20 @@ describe("retention records whose window ended", () => {
       expect(again.stats().tombstones, "no dropped tombstone came back at the reopen").toBe(left);
     } finally {
       await again.close();
+    }
+  });
+
+  it("are dropped too when their values are reclaimed after every check the open scheduled ran", async () => {
+    const store = await Store.open(tempDir("space-time-retention-late"), OPTS);
+    try {
+      // The open's check (one window after it, at the rate bound) runs on an empty store and
+      // schedules nothing: only the pass that reclaims the values can note their windows' end.
+      expect(await eventually(() => store.compactor.timeChecks.fired > 0, T), "the open's check ran").toBe(true);
+      await writeThenForget(store);
+      const gone = await eventually(() => store.stats().tombstones < KEYS / 2, T);
+      expect(gone, `retention records left: ${store.stats().tombstones}`).toBe(true);
+    } finally {
+      await store.close();
     }
   });
 
