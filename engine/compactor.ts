@@ -34,6 +34,8 @@ import type { Keydir, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
 import { Segment } from "./segment.js";
 import { loadEstimates, saveEstimates } from "./dead-estimates.js";
+import type { ReclaimClock } from "./reclaim-clock.js";
+import type { DeadBytesFile } from "../segments/dead-bytes.js";
 import { TimeChecks } from "./time-checks.js";
 import { isFailedTask, reviveError, type FailedTask } from "./worker-errors.js";
 import type { ValueCache } from "./value-cache.js";
@@ -143,6 +145,8 @@ export class Compactor {
   private readonly checks: TimeChecks;
   /** The shortest retention window of any scope: a slot reclaimed now keeps its record at least this long. */
   private readonly retentionMsMin: number;
+  /** The reclaim times of the open (recovery's), which the close's estimates carry on. */
+  private readonly reclaims: ReclaimClock;
   /** True while the pass the open started for the estimates' debt runs (opened): a close lets it start every job. */
   private payingDebt = false;
   /** The estimates file as the open found it (its entries' JSON: close skips writing it unchanged). */
@@ -164,8 +168,9 @@ export class Compactor {
   /** Whether checkPassesSeen warned already (once per store). */
   private passesWarned = false;
 
-  constructor(host: CompactorHost) {
+  constructor(host: CompactorHost, reclaims: ReclaimClock) {
     this.host = host;
+    this.reclaims = reclaims;
     const rules = host.options.scopeRules.map((r) => r.tombstoneRetentionMs ?? Infinity);
     this.retentionMsMin = Math.min(host.options.tombstoneRetentionMs, ...rules);
     this.checks = new TimeChecks({
@@ -173,9 +178,10 @@ export class Compactor {
       enabled: () => host.options.compaction.auto && !this.closed,
       run: () => this.inBackground(() => this.timeCheck()),
     });
-    // Recovery gave every slot it found without a value record the open as its reclaim time
-    // (recovery.ts, hint-index.ts): their windows end one retention window from now at the soonest.
-    this.noteDeathAt(host.options.clock() + this.retentionMsMin);
+    // Recovery gave every slot it found without a value record the open's time as its reclaim
+    // time, or the one the last close wrote for its segment (reclaim-clock.ts): their windows end
+    // one retention window after the earliest of those at the soonest.
+    this.noteDeathAt(Math.min(host.options.clock(), reclaims.earliest()) + this.retentionMsMin);
   }
 
   /** Time checks run since open, and the dead bytes the last one's walk found (tests). */
@@ -386,14 +392,14 @@ export class Compactor {
     return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
   }
 
-  /** At open: the segments' dead bytes from the estimates the last close left (dead-estimates.ts). */
-  loadEstimates(): void {
-    this.estimatesRead = loadEstimates(this.host.segmentsDir, this.host.segments);
+  /** At open: the segments' dead bytes from the estimates the last close left (`file`, as recovery read it: dead-estimates.ts). */
+  loadEstimates(file: DeadBytesFile): void {
+    this.estimatesRead = loadEstimates(file, this.host.segments);
   }
 
-  /** At close, once every segment's data end is final: the estimates for the next open (best effort). */
+  /** At close, once every segment's data end is final: the estimates and reclaim times for the next open (best effort). */
   saveEstimates(): void {
-    saveEstimates(this.host.segmentsDir, this.host.segments, this.estimatesRead);
+    saveEstimates(this.host.segmentsDir, this.host.segments, this.estimatesRead, this.reclaims.atClose(this.host.keydir));
   }
 
   /** Recomputes every segment's dead bytes from the keydir (after erasures and expiry, and once after open). */

@@ -6,7 +6,7 @@
  * Advisory: an estimate only chooses which segments the automatic pass plans.
  */
 import * as C from "../segments/constants.js";
-import { readDeadBytes, writeDeadBytes, type DeadBytesEntry } from "../segments/dead-bytes.js";
+import { writeDeadBytes, type DeadBytesEntry, type DeadBytesFile } from "../segments/dead-bytes.js";
 import type { Segment } from "./segment.js";
 
 /**
@@ -17,13 +17,14 @@ import type { Segment } from "./segment.js";
 export const unsafeDeadBytesForTests = { ignoreFile: false };
 
 /**
- * At open: sets each segment's dead bytes from the estimates in `dir`, where an entry still names
- * the segment's bytes (its id, header generation and data end), at most the bytes it holds.
- * Returns the entries as read (JSON), for saveEstimates to skip an unchanged file.
+ * At open: sets each segment's dead bytes from the estimates of `file` (the last close's, as
+ * recovery read it), where an entry still names the segment's bytes (its id, header generation
+ * and data end), at most the bytes it holds. Returns the entries as read (JSON), for saveEstimates
+ * to skip an unchanged file.
  */
-export function loadEstimates(dir: string, segments: ReadonlyMap<number, Segment>): string {
+export function loadEstimates(file: DeadBytesFile, segments: ReadonlyMap<number, Segment>): string {
   if (unsafeDeadBytesForTests.ignoreFile) return "[]";
-  const entries = readDeadBytes(dir);
+  const entries = file.entries;
   for (const e of entries) {
     const seg = segments.get(e.id);
     if (seg === undefined || seg.header.header.generation !== e.generation || seg.dataEnd !== e.dataEnd) continue;
@@ -33,15 +34,18 @@ export function loadEstimates(dir: string, segments: ReadonlyMap<number, Segment
 }
 
 /**
- * At close, once every segment's data end is final: writes the dead bytes of every segment that
- * holds some to `dir` (best effort), unless they are what the open read (`read`, loadEstimates').
+ * At close, once every segment's data end is final: writes an entry for every segment — its dead
+ * bytes, and the latest reclaim time of the slots whose retention record it holds (`reclaimedBy`,
+ * engine/reclaim-clock.ts; 0 for none) — to `dir` (best effort), unless they are what the open
+ * read (`read`, loadEstimates'). Every segment, not only those with garbage: the next open applies
+ * the reclaim times only when the file names exactly the segments it finds.
  */
-export function saveEstimates(dir: string, segments: ReadonlyMap<number, Segment>, read: string): void {
+export function saveEstimates(dir: string, segments: ReadonlyMap<number, Segment>, read: string, reclaimedBy: ReadonlyMap<number, number>): void {
   const entries: DeadBytesEntry[] = [];
   for (const seg of segments.values()) {
-    if (seg.retired || seg.deadBytes <= 0) continue;
-    const deadBytes = Math.min(seg.deadBytes, seg.dataEnd - C.DATA_START);
-    entries.push({ id: seg.id, generation: seg.header.header.generation, dataEnd: seg.dataEnd, deadBytes });
+    if (seg.retired) continue;
+    const deadBytes = Math.min(Math.max(0, seg.deadBytes), seg.dataEnd - C.DATA_START);
+    entries.push({ id: seg.id, generation: seg.header.header.generation, dataEnd: seg.dataEnd, deadBytes, reclaimedBy: reclaimedBy.get(seg.id) ?? 0 });
   }
   entries.sort((a, b) => a.id - b.id);
   if (JSON.stringify(entries) === read) return;

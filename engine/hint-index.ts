@@ -19,6 +19,7 @@ import { CorruptionError } from "../rules/errors.js";
 import { assert, elementAt } from "../rules/assert.js";
 import { applyClear, applyPut, applyTombstone, type DeferredSlots, type Keydir, type Location, type Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
+import type { ReclaimClock } from "./reclaim-clock.js";
 
 /**
  * The keyed entries of one hint, as its index says (segments/hint.ts HintIndex: views of a
@@ -271,8 +272,9 @@ export class HintSlots implements DeferredSlots {
   private readonly tables: HintTable[] = [];
   /** The segment of each table (a table whose hint turns out unreadable is rebuilt from it). */
   private readonly segs: Segment[] = [];
-  /** The open's clock: a slot left with no PUT record gets it as reclaimedAt, as at open. */
+  /** The open's clock: a slot left with no PUT record gets it as reclaimedAt, as at open (or the reclaim clock's time: useClock). */
   private readonly now: number;
+  private clock: ReclaimClock | null = null;
   /** The segments directory (a hint found malformed at first use is deleted there). */
   private readonly dir: string;
   private readonly at: Location = { seg: 0, off: 0, len: 0 };
@@ -474,9 +476,14 @@ export class HintSlots implements DeferredSlots {
     return true;
   }
 
-  /** The reclaim rule of the open, for a slot that its entries just built. */
+  /** The reclaim rule of the open, for a slot that its entries just built: the clock's time once recovery set it (useClock), else the open's. */
   private settle(slot: Slot): void {
-    if (slot.physical === 0) slot.reclaimedAt = this.now;
+    if (slot.physical === 0) slot.reclaimedAt = this.clock === null ? this.now : this.clock.at(slot);
+  }
+
+  /** Recovery's reclaim clock, once every segment's data end is known (engine/reclaim-clock.ts). */
+  useClock(clock: ReclaimClock): void {
+    this.clock = clock;
   }
 
   load(keydir: Keydir, scope: string, key: string): void {

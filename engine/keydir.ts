@@ -772,6 +772,14 @@ export class Keydir {
     for (const keys of this.byScope.values()) for (const slot of keys.values()) if (!isReserved(slot)) visit(slot as Slot); // no row: made Slots above
   }
 
+  /**
+   * Calls `visit` with every Slot made so far (reserved ones skipped), making none: compact rows and
+   * deferred entries stay as they are (a close's walk: engine/reclaim-clock.ts).
+   */
+  forEachBuilt(visit: (slot: Slot) => void): void {
+    for (const keys of this.byScope.values()) for (const ref of keys.values()) if (!isReserved(ref)) visit(ref as Slot); // isReserved skips rows (numbers)
+  }
+
   /** Calls `visit` with every slot, in no particular order. */
   forEach(visit: (slot: Slot) => void): void {
     this.loadAll();

@@ -34,6 +34,8 @@ import { assertListedPresent, readManifest, reconcile, type Manifest } from "./m
 import type { GenerationTable } from "./generations.js";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
 import { Segment } from "./segment.js";
+import { ReclaimClock } from "./reclaim-clock.js";
+import { readDeadBytes, type DeadBytesFile } from "../segments/dead-bytes.js";
 import { elementAt } from "../rules/assert.js";
 
 /** What recovery rebuilt. */
@@ -54,6 +56,10 @@ export interface Recovered {
   zeroTails: number;
   /** Boot-stamped hints refused because they were written under another boot (their segments scanned). */
   bootStampsRefused: number;
+  /** The last close's segments/DEADBYTES as read (no entries: none, or damaged): its dead-byte estimates. */
+  deadBytes: DeadBytesFile;
+  /** The reclaim times this open gave, and the close's walk of them (engine/reclaim-clock.ts). */
+  reclaims: ReclaimClock;
   /** The manifest as read at open (null: none), so the store rewrites it only when it changed. */
   manifest: Manifest | null;
 }
@@ -330,10 +336,14 @@ function rebuild(dir: string, gens: GenerationTable, now: number, ids: number[],
   }
   // Sealed segments that were scanned get the hint their scan computed (after the seals above).
   for (const seg of unhinted) writeSealedHint(dir, seg);
+  // Every data end is final: the last close's reclaim times apply if its file names these segments.
+  const deadBytes = readDeadBytes(dir);
+  const reclaims = ReclaimClock.of(deadBytes, segments, now);
+  deferred.useClock(reclaims);
   keydir.forEachHeld((slot) => {
-    if (slot.physical === 0) slot.reclaimedAt = now; // deferred slots get the same rule when built (hint-index.ts)
+    if (slot.physical === 0) slot.reclaimedAt = reclaims.at(slot); // deferred slots get the same rule when built (hint-index.ts)
   });
-  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted: hinted.size, zeroTails, bootStampsRefused };
+  return { keydir, segments, active: segments.get(activeId) ?? null, seq, maxId: Math.max(ids.length > 0 ? Math.max(...ids) : 0, nextId - 1), tornTails, journalsReplayed, hinted: hinted.size, zeroTails, bootStampsRefused, deadBytes, reclaims };
 }
 
 /**

@@ -142,8 +142,8 @@ export class Store implements T.Backend {
       },
       active,
     );
-    this.compactor = new Compactor(this);
-    this.compactor.loadEstimates();
+    this.compactor = new Compactor(this, rec.reclaims);
+    this.compactor.loadEstimates(rec.deadBytes);
     if (options.durability === "batch") {
       this.syncTimer = setInterval(() => this.log.backgroundSync(), options.syncIntervalMs);
       this.syncTimer.unref();
