@@ -394,7 +394,7 @@ export class Compactor {
 
   /** At open: the segments' dead bytes from the estimates the last close left (`file`, as recovery read it: dead-estimates.ts). */
   loadEstimates(file: DeadBytesFile): void {
-    this.estimatesRead = loadEstimates(file, this.host.segments);
+    this.estimatesRead = loadEstimates(file, this.host.segments, this.reclaims.droppableAtOpen(this.retentionMsMin));
   }
 
   /** At close, once every segment's data end is final: the estimates and reclaim times for the next open (best effort). */

@@ -8,6 +8,7 @@
 import * as C from "../segments/constants.js";
 import { writeDeadBytes, type DeadBytesEntry, type DeadBytesFile } from "../segments/dead-bytes.js";
 import type { Segment } from "./segment.js";
+import type { Retained } from "./reclaim-clock.js";
 
 /**
  * Test switch, never set by the engine or any option (test/space-reopen.test.ts): with
@@ -18,17 +19,18 @@ export const unsafeDeadBytesForTests = { ignoreFile: false };
 
 /**
  * At open: sets each segment's dead bytes from the estimates of `file` (the last close's, as
- * recovery read it), where an entry still names the segment's bytes (its id, header generation
- * and data end), at most the bytes it holds. Returns the entries as read (JSON), for saveEstimates
+ * recovery read it) plus its retention records whose window has ended (`droppable`: the reclaim
+ * clock's), where an entry still names the segment's bytes (its id, header generation and data
+ * end), at most the bytes it holds. Returns the entries as read (JSON), for saveEstimates
  * to skip an unchanged file.
  */
-export function loadEstimates(file: DeadBytesFile, segments: ReadonlyMap<number, Segment>): string {
+export function loadEstimates(file: DeadBytesFile, segments: ReadonlyMap<number, Segment>, droppable: ReadonlyMap<number, number>): string {
   if (unsafeDeadBytesForTests.ignoreFile) return "[]";
   const entries = file.entries;
   for (const e of entries) {
     const seg = segments.get(e.id);
     if (seg === undefined || seg.header.header.generation !== e.generation || seg.dataEnd !== e.dataEnd) continue;
-    seg.deadBytes = Math.min(e.deadBytes, seg.dataEnd - C.DATA_START);
+    seg.deadBytes = Math.min(e.deadBytes + (droppable.get(e.id) ?? 0), seg.dataEnd - C.DATA_START);
   }
   return JSON.stringify(entries);
 }
@@ -40,12 +42,14 @@ export function loadEstimates(file: DeadBytesFile, segments: ReadonlyMap<number,
  * read (`read`, loadEstimates'). Every segment, not only those with garbage: the next open applies
  * the reclaim times only when the file names exactly the segments it finds.
  */
-export function saveEstimates(dir: string, segments: ReadonlyMap<number, Segment>, read: string, reclaimedBy: ReadonlyMap<number, number>): void {
+export function saveEstimates(dir: string, segments: ReadonlyMap<number, Segment>, read: string, retained: ReadonlyMap<number, Retained>): void {
   const entries: DeadBytesEntry[] = [];
   for (const seg of segments.values()) {
     if (seg.retired) continue;
-    const deadBytes = Math.min(Math.max(0, seg.deadBytes), seg.dataEnd - C.DATA_START);
-    entries.push({ id: seg.id, generation: seg.header.header.generation, dataEnd: seg.dataEnd, deadBytes, reclaimedBy: reclaimedBy.get(seg.id) ?? 0 });
+    const dataBytes = seg.dataEnd - C.DATA_START;
+    const deadBytes = Math.min(Math.max(0, seg.deadBytes), dataBytes);
+    const r = retained.get(seg.id);
+    entries.push({ id: seg.id, generation: seg.header.header.generation, dataEnd: seg.dataEnd, deadBytes, reclaimedBy: r?.reclaimedBy ?? 0, retainedBytes: Math.min(r?.retainedBytes ?? 0, dataBytes) });
   }
   entries.sort((a, b) => a.id - b.id);
   if (JSON.stringify(entries) === read) return;

@@ -16,6 +16,11 @@
  * open's time, as before. A segment's time bounds every slot whose retention record it holds: the
  * close takes the latest over the slots built in its process, and carries the time it applied to
  * the ones never built.
+ *
+ * The file also carries those retention records' bytes per segment (`retainedBytes`): once their
+ * window has ended at the next open, they are garbage the open can count (`droppableAtOpen`), so
+ * that a process too short for a time check (a CLI command) pays them as debt (compactor.ts
+ * `opened`) — an estimate, like the dead bytes: the plan decides what goes.
  */
 import type { DeadBytesFile } from "../segments/dead-bytes.js";
 import type { Keydir, Slot } from "./keydir.js";
@@ -33,6 +38,12 @@ function retentionSegment(slot: Slot): number {
   return slot.tombSeg !== 0 ? slot.tombSeg : slot.clearSeg;
 }
 
+/** A segment's reclaim time and retained bytes, as a close writes them. */
+export interface Retained {
+  reclaimedBy: number;
+  retainedBytes: number;
+}
+
 /** The reclaim times of one open. */
 export class ReclaimClock {
   private constructor(
@@ -40,15 +51,22 @@ export class ReclaimClock {
     readonly openedAt: number,
     /** Per segment, the latest reclaim time the last close wrote for it; empty when not applied. */
     private readonly bySegment: ReadonlyMap<number, number>,
+    /** Per segment, the retained bytes the last close wrote for it; empty when not applied. */
+    private readonly retainedBy: ReadonlyMap<number, number>,
   ) {}
 
   /** The clock of an open at `now` that found `segments` and read `file` (the last close's DEADBYTES). */
   static of(file: DeadBytesFile, segments: ReadonlyMap<number, Segment>, now: number): ReclaimClock {
     const applied = new Map<number, number>();
+    const retained = new Map<number, number>();
     if (!unsafeReclaimClockForTests.ignoreFile && (unsafeReclaimClockForTests.anySegments || namesExactly(file, segments))) {
-      for (const e of file.entries) if (e.reclaimedBy > 0) applied.set(e.id, Math.min(e.reclaimedBy, now));
+      for (const e of file.entries) {
+        if (e.reclaimedBy <= 0) continue;
+        applied.set(e.id, Math.min(e.reclaimedBy, now));
+        retained.set(e.id, e.retainedBytes);
+      }
     }
-    return new ReclaimClock(now, applied);
+    return new ReclaimClock(now, applied, retained);
   }
 
   /** The reclaim time the open gives `slot`, which has no PUT record left: its segment's time, else the open's. */
@@ -64,22 +82,48 @@ export class ReclaimClock {
   }
 
   /**
+   * Per segment, the retained bytes whose window (at least `windowMsMin`, the shortest of any
+   * scope) had ended by the open: the open adds them to the segment's dead-byte estimate.
+   */
+  droppableAtOpen(windowMsMin: number): Map<number, number> {
+    const out = new Map<number, number>();
+    for (const [id, at] of this.bySegment) {
+      const bytes = this.retainedBy.get(id) ?? 0;
+      if (bytes > 0 && at + windowMsMin <= this.openedAt) out.set(id, bytes);
+    }
+    return out;
+  }
+
+  /**
    * At close: per segment, the latest reclaim time of a slot whose retention record lies in it —
    * over the slots built in this process, and, while some were never built (`keydir` still
    * defers entries), the time this open applied to the segment, which those carry. A segment
    * whose time this open did not apply gets none for them: the next open gives them its own
-   * time, which is later than their reclaim (they had no value at this open).
+   * time, which is later than their reclaim (they had no value at this open). With it, the bytes
+   * of those slots' retention records there: the built slots' sum, or, while some were never
+   * built, at least what the open read (an estimate either way).
    */
-  atClose(keydir: Keydir): Map<number, number> {
-    const latest = new Map<number, number>();
-    const raise = (id: number, at: number): void => {
-      if (id !== 0 && at > (latest.get(id) ?? 0)) latest.set(id, at);
+  atClose(keydir: Keydir): Map<number, Retained> {
+    const out = new Map<number, Retained>();
+    const add = (id: number, at: number, bytes: number): void => {
+      if (id === 0) return;
+      const r = out.get(id) ?? { reclaimedBy: 0, retainedBytes: 0 };
+      r.reclaimedBy = Math.max(r.reclaimedBy, at);
+      r.retainedBytes += bytes;
+      out.set(id, r);
     };
     keydir.forEachBuilt((slot) => {
-      if (slot.physical === 0 && slot.reclaimedAt !== 0) raise(retentionSegment(slot), slot.reclaimedAt);
+      if (slot.physical !== 0 || slot.reclaimedAt === 0) return;
+      const id = retentionSegment(slot);
+      add(id, slot.reclaimedAt, id === slot.tombSeg ? slot.tombLen : slot.clearLen);
     });
-    if (keydir.isDeferred) for (const [id, at] of this.bySegment) raise(id, at);
-    return latest;
+    if (!keydir.isDeferred) return out;
+    for (const [id, at] of this.bySegment) {
+      add(id, at, 0);
+      const r = out.get(id) as Retained;
+      r.retainedBytes = Math.max(r.retainedBytes, this.retainedBy.get(id) ?? 0);
+    }
+    return out;
   }
 }
 

@@ -8,7 +8,7 @@
  *
  * Version 2 (the thirtieth session) lists every segment of the store, garbage or not, and adds to
  * each entry an upper bound on when the store reclaimed the values of the slots whose retention
- * record lies in that segment (`reclaimedBy`): the retention window of those records is counted
+ * record lies in that segment (`reclaimedBy`) and those records' bytes (`retainedBytes`): the retention window of those records is counted
  * from it at the next open instead of from the open (engine/reclaim-clock.ts), and only when the
  * file names exactly the segments that open finds — nothing was compacted, written or replayed
  * since the close that wrote it. A version-1 file gives estimates and no reclaim times.
@@ -34,9 +34,9 @@ const MAGIC = 0x44414544; // "DEAD"
 const VERSION = 2;
 const VERSION_1 = 1;
 const HEAD = 16; // magic u32, version u32, count u32, reserved u32
-/** Bytes of one entry: id u32, reserved u32, generation f64, data end f64, dead bytes f64, and in version 2 reclaimed-by f64. */
+/** Bytes of one entry: id u32, reserved u32, generation f64, data end f64, dead bytes f64, and in version 2 reclaimed-by f64 and retained bytes f64. */
 const ENTRY_V1 = 32;
-const ENTRY = 40;
+const ENTRY = 48;
 /** Most entries a file holds (a manifest's most segments). */
 export const DEAD_BYTES_ENTRIES_MAX = 1 << 16;
 
@@ -51,13 +51,15 @@ export interface DeadBytesEntry {
   dataEnd: number;
   deadBytes: number;
   reclaimedBy: number;
+  /** Bytes of those slots' retention records in this segment (garbage once their window ends: the next open's estimate); 0 in version 1. */
+  retainedBytes: number;
 }
 
 /** True when every count is a non-negative safe integer, the id a u32, the dead bytes at most the data end, and the time finite and non-negative. */
 function entryValid(e: DeadBytesEntry): boolean {
-  const ints = [e.generation, e.dataEnd, e.deadBytes].every((x) => Number.isSafeInteger(x) && x >= 0);
+  const ints = [e.generation, e.dataEnd, e.deadBytes, e.retainedBytes].every((x) => Number.isSafeInteger(x) && x >= 0);
   const time = Number.isFinite(e.reclaimedBy) && e.reclaimedBy >= 0;
-  return ints && time && Number.isInteger(e.id) && e.id > 0 && e.id <= 0xffffffff && e.deadBytes <= e.dataEnd;
+  return ints && time && Number.isInteger(e.id) && e.id > 0 && e.id <= 0xffffffff && e.deadBytes <= e.dataEnd && e.retainedBytes <= e.dataEnd;
 }
 
 /** Encodes `entries`: header, entries, xxh64 of everything before it. */
@@ -75,6 +77,7 @@ export function encodeDeadBytes(entries: readonly DeadBytesEntry[]): Buffer {
     buf.writeDoubleLE(e.dataEnd, at + 16);
     buf.writeDoubleLE(e.deadBytes, at + 24);
     buf.writeDoubleLE(e.reclaimedBy, at + 32);
+    buf.writeDoubleLE(e.retainedBytes, at + 40);
   });
   buf.writeBigUInt64LE(checksum64(buf, 0, buf.length - 8), buf.length - 8);
   return buf;
@@ -98,8 +101,8 @@ export function decodeDeadBytes(buf: Uint8Array): DeadBytesFile | null {
   const entries: DeadBytesEntry[] = [];
   for (let i = 0; i < count; i++) {
     const at = HEAD + entryBytes * i;
-    const reclaimedBy = version === VERSION ? b.readDoubleLE(at + 32) : 0;
-    const e = { id: b.readUInt32LE(at), generation: b.readDoubleLE(at + 8), dataEnd: b.readDoubleLE(at + 16), deadBytes: b.readDoubleLE(at + 24), reclaimedBy };
+    const v2 = version === VERSION;
+    const e = { id: b.readUInt32LE(at), generation: b.readDoubleLE(at + 8), dataEnd: b.readDoubleLE(at + 16), deadBytes: b.readDoubleLE(at + 24), reclaimedBy: v2 ? b.readDoubleLE(at + 32) : 0, retainedBytes: v2 ? b.readDoubleLE(at + 40) : 0 };
     if (!entryValid(e)) return null;
     entries.push(e);
   }

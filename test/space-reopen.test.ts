@@ -162,7 +162,7 @@ describe("the estimates file is advisory", () => {
     const dir = tempDir("dead-file-lie");
     await withGarbage(dir);
     const s0 = await Store.open(dir, { ...OPTS, compaction: { auto: false } });
-    const sealed = [...s0.segments.values()].filter((x) => x.writer === null).map((x) => ({ id: x.id, generation: x.header.header.generation, dataEnd: x.dataEnd, deadBytes: x.dataEnd, reclaimedBy: 0 }));
+    const sealed = [...s0.segments.values()].filter((x) => x.writer === null).map((x) => ({ id: x.id, generation: x.header.header.generation, dataEnd: x.dataEnd, deadBytes: x.dataEnd, reclaimedBy: 0, retainedBytes: 0 }));
     await s0.close();
     fs.writeFileSync(path.join(dir, "segments", DEAD_BYTES_FILE), encodeDeadBytes(sealed));
     const dead = await openedDead(dir);

@@ -10,7 +10,9 @@
  * reclaims their values at t0, and reopens at t0 + 3 s (a process that builds none of their slots),
  * t0 + 6 s and t0 + 12 s under a 10 s window: the retention records must be gone after gc() at
  * t0 + 12 s and kept at t0 + 6 s. A third case reopens past the window with the automatic pass on
- * and no call: the open's time check must find them (its note uses the carried times). Its twin
+ * and no call: the open's time check must find them (its note uses the carried times); a fourth
+ * opens past the window and closes at once, as a CLI command does: the records' bytes, carried
+ * too, are debt its open pays before its close. Its twin
  * of the first (`unsafeReclaimClockForTests.ignoreFile`, the store before the change) keeps them at
  * t0 + 12 s.
  * The second case checks the rule that keeps the carried times from ever being early: a stale
@@ -154,6 +156,31 @@ describe("the automatic pass after a reopen", () => {
     } finally {
       await store.close();
     }
+  });
+});
+
+describe("a process too short for a time check", () => {
+  /** t0: records reclaimed (retention 10 s); t0 + 12 s: one open with the automatic pass and an immediate close; returns the retention records left. */
+  async function shortProcessAfterWindow(dir: string): Promise<number> {
+    const clock = fakeClock();
+    await inProcess(dir, clock, async (s) => {
+      await writeKeys(s, "k");
+      await forgetKeys(s, "k");
+      await s.gc();
+    });
+    clock.now = T0 + 12_000;
+    const short = await Store.open(dir, { ...clock.options, compaction: { auto: true } });
+    await short.close();
+    return inProcess(dir, clock, async (s) => s.stats().tombstones);
+  }
+
+  it("drops records whose window ended before its open, as debt it pays before its close", async () => {
+    expect(await shortProcessAfterWindow(tempDir("retention-short")), "retention records left").toBe(0);
+  });
+
+  it("twin: with the file's reclaim times ignored, nothing is due at the open and every record stays", async () => {
+    unsafeReclaimClockForTests.ignoreFile = true;
+    expect(await shortProcessAfterWindow(tempDir("retention-short-twin")), "retention records left").toBe(KEYS);
   });
 });
 
