@@ -742,6 +742,7 @@ export class Compactor {
       dies = Math.min(dies, this.deathAfterDrop(slot, now));
       touched.push(slot);
     }
+    if (touched.length > 0) this.reclaims.reclaimed();
     this.noteDeathAt(dies);
     return touched;
   }
