@@ -25,6 +25,7 @@ import { Store } from "../engine/store.js";
 import { unsafeReclaimClockForTests } from "../engine/reclaim-clock.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
+import { rng } from "./helpers/rng.js";
 
 const WINDOW_MS = 3000;
 const KEYS = 12;
@@ -33,18 +34,6 @@ const RUNS = Number(process.env["ENGRAM_RETENTION_MODEL_RUNS"] ?? 48);
 afterEach(() => {
   unsafeReclaimClockForTests.anySegments = false;
 });
-
-/** A small seeded generator (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** What the model expects of a key: "live", "forgotten" (a retention record exists; `seenAt`: last seen with its value on disk) or "gone". */
 interface Expect {

@@ -80,6 +80,14 @@ async function inProcess<R>(dir: string, clock: { options: OpenOptions }, body: 
 
 const SAMPLED = Math.ceil(KEYS / 7);
 
+/** A process at the clock's time that runs gc() and returns the probe states of `prefix`'s keys. */
+function gcThenStates(dir: string, clock: { options: OpenOptions }, prefix: string): Promise<Record<string, number>> {
+  return inProcess(dir, clock, async (s) => {
+    await s.gc();
+    return states(s, prefix);
+  });
+}
+
 describe("a retention window across restarts", () => {
   /** t0: writes and forgets the keys, reclaims their values (gc()), closes. */
   async function reclaimedAtT0(dir: string, clock: { now: number; options: OpenOptions }): Promise<void> {
@@ -102,10 +110,7 @@ describe("a retention window across restarts", () => {
       expect(await s.read("other"), "an unrelated read").toMatchObject({ status: "NOT_FOUND" });
     });
     clock.now = T0 + 6_000;
-    const at6 = await inProcess(dir, clock, async (s) => {
-      await s.gc();
-      return states(s, "k");
-    });
+    const at6 = await gcThenStates(dir, clock, "k");
     expect(at6, "t0 + 6 s: inside the window, kept").toEqual({ reclaimed: SAMPLED });
     clock.now = T0 + 12_000;
     const at12 = await inProcess(dir, clock, async (s) => {
@@ -124,10 +129,7 @@ describe("a retention window across restarts", () => {
     clock.now = T0 + 6_000;
     await inProcess(dir, clock, (s) => s.gc());
     clock.now = T0 + 12_000;
-    const at12 = await inProcess(dir, clock, async (s) => {
-      await s.gc();
-      return states(s, "k");
-    });
+    const at12 = await gcThenStates(dir, clock, "k");
     expect(at12, "the window restarted at t0 + 6 s and again at t0 + 12 s").toEqual({ reclaimed: SAMPLED });
   });
 });
@@ -218,28 +220,21 @@ describe("a stale file", () => {
     fs.writeFileSync(path.join(dir, "segments", DEAD_BYTES_FILE), f0);
   }
 
-  it("is not applied: records of values reclaimed after it was written keep their whole window", async () => {
-    const dir = tempDir("retention-stale");
+  /** The stale file put back (staleAfterT5), then gc() at t0 + 11 s: the b-keys' probe states. */
+  async function bAfterGcAt11(name: string): Promise<Record<string, number>> {
+    const dir = tempDir(name);
     const clock = fakeClock();
     await staleAfterT5(dir, clock);
     clock.now = T0 + 11_000;
-    const b = await inProcess(dir, clock, async (s) => {
-      await s.gc();
-      return states(s, "b");
-    });
-    expect(b, "t0 + 11 s: b's window runs to t0 + 15 s at the earliest").toEqual({ reclaimed: SAMPLED });
+    return gcThenStates(dir, clock, "b");
+  }
+
+  it("is not applied: records of values reclaimed after it was written keep their whole window", async () => {
+    expect(await bAfterGcAt11("retention-stale"), "t0 + 11 s: b's window runs to t0 + 15 s at the earliest").toEqual({ reclaimed: SAMPLED });
   });
 
   it("twin: applied anyway, it drops those records four seconds early", async () => {
-    const dir = tempDir("retention-stale-twin");
-    const clock = fakeClock();
-    await staleAfterT5(dir, clock);
     unsafeReclaimClockForTests.anySegments = true;
-    clock.now = T0 + 11_000;
-    const b = await inProcess(dir, clock, async (s) => {
-      await s.gc();
-      return states(s, "b");
-    });
-    expect(b, "the stale t0 was applied to b's records").toEqual({ absent: SAMPLED });
+    expect(await bAfterGcAt11("retention-stale-twin"), "the stale t0 was applied to b's records").toEqual({ absent: SAMPLED });
   });
 });
