@@ -8,16 +8,18 @@
  *
  * Version 2 (the thirtieth session) lists every segment of the store, garbage or not, and adds to
  * each entry an upper bound on when the store reclaimed the values of the slots whose retention
- * record lies in that segment (`reclaimedBy`) and those records' bytes (`retainedBytes`): the retention window of those records is counted
- * from it at the next open instead of from the open (engine/reclaim-clock.ts), and only when the
- * file names exactly the segments that open finds — nothing was compacted, written or replayed
- * since the close that wrote it. A version-1 file gives estimates and no reclaim times.
+ * record lies in that segment (`reclaimedBy`) and those records' bytes (`retainedBytes`): the
+ * retention window of those records is counted from it at the next open instead of from the open
+ * (engine/reclaim-clock.ts), and only when the file names exactly the segments that open finds —
+ * nothing was compacted, written or replayed since the close that wrote it. A version-1 file
+ * gives estimates and no reclaim times.
  *
  * The file is advisory, like a hint: an estimate only chooses which segments a pass plans, and the
- * plan decides what survives; a reclaim time is only ever applied where it cannot be early. So it is written without a sync (a close in `none` durability syncs
- * nothing), renamed into place, and read back only when its magic, version, length and xxh64 match;
- * anything else is no file. An entry counts only for a segment with the same id, generation and
- * data end, and never for more bytes than the segment holds. Every call goes through segments/io.ts
+ * plan decides what survives; a reclaim time is only ever applied where it cannot be early. So it
+ * is written without a sync (a close in `none` durability syncs nothing), renamed into place, and
+ * read back only when its magic, version, length and xxh64 match; anything else is no file. An
+ * entry counts only for a segment with the same id, generation and data end, and never for more
+ * bytes than the segment holds. Every call goes through segments/io.ts
  * at fault point `io:hint` (the point of the store's other caches); a failed write is dropped.
  */
 import * as fs from "node:fs";

@@ -26,7 +26,8 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { unsafeReclaimClockForTests } from "../engine/reclaim-clock.js";
-import { DEAD_BYTES_FILE } from "../segments/dead-bytes.js";
+import { DEAD_BYTES_FILE, decodeDeadBytes } from "../segments/dead-bytes.js";
+import { checksum64, initChecksum } from "../segments/checksum.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { eventually } from "./helpers/space.js";
@@ -183,6 +184,41 @@ describe("a process too short for a time check", () => {
   it("twin: with the file's reclaim times ignored, nothing is due at the open and every record stays", async () => {
     unsafeReclaimClockForTests.ignoreFile = true;
     expect(await shortProcessAfterWindow(tempDir("retention-short-twin")), "retention records left").toBe(KEYS);
+  });
+});
+
+describe("a version-1 file (the twenty-ninth session's)", () => {
+  it("gives its dead-byte estimates and no reclaim time", async () => {
+    await initChecksum();
+    const dir = tempDir("retention-v1");
+    const clock = fakeClock();
+    await inProcess(dir, clock, async (s) => {
+      await writeKeys(s, "k");
+      await forgetKeys(s, "k");
+      await s.gc();
+    });
+    const file = path.join(dir, "segments", DEAD_BYTES_FILE);
+    const v2 = decodeDeadBytes(fs.readFileSync(file));
+    if (v2 === null) throw new Error("the close wrote no readable file");
+    expect(v2.complete && v2.entries.some((e) => e.reclaimedBy === T0), "version 2 carries t0").toBe(true);
+    // The same entries in version 1's layout: 32 bytes each, no reclaim time, no retained bytes.
+    const v1 = Buffer.alloc(16 + 32 * v2.entries.length + 8);
+    v1.writeUInt32LE(0x44414544, 0);
+    v1.writeUInt32LE(1, 4);
+    v1.writeUInt32LE(v2.entries.length, 8);
+    v2.entries.forEach((e, i) => {
+      v1.writeUInt32LE(e.id, 16 + 32 * i);
+      v1.writeDoubleLE(e.generation, 16 + 32 * i + 8);
+      v1.writeDoubleLE(e.dataEnd, 16 + 32 * i + 16);
+      v1.writeDoubleLE(e.deadBytes, 16 + 32 * i + 24);
+    });
+    v1.writeBigUInt64LE(checksum64(v1, 0, v1.length - 8), v1.length - 8);
+    const back = decodeDeadBytes(v1);
+    expect(back?.complete, "a version-1 file does not list every segment").toBe(false);
+    expect(back?.entries.map((e) => [e.id, e.deadBytes, e.reclaimedBy, e.retainedBytes]), "its estimates, no times").toEqual(v2.entries.map((e) => [e.id, e.deadBytes, 0, 0]));
+    fs.writeFileSync(file, v1);
+    clock.now = T0 + 12_000;
+    expect(await gcThenStates(dir, clock, "k"), "t0 + 12 s: the window counted from this open").toEqual({ reclaimed: SAMPLED });
   });
 });
 
