@@ -6,19 +6,20 @@
  * the 24 h default a store reopened daily — or by every CLI command — never dropped one.
  *
  * Method: a real store (engine Store) on a fake clock (option `clock`), with no automatic pass so
- * that only gc() reclaims; each "process" is an open and a close. The first case forgets keys,
- * reclaims their values at t0, and reopens at t0 + 3 s (a process that builds none of their slots),
- * t0 + 6 s and t0 + 12 s under a 10 s window: the retention records must be gone after gc() at
- * t0 + 12 s and kept at t0 + 6 s. A third case reopens past the window with the automatic pass on
- * and no call: the open's time check must find them (its note uses the carried times); a fourth
- * opens past the window and closes at once, as a CLI command does: the records' bytes, carried
- * too, are debt its open pays before its close. Its twin
- * of the first (`unsafeReclaimClockForTests.ignoreFile`, the store before the change) keeps them at
- * t0 + 12 s.
- * The second case checks the rule that keeps the carried times from ever being early: a stale
- * file (the one a process left before another compacted and crashed, simulated by putting the old
- * file back) is not applied, so keys whose values were reclaimed at t0 + 5 s keep their records
- * at t0 + 11 s; its twin (`anySegments`: applied anyway) drops them four seconds early.
+ * that only gc() reclaims (but where a case turns it on); each "process" is an open and a close.
+ * Cases, each against a 10 s window unless said:
+ * - keys forgotten and reclaimed at t0 keep their records through a process at t0 + 3 s that
+ *   builds none of their slots and a gc() at t0 + 6 s, and lose them to gc() at t0 + 12 s; the
+ *   twin (`unsafeReclaimClockForTests.ignoreFile`, the store before the change) keeps them;
+ * - reopened 61 s after the reclaim under a 60 s window with the automatic pass and no call, the
+ *   check the open notes (from the carried times) drops them;
+ * - an open past the window closed at once, as a CLI command does, pays the carried records'
+ *   bytes as debt before its close; the twin (`ignoreFile`) drops none;
+ * - a version-1 file gives its estimates and no reclaim time;
+ * - a stale file (the one a process left before another compacted and was killed, simulated by
+ *   putting the old file back) is not applied, so keys whose values were reclaimed at t0 + 5 s
+ *   keep their records at t0 + 11 s; the twin (`anySegments`: applied anyway) drops them four
+ *   seconds early.
  * Property stressed: a retention window is counted from the reclaim, across processes, never less.
  */
 import * as fs from "node:fs";
@@ -42,7 +43,7 @@ afterEach(() => {
   unsafeReclaimClockForTests.anySegments = false;
 });
 
-/** A fake clock the stores of one test read: `at` moves it. */
+/** A fake clock the stores of one test read: setting `now` moves it. */
 function fakeClock(): { now: number; options: OpenOptions } {
   const clock = { now: T0, options: {} as OpenOptions };
   clock.options = { durability: "none", segmentBytes: 32 * 1024, compaction: { auto: false }, retention: { tombstoneRetentionMs: WINDOW_MS }, clock: () => clock.now };
