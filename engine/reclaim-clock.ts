@@ -52,30 +52,23 @@ export class ReclaimClock {
   private constructor(
     /** The open's time (the store clock's). */
     readonly openedAt: number,
-    /** Per segment, the latest reclaim time the last close wrote for it; empty when not applied. */
-    private readonly bySegment: ReadonlyMap<number, number>,
-    /** Per segment, the retained bytes the last close wrote for it; empty when not applied. */
-    private readonly retainedBy: ReadonlyMap<number, number>,
+    /** Per segment, the reclaim time (capped at the open) and retained bytes the last close wrote for it; empty when not applied. */
+    private readonly bySegment: ReadonlyMap<number, Readonly<Retained>>,
   ) {}
 
   /** The clock of an open at `now` that found `segments` and read `file` (the last close's DEADBYTES). */
   static of(file: DeadBytesFile, segments: ReadonlyMap<number, Segment>, now: number): ReclaimClock {
-    const applied = new Map<number, number>();
-    const retained = new Map<number, number>();
+    const applied = new Map<number, Retained>();
     if (!unsafeReclaimClockForTests.ignoreFile && (unsafeReclaimClockForTests.anySegments || namesExactly(file, segments))) {
-      for (const e of file.entries) {
-        if (e.reclaimedBy <= 0) continue;
-        applied.set(e.id, Math.min(e.reclaimedBy, now));
-        retained.set(e.id, e.retainedBytes);
-      }
+      for (const e of file.entries) if (e.reclaimedBy > 0) applied.set(e.id, { reclaimedBy: Math.min(e.reclaimedBy, now), retainedBytes: e.retainedBytes });
     }
-    return new ReclaimClock(now, applied, retained);
+    return new ReclaimClock(now, applied);
   }
 
   /** The reclaim time the open gives `slot`, which has no PUT record left: its segment's time, else the open's. */
   at(slot: Slot): number {
     this.any = true;
-    return this.bySegment.get(retentionSegment(slot)) ?? this.openedAt;
+    return this.bySegment.get(retentionSegment(slot))?.reclaimedBy ?? this.openedAt;
   }
 
   /** A pass gave a slot a reclaim time (compactor.ts dropRecords). */
@@ -86,7 +79,7 @@ export class ReclaimClock {
   /** The earliest time `at` can give: the open's when no segment's time applies. */
   earliest(): number {
     let t = this.openedAt;
-    for (const at of this.bySegment.values()) t = Math.min(t, at);
+    for (const r of this.bySegment.values()) t = Math.min(t, r.reclaimedBy);
     return t;
   }
 
@@ -96,10 +89,7 @@ export class ReclaimClock {
    */
   droppableAtOpen(windowMsMin: number): Map<number, number> {
     const out = new Map<number, number>();
-    for (const [id, at] of this.bySegment) {
-      const bytes = this.retainedBy.get(id) ?? 0;
-      if (bytes > 0 && at + windowMsMin <= this.openedAt) out.set(id, bytes);
-    }
+    for (const [id, r] of this.bySegment) if (r.retainedBytes > 0 && r.reclaimedBy + windowMsMin <= this.openedAt) out.set(id, r.retainedBytes);
     return out;
   }
 
@@ -128,10 +118,10 @@ export class ReclaimClock {
       add(id, slot.reclaimedAt, id === slot.tombSeg ? slot.tombLen : slot.clearLen);
     });
     if (!keydir.isDeferred) return out;
-    for (const [id, at] of this.bySegment) {
-      add(id, at, 0);
+    for (const [id, carried] of this.bySegment) {
+      add(id, carried.reclaimedBy, 0);
       const r = out.get(id) as Retained;
-      r.retainedBytes = Math.max(r.retainedBytes, this.retainedBy.get(id) ?? 0);
+      r.retainedBytes = Math.max(r.retainedBytes, carried.retainedBytes);
     }
     return out;
   }
