@@ -810,9 +810,11 @@ export class Compactor {
   private async compactGarbage(mode: Mode): Promise<T.CompactionReport> {
     // No flush first (the recount this walk replaces had none): a group applied after the plan
     // moves a segment's data end or the sequence, and stillPlanned then refuses the plan.
+    const early = await this.flushUnderPlan(mode);
     const active = this.host.log.activeSegment;
     const estimated = active.deadBytes;
-    const planned: PlannedPass = { now: this.host.options.clock(), sequence: this.host.sequence, sealedId: active.id, sealedEnd: active.dataEnd, plans: new Map() };
+    const planned: PlannedPass = { now: this.host.options.clock(), sequence: this.host.sequence, sealedId: active.id, sealedEnd: active.dataEnd, plans: new Map(), flushed: null };
+    planned.flushed = early;
     const soonest: Soonest = { at: Infinity };
     planned.plans = planSegments(this.host, planned.now, null, undefined, soonest);
     this.noteDeathAt(soonest.at);
@@ -826,6 +828,25 @@ export class Compactor {
       await this.host.log.whenSealed(old);
     }
     return this.compactMany("garbage", mode, planned);
+  }
+
+  /**
+   * For an in-place pass that may start its first job before the seal (startsBeforeSeal): a flush
+   * started before the plan, whose fdatasync runs on libuv's pool while the main thread walks the
+   * keydir, and the sequence it covers (every write committed or queued at its call). The pass
+   * awaits it in place of the flush it made after the plan (compactMany) only when the plan saw
+   * that same sequence, so it covers every record the plan has die. Resolves once the flush's
+   * steps ran up to its fdatasync (one turn of the event loop). Null otherwise. The flush after the
+   * plan had cost an in-place pass of 8 segments ~13 ms before its first job (thirty-first session).
+   */
+  private async flushUnderPlan(mode: Mode): Promise<{ done: Promise<void>; sequence: number } | null> {
+    if (mode !== "in-place" || !this.startsBeforeSeal() || earlyStartForTests.inPlaceUnflushed) return null;
+    const sequence = this.host.sequence;
+    const done = this.host.flush();
+    done.catch(() => undefined); // awaited by the pass, or superseded by its own flush; never unhandled
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    if (earlyStartForTests.underPlan !== null) await earlyStartForTests.underPlan(); // never set but by a test
+    return { done, sequence };
   }
 
   /**
@@ -875,7 +896,7 @@ export class Compactor {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
     const started = performance.now();
     if (which !== "garbage" && which.length === 0) return report;
-    if (sealing === undefined) await this.host.flush();
+    if (sealing === undefined) await this.flushFor(planned);
     // From here to the jobs' start nothing awaits (but an in-place pass's flush below, which the
     // plan survives): a plan kept is checked in the turn that uses it.
     const kept = planned !== undefined && which === "garbage" && this.stillPlanned(planned);
@@ -898,7 +919,7 @@ export class Compactor {
     // An in-place job that starts before the seal starts after a flush (startsBeforeSeal). A write
     // queued meanwhile only makes records die (a sealed segment's are kept: conservative) or lands
     // in the segment being sealed, whose plan sealDuring then makes again.
-    if (sealing !== undefined && jobs.some((j) => j.mode === "in-place") && !earlyStartForTests.inPlaceUnflushed) await this.host.flush();
+    if (sealing !== undefined && jobs.some((j) => j.mode === "in-place") && !earlyStartForTests.inPlaceUnflushed) await this.flushFor(planned);
     try {
       await this.runJobs(jobs, plans, now, report, sealing === undefined || planned === undefined ? null : () => this.sealDuring(sealing, planned));
     } finally {
@@ -907,6 +928,18 @@ export class Compactor {
     }
     report.durationMs = performance.now() - started;
     return report;
+  }
+
+  /**
+   * Makes every write committed or queued so far durable: awaits the flush started under
+   * `planned`'s plan (flushUnderPlan; its failure is the pass's), and flushes again unless that one
+   * covers the sequence now — when nothing was committed or queued since it was called, in which
+   * case the plan, or one made in this turn, has nothing die by a record it left out.
+   */
+  private async flushFor(planned: PlannedPass | undefined): Promise<void> {
+    const early = planned?.flushed ?? null;
+    if (early !== null) await early.done;
+    if (early === null || (early.sequence !== this.host.sequence && !earlyStartForTests.trustUnderPlan)) await this.host.flush();
   }
 
   /**
@@ -1167,6 +1200,8 @@ interface PlannedPass {
   sealedId: number;
   sealedEnd: number;
   plans: Map<number, SegmentPlan>;
+  /** A flush started just before the plan, covering every write up to its `sequence` (flushUnderPlan); null: none. */
+  flushed: { done: Promise<void>; sequence: number } | null;
 }
 
 /**
@@ -1202,9 +1237,19 @@ export const planReuse = { kept: 0, replanned: 0, earlyStarts: 0, sealedReplanne
  * seals and flushes only after the jobs of sealed segments were published — the wrong order,
  * whose source unlinks precede the syncs of the records that killed what they held;
  * `inPlaceUnflushed` starts an in-place pass's first job before the seal without the flush — the
- * wrong order, whose rewrite drops records while what killed them is not durable.
+ * wrong order, whose rewrite drops records while what killed them is not durable; `underPlan`
+ * runs once the flush an in-place pass starts before its plan reached its fdatasync, before the
+ * plan (a write there is planned but not covered by that flush); `trustUnderPlan` takes that
+ * flush as covering the plan regardless — the wrong rule, under which such a write is not durable
+ * when the first rewrite runs.
  */
-export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sealAfterPublish: boolean; inPlaceUnflushed: boolean } = { beforeSeal: null, sealAfterPublish: false, inPlaceUnflushed: false };
+export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sealAfterPublish: boolean; inPlaceUnflushed: boolean; underPlan: (() => Promise<void>) | null; trustUnderPlan: boolean } = {
+  beforeSeal: null,
+  sealAfterPublish: false,
+  inPlaceUnflushed: false,
+  underPlan: null,
+  trustUnderPlan: false,
+};
 
 /**
  * Test switches, never set by the engine or any option (test/compaction-in-flight.test.ts):

@@ -19,7 +19,11 @@
  * also starts before the seal, but after a flush: the same store compacted in place keeps its
  * plan, its active segment is durable to its end when the first rewrite has started, the late
  * write is planned again and reads back, and the twins lose it (plan kept regardless) or see the
- * segment not durable (`earlyStartForTests.inPlaceUnflushed`).
+ * segment not durable (`earlyStartForTests.inPlaceUnflushed`). Since the thirty-first session that
+ * flush starts before the plan, its fdatasync running while the main thread plans, and the pass
+ * flushes again when a write was committed or queued after it: a forget there (the `underPlan`
+ * hook) is durable when the first rewrite starts, and its twin (`trustUnderPlan`: the early flush
+ * taken as covering the plan regardless) sees the segment not durable.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
@@ -94,6 +98,8 @@ afterEach(() => {
   earlyStartForTests.sealAfterPublish = false;
   earlyStartForTests.inPlaceUnflushed = false;
   earlyStartForTests.beforeSeal = null;
+  earlyStartForTests.underPlan = null;
+  earlyStartForTests.trustUnderPlan = false;
   unsafePlanReuseForTests.always = false;
 });
 
@@ -199,6 +205,32 @@ describe("in-place compact() starts its first rewrite after a flush, before the 
   it("a write between the first rewrite's start and the seal: the sealed segment is planned again, the write reads back", () => lateWriteReadsBack(OPTS_IN_PLACE, "early-start-inplace-late"), 60_000);
 
   it("twin: the same write with the plan kept regardless is lost", () => lateWriteLostWithStalePlan(OPTS_IN_PLACE, "early-start-inplace-late-unsafe"), 60_000);
+
+  /** A forget lands after the flush started under the plan reached its fdatasync, before the plan: is the segment that was active durable when the first rewrite runs? */
+  async function forgetUnderPlan(label: string, trust: boolean): Promise<boolean | null> {
+    const dir = tempDir(label);
+    const s = await filled(dir, OPTS_IN_PLACE);
+    const activeId = s.stats().segments.find((x) => !x.sealed)?.id as number;
+    earlyStartForTests.trustUnderPlan = trust;
+    earlyStartForTests.underPlan = async () => {
+      earlyStartForTests.underPlan = null;
+      await s.forget("k1", { scope: "s" }); // k1's value lies in the first sealed segment
+    };
+    const seen: { durable: boolean | null } = { durable: null };
+    earlyStartForTests.beforeSeal = durableAtFirstJob(s, activeId, seen);
+    await s.compact({ mode: "in-place" });
+    expect(s.readSync("k1", { scope: "s" }).status).toBe("NOT_FOUND");
+    await s.close();
+    return seen.durable;
+  }
+
+  it("a forget after the flush started under the plan is made durable by a second flush before the first rewrite (thirty-first session)", async () => {
+    expect(await forgetUnderPlan("early-start-inplace-under-plan", false), "the forget planned after the early flush was durable before the first rewrite").toBe(true);
+  }, 60_000);
+
+  it("twin: trusting the flush started under the plan regardless, that forget is not durable when the first rewrite runs (caught)", async () => {
+    expect(await forgetUnderPlan("early-start-inplace-under-plan-unsafe", true)).toBe(false);
+  }, 60_000);
 
   it("twin: without the flush the first rewrite runs while the segment that was active is not durable (caught)", async () => {
     const s = await filled(tempDir("early-start-inplace-unflushed"), OPTS_IN_PLACE);
