@@ -6,7 +6,10 @@
  * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact().
  * The keys go in in key order, so every plan lists its survivors in file order and the worker
  * never orders them (engine/offset-order.ts): a change there shows only in the bench's own
- * compaction child (`bench/child.ts`, keys in random order), not here. It prints one JSON
+ * compaction child (`bench/child.ts`, keys in random order), or here with AB_RANDOM=1 (the keys
+ * loaded in a fixed shuffled order). --alternate runs every pass in one process, so from its
+ * second pair on each tree's code is warm; the bench's child runs one pass in a fresh process,
+ * like a loop of single runs (`for …; do node --import tsx bench/compact-ab.ts TREE …; done`). It prints one JSON
  * line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker threads
  * included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, faults
  * (the process's minor page faults during compact(): fresh memory touched, ~10 µs each on this
@@ -54,9 +57,10 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
   const niceness = process.env["AB_NICENESS"] === undefined ? {} : { niceness: Number(process.env["AB_NICENESS"]) };
   const store = await Engram.open(dir, { durability: "none", segmentBytes: 4 << 20, compaction: { mode, auto: false, workers, ...niceness } });
   const value = new Uint8Array(256).fill(7);
+  const order = loadOrder(keys, process.env["AB_RANDOM"] !== undefined);
   for (let i = 0; i < keys; i += 1000) {
     const ops = [];
-    for (let j = i; j < Math.min(keys, i + 1000); j++) ops.push({ op: "write" as const, scope: "s", key: `k${String(j).padStart(9, "0")}`, value });
+    for (let j = i; j < Math.min(keys, i + 1000); j++) ops.push({ op: "write" as const, scope: "s", key: `k${String(order[j]).padStart(9, "0")}`, value });
     await store.batch(ops);
   }
   const first = store.stats().segments.find((x) => x.sealed);
@@ -104,6 +108,23 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
   await store.close();
   fs.rmSync(dir, { recursive: true, force: true });
   return { tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, faults, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) };
+}
+
+/** The key numbers 0..keys-1 in the order they are loaded: key order, or (`random`) a fixed shuffle, as the bench's compaction child loads them. */
+function loadOrder(keys: number, random: boolean): Uint32Array {
+  const order = new Uint32Array(keys);
+  for (let i = 0; i < keys; i++) order[i] = i;
+  let x = 0x9e3779b9;
+  for (let i = keys - 1; random && i > 0; i--) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    const j = (x >>> 0) % (i + 1);
+    const t = order[i] as number;
+    order[i] = order[j] as number;
+    order[j] = t;
+  }
+  return order;
 }
 
 /** The median of `xs` (not empty). */
