@@ -808,13 +808,23 @@ export class Compactor {
    * a recount of the active segment walked every slot and the pass walked them all again.
    */
   private async compactGarbage(mode: Mode): Promise<T.CompactionReport> {
-    // No flush first (the recount this walk replaces had none): a group applied after the plan
-    // moves a segment's data end or the sequence, and stillPlanned then refuses the plan.
     const early = await this.flushUnderPlan(mode);
+    try {
+      return await this.planAndCompact(mode, early);
+    } finally {
+      // Its failure is the pass's even when no job waited for it (nothing to compact): the flush
+      // may have taken a failed background sync's error, which must reach a caller (commit.ts).
+      if (early !== null) await early.done;
+    }
+  }
+
+  /** compactGarbage's plan and pass, with the flush started under the plan (null: none). */
+  private async planAndCompact(mode: Mode, early: PlannedPass["flushed"]): Promise<T.CompactionReport> {
+    // No other flush first (the recount this walk replaces had none): a group applied after the
+    // plan moves a segment's data end or the sequence, and stillPlanned then refuses the plan.
     const active = this.host.log.activeSegment;
     const estimated = active.deadBytes;
-    const planned: PlannedPass = { now: this.host.options.clock(), sequence: this.host.sequence, sealedId: active.id, sealedEnd: active.dataEnd, plans: new Map(), flushed: null };
-    planned.flushed = early;
+    const planned: PlannedPass = { now: this.host.options.clock(), sequence: this.host.sequence, sealedId: active.id, sealedEnd: active.dataEnd, plans: new Map(), flushed: early };
     const soonest: Soonest = { at: Infinity };
     planned.plans = planSegments(this.host, planned.now, null, undefined, soonest);
     this.noteDeathAt(soonest.at);
@@ -833,10 +843,10 @@ export class Compactor {
   /**
    * For an in-place pass that may start its first job before the seal (startsBeforeSeal): a flush
    * started before the plan, whose fdatasync runs on libuv's pool while the main thread walks the
-   * keydir, and the sequence it covers (every write committed or queued at its call). The pass
-   * awaits it in place of the flush it made after the plan (compactMany) only when the plan saw
-   * that same sequence, so it covers every record the plan has die. Resolves once the flush's
-   * steps ran up to its fdatasync (one turn of the event loop). Null otherwise. The flush after the
+   * keydir, and the sequence it covers (every write committed or queued at its call). It stands
+   * for the flush the pass made after the plan only while nothing was committed or queued since
+   * (flushFor): then it covers every record the plan has die. Resolves once the flush's steps
+   * ran up to its fdatasync (one turn of the event loop). Null otherwise. The flush after the
    * plan had cost an in-place pass of 8 segments ~13 ms before its first job (thirty-first session).
    */
   private async flushUnderPlan(mode: Mode): Promise<{ done: Promise<void>; sequence: number } | null> {
