@@ -2,6 +2,7 @@
  * A/B timing of compact() alone, for comparing two source trees on a shared machine.
  * Usage: node --import tsx bench/compact-ab.ts <tree> [keys] [mode] [workers]
  *        node --import tsx bench/compact-ab.ts --alternate <treeA> <treeB> [keys] [mode] [workers] [pairs]
+ *        node --import tsx bench/compact-ab.ts --fresh <treeA> <treeB> [keys] [mode] [workers] [pairs]
  * Loads `keys` keys (values 256 B) into 4 MiB segments (non-durable, auto compaction off),
  * compacts one sealed segment as a warm-up, forgets every fourth key, and times compact().
  * The keys go in in key order, so every plan lists its survivors in file order and the worker
@@ -9,7 +10,8 @@
  * compaction child (`bench/child.ts`, keys in random order), or here with AB_RANDOM=1 (the keys
  * loaded in a fixed shuffled order). --alternate runs every pass in one process, so from its
  * second pair on each tree's code is warm; the bench's child runs one pass in a fresh process,
- * like a loop of single runs (`for …; do node --import tsx bench/compact-ab.ts TREE …; done`). It prints one JSON
+ * as `--fresh` does: the same pairs, each run in a child process of its own (the environment
+ * passed on), with the same summary line. It prints one JSON
  * line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker threads
  * included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, faults
  * (the process's minor page faults during compact(): fresh memory touched, ~10 µs each on this
@@ -29,7 +31,8 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { pathToFileURL } from "node:url";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 type Mode = "copy-on-write" | "in-place";
 
@@ -133,18 +136,31 @@ function median(xs: readonly number[]): number {
   return s[s.length >> 1] as number;
 }
 
+/**
+ * One run in a child process of its own (`--fresh`): this script with the tree's arguments, its
+ * environment passed on (AB_RANDOM and the rest); the child's JSON line. A failed child throws.
+ */
+function runFresh(tree: string, keys: number, mode: Mode, workers: number): Run {
+  const script = fileURLToPath(import.meta.url);
+  const r = spawnSync(process.execPath, ["--import", "tsx", script, tree, String(keys), mode, String(workers)], { encoding: "utf8", timeout: 300_000 });
+  const line = r.stdout.trim().split("\n").pop() ?? "";
+  if (r.status !== 0 || !line.startsWith("{")) throw new Error(`compact-ab child for ${tree} failed (status ${String(r.status)}): ${r.stderr.slice(-500)}`);
+  return JSON.parse(line) as Run;
+}
+
 const argv = process.argv.slice(2);
-if (argv[0] === "--alternate") {
+if (argv[0] === "--alternate" || argv[0] === "--fresh") {
   const [a = "/tmp/base-628", b = ".", k, m, w, p] = argv.slice(1);
   const keys = Number(k ?? 100_000);
   const mode = (m ?? "copy-on-write") as Mode;
   const workers = Number(w ?? 1);
   const pairs = Number(p ?? 5);
+  const one = argv[0] === "--fresh" ? async (t: string) => runFresh(t, keys, mode, workers) : (t: string) => runOnce(t, keys, mode, workers);
   const runs: { a: Run; b: Run }[] = [];
   for (let i = 0; i < pairs; i++) {
-    const ra = await runOnce(a, keys, mode, workers);
+    const ra = await one(a);
     console.log(JSON.stringify(ra));
-    const rb = await runOnce(b, keys, mode, workers);
+    const rb = await one(b);
     console.log(JSON.stringify(rb));
     runs.push({ a: ra, b: rb });
   }
