@@ -162,6 +162,50 @@ export function secondsSince(start: bigint, end: bigint = nowNs()): number {
   return Number(end - start) / 1e9;
 }
 
+/**
+ * Time on CPU of each thread of this process so far, µs by thread id (Linux's
+ * /proc/self/task/<tid>/schedstat, whose first field is ns; empty elsewhere). A thread that ended
+ * is missing from a later reading: cpuSplit counts it as 0 there.
+ */
+export function threadCpuUs(): Map<number, number> {
+  const out = new Map<number, number>();
+  let tids: string[];
+  try {
+    tids = fs.readdirSync("/proc/self/task");
+  } catch {
+    return out;
+  }
+  for (const tid of tids) {
+    try {
+      out.set(Number(tid), Number(fs.readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]) / 1000);
+    } catch {
+      // the thread ended between the listing and the read
+    }
+  }
+  return out;
+}
+
+/**
+ * CPU between two threadCpuUs readings, µs: the main thread's (its id is the process's), the
+ * busiest other thread's (in a compaction, the worker's), and all the others' together (V8's
+ * compiler and GC helpers, libuv's pool, and a store's own threads). NaN off Linux.
+ */
+export function cpuSplit(before: Map<number, number>, after: Map<number, number>): { mainUs: number; busiestUs: number; restUs: number } {
+  if (after.size === 0) return { mainUs: NaN, busiestUs: NaN, restUs: NaN };
+  let mainUs = 0;
+  let busiestUs = 0;
+  let othersUs = 0;
+  for (const [tid, us] of after) {
+    const spent = us - (before.get(tid) ?? 0);
+    if (tid === process.pid) mainUs = spent;
+    else {
+      othersUs += spent;
+      busiestUs = Math.max(busiestUs, spent);
+    }
+  }
+  return { mainUs, busiestUs, restUs: othersUs - busiestUs };
+}
+
 /** The median of numbers (NaN for none). */
 export function median(xs: readonly number[]): number {
   return quantile(xs, 0.5);

@@ -13,7 +13,10 @@
  * as `--fresh` does: the same pairs, each run in a child process of its own (the environment
  * passed on), with the same summary line. It prints one JSON
  * line {tree, mode, workers, MBps, seconds, cpuSeconds (the whole process, worker threads
- * included: less sensitive to a busy machine), userS, systemS, MBperCpuS, segments, faults
+ * included: less sensitive to a busy machine), userS, systemS, MBperCpuS, mainCpuMs, workerCpuMs
+ * and restCpuMs (CPU during compact() of the main thread, of the busiest other thread — the
+ * compaction worker — and of every other thread: V8's compiler and GC helpers, libuv's pool with
+ * the kernel time of the fdatasyncs it runs; Linux only), segments, faults
  * (the process's minor page faults during compact(): fresh memory touched, ~10 µs each on this
  * machine kind, and a count no other load on the machine changes), load,
  * and syncs: the file fdatasyncs and directory fsyncs compact() made, counted by segments/io.ts's
@@ -24,6 +27,8 @@
  * compact() (the worker's warm-up rounds, which follow its first task, then run to their end: a
  * long-lived store's pass, against the bench's, which starts ~0.1 s after the worker's first task).
  * AB_NICENESS=N opens the store with compaction.niceness N (default: the option's default).
+ * AB_MARK=1 prints "=== PASS START" and "=== PASS END" to stdout around the timed compact(), to
+ * cut the pass out of a `node --trace-opt --trace-deopt` log (which goes to stdout too).
  * --alternate runs both trees in this one process, A then B, `pairs` times (default 5; a fresh
  * store each run), and ends with a line of per-tree medians and the median of the pairwise B/A
  * ratios of MB/s and MB per CPU-second: on a loaded machine the pairs see the same minutes.
@@ -33,6 +38,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { cpuSplit, threadCpuUs } from "./common.js";
 
 type Mode = "copy-on-write" | "in-place";
 
@@ -94,14 +100,18 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
     });
   }
   const faults0 = process.resourceUsage().minorPageFault;
+  const threads0 = threadCpuUs();
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   const tick0 = process.hrtime.bigint() / 1000n;
+  if (process.env["AB_MARK"] !== undefined) console.log("=== PASS START");
   const rep = await store.compact({ mode });
+  if (process.env["AB_MARK"] !== undefined) console.log("=== PASS END");
   if (process.env["AB_WINDOW"] !== undefined) console.error(`window ${tick0} ${process.hrtime.bigint() / 1000n}`); // µs of CLOCK_MONOTONIC, a --cpu-prof profile's clock
   io.setIoObserver(null);
   const seconds = (performance.now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
+  const threads = cpuSplit(threads0, threadCpuUs());
   const faults = process.resourceUsage().minorPageFault - faults0;
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   if (session !== null && prof !== undefined) {
@@ -110,7 +120,7 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
   }
   await store.close();
   fs.rmSync(dir, { recursive: true, force: true });
-  return { tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), segments: rep.segments.length, faults, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) };
+  return { tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), mainCpuMs: +(threads.mainUs / 1000).toFixed(1), workerCpuMs: +(threads.busiestUs / 1000).toFixed(1), restCpuMs: +(threads.restUs / 1000).toFixed(1), segments: rep.segments.length, faults, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) };
 }
 
 /** The key numbers 0..keys-1 in the order they are loaded: key order, or (`random`) a fixed shuffle, as the bench's compaction child loads them. */

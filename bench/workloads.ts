@@ -13,10 +13,12 @@ import {
   keyOf,
   nowNs,
   permutation,
+  cpuSplit,
   quantileOf,
   rng,
   sameValue,
   secondsSince,
+  threadCpuUs,
   VALUE_BYTES,
   valueOf,
   type ChildResult,
@@ -133,10 +135,14 @@ async function w1Single(spec: ChildSpec, r: ChildResult, sub: string, warm: numb
   for (let i = 0; i < warm; i++) await s.put(keyOf(perm[n + i] as number), values[i % POOL] as Uint8Array);
   const lat = new Float64Array(n);
   const f0 = faults();
+  const cpu0 = threadCpuUs();
   const t0 = nowNs();
   const done = await pump(n, 1, t0 + BigInt(spec.sizes.phaseMs) * 1_000_000n, (i) => s.put(keyOf(perm[i] as number), values[i % POOL] as Uint8Array), lat);
   const sec = secondsSince(t0);
+  const cpu = cpuSplit(cpu0, threadCpuUs());
   r.metrics[`w1.${sub}.faultsPerOp`] = (faults() - f0) / Math.max(1, done);
+  r.metrics[`w1.${sub}.mainCpuPerOp`] = cpu.mainUs / Math.max(1, done);
+  r.metrics[`w1.${sub}.otherCpuPerOp`] = (cpu.busiestUs + cpu.restUs) / Math.max(1, done);
   await s.close();
   r.metrics[`w1.${sub}`] = done / sec;
   r.metrics[`w1.${sub}.p50`] = quantileOf(lat, done, 0.5);
@@ -473,10 +479,15 @@ async function compact(spec: ChildSpec, r: ChildResult): Promise<void> {
   await forgetWhere(0);
   const before = store.stats();
   const f0 = faults();
+  const cpu0 = threadCpuUs();
   const t0 = nowNs();
   const rep = await store.compact({ mode });
   const sec = secondsSince(t0);
+  const cpu = cpuSplit(cpu0, threadCpuUs());
   r.metrics[`compact.${tag}.faults`] = faults() - f0;
+  r.metrics[`compact.${tag}.cpu.main`] = cpu.mainUs / 1000;
+  r.metrics[`compact.${tag}.cpu.worker`] = cpu.busiestUs / 1000;
+  r.metrics[`compact.${tag}.cpu.rest`] = cpu.restUs / 1000;
   const bytes = rep.bytesBefore > 0 ? rep.bytesBefore : before.totalBytes;
   r.metrics[`compact.${tag}.MBps`] = bytes / sec / 1e6;
   r.metrics[`compact.${tag}.bytesBefore`] = rep.bytesBefore;
