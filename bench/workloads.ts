@@ -7,13 +7,13 @@ import * as path from "node:path";
 import { Bench } from "tinybench";
 import { loadEngram, OPENERS, probeStore, wrapEngram, type BatchOp, type Entry, type StoreAdapter } from "./adapters.js";
 import {
+  cpuSplit,
   errorText,
   fullGc,
   KEY_BYTES,
   keyOf,
   nowNs,
   permutation,
-  cpuSplit,
   quantileOf,
   rng,
   sameValue,
