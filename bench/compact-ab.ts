@@ -8,7 +8,7 @@
  * The keys go in in key order, so every plan lists its survivors in file order and the worker
  * never orders them (engine/offset-order.ts): a change there shows only in the bench's own
  * compaction child (`bench/child.ts`, keys in random order), or here with AB_RANDOM=1 (the keys
- * loaded in a fixed shuffled order). --alternate runs every pass in one process, so from its
+ * loaded in the child's own shuffled order). --alternate runs every pass in one process, so from its
  * second pair on each tree's code is warm; the bench's child runs one pass in a fresh process,
  * as `--fresh` does: the same pairs, each run in a child process of its own (the environment
  * passed on), with the same summary line. It prints one JSON
@@ -38,7 +38,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { spawnSync } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { cpuSplit, threadCpuUs } from "./common.js";
+import { cpuSplit, permutation, threadCpuUs } from "./common.js";
 
 type Mode = "copy-on-write" | "in-place";
 
@@ -123,20 +123,11 @@ async function runOnce(tree: string, keys: number, mode: Mode, workers: number):
   return { tree, mode, workers, MBps: +(rep.bytesBefore / seconds / 1e6).toFixed(1), seconds: +seconds.toFixed(3), cpuSeconds: +cpuSeconds.toFixed(3), userS: +(cpu.user / 1e6).toFixed(3), systemS: +(cpu.system / 1e6).toFixed(3), MBperCpuS: +(rep.bytesBefore / cpuSeconds / 1e6).toFixed(1), mainCpuMs: +(threads.mainUs / 1000).toFixed(1), workerCpuMs: +(threads.busiestUs / 1000).toFixed(1), restCpuMs: +(threads.restUs / 1000).toFixed(1), segments: rep.segments.length, faults, ...(workers === 0 ? { syncs } : {}), load: (os.loadavg()[0] ?? 0).toFixed(2) };
 }
 
-/** The key numbers 0..keys-1 in the order they are loaded: key order, or (`random`) a fixed shuffle, as the bench's compaction child loads them. */
+/** The key numbers 0..keys-1 in the order they are loaded: key order, or (`random`) the bench's compaction child's own shuffle (bench/workloads.ts compact: permutation seed 61). */
 function loadOrder(keys: number, random: boolean): Uint32Array {
+  if (random) return permutation(keys, 61);
   const order = new Uint32Array(keys);
   for (let i = 0; i < keys; i++) order[i] = i;
-  let x = 0x9e3779b9;
-  for (let i = keys - 1; random && i > 0; i--) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    const j = (x >>> 0) % (i + 1);
-    const t = order[i] as number;
-    order[i] = order[j] as number;
-    order[j] = t;
-  }
   return order;
 }
 

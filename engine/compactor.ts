@@ -849,7 +849,7 @@ export class Compactor {
    * ran up to its fdatasync (one turn of the event loop). Null otherwise. The flush after the
    * plan had cost an in-place pass of 8 segments ~13 ms before its first job (thirty-first session).
    */
-  private async flushUnderPlan(mode: Mode): Promise<{ done: Promise<void>; sequence: number } | null> {
+  private async flushUnderPlan(mode: Mode): Promise<PlannedPass["flushed"]> {
     if (mode !== "in-place" || !this.startsBeforeSeal() || earlyStartForTests.inPlaceUnflushed) return null;
     const sequence = this.host.sequence;
     const done = this.host.flush();
