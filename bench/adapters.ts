@@ -43,6 +43,8 @@ export interface StoreAdapter {
   delete(key: string): Promise<void>;
   close(): Promise<void>;
   diskBytes(): DiskUsage;
+  /** engram only: one compact() pass (every segment with garbage; its plan walks every name held). */
+  compact?(): Promise<void>;
 }
 
 export interface OpenParams {
@@ -140,6 +142,9 @@ export function wrapEngram(store: EngramStore, dir: string, durable: boolean): S
     },
     close: () => store.close(),
     diskBytes: () => diskUsage(dir),
+    async compact() {
+      await store.compact();
+    },
   };
 }
 

@@ -67,6 +67,7 @@ export const TABLES: TableDef[] = [
       { id: "reopen.ms", label: "reopen (open + first read)", unit: "ms", better: "lower", target: 500 },
       { id: "reopen.scanMs", label: "engram only: the same reopen with its hint files removed (a full scan)", unit: "ms", better: "lower", noRatio: true },
       { id: "heap.perKey", label: "JS heap per key after reopen", unit: "B/key", better: "lower" , noRatio: true },
+      { id: "heap.perKeyAfterPass", label: "engram only: JS heap per key after reopen and one compact() pass (its plan walks every name: what a long-lived store holds after its first compaction)", unit: "B/key", better: "lower", noRatio: true },
       { id: "heap.perKeyWritten", label: "JS heap per key written, before close (the warm load; its key strings are the caller's, not counted)", unit: "B/key", better: "lower" , noRatio: true },
       { id: "external.perKey", label: "ArrayBuffer memory (shared ones included) per key after reopen", unit: "B/key", better: "lower" , noRatio: true },
       { id: "w3.verifyErrors", label: "wrong values in a 2001-key sample after reopen", unit: "count", better: "lower" , noRatio: true },
@@ -348,7 +349,18 @@ export const ISSUE_11_GOALS: readonly Goal[] = [
       return { figure: `${r.ratio.toFixed(2)}× (${r.store}); ${(scan / ms).toFixed(1)}× faster than the scan (${fmt(scan)} ms)`, met: r.ratio <= 25 && scan / ms >= 10 };
     },
   },
-  valueGoal("JS heap per key after reopen", "heap.perKey", { max: 100 }),
+  {
+    what: "JS heap per key after reopen",
+    goal: "≤ 100 B/key, and still after the first compact() pass",
+    check(samples) {
+      const v = medianOf(samples, "heap.perKey", "engram");
+      const pass = medianOf(samples, "heap.perKeyAfterPass", "engram");
+      if (!Number.isFinite(v)) return null;
+      // A run from before the row existed has no after-pass figure: judged on the reopen alone, as then.
+      if (!Number.isFinite(pass)) return { figure: `${fmt(v)} B/key`, met: v <= 100 };
+      return { figure: `${fmt(v)} B/key; ${fmt(pass)} B/key after a compact() pass`, met: v <= 100 && pass <= 100 };
+    },
+  },
   valueGoal("compaction, copy-on-write", "compact.cow.MBps", { min: 150 }),
   valueGoal("compaction, in place", "compact.inplace.MBps", { min: 150 }),
 ];

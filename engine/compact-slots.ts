@@ -9,8 +9,11 @@
  * latest PUT's sequence and location, generation 1, `physical` records, nothing else. A batch's
  * decision may overwrite a held row (another such PUT); anything else that asks for the name
  * (a read, a forget, a TTL write, a lone write) has the keydir turn the row into a Slot and free
- * it, and so does every pass over all slots first, so no pass or rule ever sees a row
- * (engine/keydir.ts). The one exception is a read in a pass in key order (the value cache's
+ * it, and so does every pass over all slots first, so no rule ever sees a row (engine/keydir.ts)
+ * — but a compaction plan, which walks held rows as they are (compaction-plan.ts KIND_ROW: a
+ * live value of generation 1 that never expires needs no rule but its scope's erasure). While a
+ * compaction pass runs, a row made a Slot is FORWARDED, not freed: the pass's publication moves
+ * the Slot it became, and its number is not reused until the pass ends (Keydir.pinRows). The one exception is a read in a pass in key order (the value cache's
  * streaming mode): it reads a held row's location as it is, no Slot made, and marks the row
  * (`touched`) as the cache would mark the Slot; a second read makes it a Slot. A recovery from
  * hints holds a name whose one hint entry is such a PUT as a row too (Keydir.holdApplied).
@@ -21,9 +24,18 @@ import { assert } from "../rules/assert.js";
 export const ROW_FREE = 0;
 export const ROW_RESERVED = 1;
 export const ROW_HELD = 2;
+/**
+ * A held row made a Slot while a compaction pass holds plans that may name it (Keydir.pinRows):
+ * out of the maps, not free — its number is not reused — until the pass ends, so that the pass's
+ * publication finds the Slot it became (Keydir.forwardedSlot) and moves that Slot's pointer.
+ */
+export const ROW_FORWARDED = 3;
 
 /** The most PUT records a held row counts; one more is applied to a Slot instead. */
 export const PHYSICAL_MAX = 0xffff;
+
+/** The columns a compaction plan's walk reads (Keydir.rowColumns). */
+export type RowColumns = Readonly<Pick<CompactRows, "state" | "putSeq" | "seg" | "off" | "len">>;
 
 /** Rows first allocated; the columns double from here. */
 const ROWS_INITIAL = 1024;
@@ -52,11 +64,12 @@ export class CompactRows {
   private free: number[] = [];
   /** Rows ever used since the last reset (the high-water mark). */
   private used = 0;
-  /** Rows RESERVED and HELD now. */
+  /** Rows RESERVED, HELD and FORWARDED now. */
   reserved = 0;
   held = 0;
+  forwarded = 0;
 
-  /** True while some row is HELD or RESERVED (a pass over all slots must first turn them into Slots). */
+  /** True while some row is HELD or RESERVED (a pass over all slots but a compaction plan's must first turn them into Slots). */
   get any(): boolean {
     return this.reserved + this.held !== 0;
   }
@@ -115,8 +128,28 @@ export class CompactRows {
     assert(state === ROW_RESERVED || state === ROW_HELD, "a row released is in use");
     if (state === ROW_HELD) this.held -= 1;
     else this.reserved -= 1;
+    this.freed(row);
+  }
+
+  /** Marks held `row` FORWARDED: made a Slot under a pass's pin, its number kept out of use until unforward(). */
+  forward(row: number): void {
+    assert(this.state[row] === ROW_HELD, "only a held row is forwarded");
+    this.state[row] = ROW_FORWARDED;
+    this.held -= 1;
+    this.forwarded += 1;
+  }
+
+  /** Frees forwarded `row` (the pass that pinned it ended). */
+  unforward(row: number): void {
+    assert(this.state[row] === ROW_FORWARDED, "only a forwarded row is unforwarded");
+    this.forwarded -= 1;
+    this.freed(row);
+  }
+
+  /** Marks `row` FREE: reused first, or every column dropped once no row is in use or forwarded. */
+  private freed(row: number): void {
     this.state[row] = ROW_FREE;
-    if (this.any) this.free.push(row);
+    if (this.any || this.forwarded !== 0) this.free.push(row);
     else this.reset();
   }
 
@@ -133,6 +166,7 @@ export class CompactRows {
     this.used = 0;
     this.reserved = 0;
     this.held = 0;
+    this.forwarded = 0;
   }
 
   /** Doubles the columns (their contents kept). */

@@ -7,7 +7,9 @@
  */
 import * as P from "./gc-policy.js";
 import { assert, fail } from "../rules/assert.js";
-import { isReserved, type Keydir, type Slot } from "./keydir.js";
+import { isReserved, unsafeCompactForTests, type Keydir, type Slot } from "./keydir.js";
+import { ROW_HELD, type RowColumns } from "./compact-slots.js";
+import { versionSurvivesKill } from "../rules/gc-rule.js";
 import type { ScopeRule } from "../rules/scope-rules.js";
 
 /** What kind of record a plan entry is (who points at it: a slot's PUT, TOMBSTONE or CLEAR; an erasure's scope). */
@@ -15,11 +17,17 @@ export const KIND_PUT = 0;
 export const KIND_TOMB = 1;
 export const KIND_CLEAR = 2;
 export const KIND_ERASE = 3;
+/**
+ * A held compact row's PUT (engine/compact-slots.ts): a live value of generation 1 that never
+ * expires, pointed at by the row whose number the entry holds — or, if the row was made a Slot
+ * while the pass ran, by that Slot (Keydir.forwardedSlot).
+ */
+export const KIND_ROW = 4;
 
 /**
  * Records of one segment as parallel arrays — no object per record (a pass plans every record of
  * the store): entry i (i < length) is a record of kind kindAt(i) at offAt(i), lenAt(i) bytes
- * long, pointed at by refAt(i) (the slot; for KIND_ERASE the erased scope). The arrays are kept
+ * long, pointed at by refAt(i) (the slot; for KIND_ERASE the erased scope; for KIND_ROW the row's number). The arrays are kept
  * in chunks of CHUNK entries (the first one grows by doubling up to that size), so that the list
  * grows without copying what it holds: a plan's lists doubled and copied their typed arrays (and
  * grew their refs by copy) until the nineteenth session, which touched about twice the memory
@@ -31,12 +39,12 @@ export class RecordList {
   private kinds: Uint8Array[] = [];
   private offs: Uint32Array[] = [];
   private lens: Uint32Array[] = [];
-  private refs: Array<Slot | string>[] = [];
+  private refs: Array<Slot | string | number>[] = [];
   /** Entries held. */
   length = 0;
 
   /** Appends one entry (offsets and lengths below 2^32, as a segment's are). */
-  push(kind: number, ref: Slot | string, off: number, len: number): void {
+  push(kind: number, ref: Slot | string | number, off: number, len: number): void {
     const n = this.length;
     const c = n >>> CHUNK_BITS;
     const i = n & CHUNK_MASK;
@@ -44,7 +52,7 @@ export class RecordList {
     const offs = this.offs[c] as Uint32Array;
     const lens = this.lens[c] as Uint32Array;
     (this.kinds[c] as Uint8Array)[i] = kind;
-    (this.refs[c] as Array<Slot | string>)[i] = ref;
+    (this.refs[c] as Array<Slot | string | number>)[i] = ref;
     offs[i] = off;
     lens[i] = len;
     this.length = n + 1;
@@ -57,7 +65,7 @@ export class RecordList {
       this.kinds.push(new Uint8Array(CHUNK));
       this.offs.push(new Uint32Array(CHUNK));
       this.lens.push(new Uint32Array(CHUNK));
-      this.refs.push(new Array<Slot | string>(CHUNK));
+      this.refs.push(new Array<Slot | string | number>(CHUNK));
       return;
     }
     const first = this.offs[0];
@@ -66,13 +74,13 @@ export class RecordList {
     const kinds = new Uint8Array(room);
     const offs = new Uint32Array(room);
     const lens = new Uint32Array(room);
-    const refs = new Array<Slot | string>(room);
+    const refs = new Array<Slot | string | number>(room);
     if (first !== undefined) {
       kinds.set(this.kinds[0] as Uint8Array);
       offs.set(first);
       lens.set(this.lens[0] as Uint32Array);
-      const old = this.refs[0] as Array<Slot | string>;
-      for (let i = 0; i < old.length; i++) refs[i] = old[i] as Slot | string;
+      const old = this.refs[0] as Array<Slot | string | number>;
+      for (let i = 0; i < old.length; i++) refs[i] = old[i] as Slot | string | number;
     }
     this.kinds[0] = kinds;
     this.offs[0] = offs;
@@ -95,14 +103,19 @@ export class RecordList {
     return (this.lens[i >>> CHUNK_BITS] as Uint32Array)[i & CHUNK_MASK] as number;
   }
 
-  /** What entry i is pointed at by: its slot, or for KIND_ERASE its scope. */
-  refAt(i: number): Slot | string {
-    return (this.refs[i >>> CHUNK_BITS] as Array<Slot | string>)[i & CHUNK_MASK] as Slot | string;
+  /** What entry i is pointed at by: its slot, for KIND_ERASE its scope, for KIND_ROW its row's number. */
+  refAt(i: number): Slot | string | number {
+    return (this.refs[i >>> CHUNK_BITS] as Array<Slot | string | number>)[i & CHUNK_MASK] as Slot | string | number;
   }
 
-  /** The slot of entry i (which is not KIND_ERASE). */
+  /** The slot of entry i (which is neither KIND_ERASE nor KIND_ROW). */
   slotAt(i: number): Slot {
     return this.refAt(i) as Slot;
+  }
+
+  /** The row number of entry i (which is KIND_ROW). */
+  rowAt(i: number): number {
+    return this.refAt(i) as number;
   }
 
   /** The offsets of the entries, in one new array (in the list's order). */
@@ -146,12 +159,15 @@ const FIRST_ROOM = 16;
  * What one compaction of a segment keeps (survivors, in the order the keydir walk met them: the
  * worker puts them in file order, engine/offset-order.ts), which retention records it may
  * drop (droppable), and which current PUT records are dead (deadPuts: the slot still points at
- * them, so the worker need not name them and the main thread need not look them up).
+ * them, so the worker need not name them and the main thread need not look them up). Rows are
+ * only ever survivors (a row the rules kill is made a Slot first); `rowScopes` holds their scopes
+ * (a row has no Slot to carry one), for the segment's `scopes`.
  */
 export interface SegmentPlan {
   survivors: RecordList;
   droppable: RecordList;
   deadPuts: RecordList;
+  rowScopes: Set<string>;
 }
 
 /**
@@ -167,6 +183,7 @@ export function lowestSeq(list: RecordList, keydir: Keydir): number {
     const ref = list.refAt(i);
     let seq: number;
     if (typeof ref === "string") seq = keydir.erases.get(ref)?.seq ?? 0;
+    else if (typeof ref === "number") seq = rowPutSeq(keydir, ref);
     else seq = kind === KIND_PUT ? ref.putSeq : kind === KIND_TOMB ? ref.tombSeq : ref.clearSeq;
     if (seq > 0 && (low === 0 || seq < low)) low = seq;
   }
@@ -190,7 +207,15 @@ export interface PlanHost {
 
 /** An empty plan. */
 export function emptyPlan(): SegmentPlan {
-  return { survivors: new RecordList(), droppable: new RecordList(), deadPuts: new RecordList() };
+  return { survivors: new RecordList(), droppable: new RecordList(), deadPuts: new RecordList(), rowScopes: new Set() };
+}
+
+/** The PUT sequence of the name a plan filed as row `row`, as the keydir holds it now: the row's, the Slot's it became, or 0 (freed). */
+function rowPutSeq(keydir: Keydir, row: number): number {
+  const slot = keydir.forwardedSlot(row);
+  if (slot !== undefined) return slot.putSeq;
+  const rows = keydir.rowColumns;
+  return rows.state[row] === ROW_HELD ? (rows.putSeq[row] as number) : 0;
 }
 
 /**
@@ -217,9 +242,16 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
   const fixedRetention = host.options.tombstoneRetentionMs;
   // Per scope, not per slot: its retention window and the latest erasure over it (both fixed
   // while the plan runs: a plan is one synchronous pass). A slot walk over Maps, no generator.
-  for (const [scope, keys] of keydir.scopes) {
-    walk.scope(rules ? host.retentionMsFor(scope) : fixedRetention, keydir.eraseSeq(scope));
-    for (const slot of keys.values()) if (!isReserved(slot)) walk.slot(keydir, slot); // a reserved slot has no record yet
+  // Compact rows are walked as they are (KIND_ROW): a pass publishing this plan pinned them first (Keydir.pinRows).
+  const rows = keydir.rowColumns;
+  for (const [scope, keys] of keydir.planScopes()) {
+    const eraseSeq = keydir.eraseSeq(scope);
+    walk.scope(rules ? host.retentionMsFor(scope) : fixedRetention, eraseSeq, scope);
+    if (eraseSeq > 0) slotsOfKilledRows(keydir, scope, keys, eraseSeq);
+    for (const ref of keys.values()) {
+      if (typeof ref === "number") walk.row(rows, ref);
+      else if (!isReserved(ref)) walk.slot(keydir, ref); // a reserved slot has no record yet
+    }
   }
   for (const [scope, e] of keydir.erases) {
     const parts = [e, ...(e.more ?? [])].filter((x) => walk.covers(x.seg));
@@ -233,6 +265,19 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
 }
 
 /**
+ * Makes a Slot of every held row of `scope` (its map `keys`) whose PUT the erasure of sequence
+ * `eraseSeq` over the scope killed: the rules for a dead value (its drop, its slot's retention)
+ * work on Slots. A Map's entry set to another value keeps its place in an iteration under way.
+ */
+function slotsOfKilledRows(keydir: Keydir, scope: string, keys: ReadonlyMap<string, Slot | number>, eraseSeq: number): void {
+  const rows = keydir.rowColumns;
+  for (const [key, ref] of keys) {
+    if (typeof ref !== "number" || rows.state[ref] !== ROW_HELD) continue;
+    if (!versionSurvivesKill(rows.putSeq[ref] as number, eraseSeq)) keydir.slotOfHeldRow(scope, key, ref);
+  }
+}
+
+/**
  * The state of one planSegments pass: the plans made so far (the last one looked up kept at
  * hand: consecutive slots mostly lie in one segment), and the current scope's retention window
  * and erasure sequence.
@@ -243,6 +288,7 @@ class PlanWalk {
   private last: SegmentPlan = emptyPlan();
   private retention = 0;
   private scopeEraseSeq = 0;
+  private scopeName = "";
 
   /** The segment asked about last and whether it is planned (consecutive slots mostly lie in one segment). */
   private wantSeg = -1;
@@ -282,10 +328,11 @@ class PlanWalk {
    * Files the record of `kind` at (seg, off, len), pointed at by `ref`, as surviving (`live`) or
    * not: into the segment's plan when it is planned, else into its tally (covers(seg) held).
    */
-  file(seg: number, live: boolean, kind: number, ref: Slot | string, off: number, len: number): void {
+  file(seg: number, live: boolean, kind: number, ref: Slot | string | number, off: number, len: number): void {
     if (this.wanted(seg)) {
       const p = this.planOf(seg);
       (live ? p.survivors : kind === KIND_PUT ? p.deadPuts : p.droppable).push(kind, ref, off, len);
+      if (kind === KIND_ROW) p.rowScopes.add(this.scopeName);
       return;
     }
     if (this.tallies === null || seg === 0) fail(`segment ${seg} is neither planned nor counted`);
@@ -293,7 +340,7 @@ class PlanWalk {
     if (!live && !unsafeTallyForTests.countDead) return;
     t.liveBytes += len;
     t.records += 1;
-    if (kind !== KIND_PUT) t.tombstones += 1;
+    if (kind !== KIND_PUT && kind !== KIND_ROW) t.tombstones += 1;
   }
 
   /** The tally of segment `seg`, made on first use. */
@@ -323,10 +370,24 @@ class PlanWalk {
     return p;
   }
 
-  /** The slots that follow are of a scope with this retention window and latest erasure over it. */
-  scope(retentionMs: number, scopeEraseSeq: number): void {
+  /** The slots that follow are of scope `name`, with this retention window and latest erasure over it. */
+  scope(retentionMs: number, scopeEraseSeq: number, name: string): void {
     this.retention = retentionMs;
     this.scopeEraseSeq = scopeEraseSeq;
+    this.scopeName = name;
+  }
+
+  /**
+   * Files held row `row`'s PUT (in a planned or counted segment) as surviving: a value of
+   * generation 1 that never expires (compact-slots.ts), which only an erasure of its scope can
+   * kill — and the walk made every row an erasure killed a Slot first. A reserved row has no record yet.
+   */
+  row(rows: RowColumns, row: number): void {
+    if (rows.state[row] !== ROW_HELD || unsafeCompactForTests.skipRows) return;
+    const seg = rows.seg[row] as number;
+    if (!this.covers(seg)) return;
+    assert(versionSurvivesKill(rows.putSeq[row] as number, this.scopeEraseSeq), "a row the plan files is a value no erasure killed");
+    this.file(seg, true, KIND_ROW, row, rows.off[row] as number, rows.len[row] as number);
   }
 
   /** Files the slot's PUT, TOMBSTONE and CLEAR records (those in planned segments) as surviving or not. */

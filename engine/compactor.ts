@@ -26,7 +26,7 @@ import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type PassesSeen, type SourceResult } from "./compaction-core.js";
-import { emptyPlan, lowestSeq, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan, type Soonest } from "./compaction-plan.js";
+import { emptyPlan, lowestSeq, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_ROW, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan, type Soonest } from "./compaction-plan.js";
 import { hitAsync, hitCrashOnly, type FaultController } from "./faults.js";
 import type { GenerationTable } from "./generations.js";
 import * as P from "./gc-policy.js";
@@ -291,9 +291,12 @@ export class Compactor {
   private serial<R>(job: () => Promise<R>): Promise<R> {
     const counted = async (): Promise<R> => {
       Atomics.add(this.passes, 0, 1);
+      // Every plan a pass publishes is made inside it: rows it names stay reachable (Keydir.pinRows).
+      this.host.keydir.pinRows();
       try {
         return await job();
       } finally {
+        this.host.keydir.unpinRows();
         Atomics.sub(this.passes, 0, 1);
       }
     };
@@ -533,7 +536,7 @@ export class Compactor {
     const segs = job.group;
     const inPlace = task.mode === "in-place" && !result.empty;
     const keptScopes = new Set<string>();
-    for (const seg of segs) addScopesOfPuts(plans.get(seg.id)?.survivors, keptScopes);
+    for (const seg of segs) addScopesOfPuts(plans.get(seg.id), keptScopes);
     const target = result.empty ? null : inPlace ? elementAt(segs, 0, "one segment") : this.openOutput(task.targetId, result, keptScopes);
     // The generations values were cached at, read before replace() retires the sources (in place:
     // the even one before the rewrite, whose odd successor the cell holds until publishInPlace).
@@ -1162,9 +1165,11 @@ function addReport(report: T.CompactionReport, r: T.CompactionReport): void {
   report.recordsDropped += r.recordsDropped;
 }
 
-/** Adds the scopes of the PUT records among `survivors` to `out` (a segment's `scopes`, for eager erasure). */
-function addScopesOfPuts(survivors: RecordList | undefined, out: Set<string>): void {
-  if (survivors === undefined) return;
+/** Adds the scopes of the PUT records among `plan`'s survivors to `out` (a segment's `scopes`, for eager erasure). */
+function addScopesOfPuts(plan: SegmentPlan | undefined, out: Set<string>): void {
+  if (plan === undefined) return;
+  for (const scope of plan.rowScopes) out.add(scope);
+  const survivors = plan.survivors;
   let last: string | null = null; // consecutive records mostly share a scope: one Set insertion per run
   for (let i = 0; i < survivors.length; i++) {
     if (survivors.kindAt(i) !== KIND_PUT) continue;
@@ -1293,7 +1298,22 @@ function relocate(keydir: Keydir, list: RecordList, i: number, source: number, t
     at.off = off;
     return;
   }
-  const s = list.slotAt(i);
+  if (kind === KIND_ROW) return relocateRow(keydir, list.rowAt(i), source, old, target, off, carry);
+  relocateSlot(list.slotAt(i), kind, source, old, target, off, carry);
+}
+
+/**
+ * relocate() of a held row's PUT: the row's pointer, or — the row made a Slot since the plan
+ * (forwarded while the pass pinned rows) — the Slot's, by the same rule.
+ */
+function relocateRow(keydir: Keydir, row: number, source: number, old: number, target: number, off: number, carry: CacheCarry | null): void {
+  const slot = keydir.forwardedSlot(row);
+  if (slot !== undefined) relocateSlot(slot, KIND_PUT, source, old, target, off, carry);
+  else keydir.moveRow(row, source, old, target, off);
+}
+
+/** relocate() of a record of kind `kind` that Slot `s` points at. */
+function relocateSlot(s: Slot, kind: number, source: number, old: number, target: number, off: number, carry: CacheCarry | null): void {
   if (unsafeCompactionForTests.relocateUnchecked && kind === KIND_PUT) {
     s.seg = target;
     s.off = off;

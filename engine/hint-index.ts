@@ -445,7 +445,11 @@ export class HintSlots implements DeferredSlots {
 
   /** Applies the entry at `at` of `t` to `slot` (the apply* of recovery's applyRecord). */
   private apply(t: HintTable, at: number, slot: Slot): void {
-    const type = this.read(t, at);
+    this.applyRead(t, at, this.read(t, at), slot);
+  }
+
+  /** apply() of the entry at `at` of `t` that read() just read (its `type`; the fields in this.fields and this.at). */
+  private applyRead(t: HintTable, at: number, type: number, slot: Slot): void {
     const { seq, gen, expiresAt } = this.fields;
     switch (type) {
       case C.RecordType.PUT:
@@ -642,11 +646,17 @@ export class HintSlots implements DeferredSlots {
         lastScopeLen = scopeLen;
         const key = body.toString("utf8", scopeAt + scopeLen, scopeAt + scopeLen + keyLen);
         // Every slot this pass touches is built by it (keydir invariant: a held slot has all its
-        // entries applied, so none of its entries is left here); one lookup, not get + ensure.
+        // entries applied, so none of its entries is left here); one lookup, not get + ensure. A
+        // name's first entry that a compact row can stand for is held as one (a plan walks rows:
+        // no Slot per name after a compaction pass).
+        const type = this.read(t, at);
+        const entry = this.fields;
+        const rowable = type === C.RecordType.PUT && entry.gen === 1 && entry.expiresAt === 0;
         const before = keydir.size;
-        const slot = keydir.ensureApplied(scope, key);
+        const slot = keydir.loadedSlot(scope, key, rowable, entry.seq, this.at);
+        if (slot === null) continue; // held as a row: physical 1, nothing to settle
         if (keydir.size !== before) built.push(slot);
-        this.apply(t, at, slot);
+        this.applyRead(t, at, type, slot);
       }
     }
     for (const slot of built) this.settle(slot);

@@ -11,7 +11,7 @@ import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
 import { lineageMax, scopeWithin } from "../rules/names.js";
 import { assert, DEBUG_CHECKS, fail } from "../rules/assert.js";
-import { CompactRows, ROW_HELD, ROW_RESERVED } from "./compact-slots.js";
+import { CompactRows, ROW_FORWARDED, ROW_HELD, ROW_RESERVED, type RowColumns } from "./compact-slots.js";
 
 /**
  * The fields of a slot that most slots never set: its tombstone, its undelete, its erase-list
@@ -145,13 +145,18 @@ function holdsSlot(keys: ReadonlyMap<string, Slot>): boolean {
 }
 
 /**
- * Test twins of compact rows only (test/keydir-compact.test.ts): `skipMake` makes every pass over
- * all slots leave held rows as they are, so that the pass does not see those slots — the mistake
- * Keydir.makeAllSlots prevents; `keepStep` makes a held row made a Slot not count as a change, so
+ * Test twins of compact rows only (test/keydir-compact.test.ts): `skipRows` makes every pass over
+ * all slots leave held rows unseen — makeAllSlots makes no Slot of them and a compaction plan's
+ * walk (compaction-plan.ts) files none of their records — so that the pass does not see those
+ * names: the mistake makeAllSlots and the walk's rows prevent; `keepStep` makes a held row made a
+ * Slot not count as a change, so
  * that a queued plan still applies to the row's number after it was freed and reused — the
- * mistake slotOfRow's count prevents.
+ * mistake slotOfRow's count prevents; `noForward` frees a held row made a Slot while a compaction
+ * pass is pinned (pinRows) instead of forwarding it, so the pass's publication moves neither the
+ * row (freed) nor the Slot it became — the mistake forwarding prevents: that Slot keeps pointing
+ * at its record's place before the pass.
  */
-export const unsafeCompactForTests = { skipMake: false, keepStep: false };
+export const unsafeCompactForTests = { skipRows: false, keepStep: false, noForward: false };
 
 /**
  * Test twin of reads of compact rows (test/row-reads.test.ts): `ignoreErase` makes rowReadable
@@ -216,6 +221,13 @@ export class Keydir {
    * lets a committed plan apply to the slots its decisions found (engine/store.ts slotForOp).
    */
   private moved = 0;
+  /**
+   * Compaction passes running now (pinRows): while any is, a held row made a Slot is forwarded —
+   * kept out of use, with the Slot it became in `forwarded` — instead of freed, because the
+   * pass's plans may name the row and its publication must move that Slot's pointer.
+   */
+  private pins = 0;
+  private readonly forwarded = new Map<number, Slot>();
 
   /** The count of slots made or dropped so far (see `moved`). */
   get changes(): number {
@@ -271,6 +283,7 @@ export class Keydir {
     this.deferred = null;
     this.reservedList = [];
     this.reservedOut = 0;
+    this.forwarded.clear();
     this.rows.reset();
   }
 
@@ -279,24 +292,33 @@ export class Keydir {
     return this.rows.held + this.rows.reserved;
   }
 
+  /** Rows forwarded now: made Slots under a pass that has not ended (tests). */
+  get rowsForwarded(): number {
+    return this.rows.forwarded;
+  }
+
   /** True while some entries are not applied yet. */
   get isDeferred(): boolean {
     return this.deferred !== null;
   }
 
-  /** Applies every deferred entry now and makes every compact row a Slot (before any pass over all slots). */
+  /** Applies every deferred entry now and makes every compact row a Slot (before any pass over all slots but a compaction plan's: planScopes). */
   loadAll(): void {
-    const source = this.deferred;
-    if (source !== null) {
-      this.deferred = null;
-      try {
-        source.loadAll(this);
-      } catch (err) {
-        this.deferred = source; // a source that refuses (a malformed hint) keeps refusing every lookup
-        throw err;
-      }
-    }
+    this.applyDeferred();
     this.makeAllSlots();
+  }
+
+  /** Has the deferred source, if any, apply every entry (and forgets it). */
+  private applyDeferred(): void {
+    const source = this.deferred;
+    if (source === null) return;
+    this.deferred = null;
+    try {
+      source.loadAll(this);
+    } catch (err) {
+      this.deferred = source; // a source that refuses (a malformed hint) keeps refusing every lookup
+      throw err;
+    }
   }
 
   /**
@@ -305,7 +327,7 @@ export class Keydir {
    * the same turn: no row appears meanwhile.
    */
   private makeAllSlots(): void {
-    if (!this.rows.any || unsafeCompactForTests.skipMake) return;
+    if (!this.rows.any || unsafeCompactForTests.skipRows) return;
     for (const [scope, keys] of this.byScope) {
       for (const [key, ref] of keys) if (typeof ref === "number") this.slotOfRow(keys, scope, key, ref, false);
     }
@@ -468,8 +490,75 @@ export class Keydir {
     }
     if (!(unsafeCompactForTests.keepStep && rows.state[row] === ROW_HELD)) this.moved += 1;
     keys.set(key, slot);
-    rows.release(row);
+    if (this.pins > 0 && rows.state[row] === ROW_HELD && !unsafeCompactForTests.noForward) {
+      rows.forward(row);
+      this.forwarded.set(row, slot);
+    } else rows.release(row);
     return slot;
+  }
+
+  /**
+   * Starts a compaction pass's hold on row numbers: until the matching unpinRows, a held row made
+   * a Slot is forwarded (forwardedSlot) and its number not reused, so that a plan made meanwhile
+   * that names the row (planScopes) still reaches the name's pointer when the pass publishes.
+   */
+  pinRows(): void {
+    this.pins += 1;
+  }
+
+  /** Ends one pinRows: with none left, every forwarded row is freed. */
+  unpinRows(): void {
+    assert(this.pins > 0, "every unpinRows follows a pinRows");
+    this.pins -= 1;
+    if (this.pins > 0 || this.forwarded.size === 0) return;
+    for (const row of this.forwarded.keys()) this.rows.unforward(row);
+    this.forwarded.clear();
+  }
+
+  /** The Slot that held row `row` was made while rows were pinned, or undefined (the row is held, or reserved, or freed). */
+  forwardedSlot(row: number): Slot | undefined {
+    if (this.rows.state[row] !== ROW_FORWARDED) return undefined;
+    const slot = this.forwarded.get(row);
+    assert(slot !== undefined, "a forwarded row names the Slot it became");
+    return slot;
+  }
+
+  /**
+   * Moves held row `row`'s PUT pointer from (source, old) to (target, off) if it still points
+   * there (a compaction's publication); a row overwritten since keeps its new place. True when moved.
+   */
+  moveRow(row: number, source: number, old: number, target: number, off: number): boolean {
+    const rows = this.rows;
+    if (rows.state[row] !== ROW_HELD || rows.seg[row] !== source || rows.off[row] !== old) return false;
+    rows.seg[row] = target;
+    rows.off[row] = off;
+    assert(rows.seg[row] === target && rows.off[row] === off, "a row's new place is held exactly");
+    return true;
+  }
+
+  /**
+   * The maps as a plan walks them (compaction-plan.ts): every deferred entry applied first, compact
+   * rows left as they are — a number is a row (rowColumns), read while rows are pinned
+   * (pinRows) for a plan a pass publishes. Reserved slots and rows have no record yet: skipped.
+   */
+  planScopes(): ReadonlyMap<string, ReadonlyMap<string, Slot | number>> {
+    this.applyDeferred();
+    return this.byScope;
+  }
+
+  /** The rows' columns, for a plan's walk only (read, never written: moveRow and the row methods change rows). */
+  get rowColumns(): RowColumns {
+    return this.rows;
+  }
+
+  /**
+   * The Slot of held row `row` of (scope, key), made now (a plan's walk met a row its rules need
+   * a Slot for: a value an erasure killed). Forwarded while rows are pinned.
+   */
+  slotOfHeldRow(scope: string, key: string, row: number): Slot {
+    const keys = this.keysOf(scope);
+    assert(keys !== undefined && keys.get(key) === row && this.rows.state[row] === ROW_HELD, "a held row is made a Slot under its own name");
+    return this.slotOfRow(keys, scope, key, row, false);
   }
 
   /** True when `ref` is the number of a held compact row (a name reserveFor found held as a row). */
@@ -712,7 +801,25 @@ export class Keydir {
    */
   ensureApplied(scope: string, key: string): Slot {
     const keys = this.keysMade(scope);
+    return this.appliedSlot(keys, keys.get(key), scope, key);
+  }
+
+  /**
+   * ensureApplied() for a deferred source's loadAll, given the entry it applies next: a name not
+   * held whose entry is a PUT a compact row can stand for (`rowable`: generation 1, never expires)
+   * is held as a row and null returned — nothing left to apply — else the slot to apply the entry
+   * to. A later entry of the same name finds the row and makes it a Slot holding what the row did
+   * (slotOfRow), so the name ends as entries applied to a Slot from the start would leave it.
+   */
+  loadedSlot(scope: string, key: string, rowable: boolean, seq: number, loc: Location): Slot | null {
+    const keys = this.keysMade(scope);
     const ref = keys.get(key);
+    if (ref === undefined && rowable && this.holdNew(keys, key, seq, loc)) return null;
+    return this.appliedSlot(keys, ref, scope, key);
+  }
+
+  /** ensureApplied()'s answer for `ref`, what `keys` holds for (scope, key): a new slot for none. */
+  private appliedSlot(keys: Map<string, Slot | number>, ref: Slot | number | undefined, scope: string, key: string): Slot {
     let slot: Slot;
     if (ref === undefined) {
       slot = new Slot(scope, key);
@@ -733,14 +840,22 @@ export class Keydir {
    * source applies a Slot instead.
    */
   holdApplied(scope: string, key: string, seq: number, loc: Location): boolean {
-    if (!this.compact || !this.rowsLoadable) return false;
+    if (!this.rowsLoadable) return false;
+    return this.holdNew(this.keysMade(scope), key, seq, loc);
+  }
+
+  /**
+   * Holds `key`, absent from `keys`, as a new compact row of the PUT of sequence `seq` at `loc`
+   * (generation 1, no expiry). False, holding nothing, when rows are off or none is left.
+   */
+  private holdNew(keys: Map<string, Slot | number>, key: string, seq: number, loc: Location): boolean {
+    if (!this.compact) return false;
     const row = this.rows.take();
     if (row < 0) return false;
-    const keys = this.keysMade(scope);
     const before = keys.size;
     this.rows.hold(row, seq, loc.seg, loc.off, loc.len);
     keys.set(key, row);
-    if (keys.size !== before + 1) fail(`a row held for a deferred name (${scope}, ${key}) replaced a slot`);
+    if (keys.size !== before + 1) fail(`a row held for a deferred name (${key}) replaced a slot`);
     this.count += 1;
     this.moved += 1;
     return true;

@@ -19,8 +19,9 @@
  * overwrite must still apply to its own names. Two twins: with `unsafeCompactForTests.keepStep`
  * (a Slot made of a held row moves nothing) the overwrite is applied to the new names' rows (under
  * tests a debug check in the store rejects it first; either way it is caught); with
- * `unsafeCompactForTests.skipMake` a pass leaves held rows as they are, so the compaction plan
- * does not see those names, their records are dropped as garbage and the values are lost.
+ * `unsafeCompactForTests.skipRows` a pass leaves held rows unseen (no Slot made of them, none of
+ * their records filed by the compaction plan's walk, which walks rows as they are), so their
+ * records are dropped as garbage and the values are lost.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
@@ -34,7 +35,7 @@ const STEPS = Number(process.env["ENGRAM_COMPACT_ROWS_STEPS"] ?? 160);
 
 afterEach(() => {
   compactRows.enabled = true;
-  unsafeCompactForTests.skipMake = false;
+  unsafeCompactForTests.skipRows = false;
   unsafeCompactForTests.keepStep = false;
 });
 
@@ -227,7 +228,7 @@ describe("a pass over all slots sees the names held as rows", () => {
     };
     check(s);
     await s.close();
-    unsafeCompactForTests.skipMake = false;
+    unsafeCompactForTests.skipRows = false;
     s = await Store.open(dir, options);
     check(s);
     await s.close();
@@ -239,7 +240,7 @@ describe("a pass over all slots sees the names held as rows", () => {
       const safe = await lostAfterCompaction(mode);
       expect(safe.rows).toBeGreaterThan(500);
       expect(safe.lost).toBe(0);
-      unsafeCompactForTests.skipMake = true;
+      unsafeCompactForTests.skipRows = true;
       const twin = await lostAfterCompaction(mode);
       expect(twin.rows).toBeGreaterThan(500);
       expect(twin.lost).toBeGreaterThan(0);
