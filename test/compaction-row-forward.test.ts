@@ -15,6 +15,13 @@
  * `unsafeCompactForTests.noForward` a row made a Slot under the pass is freed instead of
  * forwarded, so the publication moves neither; those Slots keep their places before the pass and
  * their reads fail or return other bytes (caught in both modes).
+ *
+ * Also: a pass leaves the names it walked as rows. 2,000 names loaded by batches are closed and
+ * reopened (the hint files defer every name); compact() — whose plan applies every deferred
+ * entry — must leave each name with one generation-1 PUT a row (`rowsInUse`) and every value
+ * readable, and the 200 names overwritten before the pass (two PUTs: Slots) and the 100 written
+ * with a TTL (Slots) must not be rows. Before the thirty-third session that pass made a Slot of
+ * every name (~253 B of JS heap per key at 200k: bench/heap-pass.mjs).
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
@@ -101,4 +108,29 @@ describe("a row made a Slot between a plan and its publication is moved as that 
       }, 60_000);
     }
   }
+});
+
+describe("a pass over a reopened store leaves its plain names rows", () => {
+  it("after a hinted reopen, compact() holds every name with one generation-1 PUT as a row, and every value reads", async () => {
+    const dir = tempDir("row-forward-reopen");
+    const options: OpenOptions = { durability: "none", segmentBytes: 64 * 1024, compaction: { workers: 0, auto: false } };
+    let s = await Store.open(dir, options);
+    for (let i = 0; i < 2000; i += 100) {
+      await s.batch(Array.from({ length: 100 }, (_, j) => ({ op: "write" as const, key: `row${i + j}`, value: valueOf(i + j) })));
+    }
+    await s.batch(Array.from({ length: 200 }, (_, j) => ({ op: "write" as const, key: `row${j * 10}`, value: `again-${j}` }))); // two PUTs each: Slots
+    for (let j = 0; j < 100; j++) await s.write(`ttl${j}`, "short-lived", { ttlMs: 3_600_000 }); // an expiry: Slots
+    await s.close();
+    s = await Store.open(dir, options);
+    expect(s.keydir.isDeferred).toBe(true);
+    await s.compact({ mode: "in-place" });
+    expect(s.keydir.isDeferred).toBe(false);
+    expect(s.keydir.rowsInUse).toBe(2000 - 200);
+    for (let i = 0; i < 2000; i++) {
+      const got = s.readSync(`row${i}`);
+      expect(got.status === "OK" ? got.value : got.status).toBe(i % 10 === 0 ? `again-${i / 10}` : valueOf(i));
+    }
+    for (let j = 0; j < 100; j++) expect(s.readSync(`ttl${j}`).status).toBe("OK");
+    await s.close();
+  }, 60_000);
 });
