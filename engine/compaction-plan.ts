@@ -244,7 +244,7 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
   // while the plan runs: a plan is one synchronous pass). A slot walk over Maps, no generator.
   // Compact rows are walked as they are (KIND_ROW): a pass publishing this plan pinned them first (Keydir.pinRows).
   const rows = keydir.rowColumns;
-  for (const [scope, keys] of keydir.planScopes()) {
+  for (const [scope, keys] of keydir.scopesWithRows()) {
     const eraseSeq = keydir.eraseSeq(scope);
     walk.scope(rules ? host.retentionMsFor(scope) : fixedRetention, eraseSeq, scope);
     if (eraseSeq > 0) slotsOfKilledRows(keydir, scope, keys, eraseSeq);

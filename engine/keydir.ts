@@ -138,9 +138,9 @@ export function isReserved(slot: SlotRef): boolean {
   return typeof slot === "number" || slot.physical < 0;
 }
 
-/** True when `keys` holds a slot that is not reserved (a scope that exists for listings and stats). */
-function holdsSlot(keys: ReadonlyMap<string, Slot>): boolean {
-  for (const slot of keys.values()) if (!isReserved(slot)) return true;
+/** True when `keys` holds a slot that is not reserved, or a held row (a scope that exists for listings and stats). */
+function holdsSlot(keys: ReadonlyMap<string, Slot | number>, rows: CompactRows): boolean {
+  for (const ref of keys.values()) if (typeof ref === "number" ? rows.state[ref] === ROW_HELD : !isReserved(ref)) return true;
   return false;
 }
 
@@ -302,7 +302,7 @@ export class Keydir {
     return this.deferred !== null;
   }
 
-  /** Applies every deferred entry now and makes every compact row a Slot (before any pass over all slots but a compaction plan's: planScopes). */
+  /** Applies every deferred entry now and makes every compact row a Slot (before any pass over all slots but a compaction plan's: scopesWithRows). */
   loadAll(): void {
     this.applyDeferred();
     this.makeAllSlots();
@@ -346,7 +346,7 @@ export class Keydir {
   /** The scopes holding at least one slot that is not reserved, in no particular order. */
   scopeNames(): string[] {
     const names: string[] = [];
-    for (const [scope, keys] of this.scopes) if (holdsSlot(keys)) names.push(scope);
+    for (const [scope, keys] of this.scopesWithRows()) if (holdsSlot(keys, this.rows)) names.push(scope); // no Slot made of a row
     return names;
   }
 
@@ -500,7 +500,7 @@ export class Keydir {
   /**
    * Starts a compaction pass's hold on row numbers: until the matching unpinRows, a held row made
    * a Slot is forwarded (forwardedSlot) and its number not reused, so that a plan made meanwhile
-   * that names the row (planScopes) still reaches the name's pointer when the pass publishes.
+   * that names the row (scopesWithRows) still reaches the name's pointer when the pass publishes.
    */
   pinRows(): void {
     this.pins += 1;
@@ -537,11 +537,12 @@ export class Keydir {
   }
 
   /**
-   * The maps as a plan walks them (compaction-plan.ts): every deferred entry applied first, compact
-   * rows left as they are — a number is a row (rowColumns), read while rows are pinned
-   * (pinRows) for a plan a pass publishes. Reserved slots and rows have no record yet: skipped.
+   * The maps as a compaction plan (compaction-plan.ts) or stats() walks them: every deferred entry
+   * applied first, compact rows left as they are — a number is a row (rowColumns; heldRow,
+   * rowReadable), read while rows are pinned (pinRows) for a plan a pass publishes. Reserved slots
+   * and rows have no record yet: a walk skips them.
    */
-  planScopes(): ReadonlyMap<string, ReadonlyMap<string, Slot | number>> {
+  scopesWithRows(): ReadonlyMap<string, ReadonlyMap<string, Slot | number>> {
     this.applyDeferred();
     return this.byScope;
   }

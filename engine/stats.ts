@@ -5,7 +5,7 @@
 import * as C from "../segments/constants.js";
 import { tallySegments, type PlanHost } from "./compaction-plan.js";
 import type { GenerationTable } from "./generations.js";
-import { isReadable } from "./keydir.js";
+import { isReadable, isReserved, type Keydir } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import type * as T from "../rules/types.js";
 
@@ -34,15 +34,32 @@ export function storeStats(host: StatsHost, sequence: number, counts: Compaction
   });
   const totalBytes = segments.reduce((n, s) => n + s.bytes, 0);
   const liveBytes = segments.reduce((n, s) => n + s.liveBytes, 0);
-  let liveSlots = 0;
-  let tombstones = 0;
-  for (const slot of host.keydir.all()) {
-    if (isReadable(host.keydir, slot, now)) liveSlots += 1;
-    if (slot.tombSeg !== 0) tombstones += 1;
-  }
+  const { liveSlots, tombstones } = countSlots(host.keydir, now);
   return {
     segments, liveBytes, totalBytes, deadBytes: totalBytes - liveBytes - segments.length * C.DATA_START,
     slots: host.keydir.size, liveSlots, tombstones, scopes: host.keydir.scopeNames().length, sequence,
     pendingGcSegments: counts.pendingGcSegments, compactions: counts.compactions,
   };
+}
+
+/**
+ * The slots readable at `now` and those holding a tombstone record, counted over the maps as they
+ * are (Keydir.scopesWithRows): a held compact row is readable unless its scope's erasure killed it
+ * (rowReadable) and has no tombstone, so no Slot is made of it — a stats() call must not undo what
+ * the rows save (docs/ENGINE.md "Compaction plans over rows").
+ */
+function countSlots(keydir: Keydir, now: number): { liveSlots: number; tombstones: number } {
+  let liveSlots = 0;
+  let tombstones = 0;
+  for (const [scope, keys] of keydir.scopesWithRows()) {
+    for (const ref of keys.values()) {
+      if (typeof ref === "number") {
+        if (keydir.heldRow(ref) && keydir.rowReadable(ref, scope)) liveSlots += 1;
+      } else if (!isReserved(ref)) {
+        if (isReadable(keydir, ref, now)) liveSlots += 1;
+        if (ref.tombSeg !== 0) tombstones += 1;
+      }
+    }
+  }
+  return { liveSlots, tombstones };
 }

@@ -20,8 +20,9 @@
  * reopened (the hint files defer every name); compact() — whose plan applies every deferred
  * entry — must leave each name with one generation-1 PUT a row (`rowsInUse`) and every value
  * readable, and the 200 names overwritten before the pass (two PUTs: Slots) and the 100 written
- * with a TTL (Slots) must not be rows. Before the thirty-third session that pass made a Slot of
- * every name (~253 B of JS heap per key at 200k: bench/heap-pass.mjs).
+ * with a TTL (Slots) must not be rows; a stats() then counts every name live and leaves the rows
+ * as they are. Before the thirty-third session that pass, and any stats(), made a Slot of every
+ * name (~253 B of JS heap per key at 200k: bench/heap-pass.mjs).
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
@@ -125,6 +126,11 @@ describe("a pass over a reopened store leaves its plain names rows", () => {
     expect(s.keydir.isDeferred).toBe(true);
     await s.compact({ mode: "in-place" });
     expect(s.keydir.isDeferred).toBe(false);
+    expect(s.keydir.rowsInUse).toBe(2000 - 200);
+    const stats = s.stats(); // counts rows as they are: makes no Slot of them
+    expect(stats.liveSlots).toBe(2000 + 100);
+    expect(stats.slots).toBe(2000 + 100);
+    expect(stats.scopes).toBe(1);
     expect(s.keydir.rowsInUse).toBe(2000 - 200);
     for (let i = 0; i < 2000; i++) {
       const got = s.readSync(`row${i}`);
