@@ -139,8 +139,8 @@ export function isReserved(slot: SlotRef): boolean {
 }
 
 /** True when `keys` holds a slot that is not reserved, or a held row (a scope that exists for listings and stats). */
-function holdsSlot(keys: ReadonlyMap<string, Slot | number>, rows: CompactRows): boolean {
-  for (const ref of keys.values()) if (typeof ref === "number" ? rows.state[ref] === ROW_HELD : !isReserved(ref)) return true;
+function holdsSlot(keys: ReadonlyMap<string, Slot | number>, keydir: Keydir): boolean {
+  for (const ref of keys.values()) if (keydir.holdsRecord(ref)) return true;
   return false;
 }
 
@@ -346,7 +346,7 @@ export class Keydir {
   /** The scopes holding at least one slot that is not reserved, in no particular order. */
   scopeNames(): string[] {
     const names: string[] = [];
-    for (const [scope, keys] of this.scopesWithRows()) if (holdsSlot(keys, this.rows)) names.push(scope); // no Slot made of a row
+    for (const [scope, keys] of this.scopesWithRows()) if (holdsSlot(keys, this)) names.push(scope); // no Slot made of a row
     return names;
   }
 
@@ -560,6 +560,22 @@ export class Keydir {
     const keys = this.keysOf(scope);
     assert(keys !== undefined && keys.get(key) === row && this.rows.state[row] === ROW_HELD, "a held row is made a Slot under its own name");
     return this.slotOfRow(keys, scope, key, row, false);
+  }
+
+  /**
+   * The version a read of `ref` — what scopesWithRows holds for a name of `scope` — returns at
+   * `now`, 0 when it returns none (a reserved slot or row, a value killed or expired): a held row's
+   * PUT unless its scope's erasure killed it (rowReadable), a Slot's when isReadable. No Slot is
+   * made (a listing must not undo what the rows save).
+   */
+  readableVersion(ref: Slot | number, scope: string, now: number): number {
+    if (typeof ref === "number") return this.heldRow(ref) && this.rowReadable(ref, scope) ? this.rowPutSeq(ref) : 0;
+    return !isReserved(ref) && isReadable(this, ref, now) ? ref.putSeq : 0;
+  }
+
+  /** True when `ref`, what scopesWithRows holds for a name, is a slot or row with a record (not reserved). */
+  holdsRecord(ref: Slot | number): boolean {
+    return typeof ref === "number" ? this.heldRow(ref) : !isReserved(ref);
   }
 
   /** True when `ref` is the number of a held compact row (a name reserveFor found held as a row). */

@@ -5,7 +5,7 @@
 import * as C from "../segments/constants.js";
 import { tallySegments, type PlanHost } from "./compaction-plan.js";
 import type { GenerationTable } from "./generations.js";
-import { isReadable, isReserved, type Keydir } from "./keydir.js";
+import { isReserved, type Keydir } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import type * as T from "../rules/types.js";
 
@@ -44,8 +44,8 @@ export function storeStats(host: StatsHost, sequence: number, counts: Compaction
 
 /**
  * The slots readable at `now` and those holding a tombstone record, counted over the maps as they
- * are (Keydir.scopesWithRows): a held compact row is readable unless its scope's erasure killed it
- * (rowReadable) and has no tombstone, so no Slot is made of it — a stats() call must not undo what
+ * are (Keydir.scopesWithRows, readableVersion): a held compact row is readable unless its scope's
+ * erasure killed it and has no tombstone, so no Slot is made of it — a stats() call must not undo what
  * the rows save (docs/ENGINE.md "Compaction plans over rows").
  */
 function countSlots(keydir: Keydir, now: number): { liveSlots: number; tombstones: number } {
@@ -53,12 +53,8 @@ function countSlots(keydir: Keydir, now: number): { liveSlots: number; tombstone
   let tombstones = 0;
   for (const [scope, keys] of keydir.scopesWithRows()) {
     for (const ref of keys.values()) {
-      if (typeof ref === "number") {
-        if (keydir.heldRow(ref) && keydir.rowReadable(ref, scope)) liveSlots += 1;
-      } else if (!isReserved(ref)) {
-        if (isReadable(keydir, ref, now)) liveSlots += 1;
-        if (ref.tombSeg !== 0) tombstones += 1;
-      }
+      if (keydir.readableVersion(ref, scope, now) > 0) liveSlots += 1;
+      if (typeof ref !== "number" && !isReserved(ref) && ref.tombSeg !== 0) tombstones += 1; // a row has no tombstone
     }
   }
   return { liveSlots, tombstones };

@@ -754,9 +754,10 @@ export class Store implements T.Backend {
     const now = this.options.clock();
     const found = new Map<string, T.ListEntry>();
     for (const s of inherit ? scopeLineage(scope) : [scope]) {
-      for (const [key, slot] of this.keydir.scopes.get(s) ?? []) {
-        if (found.has(key) || !key.startsWith(prefix) || !isReadable(this.keydir, slot, now)) continue;
-        found.set(key, { key, scope: s, version: slot.putSeq });
+      for (const [key, ref] of this.keydir.scopesWithRows().get(s) ?? []) {
+        if (found.has(key) || !key.startsWith(prefix)) continue;
+        const version = this.keydir.readableVersion(ref, s, now); // no Slot made of a row
+        if (version > 0) found.set(key, { key, scope: s, version });
       }
     }
     const entries = [...found.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).slice(0, limit);
@@ -776,7 +777,7 @@ export class Store implements T.Backend {
     this.assertOpen();
     const o = { scope, limit }; // checked here too: a shared owner serves this call from other processes
     const keys: string[] = [];
-    for (const [key, slot] of this.keydir.scopes.get(A.scopeOf(o)) ?? []) if (!isReserved(slot)) keys.push(key);
+    for (const [key, ref] of this.keydir.scopesWithRows().get(A.scopeOf(o)) ?? []) if (this.keydir.holdsRecord(ref)) keys.push(key);
     return keys.sort().slice(0, A.limitOf(o));
   }
 

@@ -20,8 +20,8 @@
  * reopened (the hint files defer every name); compact() — whose plan applies every deferred
  * entry — must leave each name with one generation-1 PUT a row (`rowsInUse`) and every value
  * readable, and the 200 names overwritten before the pass (two PUTs: Slots) and the 100 written
- * with a TTL (Slots) must not be rows; a stats() then counts every name live and leaves the rows
- * as they are. Before the thirty-third session that pass, and any stats(), made a Slot of every
+ * with a TTL (Slots) must not be rows; a stats(), a list() and a listSlots() then see every name
+ * and leave the rows as they are (list's versions equal to what probe() says). Before the thirty-third session that pass, and any stats(), made a Slot of every
  * name (~253 B of JS heap per key at 200k: bench/heap-pass.mjs).
  */
 import { afterEach, describe, expect, it } from "vitest";
@@ -131,7 +131,12 @@ describe("a pass over a reopened store leaves its plain names rows", () => {
     expect(stats.liveSlots).toBe(2000 + 100);
     expect(stats.slots).toBe(2000 + 100);
     expect(stats.scopes).toBe(1);
+    const listed = [];
+    for await (const e of s.list({ prefix: "row" })) listed.push(e);
+    expect(listed.length).toBe(2000);
+    expect(await s.listSlots("global", 5000)).toHaveLength(2000 + 100);
     expect(s.keydir.rowsInUse).toBe(2000 - 200);
+    for (const e of listed) expect(e.version).toBe((await s.probe(e.key)).version); // the row's PUT, as a probe (which makes a Slot) tells it
     for (let i = 0; i < 2000; i++) {
       const got = s.readSync(`row${i}`);
       expect(got.status === "OK" ? got.value : got.status).toBe(i % 10 === 0 ? `again-${i / 10}` : valueOf(i));
