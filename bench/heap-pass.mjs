@@ -4,8 +4,10 @@
 // Loads N keys non-durably (batches of 1000) and closes; then, measuring the JS heap and the
 // ArrayBuffer memory after full collections against the figure before the reopen: the reopen
 // (open + one read), an overwrite of every 20th key (garbage, one batch per 1000), one compact()
-// (its plan walks every name: the lazy reopen's deferred names are all built), and a readSync of
-// every key. Prints B/key at each step, the pass's and the read-all's ms, and the reads that failed.
+// (its plan walks every name: the lazy reopen's deferred names are all built), a lazy forgetScope
+// of a 100-name scope written after it (thirty-fourth session: it walks only its subtree), and a
+// readSync of every key. Prints B/key at each step, the pass's, the erasure's and the read-all's
+// ms, and the reads that failed.
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -52,6 +54,11 @@ line("overwrite 5 %");
 const t0 = performance.now();
 const report = await store.compact();
 line(`compact() ${(performance.now() - t0).toFixed(0)} ms, ${report.segments.length} segments`);
+const scope = "user:bob/session:1";
+await store.batch(Array.from({ length: 100 }, (_, i) => ({ op: "write", key: `s${i}`, value, scope })));
+const t2 = performance.now();
+await store.forgetScope(scope, { reclaim: "lazy" });
+line(`forgetScope of a 100-name sibling scope ${(performance.now() - t2).toFixed(0)} ms`);
 const t1 = performance.now();
 let failed = 0;
 for (let j = 0; j < n; j++) if (store.readSync(`k${j}`).status !== "OK") failed++;

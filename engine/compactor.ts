@@ -775,7 +775,11 @@ export class Compactor {
         if (chunk >= 0) e.more?.splice(chunk, 1);
         if (e.seg !== seg.id || e.off !== off) continue;
         keydir.erases.delete(scope);
-        for (const slot of keydir.subtree(scope)) touched.push(slot); // their retention may have ended with it
+        // Their retention may have ended with it. A held row holds its PUT (never empty): skipped, no Slot made.
+        keydir.anyInSubtree(scope, (ref) => {
+          if (typeof ref !== "number") touched.push(ref);
+          return false;
+        });
         continue;
       }
       const slot = droppable.slotAt(i);

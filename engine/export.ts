@@ -10,10 +10,9 @@
  * (export is online, not a snapshot: export a backup for a point-in-time copy).
  */
 import { InternalError, ScopeErasedDuringRead } from "../rules/errors.js";
-import { scopeWithin } from "../rules/names.js";
 import type { ExportEntry, ProbeResult, ReadResult, ScopeOption } from "../rules/types.js";
 import * as A from "../rules/args.js";
-import { isReserved, type Keydir } from "./keydir.js";
+import type { Keydir } from "./keydir.js";
 
 /** What export needs from the store. */
 export interface ExportHost {
@@ -29,7 +28,10 @@ const READ_ATTEMPTS_MAX = 16;
 /** The (scope, key) pairs of `root`'s subtree, in scope then key order. */
 function slotsOf(keydir: Keydir, root: string): Array<[string, string]> {
   const out: Array<[string, string]> = [];
-  for (const [scope, keys] of keydir.scopes) if (scopeWithin(scope, root)) for (const [key, slot] of keys) if (!isReserved(slot)) out.push([scope, key]);
+  keydir.anyInSubtree(root, (_ref, scope, key) => {
+    out.push([scope, key]); // a held row is listed as it is: no Slot made
+    return false;
+  });
   const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
   return out.sort((a, b) => cmp(a[0], b[0]) || cmp(a[1], b[1]));
 }

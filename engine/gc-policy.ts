@@ -83,18 +83,19 @@ export function eraseRecordLive(keydir: Keydir, scope: string, erase: EraseRecor
     if ((keydir.erases.get(s)?.seq ?? 0) > erase.seq) return false;
   }
   if (now < erase.committedAt + retentionMs) return true;
-  for (const slot of keydir.subtree(scope)) if (mayHoldRecordBefore(slot, erase.seq)) return true;
-  return false;
+  return keydir.anyInSubtree(scope, (ref) => mayHoldRecordBefore(keydir, ref, erase.seq)); // rows read as they are: no Slot made
 }
 
 /**
- * True when a PUT record of `slot` older than sequence `seq` may remain in some segment. A slot
- * whose only physical record is its current value, written after `seq`, holds none: so a reused
- * scope does not keep its old erasure (and every slot under it) alive forever (defect 6).
+ * True when a PUT record of `ref` (a Slot, or a held compact row) older than sequence `seq` may
+ * remain in some segment. A name whose only physical record is its current value, written after
+ * `seq`, holds none: so a reused scope does not keep its old erasure (and every slot under it)
+ * alive forever (defect 6).
  */
-function mayHoldRecordBefore(slot: Slot, seq: number): boolean {
-  if (slot.physical === 0) return false;
-  return !(slot.physical === 1 && slot.seg !== 0 && slot.putSeq > seq);
+function mayHoldRecordBefore(keydir: Keydir, ref: Slot | number, seq: number): boolean {
+  if (typeof ref === "number") return !(keydir.rowPhysical(ref) === 1 && keydir.rowSeg(ref) !== 0 && keydir.rowPutSeq(ref) > seq);
+  if (ref.physical === 0) return false;
+  return !(ref.physical === 1 && ref.seg !== 0 && ref.putSeq > seq);
 }
 
 /**

@@ -334,15 +334,6 @@ export class Keydir {
     assert(!this.rows.any, "a pass over all slots finds no compact row left");
   }
 
-  /**
-   * Slots by scope then key (every deferred entry applied first, every compact row made a Slot).
-   * The maps may hold reserved slots (isReserved): a pass over them skips those.
-   */
-  get scopes(): ReadonlyMap<string, ReadonlyMap<string, Slot>> {
-    this.loadAll();
-    return this.byScope as ReadonlyMap<string, ReadonlyMap<string, Slot>>; // makeAllSlots left no number
-  }
-
   /** The scopes holding at least one slot that is not reserved, in no particular order. */
   scopeNames(): string[] {
     const names: string[] = [];
@@ -581,6 +572,12 @@ export class Keydir {
   /** True when `ref` is the number of a held compact row (a name reserveFor found held as a row). */
   heldRow(ref: SlotRef): ref is number {
     return typeof ref === "number" && this.rows.state[ref] === ROW_HELD;
+  }
+
+  /** The PUT records of held row `row`'s name still in segment files (applyPut's `physical`). */
+  rowPhysical(row: number): number {
+    assert(this.rows.state[row] === ROW_HELD, "only a held row has records");
+    return this.rows.physical[row] as number;
   }
 
   /** The latest PUT's sequence (version) of held row `row`. */
@@ -924,10 +921,21 @@ export class Keydir {
     for (const keys of this.byScope.values()) for (const slot of keys.values()) if (!isReserved(slot)) yield slot as Slot; // no row: loadAll made Slots
   }
 
-  /** Every slot in `root` and its descendant scopes (reserved ones skipped). */
-  *subtree(root: string): Generator<Slot> {
-    this.loadAll();
-    for (const [scope, keys] of this.byScope) if (scopeWithin(scope, root)) for (const slot of keys.values()) if (!isReserved(slot)) yield slot as Slot; // no row: loadAll made Slots
+  /**
+   * True when `test` holds for some name of `root` and its descendant scopes that has a record: a
+   * Slot as it is, a held compact row as its number (heldRow; rowPhysical, rowSeg, rowPutSeq), no
+   * Slot made. Reserved slots and rows are skipped; deferred entries are applied first. Stops at
+   * the first true. Only the subtree's scopes are walked: until the thirty-fourth session every
+   * subtree visit (each scope erasure, export) made a Slot of every row of the whole keydir.
+   * `test` may make Slots of the names it is given (Keydir.get), but adds no name to the maps.
+   */
+  anyInSubtree(root: string, test: (ref: Slot | number, scope: string, key: string) => boolean): boolean {
+    this.applyDeferred();
+    for (const [scope, keys] of this.byScope) {
+      if (!scopeWithin(scope, root)) continue;
+      for (const [key, ref] of keys) if (this.holdsRecord(ref) && test(ref, scope, key)) return true;
+    }
+    return false;
   }
 }
 

@@ -497,7 +497,11 @@ export class Store implements T.Backend {
       if (state.live) live += 1;
       killed.push({ scope, key, version: state.lastVersion, generation: state.generation });
     };
-    for (const slot of this.keydir.subtree(root)) visit(slot.scope, slot.key);
+    // Only the subtree's rows are made Slots (logical's get); the rest of the keydir is not walked.
+    this.keydir.anyInSubtree(root, (_ref, scope, key) => {
+      visit(scope, key);
+      return false;
+    });
     for (const q of this.intents.queuedSlots()) if (scopeWithin(q.scope, root)) visit(q.scope, q.key);
     return { live, killed };
   }

@@ -23,6 +23,13 @@
  * with a TTL (Slots) must not be rows; a stats(), a list() and a listSlots() then see every name
  * and leave the rows as they are (list's versions equal to what probe() says). Before the thirty-third session that pass, and any stats(), made a Slot of every
  * name (~253 B of JS heap per key at 200k: bench/heap-pass.mjs).
+ *
+ * And: a scope erasure or an export walks only its subtree (Keydir.anyInSubtree). After such a
+ * pass, two sibling scopes are erased (lazily, then eagerly) and a third exported: only their own
+ * names may stop being rows. Then, past the erasures' 24 h window, two passes must drop both
+ * erasure records — the names written into an erased scope after it are rows whose one PUT is
+ * newer, which keep no erasure — and after a reopen the erased names stay forgotten. Before the
+ * thirty-fourth session each of these made a Slot of every row of the whole keydir.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
@@ -142,6 +149,57 @@ describe("a pass over a reopened store leaves its plain names rows", () => {
       expect(got.status === "OK" ? got.value : got.status).toBe(i % 10 === 0 ? `again-${i / 10}` : valueOf(i));
     }
     for (let j = 0; j < 100; j++) expect(s.readSync(`ttl${j}`).status).toBe("OK");
+    await s.close();
+  }, 60_000);
+});
+
+/** A batch writing `count` names `${prefix}${i}` into `scope` (held as rows when new). */
+function writesOf(scope: string, prefix: string, count: number): BatchOp[] {
+  return Array.from({ length: count }, (_, i) => ({ op: "write" as const, key: `${prefix}${i}`, value: valueOf(i), scope }));
+}
+
+describe("a scope erasure and an export walk only their subtree", () => {
+  it("forgetScope (lazy and eager) and export leave the other names rows; the erasure's record goes after its window, and its names stay forgotten", async () => {
+    const dir = tempDir("row-forward-subtree");
+    let now = 1_000_000_000;
+    const options: OpenOptions = { durability: "none", segmentBytes: 64 * 1024, clock: () => now, compaction: { workers: 0, auto: false } };
+    let s = await Store.open(dir, options);
+    for (let i = 0; i < 2000; i += 100) await s.batch(Array.from({ length: 100 }, (_, j) => ({ op: "write" as const, key: `row${i + j}`, value: valueOf(i + j) })));
+    await s.batch([...writesOf("user:bob", "bob", 50), ...writesOf("user:bob/session:1", "one", 30), ...writesOf("user:bob/session:2", "two", 30)]);
+    await s.close();
+    s = await Store.open(dir, options);
+    await s.compact({ mode: "in-place" });
+    expect(s.keydir.rowsInUse).toBe(2000 + 50 + 60);
+    await s.forgetScope("user:bob/session:1", { reclaim: "lazy" });
+    expect(s.keydir.rowsInUse).toBe(2000 + 50 + 30); // the erased scope's names only were made Slots
+    await s.forgetScope("user:bob/session:2", { reclaim: "eager" });
+    expect(s.keydir.rowsInUse).toBe(2000 + 50);
+    const values: string[] = [];
+    let retained = 0;
+    for await (const e of s.exportEntries({ scope: "user:bob" })) {
+      if (e.kind === "value") values.push(e.key);
+      else retained += 1; // the erased names' retention records
+    }
+    expect(values.sort()).toEqual(Array.from({ length: 50 }, (_, i) => `bob${i}`).sort());
+    expect(retained).toBe(60);
+    expect(s.keydir.rowsInUse).toBe(2000); // export probed each name of its subtree (a probe makes a Slot); no other
+    await s.batch(writesOf("user:bob/session:1", "new", 10)); // written after the erasure: rows that do not keep it
+    expect(s.keydir.rowsInUse).toBe(2000 + 10);
+    now += 25 * 3_600_000; // past the erasures' retention window (24 h)
+    await s.compact({ mode: "in-place" }); // drops the killed values
+    await s.compact({ mode: "in-place" }); // then no older PUT under the scopes holds their erasures
+    expect(s.keydir.erases.has("user:bob/session:1")).toBe(false);
+    expect(s.keydir.erases.has("user:bob/session:2")).toBe(false);
+    expect(s.keydir.rowsInUse).toBe(2000 + 10);
+    await s.close();
+    s = await Store.open(dir, options);
+    for (let i = 0; i < 2000; i++) expect(s.readSync(`row${i}`, { scope: "global" }).status).toBe("OK");
+    for (let i = 0; i < 50; i++) expect(s.readSync(`bob${i}`, { scope: "user:bob", inherit: false }).status).toBe("OK");
+    for (let i = 0; i < 10; i++) expect(s.readSync(`new${i}`, { scope: "user:bob/session:1", inherit: false }).status).toBe("OK");
+    for (let i = 0; i < 30; i++) {
+      expect(s.readSync(`one${i}`, { scope: "user:bob/session:1", inherit: false }).status).not.toBe("OK");
+      expect(s.readSync(`two${i}`, { scope: "user:bob/session:2", inherit: false }).status).not.toBe("OK");
+    }
     await s.close();
   }, 60_000);
 });

@@ -17,7 +17,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { initChecksum } from "../segments/checksum.js";
-import { isReserved, type Keydir, type Slot } from "../engine/keydir.js";
+import type { Keydir, Slot } from "../engine/keydir.js";
 import { slotEmpty } from "../engine/gc-policy.js";
 import { planSegments } from "../engine/compaction-plan.js";
 import { IoError, VersionConflictError } from "../rules/errors.js";
@@ -53,7 +53,7 @@ async function open(dir: string, variant: Variant, durability: "none" | "sync" =
   const inside = s as unknown as Inside;
   const kd = inside.keydir;
   if (variant === "general") kd.reserveFor = (scope, key) => kd.get(scope, key);
-  if (variant === "visible") kd.reserveFor = (scope, key) => kd.get(scope, key) ?? (kd.scopes.has(scope) ? kd.createAbsent(scope, key) : undefined);
+  if (variant === "visible") kd.reserveFor = (scope, key) => kd.get(scope, key) ?? (kd.scopesWithRows().has(scope) ? kd.createAbsent(scope, key) : undefined);
   if (variant === "leaky") {
     inside.unreserve = () => undefined;
     kd.dropReserved = () => undefined;
@@ -61,10 +61,10 @@ async function open(dir: string, variant: Variant, durability: "none" | "sync" =
   return { s, inside };
 }
 
-/** Slots in the keydir's maps that are reserved. */
+/** Slots and compact rows in the keydir's maps that are reserved. */
 function reservedHeld(kd: Keydir): number {
   let n = 0;
-  for (const keys of kd.scopes.values()) for (const slot of keys.values()) if (isReserved(slot)) n += 1;
+  for (const keys of kd.scopesWithRows().values()) for (const ref of keys.values()) if (!kd.holdsRecord(ref)) n += 1;
   return n;
 }
 
