@@ -236,6 +236,7 @@ export interface Soonest {
  * also lowers `soonest.at` to the earliest later time a surviving record may die by time alone.
  */
 export function planSegments(host: PlanHost, now: number, only: ReadonlySet<number> | null, tally?: Map<number, LiveTally>, soonest?: Soonest): Map<number, SegmentPlan> {
+  planWalks.count += 1;
   const keydir = host.keydir;
   const walk = new PlanWalk(now, only, tally ?? null, soonest ?? null);
   const rules = host.options.scopeRules.length > 0;
@@ -436,6 +437,9 @@ export function tallySegments(host: PlanHost, now: number, soonest?: Soonest): M
  * a tallied segment's dead records as live — a count the full plan's sums then contradict.
  */
 export const unsafeTallyForTests = { countDead: false };
+
+/** Walks of every name made so far (planSegments, tallySegments), for tests: a count, never reset. */
+export const planWalks = { count: 0 };
 
 /** The empty set of segments: planSegments plans none of them. */
 const NONE: ReadonlySet<number> = new Set();

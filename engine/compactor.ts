@@ -204,6 +204,15 @@ export class Compactor {
   }
 
   /**
+   * An erasure committed at `committedAt` (its killed values already counted dead: Store
+   * erasedValuesDie): its record may die by time alone once its scope's retention window ends —
+   * the shortest of any scope is noted, as noteExpiry does; that check's walk notes the exact time.
+   */
+  noteErasure(committedAt: number): void {
+    this.checks.note(committedAt + this.retentionMsMin);
+  }
+
+  /**
    * A time check: recounts every segment's dead bytes at the store clock's now, asks for an
    * automatic pass (the store-wide share too, which countDead does not look at) and schedules the
    * next check at the soonest later death the walk saw. Runs inside serial(), so never during a

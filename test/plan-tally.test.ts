@@ -1,6 +1,7 @@
 /**
  * compact-13: the dead-byte count without record lists. tallySegments (the recount after an
- * erasure, once after an open, and now any pass over chosen segments while the count is missing)
+ * erasure that supersedes another, once after an open, and any pass over chosen segments while
+ * the count is missing; an erasure of a subtree holding none counts its killed values itself)
  * walks the keydir as a plan does but files each record only into a per-segment sum; a plan over
  * chosen segments counts every other segment the same way in the same walk. The space policy
  * acts on these sums, so they must be exactly what a full plan's survivors add up to.
@@ -12,14 +13,16 @@
  * third of the segments with a tally gives those segments the full plan's lists, entry for entry,
  * and the rest the full plan's sums. Then a store whose dead bytes were never counted compacts
  * chosen segments and its segments' dead-byte estimates equal a recount's. Twin: a tally that
- * files dead records as live (`unsafeTallyForTests.countDead`) disagrees with the full plan. Last, the
- * walk's soonest death by time (the time checks, below).
+ * files dead records as live (`unsafeTallyForTests.countDead`) disagrees with the full plan. Then
+ * an erasure's own count against a recount (below), and last the walk's soonest death by time
+ * (the time checks, below).
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
-import { KIND_PUT, planSegments, tallySegments, unsafeTallyForTests, type LiveTally, type SegmentPlan, type Soonest } from "../engine/compaction-plan.js";
+import { KIND_PUT, planSegments, planWalks, tallySegments, unsafeTallyForTests, type LiveTally, type SegmentPlan, type Soonest } from "../engine/compaction-plan.js";
 import type { OpenOptions } from "../rules/types.js";
 import { initChecksum } from "../segments/checksum.js";
+import * as C from "../segments/constants.js";
 import { rng } from "./helpers/rng.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -145,6 +148,54 @@ function deathTimes(s: Store): number[] {
   for (const [scope, e] of s.keydir.erases) times.push(e.committedAt + s.retentionMsFor(scope));
   return times;
 }
+
+describe("a scope erasure counts the values it kills, without a walk", () => {
+  // Method: the seeded history above, counted exactly (recount), then a new subtree — values
+  // written one by one and by a batch (held as rows), some overwritten, some forgotten, some with
+  // a TTL that ran out (expired, inside their retention window: still live records) — is erased,
+  // scope by scope. An erasure of a subtree that holds no erasure record counts its killed values
+  // itself: no walk of every name (planWalks), and every segment's estimate equal to what a
+  // recount then finds — but for the erasure's own group framing, which a recount counts as dead
+  // and an append never does (no write's does: the same for every write). One that supersedes an
+  // erasure record (of its scope or a descendant) recounts, a walk. Without erasedValuesDie every
+  // erasure walks.
+  it("equals a recount, and walks only when it supersedes an erasure record", async () => {
+    const { s, clock } = await history();
+    try {
+      for (const scope of ["user:c", "user:c/session:1", "user:c/session:1/task:7", "user:c/session:2"]) {
+        await s.batch(Array.from({ length: 20 }, (_, i) => ({ op: "write" as const, scope, key: `row${i}`, value: "r".repeat(40 + i) })));
+        for (let i = 0; i < 10; i++) await s.write(`one${i}`, "o".repeat(100 + i), { scope });
+        for (let i = 0; i < 5; i++) await s.write(`one${i}`, "p".repeat(60), { scope }); // the first values die
+        for (let i = 0; i < 3; i++) await s.forget(`row${i}`, { scope });
+        for (let i = 0; i < 4; i++) await s.write(`ttl${i}`, "t".repeat(80), { scope, ttlMs: 1_000 });
+      }
+      clock.now += 5_000; // the TTLs ran out: expired values stay live records for a retention window
+      let counting = 0;
+      for (const scope of ["user:c/session:1/task:7", "user:c/session:2", "user:c/session:1", "user:c/session:1", "user:c"]) {
+        s.compactor.recount();
+        const ends = new Map([...s.segments.values()].map((x) => [x.id, x.dataEnd]));
+        const walks = planWalks.count;
+        const supersedes = [...s.keydir.erases.keys()].some((e) => e === scope || e.startsWith(`${scope}/`));
+        await s.forgetScope(scope);
+        expect(planWalks.count - walks, `walks of ${scope}`).toBe(supersedes ? 1 : 0);
+        if (!supersedes) counting += 1;
+        const erase = s.keydir.erases.get(scope);
+        expect(erase).toBeDefined();
+        const counted = new Map([...s.segments.values()].map((x) => {
+          const records = [erase, ...(erase?.more ?? [])].reduce((sum, c) => sum + (c !== undefined && c.seg === x.id ? c.len : 0), 0);
+          const framing = x.dataEnd - (ends.get(x.id) ?? C.DATA_START) - records; // the erasure group's bytes that are no record
+          expect(framing).toBeGreaterThanOrEqual(0);
+          return [x.id, x.deadBytes + (supersedes ? 0 : framing)]; // a recount in the erasure's apply saw its group whole
+        }));
+        s.compactor.recount();
+        expect(JSON.stringify([...s.segments.values()].map((x) => [x.id, x.deadBytes])), `estimates after erasing ${scope}`).toBe(JSON.stringify([...counted]));
+      }
+      expect(counting).toBe(2); // the first two erasures counted; session:1 (over task:7, then again) and user:c recounted
+    } finally {
+      await s.close();
+    }
+  });
+});
 
 describe("the walk's soonest death by time (the compactor's time checks)", () => {
   // Method: the seeded history above, compacted once so that slots have reclaim times (windows of
