@@ -245,14 +245,17 @@ export function planSegments(host: PlanHost, now: number, only: ReadonlySet<numb
   // while the plan runs: a plan is one synchronous pass). A slot walk over Maps, no generator.
   // Compact rows are walked as they are (KIND_ROW): a pass publishing this plan pinned them first (Keydir.pinRows).
   const rows = keydir.rowColumns;
+  // Map.forEach, not for-of: an iterator's next() makes a result object per name until the walk
+  // is optimized, which a fresh process's first plans are not (~1.3 MB a 100k-name walk).
+  const visit = (ref: Slot | number): void => {
+    if (typeof ref === "number") walk.row(rows, ref);
+    else if (!isReserved(ref)) walk.slot(keydir, ref); // a reserved slot has no record yet
+  };
   for (const [scope, keys] of keydir.scopesWithRows()) {
     const eraseSeq = keydir.eraseSeq(scope);
     walk.scope(rules ? host.retentionMsFor(scope) : fixedRetention, eraseSeq, scope);
     if (eraseSeq > 0) slotsOfKilledRows(keydir, scope, keys, eraseSeq);
-    for (const ref of keys.values()) {
-      if (typeof ref === "number") walk.row(rows, ref);
-      else if (!isReserved(ref)) walk.slot(keydir, ref); // a reserved slot has no record yet
-    }
+    keys.forEach(visit);
   }
   for (const [scope, e] of keydir.erases) {
     const parts = [e, ...(e.more ?? [])].filter((x) => walk.covers(x.seg));
