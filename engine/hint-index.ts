@@ -37,6 +37,8 @@ class HintTable {
   /** Cells of the table (a power of two in versions 1 and 2, 2K in version 3): probes start at hash mod cells. */
   readonly cells: number;
   readonly count: number;
+  /** True once every byte is present and every entry not applied then was checked usable (HintSlots.checkEveryEntry). */
+  checked = false;
   /** Per keyed entry: 1 once applied. Allocated at first use (an open allocates nothing per entry). */
   private doneBytes: Uint8Array | null = null;
   /**
@@ -612,9 +614,34 @@ export class HintSlots implements DeferredSlots {
   loadAll(keydir: Keydir): void {
     assert(!keydir.isDeferred, "the keydir drops its source before loading everything");
     if (this.refused !== null) throw this.refused;
-    // Every hint read whole (one rescanned when it cannot be) and every entry checked before any
-    // is applied (a malformed one then leaves nothing half built).
+    this.checkEveryEntry();
+    const built: Slot[] = [];
+    for (const t of this.tables) this.applyEntries(keydir, t, null, built);
+    for (const slot of built) this.settle(slot);
+    this.tables.length = 0;
+    this.segs.length = 0;
+    this.merged = null;
+  }
+
+  loadWithin(keydir: Keydir, roots: readonly string[], subtree: boolean): void {
+    assert(keydir.isDeferred, "a load of some scopes leaves the source in place");
+    if (this.refused !== null) throw this.refused;
+    this.checkEveryEntry();
+    const within = scopeTest(roots, subtree);
+    const built: Slot[] = [];
+    for (const t of this.tables) this.applyEntries(keydir, t, within, built);
+    for (const slot of built) this.settle(slot);
+  }
+
+  /**
+   * Makes every hint's bytes present (one that cannot be is rescanned, or refused) and checks
+   * every entry not applied yet, before a load of many entries applies any: a malformed one then
+   * leaves nothing half built. A table checked whole is not checked again (its entries only ever
+   * turn applied; a rescan replaces it with a table not checked yet).
+   */
+  private checkEveryEntry(): void {
     for (let ti = 0; ti < this.tables.length; ti++) {
+      if (elementAt(this.tables, ti, "a table per hint").checked) continue;
       const bytes = elementAt(this.tables, ti, "a table per hint").hint.bytes;
       if (bytes !== null && !bytes.ensureAll()) this.rescanOrRefuse(ti);
       const t = elementAt(this.tables, ti, "a table per hint");
@@ -625,45 +652,75 @@ export class HintSlots implements DeferredSlots {
         const at = t.entryAt[i] as number; // in bounds: i < count = entryAt.length
         if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
       }
+      t.checked = true;
     }
-    const built: Slot[] = [];
-    for (const t of this.tables) {
-      let lastScopeAt = -1;
-      let lastScopeLen = -1;
-      let scope = "";
-      const done = t.done;
-      const body = t.body;
-      for (let i = 0; i < t.count; i++) {
-        if (done[i] !== 0) continue;
-        done[i] = 1;
-        const at = t.entryAt[i] as number; // in bounds: i < count = entryAt.length
-        const f = at + 4;
-        const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
-        const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
-        const scopeAt = f + C.RECORD_FIXED_BYTES;
-        if (!sameBytes(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) scope = body.toString("utf8", scopeAt, scopeAt + scopeLen);
-        lastScopeAt = scopeAt;
-        lastScopeLen = scopeLen;
-        const key = body.toString("utf8", scopeAt + scopeLen, scopeAt + scopeLen + keyLen);
-        // Every slot this pass touches is built by it (keydir invariant: a held slot has all its
-        // entries applied, so none of its entries is left here); one lookup, not get + ensure. A
-        // name's first entry that a compact row can stand for is held as one (a plan walks rows:
-        // no Slot per name after a compaction pass).
-        const type = this.read(t, at);
-        const entry = this.fields;
-        const rowable = type === C.RecordType.PUT && entry.gen === 1 && entry.expiresAt === 0;
-        const before = keydir.size;
-        const slot = keydir.loadedSlot(scope, key, rowable, entry.seq, this.at);
-        if (slot === null) continue; // held as a row: physical 1, nothing to settle
-        if (keydir.size !== before) built.push(slot);
-        this.applyRead(t, at, type, slot);
-      }
-    }
-    for (const slot of built) this.settle(slot);
-    this.tables.length = 0;
-    this.segs.length = 0;
-    this.merged = null;
   }
+
+  /**
+   * Applies every entry of `t` not applied yet whose scope passes `within` (null: every entry),
+   * in entry order, pushing each slot it makes onto `built` (settled by the caller once every
+   * table's entries are applied). Every entry is present and checked (checkEveryEntry).
+   */
+  private applyEntries(keydir: Keydir, t: HintTable, within: ScopeTest | null, built: Slot[]): void {
+    assert(t.checked, `segment ${t.segmentId}: a table's entries are checked before any is applied`);
+    let lastScopeAt = -1;
+    let lastScopeLen = -1;
+    let scope = "";
+    let inside = within === null;
+    const done = t.done;
+    const body = t.body;
+    for (let i = 0; i < t.count; i++) {
+      if (done[i] !== 0) continue;
+      const at = t.entryAt[i] as number; // in bounds: i < count = entryAt.length
+      const f = at + 4;
+      const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
+      const scopeAt = f + C.RECORD_FIXED_BYTES;
+      if (!sameBytes(body, lastScopeAt, lastScopeLen, scopeAt, scopeLen)) {
+        inside = within === null || within(body, scopeAt, scopeLen);
+        scope = inside ? body.toString("utf8", scopeAt, scopeAt + scopeLen) : ""; // a scope outside is never decoded
+      }
+      lastScopeAt = scopeAt;
+      lastScopeLen = scopeLen;
+      if (!inside) continue;
+      done[i] = 1;
+      const keyLen = body.readUInt16LE(f + C.R_KEY_LEN);
+      const key = body.toString("utf8", scopeAt + scopeLen, scopeAt + scopeLen + keyLen);
+      // Every slot this pass touches is built by it (keydir invariant: a held slot has all its
+      // entries applied, so none of its entries is left here); one lookup, not get + ensure. A
+      // name's first entry that a compact row can stand for is held as one (a plan walks rows:
+      // no Slot per name after a compaction pass).
+      const type = this.read(t, at);
+      const entry = this.fields;
+      const rowable = type === C.RecordType.PUT && entry.gen === 1 && entry.expiresAt === 0;
+      const before = keydir.heldNow;
+      const slot = keydir.loadedSlot(scope, key, rowable, entry.seq, this.at);
+      if (slot === null) continue; // held as a row: physical 1, nothing to settle
+      if (keydir.heldNow !== before) built.push(slot);
+      this.applyRead(t, at, type, slot);
+    }
+  }
+}
+
+/** True when the scope whose UTF-8 bytes are body[at, at + len) is one a load asked for. */
+type ScopeTest = (body: Buffer, at: number, len: number) => boolean;
+
+/**
+ * The test for scopes that are one of `roots`, or (`subtree`) lie below one: bytes equal to a
+ * root's, or starting with them and then "/" — scopeWithin's answer, since a root's UTF-8 bytes
+ * end on a character and "/" is one byte that no other character's encoding contains.
+ */
+function scopeTest(roots: readonly string[], subtree: boolean): ScopeTest {
+  const rootBytes = roots.map((r) => Buffer.from(r, "utf8"));
+  return (body, at, len) => {
+    for (const r of rootBytes) {
+      const n = r.length;
+      if (len !== n && !(subtree && len > n && body[at + n] === 0x2f)) continue;
+      let i = 0;
+      while (i < n && body[at + i] === r[i]) i++;
+      if (i === n) return true;
+    }
+    return false;
+  };
 }
 
 /** Scratch of load: pairs (table number, entry number) of the entries to apply. */

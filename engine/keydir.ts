@@ -9,7 +9,8 @@
  */
 import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";
-import { lineageMax, scopeWithin } from "../rules/names.js";
+import { lineageMax, parentScope, scopeWithin } from "../rules/names.js";
+import { ROOT_SCOPE } from "../rules/limits.js";
 import { assert, DEBUG_CHECKS, fail } from "../rules/assert.js";
 import { CompactRows, ROW_FORWARDED, ROW_HELD, ROW_RESERVED, type RowColumns } from "./compact-slots.js";
 
@@ -200,6 +201,12 @@ export interface DeferredSlots {
   load(keydir: Keydir, scope: string, key: string): void;
   /** Applies every entry not applied yet. The keydir forgets the source afterwards. */
   loadAll(keydir: Keydir): void;
+  /**
+   * Applies every entry not applied yet whose scope is one of `roots` or, with `subtree`, lies
+   * below one (scopeWithin), the rest left deferred: each name of those scopes then has all its
+   * entries applied, since every entry of a name names its scope. The keydir keeps the source.
+   */
+  loadWithin(keydir: Keydir, roots: readonly string[], subtree: boolean): void;
 }
 
 /**
@@ -215,6 +222,13 @@ export class Keydir {
   readonly erases = new Map<string, EraseRecord>();
   private count = 0;
   private deferred: DeferredSlots | null = null;
+  /**
+   * While a source is deferred: the scopes whose entries it has all applied (loadScopes), and the
+   * roots whose whole subtree it has (applyDeferredWithin with `subtree`). A walk of such a scope's
+   * map sees what it would after applyDeferred, and asks the source nothing.
+   */
+  private readonly scopesLoaded = new Set<string>();
+  private readonly subtreesLoaded = new Set<string>();
   /**
    * Counts every slot made or dropped (and release()): while it is unchanged, a slot found
    * earlier is still the one held for its name, and a name found absent is still absent — what
@@ -281,6 +295,8 @@ export class Keydir {
     this.erases.clear();
     this.count = 0;
     this.deferred = null;
+    this.scopesLoaded.clear();
+    this.subtreesLoaded.clear();
     this.reservedList = [];
     this.reservedOut = 0;
     this.forwarded.clear();
@@ -319,6 +335,47 @@ export class Keydir {
       this.deferred = source; // a source that refuses (a malformed hint) keeps refusing every lookup
       throw err;
     }
+    this.scopesLoaded.clear();
+    this.subtreesLoaded.clear();
+  }
+
+  /**
+   * Has the deferred source, if any, apply every entry of the scopes `roots` (with `subtree`, and
+   * of every scope below them), the other scopes' entries left deferred: a listing of one scope or
+   * an erasure of one subtree after a hinted open builds those names only (thirty-fifth session:
+   * the first list() of a 4,000-name scope in a reopened 200k-key store built all 200k). Each
+   * scope or root is loaded once; a subtree of the root scope is everything (applyDeferred).
+   */
+  private applyDeferredWithin(roots: readonly string[], subtree: boolean): void {
+    const source = this.deferred;
+    if (source === null) return;
+    const todo = roots.filter((s) => !this.loadedWithin(s, subtree));
+    if (todo.length === 0) return;
+    if (subtree && todo.includes(ROOT_SCOPE)) return this.applyDeferred();
+    source.loadWithin(this, todo, subtree); // a refusal throws before it applies anything: nothing is noted loaded
+    for (const s of todo) (subtree ? this.subtreesLoaded : this.scopesLoaded).add(s);
+  }
+
+  /** True when every deferred entry of `scope` (with `subtree`, of its subtree too) has been applied by applyDeferredWithin. */
+  private loadedWithin(scope: string, subtree: boolean): boolean {
+    if (!subtree && this.scopesLoaded.has(scope)) return true;
+    for (let s: string | null = scope; s !== null; s = parentScope(s)) if (this.subtreesLoaded.has(s)) return true;
+    return false;
+  }
+
+  /** Applies every deferred entry of the scopes `scopes` (each exactly: not its subtree), the rest left deferred; see applyDeferredWithin. */
+  loadScopes(scopes: readonly string[]): void {
+    this.applyDeferredWithin(scopes, false);
+  }
+
+  /**
+   * One scope's names as scopesWithRows holds them (a number is a compact row: heldRow,
+   * readableVersion, holdsRecord), with that scope's deferred entries applied and every other
+   * scope's left deferred (loadScopes); undefined when the scope holds none.
+   */
+  scopeKeys(scope: string): ReadonlyMap<string, Slot | number> | undefined {
+    this.applyDeferredWithin([scope], false);
+    return this.keysOf(scope);
   }
 
   /**
@@ -339,6 +396,11 @@ export class Keydir {
     const names: string[] = [];
     for (const [scope, keys] of this.scopesWithRows()) if (holdsSlot(keys, this)) names.push(scope); // no Slot made of a row
     return names;
+  }
+
+  /** The slots held now, deferred entries left deferred (size without loading everything: a deferred source counting what it built). */
+  get heldNow(): number {
+    return this.count;
   }
 
   /** Number of slots (retention records) held, reserved ones not counted (held compact rows counted: no Slot is made). */
@@ -924,13 +986,14 @@ export class Keydir {
   /**
    * True when `test` holds for some name of `root` and its descendant scopes that has a record: a
    * Slot as it is, a held compact row as its number (heldRow; rowPhysical, rowSeg, rowPutSeq), no
-   * Slot made. Reserved slots and rows are skipped; deferred entries are applied first. Stops at
-   * the first true. Only the subtree's scopes are walked: until the thirty-fourth session every
-   * subtree visit (each scope erasure, export) made a Slot of every row of the whole keydir.
+   * Slot made. Reserved slots and rows are skipped; the subtree's deferred entries are applied
+   * first, the other scopes' left deferred (applyDeferredWithin). Stops at the first true. Only
+   * the subtree's scopes are walked: until the thirty-fourth session every subtree visit (each
+   * scope erasure, export) made a Slot of every row of the whole keydir.
    * `test` may make Slots of the names it is given (Keydir.get), but adds no name to the maps.
    */
   anyInSubtree(root: string, test: (ref: Slot | number, scope: string, key: string) => boolean): boolean {
-    this.applyDeferred();
+    this.applyDeferredWithin([root], true); // the subtree's names only: the rest stay deferred
     for (const [scope, keys] of this.byScope) {
       if (!scopeWithin(scope, root)) continue;
       for (const [key, ref] of keys) if (this.holdsRecord(ref) && test(ref, scope, key)) return true;

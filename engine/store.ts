@@ -779,8 +779,10 @@ export class Store implements T.Backend {
     const inherit = A.boolOf(o, "inherit", true);
     const now = this.options.clock();
     const found = new Map<string, T.ListEntry>();
-    for (const s of inherit ? scopeLineage(scope) : [scope]) {
-      for (const [key, ref] of this.keydir.scopesWithRows().get(s) ?? []) {
+    const scopes = inherit ? scopeLineage(scope) : [scope];
+    this.keydir.loadScopes(scopes); // these scopes' names only: after a hinted open the rest stay in their hints
+    for (const s of scopes) {
+      for (const [key, ref] of this.keydir.scopeKeys(s) ?? []) {
         if (found.has(key) || !key.startsWith(prefix)) continue;
         const version = this.keydir.readableVersion(ref, s, now); // no Slot made of a row
         if (version > 0) found.set(key, { key, scope: s, version });
@@ -803,7 +805,7 @@ export class Store implements T.Backend {
     this.assertOpen();
     const o = { scope, limit }; // checked here too: a shared owner serves this call from other processes
     const keys: string[] = [];
-    for (const [key, ref] of this.keydir.scopesWithRows().get(A.scopeOf(o)) ?? []) if (this.keydir.holdsRecord(ref)) keys.push(key);
+    for (const [key, ref] of this.keydir.scopeKeys(A.scopeOf(o)) ?? []) if (this.keydir.holdsRecord(ref)) keys.push(key);
     return keys.sort().slice(0, A.limitOf(o));
   }
 

@@ -116,6 +116,7 @@ function sourceWith(asked: string[]): DeferredSlots {
       if (key === "deferred") keydir.ensureApplied(scope, key).putSeq = 77;
     },
     loadAll() {},
+    loadWithin() {},
   };
 }
 
