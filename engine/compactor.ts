@@ -15,7 +15,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { Piscina } from "piscina";
+import type { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
 import { InvalidArgumentError } from "../rules/errors.js";
 import { assert, elementAt, fail } from "../rules/assert.js";
@@ -120,7 +120,11 @@ export interface CompactorHost extends PlanHost {
 /** Schedules compactions and applies their results. */
 export class Compactor {
   private readonly host: CompactorHost;
-  private pool: Piscina | null = null;
+  /**
+   * The worker pool, made by the first task (getPool); piscina's module loads only then, not at
+   * open (16–90 ms of every process that opens a store: a CLI command, an MCP server's start).
+   */
+  private pool: Promise<Piscina> | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   private autoTimer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -241,33 +245,38 @@ export class Compactor {
   }
 
   /** The worker pool, made on first use; null when compaction runs inline (`compaction.workers` 0). */
-  private getPool(): Piscina | null {
+  private getPool(): Promise<Piscina> | null {
     const workers = this.host.options.compaction.workers;
     if (workers === 0) return null;
-    if (this.pool === null) {
-      const fromSource = import.meta.url.endsWith(".ts");
-      this.pool = new Piscina({
-        filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
-        workerData: { niceness: this.host.options.compaction.niceness, ...(unsafeWorkerDataForTests.withoutPasses ? {} : { passes: this.passes }), ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
-        minThreads: workers,
-        maxThreads: workers,
-        idleTimeout: 30_000,
-        // A pass keeps up to COPIES_IN_FLIGHT copy-on-write jobs in one worker (runJobs): one copies
-        // while another awaits its output's fdatasync on libuv's pool.
-        concurrentTasksPerWorker: COPIES_IN_FLIGHT,
-        // An idle worker waits for tasks without blocking its event loop (piscina's default blocks
-        // it in Atomics.wait), so that its warm-up rounds (compaction-worker.ts) run between tasks.
-        atomics: "async",
-      });
-      this.pool.on("error", (err: unknown) => process.emitWarning(`engram compaction worker error: ${String(err)}`));
-    }
+    this.pool ??= import("piscina").then(({ Piscina }) => this.makePool(Piscina, workers));
     return this.pool;
+  }
+
+  /** A pool of `workers` compaction threads (piscina's class handed in: its module is loaded on first use). */
+  private makePool(PiscinaClass: typeof Piscina, workers: number): Piscina {
+    const fromSource = import.meta.url.endsWith(".ts");
+    const pool = new PiscinaClass({
+      filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
+      workerData: { niceness: this.host.options.compaction.niceness, ...(unsafeWorkerDataForTests.withoutPasses ? {} : { passes: this.passes }), ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
+      minThreads: workers,
+      maxThreads: workers,
+      idleTimeout: 30_000,
+      // A pass keeps up to COPIES_IN_FLIGHT copy-on-write jobs in one worker (runJobs): one copies
+      // while another awaits its output's fdatasync on libuv's pool.
+      concurrentTasksPerWorker: COPIES_IN_FLIGHT,
+      // An idle worker waits for tasks without blocking its event loop (piscina's default blocks
+      // it in Atomics.wait), so that its warm-up rounds (compaction-worker.ts) run between tasks.
+      atomics: "async",
+    });
+    pool.on("error", (err: unknown) => process.emitWarning(`engram compaction worker error: ${String(err)}`));
+    return pool;
   }
 
   /** Runs a task in a worker (or inline); a worker's failure comes back as the same EngramError class. */
   private async run(task: CompactionTask): Promise<CompactionResult> {
-    const pool = this.getPool();
-    if (pool === null) return runCompaction(task, hitAsync);
+    const made = this.getPool();
+    if (made === null) return runCompaction(task, hitAsync);
+    const pool = await made;
     const answer = (await pool.run(task)) as (CompactionResult & PassesSeen) | FailedTask;
     if (isFailedTask(answer)) throw reviveError(answer.failed);
     this.checkPassesSeen(answer.passesSeen);
@@ -1143,7 +1152,7 @@ export class Compactor {
     if (this.quietTimer !== null) clearTimeout(this.quietTimer);
     this.checks.stop();
     await this.chain;
-    if (this.pool !== null) await this.pool.destroy();
+    if (this.pool !== null) await (await this.pool).destroy(); // a pool still loading is made, then destroyed
   }
 }
 

@@ -3,16 +3,16 @@
  * an optional dependency, loaded with a dynamic import only when a URL is opened, so that the
  * embedded default never needs it. Two query parameters are engram's own and are removed before
  * the URL reaches the driver: `schema` (the PostgreSQL schema holding this store's tables,
- * default "public") and `poolMax` (connections in the pool, default 10).
+ * default "public") and `poolMax` (connections in the pool, default 10). The backend's own modules
+ * load on the first open too: a process that opens a directory (every CLI command asks
+ * isPostgresUrl) loads only this file.
  */
 import type { Pool, PoolConfig } from "pg";
 import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
 import type { OpenOptions } from "../rules/types.js";
-import { PgBackend } from "./backend.js";
-import { resolvePgOptions } from "./options.js";
-import { tablesOf } from "./schema.js";
+import type { PgBackend } from "./backend.js";
 
-export { PgBackend } from "./backend.js";
+export type { PgBackend } from "./backend.js";
 
 /** Default connections per pool: enough for group parallelism, few enough for many app servers. */
 export const POOL_MAX_DEFAULT = 10;
@@ -67,6 +67,7 @@ async function loadPg(): Promise<typeof import("pg")> {
 
 /** Opens the store at a postgres:// or postgresql:// URL (tables created if missing). */
 export async function openPostgres(location: string, options?: OpenOptions): Promise<PgBackend> {
+  const [{ PgBackend }, { resolvePgOptions }, { tablesOf }] = await Promise.all([import("./backend.js"), import("./options.js"), import("./schema.js")]);
   const resolved = resolvePgOptions(options);
   const where = locate(location);
   const tables = tablesOf(where.schema);

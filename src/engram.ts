@@ -12,7 +12,6 @@ import { verifySegments } from "../engine/verify.js";
 import * as A from "../rules/args.js";
 import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
 import { isPostgresUrl, openPostgres } from "../postgres/index.js";
-import { SharedStore } from "../share/handle.js";
 import type { Backend, Faults, Role } from "../rules/types.js";
 import type * as T from "./types.js";
 
@@ -55,7 +54,10 @@ export class Engram {
    */
   static async open(dir: string, options?: T.OpenOptions): Promise<Engram> {
     if (isPostgresUrl(dir)) return Engram.fromBackend(await openPostgres(dir, options));
-    if (options?.share === true) return new Engram(await SharedStore.open(dir, options));
+    if (options?.share === true) {
+      const { SharedStore } = await import("../share/handle.js"); // msgpackr and the sharing code load only for a shared store
+      return new Engram(await SharedStore.open(dir, options));
+    }
     return new Engram(await Store.open(dir, options));
   }
 
