@@ -5,7 +5,8 @@ export { Engram, type Faults } from "./engram.js";
 export * from "./errors.js";
 export type * from "./types.js";
 export { CRASH_ONLY_POINTS, FAULT_POINTS, IO_FAULT_POINTS } from "../engine/faults.js";
-export { tools, handleToolCall, listTools, validateToolCall, toolArgSchemas, isValidScope, toWireError, isWireError } from "./tools.js";
+export { tools, handleToolCall, listTools, validateToolCall, isValidScope, toWireError, isWireError } from "./tools.js";
+export { toolArgSchemas } from "./tool-schemas.js";
 export type {
   MemoryStore,
   ToolDefinition,

@@ -1,11 +1,13 @@
 /**
- * The agent-facing tool layer: JSON Schemas for the memory_* tools, zod validation of their
- * arguments, and `handleToolCall`, which maps a tool call onto a store and returns the snake_case
+ * The agent-facing tool layer: JSON Schemas for the memory_* tools, validation of their arguments
+ * (src/tool-args.ts), and `handleToolCall`, which maps a tool call onto a store and returns the snake_case
  * wire shapes of API.md. It never throws: every failure is a `{ ok: false, error, message }`.
  */
-import * as z from "zod";
+import type * as z from "zod";
 import { EngramError, type ErrorCodeName } from "../rules/errors.js";
-import { assertKey, assertScope } from "../rules/names.js";
+import { assertScope } from "../rules/names.js";
+import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, parseToolArgs } from "./tool-args.js";
+import type { toolArgSchemas } from "./tool-schemas.js";
 import type {
   ForgetResult,
   ForgetScopeOptions,
@@ -142,11 +144,8 @@ export type WireResult =
   | WireError;
 
 // ---------------------------------------------------------------------------------------------
-// Validation (zod): the single gate in front of the store.
-
-const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-const LIST_LIMIT_DEFAULT = 100;
-const LIST_LIMIT_MAX = 1000;
+// Validation: src/tool-args.ts, the single gate in front of the store (src/tool-schemas.ts holds
+// the same rules as zod schemas, exported as toolArgSchemas).
 
 /** True when `scope` is "global" or 1–8 valid components joined by "/" (API.md "Scopes"). */
 export function isValidScope(scope: string): boolean {
@@ -157,79 +156,6 @@ export function isValidScope(scope: string): boolean {
     return false;
   }
 }
-
-/** A zod refinement from one of the engine's grammar checks (rules/names.ts), keeping its message. */
-function grammar(check: (v: unknown) => void): (v: string, ctx: z.RefinementCtx) => void {
-  return (v, ctx) => {
-    try {
-      check(v);
-    } catch (err) {
-      ctx.addIssue({ code: "custom", message: err instanceof Error ? err.message : String(err) });
-    }
-  };
-}
-
-const keySchema = z.string({ error: "key must be a string" }).superRefine(grammar(assertKey));
-const scopeSchema = z.string({ error: "scope must be a string" }).superRefine(grammar(assertScope));
-
-const bytesSchema = z.strictObject({
-  base64: z.string({ error: "base64 must be a string" }).regex(BASE64, "base64 must be standard padded base64"),
-});
-
-const valueSchema = z.union(
-  [
-    z.string().refine((v) => v.isWellFormed(), "value must be well-formed Unicode (no lone surrogates)"),
-    bytesSchema,
-  ],
-  { error: 'value must be a string or {"base64": "..."}' },
-);
-
-const versionSchema = z
-  .number({ error: "expected_version must be an integer or null" })
-  .int("expected_version must be an integer")
-  .min(1, "expected_version must be >= 1 (versions start at 1)")
-  .nullable();
-
-const ttlSchema = z
-  .number({ error: "ttl_ms must be a positive integer or null" })
-  .int("ttl_ms must be an integer")
-  .min(1, "ttl_ms must be >= 1")
-  .nullable();
-
-/** zod schemas of every tool's arguments; objects are strict (unknown keys are rejected). */
-export const toolArgSchemas = {
-  memory_read: z.strictObject({
-    key: keySchema,
-    scope: scopeSchema.optional(),
-    inherit: z.boolean({ error: "inherit must be a boolean" }).optional(),
-  }),
-  memory_write: z.strictObject({
-    key: keySchema,
-    value: valueSchema,
-    scope: scopeSchema.optional(),
-    expected_version: versionSchema.optional(),
-    clear_tombstone: z.boolean({ error: "clear_tombstone must be a boolean" }).optional(),
-    ttl_ms: ttlSchema.optional(),
-  }),
-  memory_forget: z.strictObject({ key: keySchema, scope: scopeSchema.optional() }),
-  memory_forget_scope: z.strictObject({
-    scope: scopeSchema.refine((s) => s !== "global", 'memory_forget_scope refuses "global" (it would erase every memory)'),
-    reclaim: z.enum(["lazy", "eager"], { error: 'reclaim must be "lazy" or "eager"' }).optional(),
-  }),
-  memory_probe: z.strictObject({ key: keySchema, scope: scopeSchema.optional() }),
-  memory_undelete: z.strictObject({ key: keySchema, scope: scopeSchema.optional() }),
-  memory_list: z.strictObject({
-    scope: scopeSchema.optional(),
-    prefix: z.string({ error: "prefix must be a string" }).optional(),
-    inherit: z.boolean({ error: "inherit must be a boolean" }).optional(),
-    limit: z
-      .number({ error: "limit must be an integer" })
-      .int("limit must be an integer")
-      .min(1, "limit must be >= 1")
-      .max(LIST_LIMIT_MAX, `limit must be <= ${LIST_LIMIT_MAX}`)
-      .optional(),
-  }),
-} as const;
 
 // ---------------------------------------------------------------------------------------------
 // JSON Schemas and descriptions: what an agent reads.
@@ -389,15 +315,6 @@ function invalid(message: string): WireError {
   return { ok: false, error: "INVALID_ARGUMENT", message };
 }
 
-function formatIssues(name: string, error: z.ZodError): string {
-  const parts = error.issues.map((issue) => {
-    const path = issue.path.map(String).join(".");
-    const msg = issue.code === "unrecognized_keys" ? `${issue.message} (arguments are snake_case)` : issue.message;
-    return path ? `${path}: ${msg}` : msg;
-  });
-  return `${name}: ${parts.join("; ")}`;
-}
-
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
@@ -539,8 +456,8 @@ export function validateToolCall(
   }
   const raw = args === undefined ? {} : args;
   if (!isPlainObject(raw)) return { ok: false, error: invalid(`${name}: arguments must be a JSON object`) };
-  const parsed = toolArgSchemas[name].safeParse(raw);
-  if (!parsed.success) return { ok: false, error: invalid(formatIssues(name, parsed.error)) };
+  const parsed = parseToolArgs(name, raw);
+  if (!parsed.ok) return { ok: false, error: invalid(parsed.message) };
   const given = (parsed.data as { scope?: string }).scope;
   return { ok: true, name, args: parsed.data, scope: given ?? context.defaultScope ?? "global" };
 }

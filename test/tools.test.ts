@@ -8,7 +8,8 @@
  * Property stressed: the JSON Schemas and the zod validators agree.
  */
 import { describe, expect, it } from "vitest";
-import { listTools, toolArgSchemas, tools } from "../src/tools.js";
+import { listTools, tools } from "../src/tools.js";
+import { toolArgSchemas } from "../src/tool-schemas.js";
 
 describe("schemas", () => {
   it("exports the six API tools (plus memory_forget_scope) with object JSON Schemas", () => {
