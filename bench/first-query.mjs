@@ -5,7 +5,10 @@
 // every 20th, closes; then, per round and per tree (alternating), in a child process of its own:
 // open, one query, close, printing the open's and the query's ms. Queries: a read of one key,
 // list() of one scope (inherit: its lineage), listSlots of it, forgetScope (lazy) of one scope,
-// stats(). Each tree loads its own directory once (its own format).
+// stats(). Each tree loads its own directory once (its own format). With --cli, the built CLI's
+// commands instead (`node TREE/dist/src/cli.js --dir DIR …`: --help, get, probe, put, ls of one
+// scope, inspect), timed from spawn to exit, module loading included; and `node -e 0` for the
+// floor.
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -24,7 +27,18 @@ const n = Number(flag("--n", "200000"));
 const scopes = Number(flag("--scopes", "50"));
 const rounds = Number(flag("--rounds", "3"));
 const child = flag("--child", "");
-const QUERIES = ["read", "list", "listSlots", "forgetScope", "stats"];
+const cli = args.includes("--cli");
+if (cli) args.splice(args.indexOf("--cli"), 1);
+const QUERIES = cli ? ["node", "--help", "get", "probe", "put", "ls", "inspect"] : ["read", "list", "listSlots", "forgetScope", "stats"];
+/** The CLI's arguments for each --cli query (after `--dir DIR`). */
+const CLI_ARGS = { "--help": ["--help"], get: ["get", "k7", "--scope", "user:u7"], probe: ["probe", "k7", "--scope", "user:u7"], put: ["put", "new", "v", "--scope", "user:u7"], ls: ["ls", "--scope", "user:u3"], inspect: ["inspect"] };
+
+/** Wall ms of `node …argv` run to its end (it must succeed). */
+function timedRun(argv) {
+  const t0 = performance.now();
+  execFileSync(process.execPath, argv, { encoding: "utf8", stdio: ["ignore", "ignore", "inherit"] });
+  return performance.now() - t0;
+}
 
 async function engramOf(tree) {
   return (await import(pathToFileURL(path.join(path.resolve(tree), "dist/src/index.js")).href)).Engram;
@@ -86,7 +100,9 @@ for (let r = 0; r < rounds; r++) {
         fs.rmSync(dir, { recursive: true, force: true });
         fs.cpSync(dirs[t], dir, { recursive: true });
       }
-      const out = JSON.parse(execFileSync(process.execPath, [me, "--n", String(n), "--scopes", String(scopes), "--child", `${trees[t]},${dir},${query}`], { encoding: "utf8" }));
+      const out = !cli
+        ? JSON.parse(execFileSync(process.execPath, [me, "--n", String(n), "--scopes", String(scopes), "--child", `${trees[t]},${dir},${query}`], { encoding: "utf8" }))
+        : { open: 0, got: 0, query: timedRun(query === "node" ? ["-e", "0"] : [path.join(path.resolve(trees[t]), "dist/src/cli.js"), "--dir", dir, ...CLI_ARGS[query]]) };
       const k = `${trees[t]} ${query}`;
       if (!results.has(k)) results.set(k, []);
       results.get(k).push(out);
