@@ -94,7 +94,7 @@ function oneOf(options: readonly string[], message: string): Check {
  * fatal), then within the safe range (its failure, with the integer message, is not fatal), then
  * each bound.
  */
-function integer(o: { type: string; int: string; min: number; minMessage: string; max?: number; maxMessage?: string; nullable: boolean }): Check {
+function integer(o: { type: string; int: string; min: number; minMessage: string; max?: { value: number; message: string }; nullable: boolean }): Check {
   return (v, path, issues) => {
     if (v === null && o.nullable) return v;
     if (typeof v !== "number" || !Number.isFinite(v)) issues.push({ path, message: o.type, fatal: true, keys: false });
@@ -102,7 +102,7 @@ function integer(o: { type: string; int: string; min: number; minMessage: string
     else {
       if (!Number.isSafeInteger(v)) issues.push({ path, message: o.int, fatal: false, keys: false });
       if (v < o.min) issues.push({ path, message: o.minMessage, fatal: false, keys: false });
-      if (o.max !== undefined && v > o.max) issues.push({ path, message: o.maxMessage ?? "", fatal: false, keys: false });
+      if (o.max !== undefined && v > o.max.value) issues.push({ path, message: o.max.message, fatal: false, keys: false });
     }
     return v;
   };
@@ -198,7 +198,7 @@ const SHAPES = {
     scope: optional(scope),
     prefix: optional(text("prefix must be a string")),
     inherit: optional(inherit),
-    limit: optional(integer({ type: "limit must be an integer", int: "limit must be an integer", min: 1, minMessage: "limit must be >= 1", max: LIST_LIMIT_MAX, maxMessage: `limit must be <= ${LIST_LIMIT_MAX}`, nullable: false })),
+    limit: optional(integer({ type: "limit must be an integer", int: "limit must be an integer", min: 1, minMessage: "limit must be >= 1", max: { value: LIST_LIMIT_MAX, message: `limit must be <= ${LIST_LIMIT_MAX}` }, nullable: false })),
   },
 } as const satisfies Record<string, Record<string, Field>>;
 
