@@ -5,7 +5,7 @@
  * one the same store gives with every entry applied, and the store holds no name of any other
  * scope afterwards.
  *
- * How it works: a store of 4 KiB segments (dozens of hints) holds 40 names in each of seven
+ * How it works: a store of 4 KiB segments (13 of them, each with its hint) holds 40 names in each of seven
  * scopes chosen to trip a byte-level scope test — "global", "user:a", its child "user:a/s" and
  * grandchild "user:a/s/t", "user:a/sx" beside "user:a/s", the sibling "user:ab" whose bytes start
  * with "user:a" but continue without "/", and "agent:z". Each name's records are spread over
