@@ -199,21 +199,13 @@ export class Compactor {
   }
 
   /**
-   * A value was written that expires at `expiresAt`: it may die by time alone one retention window
-   * later. The shortest window of any scope, not its own (no scope-rule lookup on the write path):
+   * A value was written that expires at `expiresAt` (or an erasure was committed at that time,
+   * whose record the same rule keeps: Store erasedValuesDie): it may die by time alone one
+   * retention window later. The shortest window of any scope, not its own (no scope-rule lookup on the write path):
    * a check due early only walks, and its walk notes the exact time (planSegments' soonest).
    */
   noteExpiry(expiresAt: number): void {
     this.checks.note(expiresAt + this.retentionMsMin);
-  }
-
-  /**
-   * An erasure committed at `committedAt` (its killed values already counted dead: Store
-   * erasedValuesDie): its record may die by time alone once its scope's retention window ends —
-   * the shortest of any scope is noted, as noteExpiry does; that check's walk notes the exact time.
-   */
-  noteErasure(committedAt: number): void {
-    this.checks.note(committedAt + this.retentionMsMin);
   }
 
   /**

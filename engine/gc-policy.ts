@@ -93,9 +93,12 @@ export function eraseRecordLive(keydir: Keydir, scope: string, erase: EraseRecor
  * alive forever (defect 6).
  */
 function mayHoldRecordBefore(keydir: Keydir, ref: Slot | number, seq: number): boolean {
-  if (typeof ref === "number") return !(keydir.rowPhysical(ref) === 1 && keydir.rowSeg(ref) !== 0 && keydir.rowPutSeq(ref) > seq);
-  if (ref.physical === 0) return false;
-  return !(ref.physical === 1 && ref.seg !== 0 && ref.putSeq > seq);
+  const row = typeof ref === "number";
+  const physical = row ? keydir.rowPhysical(ref) : ref.physical;
+  if (physical === 0) return false;
+  const seg = row ? keydir.rowSeg(ref) : ref.seg;
+  const putSeq = row ? keydir.rowPutSeq(ref) : ref.putSeq;
+  return !(physical === 1 && seg !== 0 && putSeq > seq);
 }
 
 /**

@@ -564,7 +564,7 @@ export class Store implements T.Backend {
         const counted = this.erasedValuesDie(s, killed, now);
         chunks.forEach((chunk, i) => applyErase(this.keydir, s, seq, now, elementAt(locs, i, "a location per erase chunk"), chunk));
         this.intents.settleErase(s, seq);
-        if (counted) this.compactor.noteErasure(now);
+        if (counted) this.compactor.noteExpiry(now); // the erasure's record may die one window after its commit
         else this.compactor.recount();
       },
     });
