@@ -9,7 +9,8 @@
  * welcome or refused, replies (N results of one turn), retry, bye, pong. A frame of calls is not a
  * transaction: each call runs as its own operation and gets its own result or error.
  */
-import { Packr } from "msgpackr";
+import { createRequire } from "node:module";
+import type { Packr } from "msgpackr";
 import * as E from "../rules/errors.js";
 import { assert } from "../rules/assert.js";
 
@@ -160,11 +161,27 @@ export interface WireError {
 /** A peer broke the protocol (bad frame, bad message): its connection is closed. */
 export class ProtocolError extends Error {}
 
-const packr = new Packr({ useRecords: false, mapsAsObjects: true, moreTypes: false, bundleStrings: false });
+/** The codec, made by codec() when a frame is first encoded or decoded in this process. */
+let packr: Packr | null = null;
+
+/**
+ * The msgpackr codec, loaded on first use: an owner that no client ever reaches — a CLI command
+ * holding its store alone, an MCP server nobody attaches to — never loads msgpackr and its native
+ * extension (25–40 ms of a CLI command's ~250 on this machine kind, thirty-sixth session). It is
+ * loaded synchronously (msgpackr's CommonJS build, the same code as its ESM one), so that every
+ * frame is still encoded and decoded in the turn that has it: the first costs the load once.
+ */
+function codec(): Packr {
+  if (packr === null) {
+    const { Packr: Codec } = createRequire(import.meta.url)("msgpackr") as typeof import("msgpackr");
+    packr = new Codec({ useRecords: false, mapsAsObjects: true, moreTypes: false, bundleStrings: false });
+  }
+  return packr;
+}
 
 /** Encodes one message as a frame (length prefix + body); throws LimitExceededError past `frameBytesMax`. */
 export function encodeFrame(message: Message, frameBytesMax: number): Buffer {
-  const body = packr.pack(message);
+  const body = codec().pack(message);
   if (body.length > frameBytesMax) {
     throw new E.LimitExceededError(`a message of ${body.length} bytes exceeds the shared store's frame limit of ${frameBytesMax}; split the batch or write smaller values`);
   }
@@ -225,7 +242,7 @@ export class FrameWriter {
 /** Decodes one frame body; throws ProtocolError on bytes that are not one msgpack value. */
 export function decodeBody(body: Buffer): unknown {
   try {
-    return packr.unpack(body);
+    return codec().unpack(body);
   } catch (err) {
     throw new ProtocolError(`undecodable message: ${err instanceof Error ? err.message : String(err)}`);
   }

@@ -2,16 +2,19 @@
  * A CLI command loads only what it uses: the tool layer's argument checks without zod
  * (src/tool-args.ts), the compaction worker pool's piscina when a pass first needs a worker
  * (engine/compactor.ts getPool), the PostgreSQL backend when a URL is opened (postgres/index.ts
- * openPostgres). Every CLI command and every MCP server's start pays its module loading: on this
+ * openPostgres), msgpackr when a frame first crosses a shared store's socket (share/protocol.ts
+ * codec: a command that owns its store alone sends none). Every CLI command and every MCP server's start pays its module loading: on this
  * machine kind zod alone (95 files) took ~70 ms of a `get`'s ~350 (thirty-fifth session).
  *
  * How it works: the built CLI runs `put`, `get` and `ls` against a fresh store under module hooks
- * that log every URL the process loads (test/helpers/loaded-hooks.mjs); none may be zod's,
- * piscina's or the PostgreSQL backend's. The detector is checked against its twins: a `compact`
- * with a worker loads piscina, and importing the package's index (which exports the zod schemas
- * as `toolArgSchemas`) loads zod — so a command that loaded them again would be seen.
+ * that log every URL the process loads (test/helpers/loaded-hooks.mjs, and the CommonJS modules
+ * it required at exit); none may be zod's, piscina's, msgpackr's or the PostgreSQL backend's. The
+ * detector is checked against its twins: a `compact` with a worker loads piscina, importing the
+ * package's index (which exports the zod schemas as `toolArgSchemas`) loads zod, and a `get` that
+ * attaches to an owner (this test's process holds the store, shared) loads msgpackr and reads the
+ * value through it — so a command that loaded them again would be seen.
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -22,7 +25,7 @@ import { tempDir } from "./helpers/tmp.js";
 
 const CLI = join(ROOT, "dist", "src", "cli.js");
 const REGISTER = join(ROOT, "test", "helpers", "loaded-register.mjs");
-const HEAVY = { zod: "/node_modules/zod/", piscina: "/node_modules/piscina/", postgres: "/dist/postgres/backend.js" };
+const HEAVY = { zod: "/node_modules/zod/", piscina: "/node_modules/piscina/", msgpackr: "/node_modules/msgpackr/", postgres: "/dist/postgres/backend.js" };
 
 let root: string;
 let n = 0;
@@ -42,6 +45,24 @@ function loadedBy(args: string[]): string[] {
   return readFileSync(log, "utf8").split("\n").filter((l) => l !== "");
 }
 
+/**
+ * loadedBy without blocking this process's event loop (a store this process owns must answer the
+ * command): its stdout too. Killed past the deadline.
+ */
+async function loadedByAsync(args: string[]): Promise<{ urls: string[]; stdout: string }> {
+  const log = join(root, `loaded-${++n}.log`);
+  const child = spawn(process.execPath, ["--import", pathToFileURL(REGISTER).href, ...args], { env: { ...process.env, ENGRAM_LOADED_LOG: log } });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (b: Buffer) => (stdout += b.toString("utf8")));
+  child.stderr.on("data", (b: Buffer) => (stderr += b.toString("utf8")));
+  const deadline = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  clearTimeout(deadline);
+  expect(code, stderr).toBe(0);
+  return { urls: readFileSync(log, "utf8").split("\n").filter((l) => l !== ""), stdout };
+}
+
 /** The heavy packages among `urls`. */
 function heavyIn(urls: readonly string[]): string[] {
   return Object.entries(HEAVY)
@@ -50,7 +71,7 @@ function heavyIn(urls: readonly string[]): string[] {
 }
 
 describe("a CLI command loads only what it uses", () => {
-  it("put, get and ls load no zod, no piscina and no PostgreSQL backend; compact with a worker loads piscina; the package index loads zod", async () => {
+  it("put, get and ls load no zod, no piscina, no msgpackr and no PostgreSQL backend; compact with a worker loads piscina; the package index loads zod", async () => {
     const dir = join(root, "store");
     const put = loadedBy([CLI, "--dir", dir, "put", "note", "hello", "--scope", "user:a"]);
     expect(put.some((u) => u.endsWith("/dist/engine/store.js"))).toBe(true); // the detector sees the engine load
@@ -64,5 +85,18 @@ describe("a CLI command loads only what it uses", () => {
     await s.close();
     expect(heavyIn(loadedBy([CLI, "--dir", dir, "compact"]))).toContain("piscina");
     expect(heavyIn(loadedBy(["--input-type=module", "-e", `await import(${JSON.stringify(pathToFileURL(join(ROOT, "dist", "src", "index.js")).href)})`]))).toContain("zod");
+  }, 120_000);
+
+  it("a get that attaches to the store's owner loads msgpackr and reads through it", async () => {
+    const dir = join(root, "owned");
+    const owner = await Engram.open(dir, { share: true });
+    try {
+      await owner.write("note", "through the owner", { scope: "user:a" });
+      const got = await loadedByAsync([CLI, "--dir", dir, "get", "note", "--scope", "user:a"]);
+      expect(got.stdout).toBe("through the owner\n");
+      expect(heavyIn(got.urls)).toEqual(["msgpackr"]);
+    } finally {
+      await owner.close();
+    }
   }, 120_000);
 });
