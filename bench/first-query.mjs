@@ -8,7 +8,8 @@
 // stats(). Each tree loads its own directory once (its own format). With --cli, the built CLI's
 // commands instead (`node TREE/dist/src/cli.js --dir DIR …`: --help, get, probe, put, ls of one
 // scope, inspect), timed from spawn to exit, module loading included; and `node -e 0` for the
-// floor.
+// floor. A tree's CLI is its bundle (dist/bin/engram.js, package.json "bin") when it has one, else
+// dist/src/cli.js (trees from before the thirty-sixth session).
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -38,6 +39,12 @@ function timedRun(argv) {
   const t0 = performance.now();
   execFileSync(process.execPath, argv, { encoding: "utf8", stdio: ["ignore", "ignore", "inherit"] });
   return performance.now() - t0;
+}
+
+/** The CLI a user of `tree` runs: its bundle, or the compiled entry of a tree without one. */
+function cliOf(tree) {
+  const bundle = path.join(path.resolve(tree), "dist/bin/engram.js");
+  return fs.existsSync(bundle) ? bundle : path.join(path.resolve(tree), "dist/src/cli.js");
 }
 
 async function engramOf(tree) {
@@ -102,7 +109,7 @@ for (let r = 0; r < rounds; r++) {
       }
       const out = !cli
         ? JSON.parse(execFileSync(process.execPath, [me, "--n", String(n), "--scopes", String(scopes), "--child", `${trees[t]},${dir},${query}`], { encoding: "utf8" }))
-        : { open: 0, got: 0, query: timedRun(query === "node" ? ["-e", "0"] : [path.join(path.resolve(trees[t]), "dist/src/cli.js"), "--dir", dir, ...CLI_ARGS[query]]) };
+        : { open: 0, got: 0, query: timedRun(query === "node" ? ["-e", "0"] : [cliOf(trees[t]), "--dir", dir, ...CLI_ARGS[query]]) };
       const k = `${trees[t]} ${query}`;
       if (!results.has(k)) results.set(k, []);
       results.get(k).push(out);

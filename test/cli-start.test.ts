@@ -1,5 +1,7 @@
 /**
- * A CLI command loads only what it uses: the tool layer's argument checks without zod
+ * A CLI command loads only what it uses, from one bundle: package.json "bin" is dist/bin/engram.js,
+ * which scripts/bundle-cli.mjs makes of the compiled tree (a few files instead of ~100 modules);
+ * the tool layer's argument checks without zod
  * (src/tool-args.ts), the compaction worker pool's piscina when a pass first needs a worker
  * (engine/compactor.ts getPool), the PostgreSQL backend when a URL is opened (postgres/index.ts
  * openPostgres), msgpackr when a frame first crosses a shared store's socket (share/protocol.ts
@@ -20,12 +22,14 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { assertBuilt, ROOT } from "./helpers/built.js";
+import { assertBuilt, CLI_BIN, ROOT } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
-const CLI = join(ROOT, "dist", "src", "cli.js");
+const CLI = CLI_BIN;
 const REGISTER = join(ROOT, "test", "helpers", "loaded-register.mjs");
-const HEAVY = { zod: "/node_modules/zod/", piscina: "/node_modules/piscina/", msgpackr: "/node_modules/msgpackr/", postgres: "/dist/postgres/backend.js" };
+const HEAVY = { zod: "/node_modules/zod/", piscina: "/node_modules/piscina/", msgpackr: "/node_modules/msgpackr/", postgres: "/node_modules/pg/", postgresBackend: "/dist/bin/backend-" };
+/** Engram's own files a get may load from the bundle: the entry and its chunks (scripts/bundle-cli.mjs). */
+const BUNDLE_FILES_MAX = 24;
 
 let root: string;
 let n = 0;
@@ -74,7 +78,7 @@ describe("a CLI command loads only what it uses", () => {
   it("put, get and ls load no zod, no piscina, no msgpackr and no PostgreSQL backend; compact with a worker loads piscina; the package index loads zod", async () => {
     const dir = join(root, "store");
     const put = loadedBy([CLI, "--dir", dir, "put", "note", "hello", "--scope", "user:a"]);
-    expect(put.some((u) => u.endsWith("/dist/engine/store.js"))).toBe(true); // the detector sees the engine load
+    expect(put.some((u) => u.endsWith("/dist/bin/engram.js"))).toBe(true); // the detector sees the bundle load
     expect(heavyIn(put)).toEqual([]);
     expect(heavyIn(loadedBy([CLI, "--dir", dir, "get", "note", "--scope", "user:a"]))).toEqual([]);
     expect(heavyIn(loadedBy([CLI, "--dir", dir, "ls", "--scope", "user:a"]))).toEqual([]);
@@ -85,6 +89,18 @@ describe("a CLI command loads only what it uses", () => {
     await s.close();
     expect(heavyIn(loadedBy([CLI, "--dir", dir, "compact"]))).toContain("piscina");
     expect(heavyIn(loadedBy(["--input-type=module", "-e", `await import(${JSON.stringify(pathToFileURL(join(ROOT, "dist", "src", "index.js")).href)})`]))).toContain("zod");
+  }, 120_000);
+
+  it("a get reads the bundle: a few files of dist/bin, none of the compiled tree; the unbundled CLI reads ~100", async () => {
+    const dir = join(root, "bundle");
+    loadedBy([CLI, "--dir", dir, "put", "note", "hello", "--scope", "user:a"]);
+    const own = (urls: readonly string[]): string[] => urls.filter((u) => u.includes("/dist/"));
+    const bundled = own(loadedBy([CLI, "--dir", dir, "get", "note", "--scope", "user:a"]));
+    expect(bundled.every((u) => u.includes("/dist/bin/")), bundled.join("\n")).toBe(true);
+    expect(bundled.length).toBeLessThanOrEqual(BUNDLE_FILES_MAX);
+    // The twin: the compiled tree the bundle is made from, run directly, loads a file per module.
+    const unbundled = own(loadedBy([join(ROOT, "dist", "src", "cli.js"), "--dir", dir, "get", "note", "--scope", "user:a"]));
+    expect(unbundled.length).toBeGreaterThan(3 * BUNDLE_FILES_MAX);
   }, 120_000);
 
   it("a get that attaches to the store's owner loads msgpackr and reads through it", async () => {

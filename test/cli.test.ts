@@ -1,5 +1,5 @@
 /**
- * The `engram` CLI end to end: every subcommand runs as a real `node dist/src/cli.js` process
+ * The `engram` CLI end to end: every subcommand runs as a real `node dist/bin/engram.js` process
  * over a real temp directory.
  *
  * How it works: beforeAll builds dist/ when stale (same lock as mcp.test.ts). Then put / get
@@ -27,14 +27,12 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { assertBuilt } from "./helpers/built.js";
+import { assertBuilt, CLI_BIN } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const CLI = join(ROOT, "dist", "src", "cli.js");
+const CLI = CLI_BIN;
 
 
 let root: string;

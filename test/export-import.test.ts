@@ -23,14 +23,12 @@ import { spawn, spawnSync } from "node:child_process";
 import type { SpawnSyncReturns } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { assertBuilt } from "./helpers/built.js";
+import { assertBuilt, CLI_BIN } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const CLI = path.join(ROOT, "dist", "src", "cli.js");
+const CLI = CLI_BIN;
 const LARGE = Number(process.env["ENGRAM_EXPORT_LARGE"] ?? 12000);
 
 beforeAll(() => assertBuilt());

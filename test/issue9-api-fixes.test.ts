@@ -12,7 +12,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engram, HalfReclaimedSlotError, InvalidArgumentError, StoreClosedError, listTools, safeRewrite, validateToolCall } from "../src/index.js";
-import { assertBuilt, ROOT } from "./helpers/built.js";
+import { assertBuilt, CLI_BIN } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const FAST = { segmentBytes: 4096, compaction: { workers: 0, auto: false } } as const;
@@ -102,7 +102,7 @@ describe("defect 14: safeRewrite refuses only a killed value", () => {
 });
 
 describe("defect 15: the CLI", () => {
-  const CLI = path.join(ROOT, "dist", "src", "cli.js");
+  const CLI = CLI_BIN;
   beforeAll(() => assertBuilt());
   const run = (args: string[], input?: Buffer): ReturnType<typeof spawnSync> =>
     spawnSync(process.execPath, [CLI, ...args], { input: input ?? Buffer.alloc(0), env: { ...process.env, NO_COLOR: "1" } });

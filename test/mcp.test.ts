@@ -1,6 +1,6 @@
 /**
  * The MCP server end to end: the SDK's own Client + StdioClientTransport spawn the BUILT CLI
- * (`node dist/src/cli.js mcp --dir DIR`) as a real child process over a real directory.
+ * (`node dist/bin/engram.js mcp --dir DIR`) as a real child process over a real directory.
  *
  * How it works: beforeAll builds dist/ with tsc when any source is newer than its output (a
  * mkdir lock keeps parallel test files from building twice). One server is driven through
@@ -18,16 +18,14 @@
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { assertBuilt } from "./helpers/built.js";
+import { assertBuilt, CLI_BIN } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const CLI = join(ROOT, "dist", "src", "cli.js");
+const CLI = CLI_BIN;
 
 
 let root: string;

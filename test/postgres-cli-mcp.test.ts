@@ -1,7 +1,7 @@
 /**
  * The CLI and the MCP server accept a PostgreSQL URL wherever they accept `--dir`.
  *
- * How it works: the built CLI (dist/src/cli.js, as a user runs it) is spawned with
+ * How it works: the built CLI (dist/bin/engram.js, the bundle package.json "bin" names, as a user runs it) is spawned with
  * `--dir postgresql://...` for put, get, forget, probe, ls, gc, compact and verify, checking the
  * --json wire shapes; a read command on a URL never asks for an existing directory, and no
  * directory named "postgresql:" appears in the working directory. Then `engram mcp --dir URL`
@@ -15,13 +15,13 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { assertBuilt, ROOT } from "./helpers/built.js";
+import { assertBuilt, CLI_BIN } from "./helpers/built.js";
 import { dropSchemas, storeUrl } from "./helpers/pg.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const url = process.env["ENGRAM_PG_URL"];
 const skip = url === undefined || url === "" ? (process.env["ENGRAM_PG_SKIP"] ?? "no ENGRAM_PG_URL") : null;
-const CLI = join(ROOT, "dist", "src", "cli.js");
+const CLI = CLI_BIN;
 const cwd = tempDir("pgcli");
 const tag = `m${process.pid}_`;
 afterAll(async () => {

@@ -3,7 +3,7 @@
  * sessions of one host, each starting its own stdio server) — plus CLI calls at the same time.
  *
  * How it works: the BUILT package (dist/, as a user runs it) is started three times as
- * `node dist/src/cli.js mcp --dir DIR` by the MCP SDK's own Client + StdioClientTransport, all
+ * `node dist/bin/engram.js mcp --dir DIR` by the MCP SDK's own Client + StdioClientTransport, all
  * at once; they race for the directory, one owns it and the others attach over its socket. Each
  * server writes a key through memory_write and reads the other two servers' keys through
  * memory_read. Meanwhile `engram put` and `engram get` run as separate processes against the same
@@ -22,10 +22,10 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { assertBuilt, ROOT } from "./helpers/built.js";
+import { assertBuilt, CLI_BIN } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
-const CLI = join(ROOT, "dist", "src", "cli.js");
+const CLI = CLI_BIN;
 const run = promisify(execFile);
 let root: string;
 const servers: Server[] = [];

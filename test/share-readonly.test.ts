@@ -22,7 +22,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram, IoError, OwnerLostError } from "../src/index.js";
-import { assertBuilt, ROOT } from "./helpers/built.js";
+import { assertBuilt, CLI_BIN } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const base = tempDir("share-ro");
@@ -99,7 +99,7 @@ describe.skipIf(skipReason !== null)("a client on a read-only mount of the store
     assertBuilt();
     const owner = await Engram.open(dir, { ...OPTS, share: true });
     await owner.write("pref", "dark");
-    const transport = new StdioClientTransport({ command: process.execPath, args: [path.join(ROOT, "dist", "src", "cli.js"), "mcp", "--dir", ro, "--read-only"], stderr: "pipe" });
+    const transport = new StdioClientTransport({ command: process.execPath, args: [CLI_BIN, "mcp", "--dir", ro, "--read-only"], stderr: "pipe" });
     const mcp = new Client({ name: "engram-ro-test", version: "0.0.0" });
     try {
       await mcp.connect(transport);

@@ -9,7 +9,13 @@ import { fileURLToPath } from "node:url";
 /** The project root. */
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
-/** Throws unless every source file under src/, engine/, segments/, rules/, share/ and postgres/ has a newer compiled twin in dist/. */
+/** The CLI as package.json "bin" ships it: the bundle scripts/bundle-cli.mjs makes of dist/src/cli.js. */
+export const CLI_BIN = join(ROOT, "dist", "bin", "engram.js");
+
+/**
+ * Throws unless every source file under src/, engine/, segments/, rules/, share/ and postgres/ has
+ * a newer compiled twin in dist/, and the CLI bundle (CLI_BIN) is newer than each of those twins.
+ */
 export function assertBuilt(): void {
   const stale = ["src", "engine", "segments", "rules", "share", "postgres"]
     .flatMap((d) => readdirSync(join(ROOT, d), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts")).map((f) => join(ROOT, d, f)))
@@ -18,4 +24,9 @@ export function assertBuilt(): void {
       return !existsSync(out) || statSync(out).mtimeMs < statSync(s).mtimeMs;
     });
   if (stale.length > 0) throw new Error(`dist/ is older than ${relative(ROOT, stale[0] as string)}: run \`npm run build\` (npm test builds first)`);
+  const compiled = ["src", "engine", "segments", "rules", "share", "postgres"].flatMap((d) =>
+    readdirSync(join(ROOT, "dist", d), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".js")).map((f) => join(ROOT, "dist", d, f)),
+  );
+  const newest = Math.max(...compiled.map((f) => statSync(f).mtimeMs));
+  if (!existsSync(CLI_BIN) || statSync(CLI_BIN).mtimeMs < newest) throw new Error(`${relative(ROOT, CLI_BIN)} is missing or older than dist/: run \`npm run build\` (npm test builds first)`);
 }

@@ -8,10 +8,10 @@ import type { ChildProcess, SpawnSyncReturns } from "node:child_process";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
-import { ROOT } from "./built.js";
+import { CLI_BIN, ROOT } from "./built.js";
 
 /** The built CLI entry. */
-export const CLI = join(ROOT, "dist", "src", "cli.js");
+export const CLI = CLI_BIN;
 /** How long `engram ui` may take to print its URL. */
 const START_DEADLINE_MS = 20_000;
 /** How long it may take to exit after SIGTERM. */
