@@ -924,7 +924,7 @@ export class Store implements T.Backend {
    * fdatasync, sealed header, whole hint once; a new, empty active segment) when it holds
    * SEAL_AT_CLOSE_BYTES of data or more and the hint on disk does not cover what the close would
    * leave. Unsealed, the close would rewrite that segment's whole prefix hint for the few records
-   * a short process appended: `engram put` on a store of 200k keys spent ~50 ms of its ~320 doing
+   * a short process appended: `engram put` on a store of 200k keys spent ~60 ms of its ~360 doing
    * that at every call (thirty-sixth session); sealed, the next processes append to a small
    * segment whose hint costs little. A `none`-mode close (stamped hints, no sync) is left as it was.
    */

@@ -4,7 +4,7 @@
 // that what a command does not use (the PostgreSQL backend, the MCP server, the inspector, the
 // tool schemas) still loads only when used. Packages stay external (node_modules). One file to
 // read and compile for most of the engine instead of ~100: `engram get` on a 200k-key store
-// 268 -> 219 ms, `engram --help` 238 -> 181 (thirty-sixth session, docs/PERFORMANCE.md). The
+// 290 -> 227 ms, `engram --help` 246 -> 194 (thirty-sixth session, docs/PERFORMANCE.md). The
 // inspector's static files are copied next to the chunks, where src/ui/server.ts looks for them.
 // Runs after tsc (npm run build, npm test, prepare); Node and esbuild only.
 import { cpSync, mkdirSync, rmSync } from "node:fs";

@@ -167,7 +167,7 @@ let packr: Packr | null = null;
 /**
  * The msgpackr codec, loaded on first use: an owner that no client ever reaches — a CLI command
  * holding its store alone, an MCP server nobody attaches to — never loads msgpackr and its native
- * extension (25–40 ms of a CLI command's ~250 on this machine kind, thirty-sixth session). It is
+ * extension (31–40 ms to import alone, 9–23 ms of a CLI command, thirty-sixth session). It is
  * loaded synchronously (msgpackr's CommonJS build, the same code as its ESM one), so that every
  * frame is still encoded and decoded in the turn that has it: the first costs the load once.
  */

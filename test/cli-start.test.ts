@@ -1,20 +1,23 @@
 /**
  * A CLI command loads only what it uses, from one bundle: package.json "bin" is dist/bin/engram.js,
- * which scripts/bundle-cli.mjs makes of the compiled tree (a few files instead of ~100 modules);
- * the tool layer's argument checks without zod
- * (src/tool-args.ts), the compaction worker pool's piscina when a pass first needs a worker
- * (engine/compactor.ts getPool), the PostgreSQL backend when a URL is opened (postgres/index.ts
- * openPostgres), msgpackr when a frame first crosses a shared store's socket (share/protocol.ts
- * codec: a command that owns its store alone sends none). Every CLI command and every MCP server's start pays its module loading: on this
- * machine kind zod alone (95 files) took ~70 ms of a `get`'s ~350 (thirty-fifth session).
+ * which scripts/bundle-cli.mjs makes of the compiled tree (a dozen files instead of ~100 modules).
+ * It checks the tool arguments without zod (src/tool-args.ts), loads the compaction worker pool's
+ * piscina when a pass first needs a worker (engine/compactor.ts getPool), the PostgreSQL backend
+ * when a URL is opened (postgres/index.ts openPostgres), and msgpackr when a frame first crosses a
+ * shared store's socket (share/protocol.ts codec: a command that owns its store alone sends none).
+ * Every CLI command and every MCP server's start pays its module loading: on this machine kind zod
+ * alone (95 files) took ~70 ms of a `get`'s ~350 (thirty-fifth session), the ~96 modules' loading
+ * ~60 ms of a `get`'s ~290 (thirty-sixth).
  *
  * How it works: the built CLI runs `put`, `get` and `ls` against a fresh store under module hooks
  * that log every URL the process loads (test/helpers/loaded-hooks.mjs, and the CommonJS modules
- * it required at exit); none may be zod's, piscina's, msgpackr's or the PostgreSQL backend's. The
- * detector is checked against its twins: a `compact` with a worker loads piscina, importing the
- * package's index (which exports the zod schemas as `toolArgSchemas`) loads zod, and a `get` that
- * attaches to an owner (this test's process holds the store, shared) loads msgpackr and reads the
- * value through it — so a command that loaded them again would be seen.
+ * it required at exit); none may be zod's, piscina's, msgpackr's or the PostgreSQL backend's, and a
+ * `get` may load at most BUNDLE_FILES_MAX of engram's files, all of the bundle. The detector is
+ * checked against its twins: a `compact` with a worker loads piscina, importing the package's
+ * index (which exports the zod schemas as `toolArgSchemas`) loads zod, a `get` that attaches to an
+ * owner (this test's process holds the store, shared) loads msgpackr and reads the value through
+ * it, and the unbundled dist/src/cli.js loads a file per module — so a command that loaded them
+ * again would be seen.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";

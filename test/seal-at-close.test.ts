@@ -3,7 +3,7 @@
  * that appends a few records to a store whose active segment holds megabytes (a CLI write after a
  * bulk load) then writes that segment's whole hint once, at the seal, and the processes after it
  * append to a small new segment, instead of rewriting the large segment's prefix hint at every
- * close (~50 ms of `engram put` on 200k keys, thirty-sixth session).
+ * close (~60 ms of `engram put` on 200k keys, thirty-sixth session).
  *
  * Method: 30,000 keys of 300 B (~10 MiB, over SEAL_AT_CLOSE_BYTES) are loaded with durability
  * `none` (a stamped prefix hint, the active segment left unsealed), then four short processes
