@@ -14,13 +14,18 @@
  * segment stays active and each of the four closes replaces its hint, which the same observation
  * counts. Closes that must not seal: one with no write, one in `none` durability. Faults: ENOSPC
  * creating the new segment and EIO sealing the old one (twice: rotate's attempt and the waiter's
- * retry) make close reject with the IoError, and the next open still reads every key.
+ * retry) make close reject with the IoError, and the next open still reads every key. A SIGKILL
+ * inside the close's seal (crashAt `seal:after-truncate`, in a child process running the built
+ * package) loses nothing acknowledged: the next open seals the rotated-out segment itself.
  */
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, IoError } from "../src/index.js";
 import { SEAL_AT_CLOSE_BYTES, unsafeSealAtCloseForTests } from "../engine/store.js";
+import { assertBuilt, ROOT } from "./helpers/built.js";
 import { within } from "./helpers/io-faults.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -111,6 +116,32 @@ async function fourShortWrites(dir: string): Promise<{ sealed: boolean; segments
   return { sealed: segs.find((x) => x.id === 1)?.sealed ?? false, segments: segs.length, rewrites, otherHints: otherHintBytes(dir, 1) };
 }
 
+/**
+ * In a child process running the built package: opens `dir` durably with crashAt `point`, writes
+ * key k{KEYS + 1} (printing "acked" once acknowledged) and closes (printing "closed"). Resolves how
+ * it ended; killed past the deadline.
+ */
+async function crashingClose(dir: string, point: string): Promise<{ signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+  const index = pathToFileURL(path.join(ROOT, "dist", "src", "index.js")).href;
+  const script = [
+    `const { Engram } = await import(${JSON.stringify(index)});`,
+    `const s = await Engram.open(${JSON.stringify(dir)}, { durability: "sync", compaction: { auto: false }, faults: { crashAt: ${JSON.stringify(point)} } });`,
+    `await s.write(${JSON.stringify(`k${KEYS + 1}`)}, ${JSON.stringify(valueOf(KEYS + 1, 1))});`,
+    `process.stdout.write("acked\\n");`,
+    `await s.close();`,
+    `process.stdout.write("closed\\n");`,
+  ].join("\n");
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (b: Buffer) => (stdout += b.toString("utf8")));
+  child.stderr.on("data", (b: Buffer) => (stderr += b.toString("utf8")));
+  const deadline = setTimeout(() => child.kill("SIGKILL"), DEADLINE);
+  const signal = await new Promise<NodeJS.Signals | null>((resolve) => child.on("close", (_code, sig) => resolve(sig)));
+  clearTimeout(deadline);
+  return { signal, stdout, stderr };
+}
+
 describe("a syncing close seals a large active segment", () => {
   it("the first short write seals the loaded segment; the next three leave its hint alone and write small hints; every key reads back", async () => {
     const dir = await loaded("seal-at-close");
@@ -144,6 +175,19 @@ describe("a syncing close seals a large active segment", () => {
     expect(s.stats().segments.map((x) => x.sealed)).toEqual([false]);
     await s.close();
     await expectEveryKey(dir, 1);
+  }, 120_000);
+
+  it("a SIGKILL inside the close's seal loses nothing acknowledged; the next open seals the segment", async () => {
+    assertBuilt();
+    const dir = await loaded("seal-at-close-kill");
+    const got = await crashingClose(dir, "seal:after-truncate");
+    expect(got.signal, got.stderr).toBe("SIGKILL");
+    expect(got.stdout).toBe("acked\n"); // killed in the close, after the write's acknowledgement
+    await expectEveryKey(dir, 1);
+    const s = await Engram.open(dir, { compaction: { auto: false } });
+    expect(s.stats().segments.find((x) => x.id === 1)?.sealed).toBe(true);
+    expect(s.stats().segments.filter((x) => !x.sealed).length).toBe(1);
+    await s.close();
   }, 120_000);
 
   for (const [point, errno, times] of [
