@@ -15,15 +15,10 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { execFileSync } from "node:child_process";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { cliOf, takeFlag } from "./script-args.mjs";
 
 const args = process.argv.slice(2);
-function flag(name, fallback) {
-  const i = args.indexOf(name);
-  if (i < 0) return fallback;
-  const v = args[i + 1];
-  args.splice(i, 2);
-  return v;
-}
+const flag = (name, fallback) => takeFlag(args, name, fallback);
 const n = Number(flag("--n", "200000"));
 const scopes = Number(flag("--scopes", "50"));
 const rounds = Number(flag("--rounds", "3"));
@@ -39,12 +34,6 @@ function timedRun(argv) {
   const t0 = performance.now();
   execFileSync(process.execPath, argv, { encoding: "utf8", stdio: ["ignore", "ignore", "inherit"] });
   return performance.now() - t0;
-}
-
-/** The CLI a user of `tree` runs: its bundle, or the compiled entry of a tree without one. */
-function cliOf(tree) {
-  const bundle = path.join(path.resolve(tree), "dist/bin/engram.js");
-  return fs.existsSync(bundle) ? bundle : path.join(path.resolve(tree), "dist/src/cli.js");
 }
 
 async function engramOf(tree) {

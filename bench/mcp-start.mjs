@@ -13,24 +13,14 @@ import * as path from "node:path";
 import { pathToFileURL } from "node:url";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { cliOf, takeFlag } from "./script-args.mjs";
 
 const args = process.argv.slice(2);
-function flag(name, fallback) {
-  const i = args.indexOf(name);
-  if (i < 0) return fallback;
-  const v = args[i + 1];
-  args.splice(i, 2);
-  return v;
-}
+const flag = (name, fallback) => takeFlag(args, name, fallback);
 const n = Number(flag("--n", "200000"));
 const rounds = Number(flag("--rounds", "5"));
 const trees = args.length > 0 ? args : ["."];
 const SCOPES = 50;
-
-function cliOf(tree) {
-  const bundle = path.join(path.resolve(tree), "dist/bin/engram.js");
-  return fs.existsSync(bundle) ? bundle : path.join(path.resolve(tree), "dist/src/cli.js");
-}
 
 async function load(tree) {
   const { Engram } = await import(pathToFileURL(path.join(path.resolve(tree), "dist/src/index.js")).href);
