@@ -34,7 +34,6 @@ import { tempDir } from "./helpers/tmp.js";
 
 const CLI = CLI_BIN;
 
-
 let root: string;
 let n = 0;
 

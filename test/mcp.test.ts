@@ -27,7 +27,6 @@ import { tempDir } from "./helpers/tmp.js";
 
 const CLI = CLI_BIN;
 
-
 let root: string;
 
 beforeAll(() => {

@@ -10,7 +10,7 @@ import { request } from "node:http";
 import { join } from "node:path";
 import { CLI_BIN, ROOT } from "./built.js";
 
-/** The built CLI entry. */
+/** The CLI as package.json "bin" ships it (the bundle). */
 export const CLI = CLI_BIN;
 /** How long `engram ui` may take to print its URL. */
 const START_DEADLINE_MS = 20_000;
