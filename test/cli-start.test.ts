@@ -11,18 +11,20 @@
  *
  * How it works: the built CLI runs `put`, `get` and `ls` against a fresh store under module hooks
  * that log every URL the process loads (test/helpers/loaded-hooks.mjs, and the CommonJS modules
- * it required at exit); none may be zod's, piscina's, msgpackr's or the PostgreSQL backend's, and a
- * `get` may load at most BUNDLE_FILES_MAX of engram's files, all of the bundle. The detector is
- * checked against its twins: a `compact` with a worker loads piscina, importing the package's
- * index (which exports the zod schemas as `toolArgSchemas`) loads zod, a `get` that attaches to an
- * owner (this test's process holds the store, shared) loads msgpackr and reads the value through
- * it, and the unbundled dist/src/cli.js loads a file per module — so a command that loaded them
- * again would be seen.
+ * it required at exit); none may be zod's, piscina's, msgpackr's or the PostgreSQL backend's (a
+ * package in node_modules by its path, one the bundle carries by a name its chunk holds: BUNDLED),
+ * and a `get` may load at most BUNDLE_FILES_MAX of engram's files, all of the bundle. The detector
+ * is checked against its twins: a `compact` with a worker loads piscina, `engram mcp` loads the
+ * bundled MCP SDK and zod, importing the package's index (which exports the zod schemas as
+ * `toolArgSchemas`) loads zod from node_modules, a `get` that attaches to an owner (this test's
+ * process holds the store, shared) loads msgpackr and reads the value through it, and the
+ * unbundled dist/src/cli.js loads a file per module — so a command that loaded them again would
+ * be seen.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { assertBuilt, CLI_BIN, ROOT } from "./helpers/built.js";
@@ -31,6 +33,11 @@ import { tempDir } from "./helpers/tmp.js";
 const CLI = CLI_BIN;
 const REGISTER = join(ROOT, "test", "helpers", "loaded-register.mjs");
 const HEAVY = { zod: "/node_modules/zod/", piscina: "/node_modules/piscina/", msgpackr: "/node_modules/msgpackr/", postgres: "/node_modules/pg/", postgresBackend: "/dist/bin/backend-" };
+/**
+ * The packages the bundle carries inside its chunks (scripts/bundle-cli.mjs), known by a name only
+ * their code holds: a chunk loaded with one of these in its text loaded that package.
+ */
+const BUNDLED = { zod: "$ZodType", mcpSdk: "McpServer" };
 /** Engram's own files a get may load from the bundle: the entry and its chunks (scripts/bundle-cli.mjs). */
 const BUNDLE_FILES_MAX = 24;
 
@@ -72,9 +79,10 @@ async function loadedByAsync(args: string[]): Promise<{ urls: string[]; stdout: 
 
 /** The heavy packages among `urls`. */
 function heavyIn(urls: readonly string[]): string[] {
-  return Object.entries(HEAVY)
-    .filter(([, part]) => urls.some((u) => u.includes(part)))
-    .map(([name]) => name);
+  const chunks = [...new Set(urls.filter((u) => u.includes("/dist/bin/") && u.endsWith(".js")))].map((u) => readFileSync(fileURLToPath(u), "utf8"));
+  const byUrl = Object.entries(HEAVY).filter(([, part]) => urls.some((u) => u.includes(part)));
+  const inBundle = Object.entries(BUNDLED).filter(([, marker]) => chunks.some((text) => text.includes(marker)));
+  return [...new Set([...byUrl, ...inBundle].map(([name]) => name))];
 }
 
 describe("a CLI command loads only what it uses", () => {
@@ -91,6 +99,8 @@ describe("a CLI command loads only what it uses", () => {
     for (let i = 0; i < 200; i++) await s.write(`k${i % 4}`, `v${i}`.repeat(20));
     await s.close();
     expect(heavyIn(loadedBy([CLI, "--dir", dir, "compact"]))).toContain("piscina");
+    // `engram mcp` (stdin at its end: it starts, then closes) loads the SDK and zod from the bundle's chunks.
+    expect(heavyIn(loadedBy([CLI, "--dir", dir, "mcp"]))).toEqual(expect.arrayContaining(["zod", "mcpSdk"]));
     expect(heavyIn(loadedBy(["--input-type=module", "-e", `await import(${JSON.stringify(pathToFileURL(join(ROOT, "dist", "src", "index.js")).href)})`]))).toContain("zod");
   }, 120_000);
 
