@@ -6,7 +6,7 @@
 // the MCP SDK with zod and ajv (~350 files of node_modules for `engram mcp`), and commander. The
 // others stay in node_modules (EXTERNAL). Node's ESM loader pays ~0.5 ms a file here:
 // `engram get` on a 200k-key store 290 -> 227 ms, `engram --help` 246 -> 194, and an MCP server's
-// connect 429 -> 365 ms with engram's own modules bundled, 399 -> 268 with the SDK's as well
+// connect 429 -> 365 ms with engram's own modules bundled, 458 -> 275 with the SDK's as well
 // (thirty-sixth session, docs/PERFORMANCE.md). The inspector's static files are copied next to
 // the chunks, where src/ui/server.ts looks for them. Runs after tsc (npm run build, npm test,
 // prepare); Node and esbuild only.
