@@ -27,16 +27,19 @@ const post = (sess, m, a) => new Promise((res, rej) => sess.post(m, a ?? {}, (e,
 async function phase(name, t, r, fn) {
   let sess = null;
   if (process.env.PROF) { sess = new inspector.Session(); sess.connect(); await post(sess, "Profiler.enable"); await post(sess, "Profiler.setSamplingInterval", { interval: 200 }); await post(sess, "Profiler.start"); }
-  const m0 = mainNs(), t0 = performance.now(), c0 = process.cpuUsage();
+  const m0 = mainNs(), t0 = performance.now(), c0 = process.cpuUsage(), f0 = process.resourceUsage().minorPageFault;
   const out = await fn();
   const m1 = mainNs(), t1 = performance.now(), c1 = process.cpuUsage(c0);
   others[name] = (c1.user + c1.system) / 1000 - (m1 - m0) / 1e6;
+  faults[name] = process.resourceUsage().minorPageFault - f0;
   if (sess) { const p = await post(sess, "Profiler.stop"); fs.writeFileSync(`${process.env.PROF}-${name}-${t}-${r}.cpuprofile`, JSON.stringify(p.profile)); sess.disconnect(); }
   return [t1 - t0, (m1 - m0) / 1e6, out];
 }
 const names = ["delete", "rewrite", "read-all", "reopen+read-all"];
 /** Per phase of the last round: CPU ms of the process's other threads (compaction workers, libuv) during it. */
 const others = {};
+/** Per phase of the last round: the process's minor page faults during it (fresh memory touched). */
+const faults = {};
 const res = trees.map(() => names.map(() => []));
 for (let r = 0; r < rounds; r++) for (let t = 0; t < trees.length; t++) {
   const E = mods[t].Store;
@@ -55,7 +58,7 @@ for (let r = 0; r < rounds; r++) for (let t = 0; t < trees.length; t++) {
   fs.rmSync(dir, { recursive: true, force: true });
   for (let k = 0; k < names.length; k++) res[t][k].push(ph[k]);
   const load = fs.readFileSync("/proc/loadavg", "utf8").split(" ")[0];
-  console.log(`round ${r} ${trees[t]}: ${names.map((nm, k) => `${nm} ${ph[k][0].toFixed(0)} wall / ${ph[k][1].toFixed(0)} CPU`).join("; ")}; bad ${ph[2][2]}/${ph[3][2]}; other threads' CPU ${Object.entries(others).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(" ")} ms; load ${load}`);
+  console.log(`round ${r} ${trees[t]}: ${names.map((nm, k) => `${nm} ${ph[k][0].toFixed(0)} wall / ${ph[k][1].toFixed(0)} CPU`).join("; ")}; bad ${ph[2][2]}/${ph[3][2]}; other threads' CPU ${Object.entries(others).map(([k, v]) => `${k} ${v.toFixed(0)}`).join(" ")} ms; faults ${Object.entries(faults).map(([k, v]) => `${k} ${v}`).join(" ")}; load ${load}`);
 }
 for (let t = 0; t < trees.length; t++) {
   const stat = (k, j) => { const a = res[t][k].map((x) => x[j]).sort((x, y) => x - y); return `${a[a.length >> 1].toFixed(0)} (${a[0].toFixed(0)}–${a[a.length - 1].toFixed(0)})`; };

@@ -125,6 +125,12 @@ export class Compactor {
    * open (16–90 ms of every process that opens a store: a CLI command, an MCP server's start).
    */
   private pool: Promise<Piscina> | null = null;
+  /**
+   * The pool once made, so that run() posts a task in the caller's own turn: a pass's first job
+   * then reaches the worker before the seal's synchronous work that follows it (sealDuring: the
+   * new segment's creation and manifest, the old one's sync, header and hint), not after it.
+   */
+  private poolMade: Piscina | null = null;
   private chain: Promise<unknown> = Promise.resolve();
   private autoTimer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -240,7 +246,7 @@ export class Compactor {
   private getPool(): Promise<Piscina> | null {
     const workers = this.host.options.compaction.workers;
     if (workers === 0) return null;
-    this.pool ??= import("piscina").then(({ Piscina }) => this.makePool(Piscina, workers));
+    this.pool ??= import("piscina").then(({ Piscina }) => (this.poolMade = this.makePool(Piscina, workers)));
     return this.pool;
   }
 
@@ -264,12 +270,29 @@ export class Compactor {
     return pool;
   }
 
-  /** Runs a task in a worker (or inline); a worker's failure comes back as the same EngramError class. */
-  private async run(task: CompactionTask): Promise<CompactionResult> {
-    const made = this.getPool();
-    if (made === null) return runCompaction(task, hitAsync);
-    const pool = await made;
-    const answer = (await pool.run(task)) as (CompactionResult & PassesSeen) | FailedTask;
+  /**
+   * Runs a task in a worker (or inline); a worker's failure comes back as the same EngramError
+   * class. Once the pool is made the task is posted before this returns (poolMade): until the
+   * thirty-seventh session an `await` of the made pool's promise posted it a microtask later,
+   * after the synchronous rest of the caller's turn — for a pass's first job, the seal's ~15 ms.
+   */
+  private run(task: CompactionTask): Promise<CompactionResult> {
+    const made = this.poolMade;
+    if (made !== null && !postLateForTests.always) return this.answerOf(this.post(made, task));
+    const pool = this.getPool();
+    if (pool === null) return runCompaction(task, hitAsync);
+    return pool.then((p) => this.answerOf(this.post(p, task)));
+  }
+
+  /** Hands `task` to the pool's worker (piscina posts it in this call), counted in workerTasks. */
+  private post(pool: Piscina, task: CompactionTask): Promise<unknown> {
+    workerTasks.posted += 1;
+    return pool.run(task);
+  }
+
+  /** A worker's answer: its result, or its failure thrown as the same EngramError class. */
+  private async answerOf(running: Promise<unknown>): Promise<CompactionResult> {
+    const answer = (await running) as (CompactionResult & PassesSeen) | FailedTask;
     if (isFailedTask(answer)) throw reviveError(answer.failed);
     this.checkPassesSeen(answer.passesSeen);
     return answer;
@@ -1295,6 +1318,17 @@ export const unsafeInFlightForTests: { leaveOnFailure: boolean; left: Promise<vo
  * session): the segment's reads then wait on its odd generation for ever, and a reopen misses it.
  */
 export const unsafeInPlaceDiscardForTests = { asCopy: false };
+
+/**
+ * Test switch, never set by the engine or any option (test/compaction-early-start.test.ts):
+ * `always` posts every task a microtask after run() was called, as before the thirty-seventh
+ * session, so that a pass's first job reaches the worker only after the seal's synchronous work.
+ * It costs time, not data: the twin of the test that the first job is posted before the seal.
+ */
+export const postLateForTests = { always: false };
+
+/** Tasks handed to the worker pool since load (for tests: which steps of a pass came before a job's post). */
+export const workerTasks = { posted: 0 };
 
 /** The most jobs a pass has had in flight at once since load (for tests: that copies overlapped). */
 export const inFlightSeen = { max: 0 };

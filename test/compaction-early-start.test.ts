@@ -23,11 +23,16 @@
  * flush starts before the plan, its fdatasync running while the main thread plans, and the pass
  * flushes again when a write was committed or queued after it: a forget there (the `underPlan`
  * hook) is durable when the first rewrite starts, and its twin (`trustUnderPlan`: the early flush
- * taken as covering the plan regardless) sees the segment not durable.
+ * taken as covering the plan regardless) sees the segment not durable. Since the thirty-seventh
+session the first job is posted to the worker in the turn that starts it, before the seal's
+synchronous work (the new segment's creation, the old one's sync, header and hint): with the pool
+made (a first pass of one segment), the tasks posted are counted (`workerTasks`) when the main
+thread opens the new segment's file; its twin (`postLateForTests.always`: the post a microtask
+later, as before) counts none there.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
-import { earlyStartForTests, planReuse, unsafePlanReuseForTests } from "../engine/compactor.js";
+import { earlyStartForTests, planReuse, postLateForTests, unsafePlanReuseForTests, workerTasks } from "../engine/compactor.js";
 import type { OpenOptions } from "../rules/types.js";
 import { setIoObserver } from "../segments/io.js";
 import { segmentFileName } from "../segments/file-names.js";
@@ -101,6 +106,7 @@ afterEach(() => {
   earlyStartForTests.underPlan = null;
   earlyStartForTests.trustUnderPlan = false;
   unsafePlanReuseForTests.always = false;
+  postLateForTests.always = false;
 });
 
 describe("copy-on-write compact() starts its first output before the seal", () => {
@@ -242,4 +248,37 @@ describe("in-place compact() starts its first rewrite after a flush, before the 
     expect(seen.durable).toBe(false);
     await s.close();
   }, 60_000);
+});
+
+describe("a pass's first job reaches the worker before the seal's synchronous work (thirty-seventh session)", () => {
+  /** Tasks posted by the pass when the main thread opened the file of the segment its seal creates; null if it opened none. */
+  async function postedAtSeal(opts: OpenOptions, label: string): Promise<number | null> {
+    const s = await filled(tempDir(label), opts);
+    const first = s.stats().segments.find((x) => x.sealed);
+    expect(first).toBeDefined();
+    await s.compact({ mode: modeOf(opts), segments: [(first as { id: number }).id] }); // makes the pool
+    const before = workerTasks.posted;
+    let atSeal: number | null = null;
+    setIoObserver((e) => {
+      // createSegmentFile's first step: its temporary file (NNNNNNNN.seg.tmp), made on the main thread only by the seal's rotation.
+      if (atSeal === null && e.op === "open" && e.path.endsWith(".seg.tmp")) atSeal = workerTasks.posted - before;
+    });
+    await s.compact({ mode: modeOf(opts) });
+    setIoObserver(null);
+    expect(wrongReads(s, false)).toBe(0);
+    await s.close();
+    return atSeal;
+  }
+
+  for (const opts of [OPTS, OPTS_IN_PLACE]) {
+    const mode = modeOf(opts);
+    it(`${mode}: the first job was posted when the seal creates the new segment`, async () => {
+      expect(await postedAtSeal(opts, `post-early-${mode}`)).toBeGreaterThanOrEqual(1);
+    }, 60_000);
+
+    it(`twin (${mode}): posted a microtask later, no job had reached the worker then (caught)`, async () => {
+      postLateForTests.always = true;
+      expect(await postedAtSeal(opts, `post-late-${mode}`)).toBe(0);
+    }, 60_000);
+  }
 });
