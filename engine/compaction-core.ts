@@ -30,7 +30,7 @@ import { fsyncDir, unlinkQuietly } from "../segments/io.js";
 import { ReadScratch, readAtSync, readWholePath } from "../segments/whole-file.js";
 import * as io from "../segments/io.js";
 import { chooseHeader, choiceOf, encodeHeader, formatOf, nextHeaderOffset, rewrittenVersion, type HeaderChoice, type SegmentHeader } from "../segments/header.js";
-import { HINT_VERSION, HintBuilder, headerIdentity, hintFileName, hintVersionWritten, unlinkHint } from "../segments/hint.js";
+import { HINT_VERSION, HintBuilder, headerIdentity, hintFileName, hintVersionWritten, unlinkHint, type HintParts } from "../segments/hint.js";
 import { RunPacker } from "../segments/hint-v3.js";
 import { isLeanFrame } from "../segments/version-written.js";
 import { assertSealedEnd, walkSealedPiece, type SealedPiece } from "../segments/scan.js";
@@ -589,9 +589,10 @@ class SurvivorCopy {
  * record's offset in the output, in file order. Null when the builder cannot encode it (then no
  * hint: recovery scans).
  */
-function encodeOutputHint(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): Buffer | null {
+function encodeOutputHint(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: readonly Uint32Array[]): HintParts | null {
   const offsets = newOffsets.length === 1 ? (newOffsets[0] as Uint32Array) : concatU32(newOffsets);
-  return HintBuilder.ofRecords({ rec: out, offsets, base: C.DATA_START }, targetId, header, C.DATA_START + out.length, true);
+  const hint = HintBuilder.ofRecords({ rec: out, offsets, base: C.DATA_START }, targetId, header, C.DATA_START + out.length, true);
+  return hint === null ? null : [hint];
 }
 
 /** The arrays of `parts` end to end, in one array. */
@@ -612,7 +613,7 @@ function concatU32(parts: readonly Uint32Array[]): Uint32Array {
  * output's rename, or the journal's removal). A failure leaves no hint and no .tmp; returns
  * whether it was staged.
  */
-function stageHintBytes(task: CompactionTask, bytes: Buffer | null): boolean {
+function stageHintBytes(task: CompactionTask, bytes: HintParts | null): boolean {
   if (bytes === null) return false;
   const file = path.join(task.segmentsDir, hintFileName(task.targetId));
   try {
@@ -742,7 +743,7 @@ class OutputFile implements PieceSink {
   }
 
   /** The output's hint file bytes for its header `header`: the packed run's, else packed from the records read back; null when they cannot be encoded (then no hint: recovery scans). */
-  private encodeHint(header: HeaderChoice, newOffsets: readonly Uint32Array[]): Buffer | null {
+  private encodeHint(header: HeaderChoice, newOffsets: readonly Uint32Array[]): HintParts | null {
     assert(this.packer === null || this.packer.records === this.records, `copy ${this.task.targetId}: every record written was packed`);
     const hint = this.packer === null ? null : packedHint(this.packer, this.task.targetId, header, this.dataBytes);
     if (hint === null) {
@@ -754,7 +755,7 @@ class OutputFile implements PieceSink {
   }
 
   /** The hint packed from the output's records read back from its file (a prediction that missed, or version 2 written). */
-  private hintFromFile(header: HeaderChoice, newOffsets: readonly Uint32Array[]): Buffer | null {
+  private hintFromFile(header: HeaderChoice, newOffsets: readonly Uint32Array[]): HintParts | null {
     const data = outScratch.take(this.dataBytes);
     try {
       const n = readAtSync(this.fd, data, C.DATA_START);
@@ -796,7 +797,7 @@ export const unsafeStreamedHintForTests = { mispredictBy: 0, unchecked: false };
  * the directory fsynced once for both; a failure removes both and rethrows. Resolves to whether
  * the hint was written.
  */
-function publishCopy(task: CompactionTask, hint: Buffer | null): boolean {
+function publishCopy(task: CompactionTask, hint: HintParts | null): boolean {
   const tmp = path.join(task.segmentsDir, tmpFileName(task.targetId));
   const final = path.join(task.segmentsDir, segmentFileName(task.targetId));
   // The output's hint goes in with the output: its bytes are durable before either name is, and
@@ -904,7 +905,7 @@ async function rewriteInPlace(fd: number, task: CompactionTask, src: SourceTask,
  * the journal reused, the two passes (~6 ms a 4 MiB segment) outlasted the journal's write and
  * fdatasync they overlap (eighteenth session: ×1.01–1.05 in alternated fresh processes).
  */
-function hintOfRewrite(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: Uint32Array, predicted: number): Buffer | null {
+function hintOfRewrite(targetId: number, header: HeaderChoice, out: Buffer, newOffsets: Uint32Array, predicted: number): HintParts | null {
   const packer = packerFor(predicted, formatOf(header), out.length, newOffsets.length);
   if (packer !== null) {
     for (let p = 0; p < out.length; ) {
@@ -935,9 +936,9 @@ function packerFor(minSeq: number, version: number, dataBytes: number, keyed: nu
 }
 
 /** The hint file of the `dataBytes` of records `packer` packed, under `header`; null when its prediction missed (checked unless the test switch `unchecked` is set). */
-function packedHint(packer: RunPacker, targetId: number, header: HeaderChoice, dataBytes: number): Buffer | null {
+function packedHint(packer: RunPacker, targetId: number, header: HeaderChoice, dataBytes: number): HintParts | null {
   const run = packer.finish(unsafeStreamedHintForTests.unchecked);
-  return run === null ? null : HintBuilder.ofPacked(run.totals, run.packed, targetId, header, C.DATA_START + dataBytes, true);
+  return run === null ? null : HintBuilder.ofPackedParts(run.totals, run.packed, targetId, header, C.DATA_START + dataBytes, true);
 }
 
 /**
@@ -1017,7 +1018,7 @@ class HintInFlight {
   private readonly durable: Promise<boolean>;
 
   /** Starts writing `bytes` as the hint of `task`'s target. */
-  constructor(task: CompactionTask, bytes: Buffer) {
+  constructor(task: CompactionTask, bytes: HintParts) {
     this.file = path.join(task.segmentsDir, hintFileName(task.targetId));
     this.durable = io.writeFileSyncedAsync("io:hint", `${this.file}.tmp`, bytes, FILE_MODE).then(
       () => true,
@@ -1278,7 +1279,7 @@ let warmOut: Buffer | null = null;
  * docs/performance-history.md). Touches no file and no shared state. Returns the round's output (in a buffer the next round reuses) and hint, for the paired
  * check of the tests.
  */
-export function warmRound(round: number): { out: Buffer; hint: Buffer | null; newOffsets: Uint32Array; header: HeaderChoice } {
+export function warmRound(round: number): { out: Buffer; hint: HintParts | null; newOffsets: Uint32Array; header: HeaderChoice } {
   const seg = warmInput();
   const clobber = round % 2 === 0;
   // A clobbering walk moves runs within its input: it walks a copy, so every round reads the same segment.

@@ -371,10 +371,10 @@ export function writeFileSynced(point: FaultPoint, file: string, bytes: Uint8Arr
  * sync starts at once: through the pool as well, the sync waited until the calling thread, busy
  * with other work, saw the write complete. The fd is closed either way.
  */
-export async function writeFileSyncedAsync(point: FaultPoint, file: string, bytes: Uint8Array, mode: number): Promise<void> {
+export async function writeFileSyncedAsync(point: FaultPoint, file: string, bytes: Uint8Array | readonly Uint8Array[], mode: number): Promise<void> {
   const fd = openFile(point, file, "w", mode);
   try {
-    writeAllSync(point, fd, [bytes], 0);
+    writeAllSync(point, fd, partsOf(bytes), 0);
     await datasync(point, fd);
   } finally {
     closeQuietly(fd);
