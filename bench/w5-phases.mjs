@@ -8,7 +8,8 @@
 // Does what bench/workloads.ts w5 does through engine/store.js's Store — load N keys non-durably,
 // reopen durable, forget every even key, rewrite every 8th (atomic batches of 1000, random order),
 // read all N with readSync and verify, close, reopen and read all again — and prints each phase's
-// wall and main-thread CPU ms (/proc/thread-self/schedstat), then the medians (min–max) per tree.
+// wall and main-thread CPU ms (/proc/thread-self/schedstat), then the medians (min–max) per tree;
+// per round also the other threads' CPU and the process's minor page faults in each phase.
 import { pathToFileURL } from "node:url";
 import * as fs from "node:fs";
 import * as path from "node:path";
