@@ -284,10 +284,18 @@ export class Compactor {
     return pool.then((p) => this.answerOf(this.post(p, task)));
   }
 
-  /** Hands `task` to the pool's worker (piscina posts it in this call), counted in workerTasks. */
+  /**
+   * Hands `task` to the pool's worker (piscina posts it in this call), counted in workerTasks. A
+   * synchronous throw (a task the structured clone refuses) comes back as a rejection, as it did
+   * when run() was an async function: start()'s caller awaits its failure like any other.
+   */
   private post(pool: Piscina, task: CompactionTask): Promise<unknown> {
     workerTasks.posted += 1;
-    return pool.run(task);
+    try {
+      return pool.run(task);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /** A worker's answer: its result, or its failure thrown as the same EngramError class. */

@@ -24,11 +24,11 @@
  * flushes again when a write was committed or queued after it: a forget there (the `underPlan`
  * hook) is durable when the first rewrite starts, and its twin (`trustUnderPlan`: the early flush
  * taken as covering the plan regardless) sees the segment not durable. Since the thirty-seventh
-session the first job is posted to the worker in the turn that starts it, before the seal's
-synchronous work (the new segment's creation, the old one's sync, header and hint): with the pool
-made (a first pass of one segment), the tasks posted are counted (`workerTasks`) when the main
-thread opens the new segment's file; its twin (`postLateForTests.always`: the post a microtask
-later, as before) counts none there.
+ * session the first job is posted to the worker in the turn that starts it, before the seal's
+ * synchronous work (the new segment's creation, the old one's sync, header and hint): with the
+ * pool made (a first pass of one segment), the tasks posted are counted (`workerTasks`) when the
+ * main thread opens the new segment's file; its twin (`postLateForTests.always`: the post a
+ * microtask later, as before) counts none there.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
