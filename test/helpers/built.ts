@@ -9,6 +9,9 @@ import { fileURLToPath } from "node:url";
 /** The project root. */
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
+/** The source folders whose compiled twins make up dist/. */
+const SOURCE_DIRS = ["src", "engine", "segments", "rules", "share", "postgres"];
+
 /** The CLI as package.json "bin" ships it: the bundle scripts/bundle-cli.mjs makes of dist/src/cli.js. */
 export const CLI_BIN = join(ROOT, "dist", "bin", "engram.js");
 
@@ -17,14 +20,14 @@ export const CLI_BIN = join(ROOT, "dist", "bin", "engram.js");
  * a newer compiled twin in dist/, and the CLI bundle (CLI_BIN) is newer than each of those twins.
  */
 export function assertBuilt(): void {
-  const stale = ["src", "engine", "segments", "rules", "share", "postgres"]
+  const stale = SOURCE_DIRS
     .flatMap((d) => readdirSync(join(ROOT, d), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts")).map((f) => join(ROOT, d, f)))
     .filter((s) => {
       const out = join(ROOT, "dist", relative(ROOT, s)).replace(/\.ts$/, ".js");
       return !existsSync(out) || statSync(out).mtimeMs < statSync(s).mtimeMs;
     });
   if (stale.length > 0) throw new Error(`dist/ is older than ${relative(ROOT, stale[0] as string)}: run \`npm run build\` (npm test builds first)`);
-  const compiled = ["src", "engine", "segments", "rules", "share", "postgres"].flatMap((d) =>
+  const compiled = SOURCE_DIRS.flatMap((d) =>
     readdirSync(join(ROOT, "dist", d), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".js")).map((f) => join(ROOT, "dist", d, f)),
   );
   const newest = Math.max(...compiled.map((f) => statSync(f).mtimeMs));
