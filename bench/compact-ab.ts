@@ -27,6 +27,8 @@
  * compact() (the worker's warm-up rounds, which follow its first task, then run to their end: a
  * long-lived store's pass, against the bench's, which starts ~0.1 s after the worker's first task).
  * AB_NICENESS=N opens the store with compaction.niceness N (default: the option's default).
+ * AB_PLAN_COLD=1 starts the tree's plan walks without their warm-up (engine/plan-warm.ts): what
+ * that warm-up buys a fresh process's pass, on one tree.
  * AB_MARK=1 prints "=== PASS START" and "=== PASS END" to stdout around the timed compact(), to
  * cut the pass out of a `node --trace-opt --trace-deopt` log (which goes to stdout too).
  * --alternate runs both trees in this one process, A then B, `pairs` times (default 5; a fresh
@@ -56,7 +58,15 @@ async function engramOf(tree: string): Promise<{ Engram: typeof import("../src/i
   const { Engram } = (await import(pathToFileURL(entry).href)) as typeof import("../src/index.js");
   const ioEntry = entry.endsWith(".ts") ? path.resolve(tree, "segments/io.ts") : path.resolve(tree, "dist/segments/io.js");
   const io = (await import(pathToFileURL(ioEntry).href)) as typeof import("../segments/io.js");
+  if (process.env["AB_PLAN_COLD"] !== undefined) await skipPlanWarm(entry.endsWith(".ts") ? path.resolve(tree, "engine/compaction-plan.ts") : path.resolve(tree, "dist/engine/compaction-plan.js"));
   return { Engram, io };
+}
+
+/** AB_PLAN_COLD: the tree's plan walks start without their warm-up (compaction-plan.ts planWarm.skip); a tree without one fails. */
+async function skipPlanWarm(file: string): Promise<void> {
+  const plan = (await import(pathToFileURL(file).href)) as { planWarm?: { skip: boolean } };
+  if (plan.planWarm === undefined) throw new Error(`AB_PLAN_COLD: ${file} has no plan warm-up`);
+  plan.planWarm.skip = true;
 }
 
 /** One store of `tree`: load, warm-up compaction, forget every fourth key, then the timed compact(). */
