@@ -932,8 +932,17 @@ function hintOfRewrite(targetId: number, header: HeaderChoice, out: Buffer, newO
 function packerFor(minSeq: number, version: number, dataBytes: number, keyed: number): RunPacker | null {
   const predicted = minSeq - unsafeStreamedHintForTests.mispredictBy;
   if (!(predicted > 0) || hintVersionWritten() !== HINT_VERSION) return null;
-  return new RunPacker(predicted, isLeanFrame(version), Math.ceil(dataBytes / 4), keyed);
+  return new RunPacker(predicted, isLeanFrame(version), Math.max(Math.ceil(dataBytes / 4), PACKED_ENTRY_BYTES_GUESS * keyed), keyed);
 }
+
+/**
+ * Packed bytes a hint entry is first given room for, beside a quarter of the records' bytes: a
+ * segment of small records (the tombstones a pass seals: ~40 B a record, ~17 B an entry) outgrew
+ * the quarter, and the packer's growth — a branch the worker's warm-up never takes — deoptimized
+ * the optimized packing loop mid-segment (thirty-eighth session, `--trace-deopt-verbose`).
+ * Pages of the room not written are never touched.
+ */
+const PACKED_ENTRY_BYTES_GUESS = 24;
 
 /** The hint file of the `dataBytes` of records `packer` packed, under `header`; null when its prediction missed (checked unless the test switch `unchecked` is set). */
 function packedHint(packer: RunPacker, targetId: number, header: HeaderChoice, dataBytes: number): HintParts | null {
