@@ -12,9 +12,18 @@
  * the same walk just after. Feedback of every branch, given once, lets the code compiled during
  * the first large walk serve the later ones.
  */
-import type { PlanHost } from "./compaction-plan.js";
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
 import { assert } from "../rules/assert.js";
+
+/**
+ * What the warm-up's walks read: compaction-plan.ts's PlanHost in shape, spelled out here because
+ * that file imports this one (the import graph has no cycle, test/import-graph.test.ts).
+ */
+export interface WarmPlanHost {
+  readonly keydir: Keydir;
+  readonly options: { readonly scopeRules: readonly never[]; readonly tombstoneRetentionMs: number };
+  retentionMsFor(scope: string): number;
+}
 
 /** Names in the warm-up keydir: a few dozen of each kind (a branch needs to run once for its feedback). */
 export const WARM_NAMES = 120;
@@ -45,7 +54,7 @@ const ERASED_SCOPE = "warm:c";
  * A plan host over a new keydir of WARM_NAMES names of every kind, at time `now`: a store's
  * options' shape (no scope rules, the default retention) and no store behind it.
  */
-export function warmPlanHost(now: number): PlanHost {
+export function warmPlanHost(now: number): WarmPlanHost {
   const keydir = new Keydir();
   let seq = 1;
   for (let i = 0; i < WARM_NAMES; i++) {
