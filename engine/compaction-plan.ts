@@ -11,7 +11,7 @@ import { isReserved, unsafeCompactForTests, type Keydir, type Slot } from "./key
 import { ROW_HELD, type RowColumns } from "./compact-slots.js";
 import { versionSurvivesKill } from "../rules/gc-rule.js";
 import type { ScopeRule } from "../rules/scope-rules.js";
-import { warmPlanHost } from "./plan-warm.js";
+import { WARM_RETENTION_MS, warmKeydir } from "./plan-warm.js";
 
 /** What kind of record a plan entry is (who points at it: a slot's PUT, TOMBSTONE or CLEAR; an erasure's scope). */
 export const KIND_PUT = 0;
@@ -447,41 +447,45 @@ export const unsafeTallyForTests = { countDead: false };
 export const planWalks = { count: 0 };
 
 /**
- * Whether this thread's walks were warmed (warmPlanWalks: once, before its first walk), and the
- * switch that leaves them cold (`skip`: bench/ and tests compare the two; it changes no answer).
+ * Whether this thread's walks were warmed (warmPlanWalks: once, before its first walk), how many
+ * times the warm-up ran (tests: once per thread), and the switch that leaves them cold (`skip`:
+ * bench/ and tests compare the two; it changes no answer).
  */
-export const planWarm = { done: false, skip: false, rounds: 0 };
+export const planWarm = { done: false, skip: false, runs: 0 };
 
-/** Rounds of the warm-up's walks: each runs every kind of walk once over the warm-up keydir. */
-const WARM_ROUNDS = 1;
+/**
+ * A plan host over the warm-up keydir (engine/plan-warm.ts) at time `now`: a store's options'
+ * shape (no scope rules, the default retention) and no store behind it.
+ */
+export function warmPlanHost(now: number): PlanHost {
+  return { keydir: warmKeydir(now), options: { scopeRules: [], tombstoneRetentionMs: WARM_RETENTION_MS }, retentionMsFor: () => WARM_RETENTION_MS };
+}
 
 /**
  * Runs every kind of walk — a pass's plan of every segment (with the soonest death), a plan of
  * chosen segments, one that also tallies the others, stats()' tally with and without the soonest
  * death — with a task's reads of the plans (lowestSeq, pairs, bytes, offsets), over a small keydir
- * of every kind of name (engine/plan-warm.ts): the type feedback that V8 compiles the walk's
- * functions with then holds every branch, and the first walk of a kind this process had not made
- * yet does not throw away the code compiled for the walks before it. Changes nothing outside that
- * keydir; its walks are not counted in planWalks.
+ * of every kind of name (warmPlanHost): the type feedback that V8 compiles the walk's functions
+ * with then holds every branch, and the first walk of a kind this process had not made yet does
+ * not throw away the code compiled for the walks before it. Changes nothing outside that keydir;
+ * its walks are not counted in planWalks.
  */
 function warmPlanWalks(now: number): void {
   planWarm.done = true;
   const host = warmPlanHost(now);
   const counted = planWalks.count;
-  for (let r = 0; r < WARM_ROUNDS; r++) {
-    for (const p of planSegments(host, now, null, undefined, { at: Infinity }).values()) {
-      lowestSeq(p.survivors, host.keydir);
-      p.survivors.pairs();
-      p.survivors.bytes();
-      p.droppable.offsets();
-      p.deadPuts.offsets();
-    }
-    planSegments(host, now, new Set([1]));
-    planSegments(host, now, new Set([2]), new Map());
-    tallySegments(host, now, { at: Infinity });
-    tallySegments(host, now);
-    planWarm.rounds += 1;
+  for (const p of planSegments(host, now, null, undefined, { at: Infinity }).values()) {
+    lowestSeq(p.survivors, host.keydir);
+    p.survivors.pairs();
+    p.survivors.bytes();
+    p.droppable.offsets();
+    p.deadPuts.offsets();
   }
+  planSegments(host, now, new Set([1]));
+  planSegments(host, now, new Set([2]), new Map());
+  tallySegments(host, now, { at: Infinity });
+  tallySegments(host, now);
+  planWarm.runs += 1;
   planWalks.count = counted;
 }
 

@@ -15,21 +15,11 @@
 import { applyClear, applyErase, applyPut, applyTombstone, Keydir } from "./keydir.js";
 import { assert } from "../rules/assert.js";
 
-/**
- * What the warm-up's walks read: compaction-plan.ts's PlanHost in shape, spelled out here because
- * that file imports this one (the import graph has no cycle, test/import-graph.test.ts).
- */
-export interface WarmPlanHost {
-  readonly keydir: Keydir;
-  readonly options: { readonly scopeRules: readonly never[]; readonly tombstoneRetentionMs: number };
-  retentionMsFor(scope: string): number;
-}
-
 /** Names in the warm-up keydir: a few dozen of each kind (a branch needs to run once for its feedback). */
 export const WARM_NAMES = 120;
 
 /** The retention window of the warm-up keydir's scopes (ms): the default 24 h. */
-const WARM_RETENTION_MS = 24 * 60 * 60 * 1000;
+export const WARM_RETENTION_MS = 24 * 60 * 60 * 1000;
 
 /** Segments the warm-up keydir's records lie in (1..WARM_SEGMENTS). */
 export const WARM_SEGMENTS = 3;
@@ -50,11 +40,8 @@ const KINDS = 5;
 /** The erased scope of the warm-up keydir (its names are killed by the erasure). */
 const ERASED_SCOPE = "warm:c";
 
-/**
- * A plan host over a new keydir of WARM_NAMES names of every kind, at time `now`: a store's
- * options' shape (no scope rules, the default retention) and no store behind it.
- */
-export function warmPlanHost(now: number): WarmPlanHost {
+/** A new keydir of WARM_NAMES names of every kind, as of time `now`, under WARM_RETENTION_MS. */
+export function warmKeydir(now: number): Keydir {
   const keydir = new Keydir();
   let seq = 1;
   for (let i = 0; i < WARM_NAMES; i++) {
@@ -79,9 +66,5 @@ export function warmPlanHost(now: number): WarmPlanHost {
     assert(slot.putSeq > 0 && (slot.seg > 0) === (kind !== KIND_RECLAIMED), "every warm-up name but a reclaimed one points at a value record");
   }
   applyErase(keydir, ERASED_SCOPE, seq++, now, { seg: 2, off: 64 + 256 * WARM_NAMES, len: 60 }, []);
-  return {
-    keydir,
-    options: { scopeRules: [], tombstoneRetentionMs: WARM_RETENTION_MS },
-    retentionMsFor: () => WARM_RETENTION_MS,
-  };
+  return keydir;
 }

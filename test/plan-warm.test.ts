@@ -10,13 +10,13 @@
  * Method: a plan of every segment of the warm-up keydir must file records of every kind —
  * held rows, live and dead PUTs, live and droppable tombstones, a clear, an erasure — and find a
  * death by time; a keydir that lost a kind fails here. Then a real store's stats() and compact()
- * with the warm-up's state reset as in a thread that walked nothing yet: the first walk runs the warm-up's rounds once, each public
- * walk counts one in planWalks, and the answers equal those of walks made with the warm-up
- * skipped (planWarm.skip) over the same store.
+ * with the warm-up's state reset as in a thread that walked nothing yet: the first walk runs the
+ * warm-up once, each public walk counts one in planWalks, and the answers equal those of walks
+ * made with the warm-up skipped (planWarm.skip) over the same store.
  */
 import { describe, expect, it } from "vitest";
-import { KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_ROW, KIND_TOMB, planSegments, planWalks, planWarm, tallySegments, type RecordList } from "../engine/compaction-plan.js";
-import { WARM_NAMES, warmPlanHost } from "../engine/plan-warm.js";
+import { KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_ROW, KIND_TOMB, planSegments, planWalks, planWarm, tallySegments, warmPlanHost, type RecordList } from "../engine/compaction-plan.js";
+import { WARM_NAMES } from "../engine/plan-warm.js";
 import { Store } from "../engine/store.js";
 import { initChecksum } from "../segments/checksum.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -60,13 +60,12 @@ describe("the plan walk's warm-up", () => {
       for (let i = 0; i < 200; i++) await s.write(`k${i}`, `value ${i}`, { scope: i % 2 === 0 ? "user:a" : "user:b" });
       for (let i = 0; i < 200; i += 3) await s.forget(`k${i}`, { scope: i % 2 === 0 ? "user:a" : "user:b" });
       planWarm.done = false; // as in a thread that walked no keydir yet (the first test's walks warmed this one)
-      planWarm.rounds = 0;
+      planWarm.runs = 0;
       const walks = planWalks.count;
       const warmed = s.stats();
       expect(planWarm.done).toBe(true);
-      expect(planWarm.rounds).toBeGreaterThan(0);
+      expect(planWarm.runs).toBe(1);
       expect(planWalks.count).toBe(walks + 1); // the stats() tally alone
-      const rounds = planWarm.rounds;
       planWarm.skip = true;
       planWarm.done = false;
       try {
@@ -78,7 +77,7 @@ describe("the plan walk's warm-up", () => {
       }
       const report = await s.compact();
       expect(report.segments.length).toBeGreaterThan(0);
-      expect(planWarm.rounds).toBe(rounds); // once per thread
+      expect(planWarm.runs).toBe(1); // once per thread
       for (let i = 0; i < 200; i++) {
         const got = await s.read(`k${i}`, { scope: i % 2 === 0 ? "user:a" : "user:b" });
         expect(got.status).toBe(i % 3 === 0 ? "NOT_FOUND" : "OK");
