@@ -128,7 +128,7 @@ export interface PassesSeen {
 
 /**
  * Reused read buffers of this thread (a copy-on-write task takes them only in its copy turn,
- * CopyTurns; a buffer still held gives a second taker a fresh one): the source — a piece of it
+ * copyTurns; a buffer still held gives a second taker a fresh one): the source — a piece of it
  * at a time for copy-on-write (copySource), the whole segment in place (its original bytes
  * restore a failed rewrite) — and the copy read back for its check. Neither view outlives the
  * task that took it: what a result carries is numbers and fresh strings. Up to 16 MiB is kept.
@@ -156,13 +156,12 @@ const BACK_CHUNK_BYTES = 1024 * 1024;
 const backScratch = new ReadScratch(BACK_CHUNK_BYTES);
 
 /**
- * The copy phase (reads, walk, copy) of this thread's copy-on-write tasks, one at a time in
- * arrival order. The pool hands a thread two such tasks at once (compactor.ts COPIES_IN_FLIGHT):
- * the later one copies while the earlier one's output is fdatasynced, its hint packed and its name
- * published — never beside its copy, which fair interleaving at every await would slow so that
- * both finished together and neither publication overlapped the other's work.
+ * Phases of this thread's tasks that run one at a time in arrival order (take() waits for the
+ * phase before it to end). The pool hands a thread two tasks at once (compactor.ts
+ * COPIES_IN_FLIGHT, REWRITES_IN_FLIGHT), and fair interleaving at every await would slow both so
+ * that they finished together and neither's publication overlapped the other's work.
  */
-class CopyTurns {
+class Turns {
   private last: Promise<void> = Promise.resolve();
 
   /** Waits for every earlier task's copy phase to end; resolves to the function that ends this one (idempotent). */
@@ -177,7 +176,19 @@ class CopyTurns {
     return end;
   }
 }
-const copyTurns = new CopyTurns();
+/**
+ * copy-on-write: the copy phase (reads, walk, copy). The later task copies while the earlier one's
+ * output is fdatasynced, its hint packed and its name published — never beside its copy.
+ */
+const copyTurns = new Turns();
+
+/**
+ * in-place: the whole rewrite, journal to hint rename. The later task waits in the thread, so it
+ * starts the moment the earlier one ends, while the main thread takes the earlier one's answer and
+ * publishes it, instead of a round trip later (the thirty-ninth session: ~3 ms a job). Two rewrites
+ * interleaved at their awaits ran slower (docs/performance-history.md, eighteenth session).
+ */
+const rewriteTurns = new Turns();
 
 /** Pauses or crashes at a fault point: blocking in a worker, awaited inline. */
 export type FaultHit = (faults: SharedArrayBuffer | null, point: FaultPoint) => void | Promise<void>;
@@ -192,7 +203,7 @@ export async function runCompaction(task: CompactionTask, hit: FaultHit): Promis
   // I9: a crash at any step loses nothing live: copy-on-write publishes by tmp, fsync, rename, fsync dir, manifest; in-place by its redo journal.
   io.registerFaultTable(task.segmentsDir, task.faults);
   assert(task.sources.length >= 1 && task.sources.length <= MERGE_SOURCES_MAX, `a compaction has 1..${MERGE_SOURCES_MAX} sources, got ${task.sources.length}`);
-  if (task.mode === "in-place") return runInPlace(task, elementAt(task.sources, 0, "an in-place task has one source"), hit);
+  if (task.mode === "in-place") return rewriteInTurn(task, hit);
   assert(task.sources.every((src) => src.segmentId !== task.targetId), `copy-on-write output ${task.targetId} is none of its sources`);
   const endTurn = await copyTurns.take();
   try {
@@ -332,6 +343,19 @@ function readPiece(fd: number, buf: Buffer, base: number, segmentId: number): Bu
   const n = readAtSync(fd, buf, base);
   if (n !== buf.length) throw new CorruptionError(segmentId, base + n, `segment ends inside a piece read from ${base}`);
   return buf;
+}
+
+/**
+ * in-place: runInPlace in this thread's rewrite turn. The turn ends a macrotask later, so that the
+ * thread answers the main thread before the next rewrite's synchronous read and copy run.
+ */
+async function rewriteInTurn(task: CompactionTask, hit: FaultHit): Promise<CompactionResult> {
+  const endTurn = await rewriteTurns.take();
+  try {
+    return await runInPlace(task, elementAt(task.sources, 0, "an in-place task has one source"), hit);
+  } finally {
+    setImmediate(endTurn);
+  }
 }
 
 /** in-place: one sealed segment rewritten through its redo journal (see the file comment). */

@@ -61,6 +61,13 @@ const MERGE_OUTPUT_BYTES_MIN = 16 * 1024 * 1024;
 const COPIES_IN_FLIGHT = 2;
 
 /**
+ * In-place jobs a pass keeps in flight with a worker (done but unpublished ones included): the
+ * next rewrite waits in the worker (compaction-core.ts rewriteTurns) and starts there as this one
+ * ends, while the main thread publishes this one. No more than the worker takes at once (getPool).
+ */
+const REWRITES_IN_FLIGHT = 2;
+
+/**
  * Test switch, never set by the engine or any option (test/space-time.test.ts): with `off`, a time
  * check walks and schedules the next one as usual (its count and deadSeen tell a test when one ran
  * that found garbage) but sets no dead bytes and asks for no pass — the store before the checks
@@ -260,8 +267,9 @@ export class Compactor {
       maxThreads: workers,
       idleTimeout: 30_000,
       // A pass keeps up to COPIES_IN_FLIGHT copy-on-write jobs in one worker (runJobs): one copies
-      // while another awaits its output's fdatasync on libuv's pool.
-      concurrentTasksPerWorker: COPIES_IN_FLIGHT,
+      // while another awaits its output's fdatasync on libuv's pool; or REWRITES_IN_FLIGHT in-place
+      // ones: one rewrites while the next waits for its turn.
+      concurrentTasksPerWorker: Math.max(COPIES_IN_FLIGHT, REWRITES_IN_FLIGHT),
       // An idle worker waits for tasks without blocking its event loop (piscina's default blocks
       // it in Atomics.wait), so that its warm-up rounds (compaction-worker.ts) run between tasks.
       atomics: "async",
@@ -1028,8 +1036,11 @@ export class Compactor {
    * it; a job done but not yet published counts as in flight, so at most that many unpublished
    * outputs exist at any time (group()'s free-space bound). The groups are disjoint and every plan
    * was made before any of them ran, and publication moves a keydir pointer only if it still names
-   * the planned place, so the overlap changes no decision. In-place jobs run strictly one after the
-   * other (an in-place result must be published). After a failure, every job still in flight is
+   * the planned place, so the overlap changes no decision. Up to REWRITES_IN_FLIGHT in-place jobs
+   * are handed to the worker, which rewrites them strictly one after the other: the next one starts
+   * there while the main thread publishes this one. Publication is in memory (the relocation and
+   * the generation's bump to even); on disk the rewrites follow each other as before, so no
+   * recovery sees anything new. After a failure, every job still in flight is
    * awaited (discardAll). `seal` (sealDuring) runs after the first jobs started — none that holds
    * a segment not sealed yet — and before anything is published: an in-place pass's first rewrite
    * may complete while the seal or its flush fails.
@@ -1062,16 +1073,18 @@ export class Compactor {
   }
 
   /**
-   * Starts jobs from `cursor.next` while they may run beside `inFlight`: none beside an in-place
-   * job or as one, at most COPIES_IN_FLIGHT copies with a worker (one inline), and, before the
-   * seal, none holding a segment still being written. Jobs whose segments are no longer
-   * compactable are skipped. None once close began, but in the pass the open started (opened).
+   * Starts jobs from `cursor.next` while they may run beside `inFlight`: only beside jobs of their
+   * own mode, at most COPIES_IN_FLIGHT copies or REWRITES_IN_FLIGHT rewrites with a worker (one
+   * inline), and, before the seal, none holding a segment still being written. Jobs whose segments
+   * are no longer compactable are skipped. None once close began, but in the pass the open started
+   * (opened).
    */
   private topUp(jobs: readonly Job[], cursor: { next: number; sealed: boolean }, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
-    const limit = this.host.options.compaction.workers > 0 ? COPIES_IN_FLIGHT : 1;
+    const worker = this.host.options.compaction.workers > 0;
     while (cursor.next < jobs.length && (!this.closed || this.payingDebt)) {
       const job = elementAt(jobs, cursor.next, "a job");
-      const beside = inFlight.length === 0 || (job.mode === "copy-on-write" && inFlight.length < limit && inFlight.every((r) => r.job.mode === "copy-on-write"));
+      const limit = !worker ? 1 : job.mode === "copy-on-write" ? COPIES_IN_FLIGHT : REWRITES_IN_FLIGHT;
+      const beside = inFlight.length === 0 || (inFlight.length < limit && inFlight.every((r) => r.job.mode === job.mode));
       if (!beside || (!cursor.sealed && job.group.some((s) => s.writer !== null))) return;
       cursor.next += 1;
       if (!job.group.every((s) => this.compactable(s))) continue;

@@ -14,11 +14,22 @@
  * jobs were in flight at once (`inFlightSeen`). The twin (`unsafeInFlightForTests.leaveOnFailure`):
  * the pass rejects without awaiting the other in-flight copy; once that copy settles, its
  * unpublished output is found beside the store.
+ *
+ * The same for an in-place pass (thirty-ninth session: REWRITES_IN_FLIGHT): the worker holds the
+ * next rewrite while it runs this one (compaction-core.ts rewriteTurns), so a rewrite that fails
+ * has its successor in flight. Method: ~50 16 KiB segments, every third key forgotten; an EIO at
+ * the first rewrite's open (io:rewrite, before its generation goes odd), or at its first write
+ * after the generation went odd (armed while it is paused at compaction:after-journal). Each run
+ * checks that two rewrites were in flight, that compact() rejects with the IoError, that the
+ * successor's completed rewrite was published (no segment is left odd: every key reads, sync and
+ * async, within a deadline; its bytes shrank), and that a second pass, verify() and a reopen
+ * agree. The twin (leaveOnFailure) leaves the successor's rewrite unpublished: its segment's
+ * generation stays odd and its keys fail closed (ScopeErasedDuringRead) for good.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { Engram, IoError } from "../src/index.js";
+import { Engram, IoError, ScopeErasedDuringRead } from "../src/index.js";
 import type { OpenOptions } from "../src/index.js";
 import { inFlightSeen, unsafeInFlightForTests } from "../engine/compactor.js";
 import { setIoObserver } from "../segments/io.js";
@@ -111,6 +122,107 @@ describe("copy-on-write compaction with two outputs in flight", () => {
     await within(DEADLINE, Promise.all(unsafeInFlightForTests.left), "the copies left in flight");
     expect(unlisted(dir, store).length, "the twin leaves an unpublished output").toBeGreaterThan(0);
     await readsAll(store, live, "twin, the published store");
+    await store.close();
+  });
+});
+
+const IN_PLACE: OpenOptions = { ...OPTS, compaction: { mode: "in-place", workers: 1, auto: false } };
+const IN_PLACE_KEYS = 2_000;
+
+/** Sealed segments' sizes by id. */
+function sizes(store: Engram): Map<number, number> {
+  return new Map(store.stats().segments.filter((s) => s.sealed).map((s) => [s.id, s.bytes]));
+}
+
+/**
+ * An in-place pass whose first rewrite fails with EIO: at its open ("open": before its generation
+ * goes odd), or at its first write once the generation went odd ("odd": armed while the rewrite is
+ * paused after its journal, every later pause released as it comes).
+ */
+async function failingRewrite(store: Engram, where: "open" | "odd"): Promise<{ ok: boolean; error?: unknown }> {
+  inFlightSeen.max = 0;
+  if (where === "open") {
+    store.faults.failAt?.("io:rewrite", "EIO", 1);
+    return settle(DEADLINE, store.compact({ mode: "in-place" }), "compact");
+  }
+  const pass = settle(DEADLINE, store.compact({ mode: "in-place" }), "compact");
+  await within(DEADLINE, store.faults.waitFor(PAUSE), "the first rewrite paused after its journal");
+  expect(inFlightSeen.max, "the next rewrite was handed over while the first is paused").toBe(2);
+  store.faults.failAt?.("io:rewrite", "EIO", 1);
+  return releasing(store, pass);
+}
+
+/** The pause point of the "odd" case, armed at open. */
+const PAUSE = "compaction:after-journal" as const;
+
+/** Settles `pass`, releasing every rewrite paused at PAUSE meanwhile (none pauses unless the store armed it). */
+async function releasing<T>(store: Engram, pass: Promise<T>): Promise<T> {
+  let over = false;
+  void pass.then(
+    () => (over = true),
+    () => (over = true),
+  );
+  while (!over) {
+    store.faults.release(PAUSE);
+    await within(DEADLINE, Promise.race([pass, store.faults.waitFor(PAUSE)]), "the next pause or the pass's end");
+  }
+  return pass;
+}
+
+/** Every key of `live` reads its value, synchronously and asynchronously, within the deadline. */
+async function readsAllBothWays(store: Engram, live: ReadonlyMap<string, string>, what: string): Promise<void> {
+  for (const [k, v] of live) expect(store.readSync(k, { scope: "s" }), `${what}: readSync ${k}`).toMatchObject({ value: v });
+  await within(DEADLINE, readsAll(store, live, what), `${what}: async reads`);
+}
+
+describe("in-place compaction with two rewrites in flight", () => {
+  for (const where of ["open", "odd"] as const) {
+    it(`EIO at the first rewrite's ${where === "open" ? "open" : "first write after its generation went odd"}: its successor's rewrite is published; reads, reopen and a second pass agree`, async () => {
+      const dir = tempDir(`in-flight-rewrite-${where}`);
+      const opts: OpenOptions = where === "odd" ? { ...IN_PLACE, faults: { pauseAt: [PAUSE] } } : IN_PLACE;
+      const { store, live } = await storeWithEveryThirdForgotten(dir, opts, IN_PLACE_KEYS, 40, valueOf);
+      const before = sizes(store);
+      expect(before.size, "segments for several rewrites").toBeGreaterThan(10);
+      const r = await failingRewrite(store, where);
+      expect(store.faults.failuresLeft?.(), "the armed failure fired").toBe(0);
+      expect(r.ok).toBe(false);
+      expect(r.error).toBeInstanceOf(IoError);
+      expect(inFlightSeen.max, "two rewrites were in flight at once").toBe(2);
+      const after = sizes(store);
+      const shrunk = [...before].filter(([id, bytes]) => (after.get(id) ?? bytes) < bytes);
+      expect(shrunk.length, "the successor in flight was rewritten and published").toBeGreaterThanOrEqual(1);
+      expect(shrunk.length, "the failed rewrite and the jobs after the successor were not").toBeLessThan(before.size - 1);
+      await readsAllBothWays(store, live, "after the failed pass");
+      expect(fs.readdirSync(path.join(dir, "segments")).filter((n) => n.endsWith(".journal")), "no journal stays").toEqual([]);
+      await releasing(store, store.compact({ mode: "in-place" }));
+      await readsAllBothWays(store, live, "after a second pass");
+      expect((await store.verify()).problems).toEqual([]);
+      await store.close();
+      const again = await within(DEADLINE, Engram.open(dir, IN_PLACE), "reopen");
+      const reread = readsAllBothWays(again, live, "after reopen").then(async () => (await again.verify()).problems);
+      const problems = await reread.finally(() => again.close());
+      expect(problems, "verify() after reopen").toEqual([]);
+    });
+  }
+
+  it("twin: a failed pass that does not await the rewrite in flight leaves its segment odd, its keys failing closed", async () => {
+    const dir = tempDir("in-flight-rewrite-twin");
+    const { store, live } = await storeWithEveryThirdForgotten(dir, IN_PLACE, IN_PLACE_KEYS, 40, valueOf);
+    unsafeInFlightForTests.leaveOnFailure = true;
+    const r = await failingRewrite(store, "open");
+    expect(r.ok).toBe(false);
+    expect(inFlightSeen.max).toBe(2);
+    await within(DEADLINE, Promise.all(unsafeInFlightForTests.left), "the rewrite left in flight");
+    let closed = 0;
+    for (const k of live.keys()) {
+      try {
+        store.readSync(k, { scope: "s" });
+      } catch (err) {
+        expect(err).toBeInstanceOf(ScopeErasedDuringRead);
+        closed += 1;
+      }
+    }
+    expect(closed, "the unpublished rewrite's keys fail closed").toBeGreaterThan(0);
     await store.close();
   });
 });

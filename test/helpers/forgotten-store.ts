@@ -1,13 +1,13 @@
 /**
  * A store for compaction tests: `keys` keys written in batches of `perBatch` into scope "s"
  * (`k0`, `k1`, …, values from `valueOf`), then every third key forgotten in one batch. Returns the
- * store (opened with `opts` and fault injection on) and the live content, key → value.
+ * store (opened with `opts` and fault injection on: `opts.faults`, else none armed) and the live content, key → value.
  */
 import { Engram } from "../../src/index.js";
 import type { OpenOptions } from "../../src/index.js";
 
 export async function storeWithEveryThirdForgotten(dir: string, opts: OpenOptions, keys: number, perBatch: number, valueOf: (i: number) => string): Promise<{ store: Engram; live: Map<string, string> }> {
-  const store = await Engram.open(dir, { ...opts, faults: {} });
+  const store = await Engram.open(dir, { faults: {}, ...opts }); // opts' own faults (pause points) kept
   const live = new Map<string, string>();
   for (let i = 0; i < keys; i += perBatch) {
     const ops = [];
