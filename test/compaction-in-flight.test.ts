@@ -60,6 +60,22 @@ async function readsAll(store: Engram, live: ReadonlyMap<string, string>, what: 
   for (const [k, v] of live) expect(await store.read(k, { scope: "s" }), `${what}: ${k}`).toMatchObject({ value: v });
 }
 
+/**
+ * After a failed pass: `read` finds every key of `live`, and so do a second pass (`pass`), verify()
+ * and a reopen with `opts` (the store is closed on return).
+ */
+async function agreesAfter(dir: string, store: Engram, live: ReadonlyMap<string, string>, opts: OpenOptions, read: (s: Engram, l: ReadonlyMap<string, string>, what: string) => Promise<void>, pass: () => Promise<unknown>): Promise<void> {
+  await read(store, live, "after the failed pass");
+  await pass();
+  await read(store, live, "after a second pass");
+  expect((await store.verify()).problems).toEqual([]);
+  await store.close();
+  const again = await within(DEADLINE, Engram.open(dir, opts), "reopen");
+  const reread = read(again, live, "after reopen").then(async () => (await again.verify()).problems);
+  const problems = await reread.finally(() => again.close());
+  expect(problems, "verify() after reopen").toEqual([]);
+}
+
 /** Runs a pass whose output rename fails once: before the pass ("first") or at the first output's publication ("later"). */
 async function failingPass(store: Engram, which: "first" | "later"): Promise<{ ok: boolean; error?: unknown }> {
   inFlightSeen.max = 0;
@@ -100,15 +116,7 @@ describe("copy-on-write compaction with two outputs in flight", () => {
       expect(unlisted(dir, store), "no unpublished output stays").toEqual([]);
       const published = store.stats().segments.filter((s) => !before.has(s.id)).length;
       if (which === "later") expect(published, "an output was published before the failure").toBeGreaterThan(0);
-      await readsAll(store, live, "after the failed pass");
-      await within(DEADLINE, store.compact({ mode: "copy-on-write" }), "second pass");
-      await readsAll(store, live, "after a second pass");
-      expect((await store.verify()).problems).toEqual([]);
-      await store.close();
-      const again = await within(DEADLINE, Engram.open(dir, OPTS), "reopen");
-      const reread = readsAll(again, live, "after reopen").then(async () => (await again.verify()).problems);
-      const problems = await reread.finally(() => again.close());
-      expect(problems, "verify() after reopen").toEqual([]);
+      await agreesAfter(dir, store, live, OPTS, readsAll, () => within(DEADLINE, store.compact({ mode: "copy-on-write" }), "second pass"));
     });
   }
 
@@ -192,16 +200,8 @@ describe("in-place compaction with two rewrites in flight", () => {
       const shrunk = [...before].filter(([id, bytes]) => (after.get(id) ?? bytes) < bytes);
       expect(shrunk.length, "the successor in flight was rewritten and published").toBeGreaterThanOrEqual(1);
       expect(shrunk.length, "the failed rewrite and the jobs after the successor were not").toBeLessThan(before.size - 1);
-      await readsAllBothWays(store, live, "after the failed pass");
       expect(fs.readdirSync(path.join(dir, "segments")).filter((n) => n.endsWith(".journal")), "no journal stays").toEqual([]);
-      await releasing(store, store.compact({ mode: "in-place" }));
-      await readsAllBothWays(store, live, "after a second pass");
-      expect((await store.verify()).problems).toEqual([]);
-      await store.close();
-      const again = await within(DEADLINE, Engram.open(dir, IN_PLACE), "reopen");
-      const reread = readsAllBothWays(again, live, "after reopen").then(async () => (await again.verify()).problems);
-      const problems = await reread.finally(() => again.close());
-      expect(problems, "verify() after reopen").toEqual([]);
+      await agreesAfter(dir, store, live, IN_PLACE, readsAllBothWays, () => releasing(store, store.compact({ mode: "in-place" })));
     });
   }
 
