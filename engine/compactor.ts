@@ -61,9 +61,11 @@ const MERGE_OUTPUT_BYTES_MIN = 16 * 1024 * 1024;
 const COPIES_IN_FLIGHT = 2;
 
 /**
- * In-place jobs a pass keeps in flight with a worker (done but unpublished ones included): the
- * next rewrite waits in the worker (compaction-core.ts rewriteTurns) and starts there as this one
- * ends, while the main thread publishes this one. No more than the worker takes at once (getPool).
+ * In-place jobs a pass keeps in flight with one worker thread (done but unpublished ones
+ * included): the next rewrite waits in the worker (compaction-core.ts rewriteTurns) and starts
+ * there as this one ends, while the main thread publishes this one. No more than the worker takes
+ * at once (getPool). With more threads the pool could hand the next rewrite to another one, where
+ * it would run beside this one: there a pass keeps one in flight.
  */
 const REWRITES_IN_FLIGHT = 2;
 
@@ -1074,16 +1076,17 @@ export class Compactor {
 
   /**
    * Starts jobs from `cursor.next` while they may run beside `inFlight`: only beside jobs of their
-   * own mode, at most COPIES_IN_FLIGHT copies or REWRITES_IN_FLIGHT rewrites with a worker (one
-   * inline), and, before the seal, none holding a segment still being written. Jobs whose segments
+   * own mode, at most COPIES_IN_FLIGHT copies with a worker, REWRITES_IN_FLIGHT rewrites with one
+   * worker thread (one inline, and one rewrite with several threads), and, before the seal, none
+   * holding a segment still being written. Jobs whose segments
    * are no longer compactable are skipped. None once close began, but in the pass the open started
    * (opened).
    */
   private topUp(jobs: readonly Job[], cursor: { next: number; sealed: boolean }, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
-    const worker = this.host.options.compaction.workers > 0;
+    const workers = this.host.options.compaction.workers;
     while (cursor.next < jobs.length && (!this.closed || this.payingDebt)) {
       const job = elementAt(jobs, cursor.next, "a job");
-      const limit = !worker ? 1 : job.mode === "copy-on-write" ? COPIES_IN_FLIGHT : REWRITES_IN_FLIGHT;
+      const limit = workers === 0 ? 1 : job.mode === "copy-on-write" ? COPIES_IN_FLIGHT : workers === 1 ? REWRITES_IN_FLIGHT : 1;
       const beside = inFlight.length === 0 || (inFlight.length < limit && inFlight.every((r) => r.job.mode === job.mode));
       if (!beside || (!cursor.sealed && job.group.some((s) => s.writer !== null))) return;
       cursor.next += 1;

@@ -20,7 +20,8 @@
  * has its successor in flight. Method: ~50 16 KiB segments, every third key forgotten; an EIO at
  * the first rewrite's open (io:rewrite, before its generation goes odd), or at its first write
  * after the generation went odd (armed while it is paused at compaction:after-journal). Each run
- * checks that two rewrites were in flight, that compact() rejects with the IoError, that the
+ * checks that two rewrites were in flight (one with two worker threads, where the pool could run
+ * them side by side), that compact() rejects with the IoError, that the
  * successor's completed rewrite was published (no segment is left odd: every key reads, sync and
  * async, within a deadline; its bytes shrank), and that a second pass, verify() and a reopen
  * agree. The twin (leaveOnFailure) leaves the successor's rewrite unpublished: its segment's
@@ -204,6 +205,18 @@ describe("in-place compaction with two rewrites in flight", () => {
       await agreesAfter(dir, store, live, IN_PLACE, readsAllBothWays, () => releasing(store, store.compact({ mode: "in-place" })));
     });
   }
+
+  it("with two worker threads a pass keeps one rewrite in flight (the pool could run the next beside it in the other thread)", async () => {
+    const dir = tempDir("in-flight-rewrite-threads");
+    const opts: OpenOptions = { ...IN_PLACE, compaction: { mode: "in-place", workers: 2, auto: false } };
+    const { store, live } = await storeWithEveryThirdForgotten(dir, opts, IN_PLACE_KEYS, 40, valueOf);
+    inFlightSeen.max = 0;
+    const report = await within(DEADLINE, store.compact({ mode: "in-place" }), "compact");
+    expect(report.segments.length, "several rewrites").toBeGreaterThan(10);
+    expect(inFlightSeen.max, "one rewrite at a time").toBe(1);
+    await readsAllBothWays(store, live, "after the pass");
+    await store.close();
+  });
 
   it("twin: a failed pass that does not await the rewrite in flight leaves its segment odd, its keys failing closed", async () => {
     const dir = tempDir("in-flight-rewrite-twin");
