@@ -164,7 +164,7 @@ const backScratch = new ReadScratch(BACK_CHUNK_BYTES);
 class Turns {
   private last: Promise<void> = Promise.resolve();
 
-  /** Waits for every earlier task's copy phase to end; resolves to the function that ends this one (idempotent). */
+  /** Waits for every earlier task's phase to end; resolves to the function that ends this one (idempotent). */
   async take(): Promise<() => void> {
     let end!: () => void;
     const mine = new Promise<void>((resolve) => {

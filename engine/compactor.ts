@@ -1083,17 +1083,23 @@ export class Compactor {
    * (opened).
    */
   private topUp(jobs: readonly Job[], cursor: { next: number; sealed: boolean }, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
-    const workers = this.host.options.compaction.workers;
     while (cursor.next < jobs.length && (!this.closed || this.payingDebt)) {
       const job = elementAt(jobs, cursor.next, "a job");
-      const limit = workers === 0 ? 1 : job.mode === "copy-on-write" ? COPIES_IN_FLIGHT : workers === 1 ? REWRITES_IN_FLIGHT : 1;
-      const beside = inFlight.length === 0 || (inFlight.length < limit && inFlight.every((r) => r.job.mode === job.mode));
+      const beside = inFlight.length === 0 || (inFlight.length < this.inFlightMax(job.mode) && inFlight.every((r) => r.job.mode === job.mode));
       if (!beside || (!cursor.sealed && job.group.some((s) => s.writer !== null))) return;
       cursor.next += 1;
       if (!job.group.every((s) => this.compactable(s))) continue;
       inFlight.push(this.start(job, plans));
       inFlightSeen.max = Math.max(inFlightSeen.max, inFlight.length);
     }
+  }
+
+  /** Jobs of `mode` a pass keeps in flight: one inline; with a worker COPIES_IN_FLIGHT copies, and REWRITES_IN_FLIGHT rewrites with one thread only (topUp). */
+  private inFlightMax(mode: Mode): number {
+    const workers = this.host.options.compaction.workers;
+    if (workers === 0) return 1;
+    if (mode === "copy-on-write") return COPIES_IN_FLIGHT;
+    return workers === 1 ? REWRITES_IN_FLIGHT : 1;
   }
 
   /**
