@@ -18,16 +18,49 @@ import { assert } from "../rules/assert.js";
 export const POOLED_COPY_BYTES_MAX = 4096;
 /** Size of one copy pool; a new one starts when the current one is full. */
 const COPY_POOL_BYTES = 64 * 1024;
-let copyPool = new ArrayBuffer(COPY_POOL_BYTES);
+/** The page size the pools are touched at (Linux's base page). */
+const PAGE_BYTES = 4096;
+/** What the copy pools did since the process started (tests and bench/): pools made, and how many of them were a spare made between turns. */
+export const copyPoolCounters = { made: 0, spares: 0 };
+let copyPool = touchedPool();
 let copyPoolUsed = 0;
+/** The next pool, made between turns once the current one is half used (makeSpare); null until then. */
+let spare: ArrayBuffer | null = null;
+let spareAsked = false;
+
+/**
+ * A new pool with every page written once. A pool's pages are fresh memory more often than not
+ * (the allocator's heap grows by it; between two collections nothing returns the last pools);
+ * on this machine kind a first touch costs ~10 µs a page (docs/PERFORMANCE.md, the limits table),
+ * and left to the copies it lands on every ~15th hit, inside a read. Touched here, a pool's
+ * faults are paid at once, between reads when the spare is ready (makeSpare).
+ */
+function touchedPool(): ArrayBuffer {
+  const pool = new ArrayBuffer(COPY_POOL_BYTES);
+  copyPoolCounters.made++;
+  const bytes = new Uint8Array(pool);
+  for (let at = 0; at < COPY_POOL_BYTES; at += PAGE_BYTES) bytes[at] = 0; // zero already: a write that faults the page in, changing nothing
+  return pool;
+}
+
+/** Makes the spare pool, if none is waiting: a setImmediate callback, so no read pays for it. */
+function makeSpare(): void {
+  if (spare === null) spare = touchedPool();
+}
 
 /** A fresh copy of `src` that shares no bytes with it or with any earlier copy. */
 export function copyOf(src: Uint8Array): Uint8Array {
   const n = src.byteLength;
   if (n > POOLED_COPY_BYTES_MAX) return new Uint8Array(src);
   if (copyPoolUsed + n > COPY_POOL_BYTES) {
-    copyPool = new ArrayBuffer(COPY_POOL_BYTES);
+    if (spare !== null) copyPoolCounters.spares++;
+    copyPool = spare ?? touchedPool(); // no spare when no turn ended since the ask (a loop of readSyncs): made here
+    spare = null;
+    spareAsked = false;
     copyPoolUsed = 0;
+  } else if (!spareAsked && copyPoolUsed * 2 > COPY_POOL_BYTES) {
+    spareAsked = true; // once per pool: the next one is made after this turn
+    setImmediate(makeSpare);
   }
   const out = new Uint8Array(copyPool, copyPoolUsed, n);
   copyPoolUsed += (n + 7) & ~7; // 8-byte aligned, so no two copies share a byte
