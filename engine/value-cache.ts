@@ -58,6 +58,7 @@ export function copyOf(src: Uint8Array): Uint8Array {
     spare = null;
     spareAsked = false;
     copyPoolUsed = 0;
+    assert(copyPool.byteLength === COPY_POOL_BYTES, "a copy pool is whole when copies start in it");
   } else if (!spareAsked && copyPoolUsed * 2 > COPY_POOL_BYTES) {
     spareAsked = true; // once per pool: the next one is made after this turn
     setImmediate(makeSpare);
