@@ -20,13 +20,14 @@ export const POOLED_COPY_BYTES_MAX = 4096;
 const COPY_POOL_BYTES = 64 * 1024;
 /** The page size the pools are touched at (Linux's base page). */
 const PAGE_BYTES = 4096;
-/** What the copy pools did since the process started (tests and bench/): pools made, and how many of them were a spare made between turns. */
-export const copyPoolCounters = { made: 0, spares: 0 };
+/** What the copy pools did since the process started (tests and bench/): pools made, how many of them were a spare made between turns, and the setImmediates queued to make one. */
+export const copyPoolCounters = { made: 0, spares: 0, queued: 0 };
 let copyPool = touchedPool();
 let copyPoolUsed = 0;
 /** The next pool, made between turns once the current one is half used (makeSpare); null until then. */
 let spare: ArrayBuffer | null = null;
-let spareAsked = false;
+/** True from the setImmediate that makes the spare until it ran: at most one is queued, however many pools a turn fills. */
+let spareQueued = false;
 
 /**
  * A new pool with every page written once. A pool's pages are fresh memory more often than not
@@ -45,6 +46,7 @@ function touchedPool(): ArrayBuffer {
 
 /** Makes the spare pool, if none is waiting: a setImmediate callback, so no read pays for it. */
 function makeSpare(): void {
+  spareQueued = false;
   if (spare === null) spare = touchedPool();
 }
 
@@ -56,11 +58,11 @@ export function copyOf(src: Uint8Array): Uint8Array {
     if (spare !== null) copyPoolCounters.spares++;
     copyPool = spare ?? touchedPool(); // no spare when no turn ended since the ask (a loop of readSyncs): made here
     spare = null;
-    spareAsked = false;
     copyPoolUsed = 0;
     assert(copyPool.byteLength === COPY_POOL_BYTES, "a copy pool is whole when copies start in it");
-  } else if (!spareAsked && copyPoolUsed * 2 > COPY_POOL_BYTES) {
-    spareAsked = true; // once per pool: the next one is made after this turn
+  } else if (spare === null && !spareQueued && copyPoolUsed * 2 > COPY_POOL_BYTES) {
+    spareQueued = true; // the next pool is made after this turn
+    copyPoolCounters.queued++;
     setImmediate(makeSpare);
   }
   const out = new Uint8Array(copyPool, copyPoolUsed, n);

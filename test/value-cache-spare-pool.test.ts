@@ -10,8 +10,9 @@
  * beside a pass (a turn ends every 16 copies), counting the pools made inside copyOf calls
  * (copyPoolCounters.made before and after each call) and the pools taken from the spare. The
  * twin runs the same copies in one turn, where no spare can be made: there every new pool is made
- * inside a copy, which is what the first loop would show without the spare. Both check each copy's
- * bytes.
+ * inside a copy, which is what the first loop would show without the spare, and one setImmediate
+ * is queued however many pools the turn fills (a bound: a long loop of readSyncs queues no more).
+ * Both check each copy's bytes.
  */
 import { describe, expect, it } from "vitest";
 import { copyOf, copyPoolCounters } from "../engine/value-cache.js";
@@ -28,10 +29,11 @@ function source(i: number): Uint8Array {
 const turnEnds = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Copies COPIES sources, ending the turn every `yieldEvery` copies (never when 0); returns the pools made inside copies and taken as spares. */
-async function copyAll(yieldEvery: number): Promise<{ madeInCopy: number; spares: number; swaps: number }> {
+async function copyAll(yieldEvery: number): Promise<{ madeInCopy: number; spares: number; swaps: number; queued: number }> {
   await turnEnds(); // a spare asked for by an earlier test is made now
   const startedAt = Date.now();
   const sparesBefore = copyPoolCounters.spares;
+  const queuedBefore = copyPoolCounters.queued;
   let madeInCopy = 0;
   let swaps = 0;
   let lastBuffer: ArrayBufferLike | null = null;
@@ -46,7 +48,7 @@ async function copyAll(yieldEvery: number): Promise<{ madeInCopy: number; spares
     lastBuffer = copy.buffer;
     expect(Date.now() - startedAt).toBeLessThan(DEADLINE_MS);
   }
-  return { madeInCopy, spares: copyPoolCounters.spares - sparesBefore, swaps };
+  return { madeInCopy, spares: copyPoolCounters.spares - sparesBefore, swaps, queued: copyPoolCounters.queued - queuedBefore };
 }
 
 describe("copy pools are made between turns", () => {
@@ -55,6 +57,7 @@ describe("copy pools are made between turns", () => {
     expect(got.swaps).toBeGreaterThanOrEqual(6);
     expect(got.madeInCopy).toBe(0);
     expect(got.spares).toBe(got.swaps);
+    expect(got.queued).toBeGreaterThanOrEqual(got.swaps); // one setImmediate per pool
   });
 
   it("twin: a loop that never yields makes each new pool inside a copy", async () => {
@@ -62,5 +65,6 @@ describe("copy pools are made between turns", () => {
     expect(got.swaps).toBeGreaterThanOrEqual(6);
     expect(got.spares).toBeLessThanOrEqual(1); // at most a spare made before the loop
     expect(got.madeInCopy).toBeGreaterThanOrEqual(got.swaps - 1);
+    expect(got.queued).toBeLessThanOrEqual(1); // a turn that fills many pools queues one setImmediate, not one per pool
   });
 });
