@@ -2,7 +2,7 @@
 //   node bench/read-tail.mjs TREE [TREE ...]     (each TREE has a built dist/; e.g. . /tmp/base)
 // Env: ROUNDS (2), N (100000 keys), MODE ("in-place" or "copy-on-write"; default in-place).
 // Does what bench/workloads.ts compact's round B does, through engine/store.js's Store: N keys
-// of 256 B in 4 MiB segments (random order), a quarter forgotten and compacted, a second quarter
+// of 256 B in 4 MiB segments (the bench's order), a quarter forgotten and compacted, a second quarter
 // forgotten; then 10,000 pairs idle and, while compact() runs, pairs until it ends — each pair an
 // async read and a timed readSync of the same live key, a setImmediate every 16 pairs. Prints per
 // tree and round: the readSync p99 idle and during the pass, the during/idle ratio (issue 6's
@@ -14,9 +14,9 @@ import { pathToFileURL } from "node:url";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { keyOf, permutation, rng, treesArg, valueOf } from "./w5-shared.mjs";
 
-const trees = process.argv.slice(2);
-if (trees.length === 0) throw new Error("usage: node bench/read-tail.mjs TREE [TREE ...]");
+const trees = treesArg("node bench/read-tail.mjs TREE [TREE ...]");
 const rounds = Number(process.env.ROUNDS ?? 2);
 const n = Number(process.env.N ?? 100000);
 const mode = process.env.MODE ?? "in-place";
@@ -24,30 +24,6 @@ const IDLE_PAIRS = 10000;
 const PASS_DEADLINE_MS = 60000;
 const EDGES = [2, 5, 10, 20, 50, 100, 300, Infinity];
 
-const keyOf = (i) => "k" + String(i).padStart(9, "0");
-/** The 256-byte value of key i (bench/common.ts valueOf's pattern, version 1). */
-function valueOf(i) {
-  const v = Buffer.allocUnsafe(256);
-  v.writeUInt32LE(i >>> 0, 0);
-  v.writeUInt32LE(1, 4);
-  let x = (Math.imul(i + 1, 0x9e3779b1) ^ Math.imul(8, 0x85ebca6b)) >>> 0 || 1;
-  for (let o = 8; o < 256; o += 4) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    v.writeUInt32LE(x >>> 0, o);
-  }
-  return new Uint8Array(v.buffer, v.byteOffset, 256);
-}
-function rng(seed) {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    return (s >>> 0) / 4294967296;
-  };
-}
 const quantile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))];
 const turnEnds = () => new Promise((resolve) => setImmediate(resolve));
 
@@ -55,13 +31,8 @@ const turnEnds = () => new Promise((resolve) => setImmediate(resolve));
 async function roundBStore(Store) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "read-tail-"));
   const s = await Store.open(dir, { durability: "none", segmentBytes: 4 << 20, compaction: { mode, auto: false } });
-  const order = Array.from({ length: n }, (_, i) => i);
-  const shuffle = rng(61);
-  for (let i = n - 1; i > 0; i--) {
-    const j = Math.floor(shuffle() * (i + 1));
-    [order[i], order[j]] = [order[j], order[i]];
-  }
-  for (let b = 0; b < n; b += 1000) await s.batch(order.slice(b, b + 1000).map((i) => ({ op: "write", key: keyOf(i), value: valueOf(i) })));
+  const order = permutation(n, 61); // the bench's compaction child's order (workloads.ts load)
+  for (let b = 0; b < n; b += 1000) await s.batch(Array.from(order.subarray(b, b + 1000), (i) => ({ op: "write", key: keyOf(i), value: valueOf(i, 1) })));
   const forgetWhere = async (rem) => {
     const ops = [];
     for (let i = rem; i < n; i += 4) ops.push({ op: "forget", key: keyOf(i) });

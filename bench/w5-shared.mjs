@@ -1,4 +1,4 @@
-// What the one-process W5 scripts share (bench/read-ab.mjs, bench/w5-phases.mjs,
+// What the one-process scripts share (bench/read-ab.mjs, bench/w5-phases.mjs, bench/read-tail.mjs,
 // bench/hint-merge-ab.mjs, bench/hint-decode-ab.mjs, bench/hint-lookup-ab.mjs): bench/workloads.ts's
 // keys, values, permutations and W5 batches, written against engine/store.js's Store (op "write" /
 // "forget", readSync), and the A/B scripts' tree arguments and paired summary.

@@ -1078,9 +1078,8 @@ export class Compactor {
    * Starts jobs from `cursor.next` while they may run beside `inFlight`: only beside jobs of their
    * own mode, at most COPIES_IN_FLIGHT copies with a worker, REWRITES_IN_FLIGHT rewrites with one
    * worker thread (one inline, and one rewrite with several threads), and, before the seal, none
-   * holding a segment still being written. Jobs whose segments
-   * are no longer compactable are skipped. None once close began, but in the pass the open started
-   * (opened).
+   * holding a segment still being written. Jobs whose segments are no longer compactable are
+   * skipped. None once close began, but in the pass the open started (opened).
    */
   private topUp(jobs: readonly Job[], cursor: { next: number; sealed: boolean }, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
     while (cursor.next < jobs.length && (!this.closed || this.payingDebt)) {
