@@ -78,6 +78,14 @@ const REWRITES_IN_FLIGHT = 2;
  */
 export const unsafeTimeCheckForTests = { off: false };
 
+/**
+ * Test switches, never set by the engine or any option (test/gradual-load.test.ts): `atOnce`
+ * skips the gradual load, so that the walk after it applies every deferred entry in one turn, as
+ * before the forty-second session; `afterStep` runs after each step's yield (reads and writes
+ * there meet a keydir partly loaded).
+ */
+export const gradualLoadForTests: { atOnce: boolean; afterStep: (() => Promise<void> | void) | null } = { atOnce: false, afterStep: null };
+
 /** One compaction of a pass: the sources, the mode, and the output id (in-place: the source's). */
 interface Job {
   group: Segment[];
@@ -231,6 +239,7 @@ export class Compactor {
    */
   private async timeCheck(): Promise<void> {
     if (this.closed) return;
+    await this.loadDeferred();
     const now = this.host.options.clock();
     this.checks.begin(now);
     const started = performance.now();
@@ -381,6 +390,23 @@ export class Compactor {
       }
     };
     this.inBackground(pay);
+  }
+
+  /**
+   * Applies the keydir's deferred entries (a store opened from hint files) in steps, each in a turn
+   * of its own, before a walk over every name: applied at once by the walk (scopesWithRows), they
+   * held the main thread ~0.75 s at 1M names after a reopen, every read, write and worker message
+   * waiting behind them (forty-second session). Stops early once close began, but for the open's
+   * own pass (the walk then applies the rest at once).
+   */
+  private async loadDeferred(): Promise<void> {
+    if (gradualLoadForTests.atOnce) return;
+    const keydir = this.host.keydir;
+    while (!keydir.loadStep()) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (gradualLoadForTests.afterStep !== null) await gradualLoadForTests.afterStep();
+      if (this.closed && !this.payingDebt) return;
+    }
   }
 
   /** Runs `job` in the chain of passes, its failure a process warning: the automatic pass's, a time check's. */
@@ -866,6 +892,7 @@ export class Compactor {
    * a recount of the active segment walked every slot and the pass walked them all again.
    */
   private async compactGarbage(mode: Mode): Promise<T.CompactionReport> {
+    await this.loadDeferred();
     const early = await this.flushUnderPlan(mode);
     try {
       return await this.planAndCompact(mode, early);
@@ -964,6 +991,7 @@ export class Compactor {
     const report: T.CompactionReport = { segments: [], mode, bytesBefore: 0, bytesAfter: 0, recordsKept: 0, recordsDropped: 0, durationMs: 0 };
     const started = performance.now();
     if (which !== "garbage" && which.length === 0) return report;
+    if (planned === undefined) await this.loadDeferred(); // a plan made earlier walked every name
     if (sealing === undefined) await this.flushFor(planned);
     // From here to the jobs' start nothing awaits (but an in-place pass's flush below, which the
     // plan survives): a plan kept is checked in the turn that uses it.
@@ -1158,6 +1186,7 @@ export class Compactor {
   /** gc(): reclaim by policy now (generation-keyed; by tombstone sequence under the unsafe option). */
   gc(): Promise<T.GcReport> {
     return this.serial(async () => {
+      await this.loadDeferred();
       const before = this.host.keydir.size;
       if (this.host.options.unsafeGcBySeq) P.unsafeSweep(this.host.keydir, this.host.sequence);
       this.recount();

@@ -16,7 +16,7 @@ import { buildIndex, entryPresent, entryUsable, ENTRY_FIXED_BYTES, HintBuilder, 
 import { scanRecords, walkSealed } from "../segments/scan.js";
 import { readFileRange, readWholeFile } from "../segments/whole-file.js";
 import { CorruptionError } from "../rules/errors.js";
-import { assert, elementAt } from "../rules/assert.js";
+import { assert, elementAt, fail } from "../rules/assert.js";
 import { applyClear, applyPut, applyTombstone, type DeferredSlots, type Keydir, type Location, type Slot } from "./keydir.js";
 import type { Segment } from "./segment.js";
 import type { ReclaimClock } from "./reclaim-clock.js";
@@ -39,6 +39,8 @@ class HintTable {
   readonly count: number;
   /** True once every byte is present and every entry not applied then was checked usable (HintSlots.checkEveryEntry). */
   checked = false;
+  /** True once every entry not applied then was checked to hold its name's slot hash (HintSlots.checkHashes: a gradual load's). */
+  hashesChecked = false;
   /** Per keyed entry: 1 once applied. Allocated at first use (an open allocates nothing per entry). */
   private doneBytes: Uint8Array | null = null;
   /**
@@ -290,6 +292,9 @@ export class HintSlots implements DeferredSlots {
   private asked = 0;
   /** Every table's entries in one index once merged; null before, and again after a rescan replaced a table. */
   private merged: MergedIndex | null = null;
+  /** A gradual load's ranges of slot hashes (0 before its first applying step) and the next one to apply (loadStep). */
+  private stepRanges = 0;
+  private stepNext = 0;
 
   constructor(now: number, dir: string) {
     this.now = now;
@@ -616,11 +621,90 @@ export class HintSlots implements DeferredSlots {
     if (this.refused !== null) throw this.refused;
     this.checkEveryEntry();
     const built: Slot[] = [];
-    for (const t of this.tables) this.applyEntries(keydir, t, null, built);
+    for (const t of this.tables) this.applyEntries(keydir, t, null, built, EVERY_HASH);
     for (const slot of built) this.settle(slot);
+    this.forgetTables();
+  }
+
+  /** Drops every table: everything is applied (loadAll, the last loadStep). */
+  private forgetTables(): void {
     this.tables.length = 0;
     this.segs.length = 0;
     this.merged = null;
+  }
+
+  /**
+   * The first steps check tables (checkSome: checkEveryEntry's work and every slot hash, about
+   * STEP_ENTRIES entries a step); then each step applies the entries not applied yet whose slot
+   * hash lies in the next of `stepRanges` equal ranges, in every table. A name's entries share its
+   * slot hash in every table, so a step applies each name it touches whole — the keydir's
+   * invariant between steps: a held name has every entry applied — and a lookup between steps
+   * finds an untouched name's entries as before. The range count is fixed at the first applying
+   * step, from the entries not applied then (STEP_ENTRIES a step, at most STEP_RANGES_MAX steps).
+   */
+  loadStep(keydir: Keydir): boolean {
+    assert(keydir.isDeferred, "a step of a gradual load leaves the source in place until it answers true");
+    if (this.refused !== null) throw this.refused;
+    if (this.checkSome()) return false;
+    if (this.stepRanges === 0) this.stepRanges = Math.min(STEP_RANGES_MAX, Math.max(1, Math.ceil(this.unapplied() / stepEntries())));
+    const range = loadStepForTests.byEntry ? null : hashRange(this.stepNext, this.stepRanges);
+    const built: Slot[] = [];
+    for (const t of this.tables) {
+      if (range !== null) this.applyEntries(keydir, t, null, built, range);
+      else this.applyEntries(keydir, t, null, built, EVERY_HASH, entryRange(t.count, this.stepNext, this.stepRanges));
+    }
+    for (const slot of built) this.settle(slot);
+    loadSteps.applies += 1;
+    this.stepNext += 1;
+    if (this.stepNext < this.stepRanges) return false;
+    for (const t of this.tables) for (let i = 0; i < t.count; i++) if (t.done[i] === 0) fail(`segment ${t.segmentId}: entry ${i} is applied by the gradual load's last step`);
+    this.forgetTables();
+    return true;
+  }
+
+  /**
+   * Before any step applies anything: every entry of `t` not applied yet has its name's slot hash,
+   * else the hint is refused. A step that trusted a wrong hash would apply that entry in another
+   * step than its name's other entries, and between them the keydir would hold the name with an
+   * entry (a tombstone, say) not applied: a forgotten value read back.
+   */
+  private checkHashes(t: HintTable): void {
+    const body = t.body;
+    for (let i = 0; i < t.count; i++) {
+      if (t.done[i] !== 0) continue;
+      const hash = t.hashes[i] as number; // in bounds: i < count = hashes.length; present (checked)
+      const at = t.entryAt[i] as number; // in bounds, as hashes
+      const scopeAt = at + 4 + C.RECORD_FIXED_BYTES;
+      const scopeLen = body.readUInt16LE(at + 4 + C.R_SCOPE_LEN);
+      const keyLen = body.readUInt16LE(at + 4 + C.R_KEY_LEN);
+      if (slotHash(body, scopeAt, scopeLen, scopeAt + scopeLen, keyLen) !== hash) this.refuse(t, at, "its slot hash is not its name's");
+    }
+    t.hashesChecked = true;
+  }
+
+  /**
+   * A step's checks: tables whose entries or slot hashes are not checked yet, in order, until
+   * STEP_ENTRIES entries are (or none is left); false when none was.
+   */
+  private checkSome(): boolean {
+    let entries = 0;
+    for (let ti = 0; ti < this.tables.length && entries < stepEntries(); ti++) {
+      if (elementAt(this.tables, ti, "a table per hint").hashesChecked) continue;
+      if (!elementAt(this.tables, ti, "a table per hint").checked) this.checkTable(ti);
+      const t = elementAt(this.tables, ti, "a table per hint"); // checkTable may have rescanned it: a new table
+      if (!loadStepForTests.trustHashes) this.checkHashes(t);
+      else t.hashesChecked = true;
+      entries += t.count;
+    }
+    if (entries > 0) loadSteps.checks += 1;
+    return entries > 0;
+  }
+
+  /** Entries of every table not applied yet. */
+  private unapplied(): number {
+    let n = 0;
+    for (const t of this.tables) for (let i = 0; i < t.count; i++) if (t.done[i] === 0) n++;
+    return n;
   }
 
   loadWithin(keydir: Keydir, roots: readonly string[], subtree: boolean): void {
@@ -629,7 +713,7 @@ export class HintSlots implements DeferredSlots {
     this.checkEveryEntry();
     const within = scopeTest(roots, subtree);
     const built: Slot[] = [];
-    for (const t of this.tables) this.applyEntries(keydir, t, within, built);
+    for (const t of this.tables) this.applyEntries(keydir, t, within, built, EVERY_HASH);
     for (const slot of built) this.settle(slot);
   }
 
@@ -640,28 +724,32 @@ export class HintSlots implements DeferredSlots {
    * turn applied; a rescan replaces it with a table not checked yet).
    */
   private checkEveryEntry(): void {
-    for (let ti = 0; ti < this.tables.length; ti++) {
-      if (elementAt(this.tables, ti, "a table per hint").checked) continue;
-      const bytes = elementAt(this.tables, ti, "a table per hint").hint.bytes;
-      if (bytes !== null && !bytes.ensureAll()) this.rescanOrRefuse(ti);
-      const t = elementAt(this.tables, ti, "a table per hint");
-      const done = t.done;
-      // Every byte is present now (ensureAll, or a table in memory): the entries are checked directly.
-      for (let i = 0; i < t.count; i++) {
-        if (done[i] !== 0) continue;
-        const at = t.entryAt[i] as number; // in bounds: i < count = entryAt.length
-        if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
-      }
-      t.checked = true;
+    for (let ti = 0; ti < this.tables.length; ti++) if (!elementAt(this.tables, ti, "a table per hint").checked) this.checkTable(ti);
+  }
+
+  /** checkEveryEntry's work for table `ti`: its bytes made present (or the table rescanned, or refused), its entries not applied yet checked. */
+  private checkTable(ti: number): void {
+    const bytes = elementAt(this.tables, ti, "a table per hint").hint.bytes;
+    if (bytes !== null && !bytes.ensureAll()) this.rescanOrRefuse(ti);
+    const t = elementAt(this.tables, ti, "a table per hint");
+    const done = t.done;
+    // Every byte is present now (ensureAll, or a table in memory): the entries are checked directly.
+    for (let i = 0; i < t.count; i++) {
+      if (done[i] !== 0) continue;
+      const at = t.entryAt[i] as number; // in bounds: i < count = entryAt.length
+      if (!entryUsable(t.hint, at, true)) this.refuse(t, at, "not a keyed entry inside the hint");
     }
+    t.checked = true;
   }
 
   /**
-   * Applies every entry of `t` not applied yet whose scope passes `within` (null: every entry),
-   * in entry order, pushing each slot it makes onto `built` (settled by the caller once every
-   * table's entries are applied). Every entry is present and checked (checkEveryEntry).
+   * Applies every entry of `t` not applied yet whose scope passes `within` (null: every entry)
+   * and whose slot hash lies in `hashes` (EVERY_HASH: any), among entries [entries.from,
+   * entries.to) (the test twin's split only: every entry otherwise), in entry order, pushing each
+   * slot it makes onto `built` (settled by the caller once every table's entries are applied).
+   * Every entry is present and checked (checkEveryEntry; a step by hash also checkHashes).
    */
-  private applyEntries(keydir: Keydir, t: HintTable, within: ScopeTest | null, built: Slot[]): void {
+  private applyEntries(keydir: Keydir, t: HintTable, within: ScopeTest | null, built: Slot[], hashes: HashRange, entries: HashRange = { from: 0, to: t.count }): void {
     assert(t.checked, `segment ${t.segmentId}: a table's entries are checked before any is applied`);
     let lastScopeAt = -1;
     let lastScopeLen = -1;
@@ -669,8 +757,10 @@ export class HintSlots implements DeferredSlots {
     let inside = within === null;
     const done = t.done;
     const body = t.body;
-    for (let i = 0; i < t.count; i++) {
+    for (let i = entries.from; i < entries.to; i++) {
       if (done[i] !== 0) continue;
+      const hash = t.hashes[i] as number; // in bounds: i < count = hashes.length; present (checked)
+      if (hash < hashes.from || hash >= hashes.to) continue;
       const at = t.entryAt[i] as number; // in bounds: i < count = entryAt.length
       const f = at + 4;
       const scopeLen = body.readUInt16LE(f + C.R_SCOPE_LEN);
@@ -722,6 +812,50 @@ function scopeTest(roots: readonly string[], subtree: boolean): ScopeTest {
     return false;
   };
 }
+
+/** A half-open range [from, to) of slot hashes (or, in the test twin's split, of entry numbers). */
+interface HashRange {
+  readonly from: number;
+  readonly to: number;
+}
+/** One past the largest slot hash (a u32). */
+const HASH_END = 2 ** 32;
+/** Every slot hash. */
+const EVERY_HASH: HashRange = { from: 0, to: HASH_END };
+/**
+ * Entries a step of a gradual load applies, about (HintSlots.loadStep): ~1 µs each on this
+ * machine kind, so a step holds the main thread some 16 ms; at most STEP_RANGES_MAX steps, each
+ * of which reads every table's applied flags and hashes once (~1 ns an entry).
+ */
+const STEP_ENTRIES = 16_384;
+const STEP_RANGES_MAX = 64;
+
+/** STEP_ENTRIES, or the test's stand-in. */
+function stepEntries(): number {
+  return loadStepForTests.entries > 0 ? loadStepForTests.entries : STEP_ENTRIES;
+}
+
+/** Range `k` of `n` equal ranges of slot hashes. */
+function hashRange(k: number, n: number): HashRange {
+  return { from: Math.floor((k * HASH_END) / n), to: k + 1 === n ? HASH_END : Math.floor(((k + 1) * HASH_END) / n) };
+}
+
+/** Range `k` of `n` equal ranges of a table's `count` entry numbers (the test twin's split). */
+function entryRange(count: number, k: number, n: number): HashRange {
+  return { from: Math.floor((k * count) / n), to: k + 1 === n ? count : Math.floor(((k + 1) * count) / n) };
+}
+
+/**
+ * Test switches, never set by the engine or any option (test/gradual-load.test.ts): `byEntry`
+ * makes each step of a gradual load apply a range of each table's entry numbers instead of a
+ * range of slot hashes, so that a name's entries may be applied in different steps; `entries`,
+ * when not 0, stands for STEP_ENTRIES (a small store loaded in many steps); `trustHashes` skips
+ * the check that every entry holds its name's slot hash (HintSlots.checkHashes).
+ */
+export const loadStepForTests = { byEntry: false, entries: 0, trustHashes: false };
+
+/** The steps of gradual loads so far (tests): those that checked tables, those that applied entries. */
+export const loadSteps = { checks: 0, applies: 0 };
 
 /** Scratch of load: pairs (table number, entry number) of the entries to apply. */
 const FOUND: number[] = [];

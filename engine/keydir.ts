@@ -207,6 +207,13 @@ export interface DeferredSlots {
    * entries applied, since every entry of a name names its scope. The keydir keeps the source.
    */
   loadWithin(keydir: Keydir, roots: readonly string[], subtree: boolean): void;
+  /**
+   * One step of a gradual load: applies some entries not applied yet, each name it touches whole
+   * (every entry of it), the rest left deferred; true once every entry is applied (the keydir then
+   * forgets the source, as after loadAll). A caller runs the steps in separate turns of the event
+   * loop, so that reads and writes run between them.
+   */
+  loadStep(keydir: Keydir): boolean;
 }
 
 /**
@@ -322,6 +329,21 @@ export class Keydir {
   loadAll(): void {
     this.applyDeferred();
     this.makeAllSlots();
+  }
+
+  /**
+   * One step of a gradual load of the deferred source (DeferredSlots.loadStep): true once nothing
+   * is deferred. What loadAll would do at once, in steps a caller runs in separate turns (the
+   * compactor, before a walk over every name); a loadAll meanwhile applies whatever is left.
+   */
+  loadStep(): boolean {
+    const source = this.deferred;
+    if (source === null) return true;
+    if (!source.loadStep(this)) return false; // a source that refuses keeps refusing every lookup (as applyDeferred)
+    this.deferred = null;
+    this.scopesLoaded.clear();
+    this.subtreesLoaded.clear();
+    return true;
   }
 
   /** Has the deferred source, if any, apply every entry (and forgets it). */

@@ -94,6 +94,10 @@ function leakySource(entries: string[], neighbour: (key: string) => string | nul
     loadWithin(kd, roots) {
       if (roots.includes("global")) for (const k of [...pending]) apply(kd, k); // every entry is in "global"
     },
+    loadStep(kd) {
+      for (const k of [...pending]) apply(kd, k);
+      return true;
+    },
   };
 }
 

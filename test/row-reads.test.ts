@@ -148,6 +148,7 @@ function rowsAgreeWithSlots(): number {
         load: (k, scope, key) => expect(k.holdApplied(scope, key, putSeq, { seg: 1, off: 64, len: 40 })).toBe(true),
         loadAll: () => undefined,
         loadWithin: () => undefined,
+        loadStep: () => true,
       });
       if (eraseSeq > 0) keydir.erases.set("user:a", { seq: eraseSeq, committedAt: 0, seg: 1, off: 200, len: 30 });
       const row = keydir.readRef("user:a/s", "k");

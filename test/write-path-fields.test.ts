@@ -117,6 +117,9 @@ function sourceWith(asked: string[]): DeferredSlots {
     },
     loadAll() {},
     loadWithin() {},
+    loadStep() {
+      return true;
+    },
   };
 }
 
