@@ -749,7 +749,7 @@ export class HintSlots implements DeferredSlots {
    * slot it makes onto `built` (settled by the caller once every table's entries are applied).
    * Every entry is present and checked (checkEveryEntry; a step by hash also checkHashes).
    */
-  private applyEntries(keydir: Keydir, t: HintTable, within: ScopeTest | null, built: Slot[], hashes: HashRange, entries: HashRange = { from: 0, to: t.count }): void {
+  private applyEntries(keydir: Keydir, t: HintTable, within: ScopeTest | null, built: Slot[], hashes: Span, entries: Span = { from: 0, to: t.count }): void {
     assert(t.checked, `segment ${t.segmentId}: a table's entries are checked before any is applied`);
     let lastScopeAt = -1;
     let lastScopeLen = -1;
@@ -813,15 +813,15 @@ function scopeTest(roots: readonly string[], subtree: boolean): ScopeTest {
   };
 }
 
-/** A half-open range [from, to) of slot hashes (or, in the test twin's split, of entry numbers). */
-interface HashRange {
+/** A half-open span [from, to): of slot hashes (hashRange), or of a table's entry numbers (entryRange). */
+interface Span {
   readonly from: number;
   readonly to: number;
 }
 /** One past the largest slot hash (a u32). */
 const HASH_END = 2 ** 32;
 /** Every slot hash. */
-const EVERY_HASH: HashRange = { from: 0, to: HASH_END };
+const EVERY_HASH: Span = { from: 0, to: HASH_END };
 /**
  * Entries a step of a gradual load applies, about (HintSlots.loadStep): ~1 µs each on this
  * machine kind, so a step holds the main thread some 16 ms; at most STEP_RANGES_MAX steps, each
@@ -836,12 +836,12 @@ function stepEntries(): number {
 }
 
 /** Range `k` of `n` equal ranges of slot hashes. */
-function hashRange(k: number, n: number): HashRange {
+function hashRange(k: number, n: number): Span {
   return { from: Math.floor((k * HASH_END) / n), to: k + 1 === n ? HASH_END : Math.floor(((k + 1) * HASH_END) / n) };
 }
 
 /** Range `k` of `n` equal ranges of a table's `count` entry numbers (the test twin's split). */
-function entryRange(count: number, k: number, n: number): HashRange {
+function entryRange(count: number, k: number, n: number): Span {
   return { from: Math.floor((k * count) / n), to: k + 1 === n ? count : Math.floor(((k + 1) * count) / n) };
 }
 
