@@ -119,7 +119,7 @@ export interface LogHost {
   faults: SharedArrayBuffer | null;
   /** Creates and returns a new, empty, unsealed segment; throws (leaving nothing behind) when it cannot. */
   createSegment(): Segment;
-  /** Called after a segment is sealed. */
+  /** Called after a segment is sealed, in the sealing turn: starts its hint's write (Segment.hintWriting). */
   onSealed(seg: Segment): void;
   /** Called after failed groups were rejected: every queued, uncommitted state must be undone. */
   onRejected(): void;
@@ -362,7 +362,8 @@ export class CommitLog {
   }
 
   /**
-   * Resolves once `seg` is sealed (immediately if it is); rejects with the IoError of a failed seal.
+   * Resolves once `seg` is sealed (immediately if it is; its hint may still be being written:
+   * Segment.hintWriting); rejects with the IoError of a failed seal.
    * A rotated-out segment whose seal failed before this call (rotate's own attempt) is sealed again
    * now, so that the outcome reaches this waiter: until the nineteenth session it waited for the
    * retry of the next write's group, and a compact() with no write after it waited for ever.

@@ -34,6 +34,7 @@ import type { Keydir, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
 import { Segment } from "./segment.js";
 import { loadEstimates, saveEstimates } from "./dead-estimates.js";
+import { unsafeSealedHintForTests } from "./hints.js";
 import type { ReclaimClock } from "./reclaim-clock.js";
 import type { DeadBytesFile } from "../segments/dead-bytes.js";
 import { TimeChecks } from "./time-checks.js";
@@ -466,10 +467,10 @@ export class Compactor {
     this.recount();
   }
 
-  /** True when sealed segment `s` (not retired, not being compacted) is over its garbage ratio. */
+  /** True when sealed segment `s` (idle: idleSealed) is over its garbage ratio. */
   private overRatio(s: Segment): boolean {
     const ratio = this.host.options.compaction.garbageRatio;
-    return s.writer === null && !s.retired && !s.compacting && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
+    return idleSealed(s) && s.deadBytes > ratio * Math.max(1, s.dataEnd - C.DATA_START);
   }
 
   /** At open: the segments' dead bytes from the estimates the last close left (`file`, as recovery read it: dead-estimates.ts). */
@@ -523,7 +524,7 @@ export class Compactor {
    * dying for STORE_QUIET_MS (a timer comes back for it).
    */
   private chosenForSpace(): Segment[] {
-    const sealed = [...this.host.segments.values()].filter((s) => s.writer === null && !s.retired && !s.compacting);
+    const sealed = [...this.host.segments.values()].filter(idleSealed);
     // The active segment is a candidate once it is large (the automatic pass seals it first): with
     // the default 64 MiB segments, a whole store's garbage may sit in it.
     const active = this.host.log.activeSegment;
@@ -541,9 +542,24 @@ export class Compactor {
     });
   }
 
-  /** True while `seg` may be compacted now: sealed, published, not retired or in a compaction. */
+  /**
+   * Resolves once every sealed hint of `which` ("garbage": of every segment) that was being
+   * written is written or dropped, so that the pass finds those segments compactable: a segment
+   * sealed just before a pass — by the pass itself (whenSealed does not wait for the hint), an
+   * explicit compact(), gc() or an eager erasure (I8) — is compacted by it, not skipped. Called
+   * after the deferred names' load, whose steps the write mostly overlaps. No await when none is
+   * being written.
+   */
+  private async hintsWritten(which: readonly Segment[] | "garbage"): Promise<void> {
+    if (unsafeSealedHintForTests.takePending || unsafeSealedHintForTests.skipPending) return;
+    const writing: Promise<boolean>[] = [];
+    for (const s of which === "garbage" ? this.host.segments.values() : which) if (s.hintWriting !== null) writing.push(s.hintWriting);
+    if (writing.length > 0) await Promise.all(writing);
+  }
+
+  /** True while `seg` may be compacted now: sealed with its hint written (idleSealed), published. */
   private compactable(seg: Segment): boolean {
-    return seg.writer === null && !seg.retired && !seg.compacting && this.host.segments.has(seg.id);
+    return idleSealed(seg) && this.host.segments.has(seg.id);
   }
 
   /**
@@ -893,6 +909,7 @@ export class Compactor {
    */
   private async compactGarbage(mode: Mode): Promise<T.CompactionReport> {
     await this.loadDeferred();
+    await this.hintsWritten("garbage");
     const early = await this.flushUnderPlan(mode);
     try {
       return await this.planAndCompact(mode, early);
@@ -992,6 +1009,7 @@ export class Compactor {
     const started = performance.now();
     if (which !== "garbage" && which.length === 0) return report;
     if (planned === undefined) await this.loadDeferred(); // a plan made earlier walked every name
+    if (planned === undefined) await this.hintsWritten(which); // after the load's steps, which it mostly overlaps; compactGarbage waited before its plan
     if (sealing === undefined) await this.flushFor(planned);
     // From here to the jobs' start nothing awaits (but an in-place pass's flush below, which the
     // plan survives): a plan kept is checked in the turn that uses it.
@@ -1227,6 +1245,15 @@ export class Compactor {
     await this.chain;
     if (this.pool !== null) await (await this.pool).destroy(); // a pool still loading is made, then destroyed
   }
+}
+
+/**
+ * True when `s` may be chosen by a pass: sealed, its sealed hint written (an in-place rewrite's
+ * hint must not be replaced by that older one landing after it: engine/hints.ts writeSealedHintAsync),
+ * not retired, not being compacted (the test switch `takePending` takes one whose hint is pending).
+ */
+function idleSealed(s: Segment): boolean {
+  return s.writer === null && (s.hintWriting === null || unsafeSealedHintForTests.takePending) && !s.retired && !s.compacting;
 }
 
 /** The dead bytes of `seg` by a tally or plan of what survives (none listed: all of its data). */

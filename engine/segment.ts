@@ -33,6 +33,12 @@ export class Segment {
   writer: SegmentWriter | null;
   /** The active segment's hint entries so far (every record written, in file order); null once sealed. */
   hint: HintBuilder | null = null;
+  /**
+   * The sealed hint's write while its syncs run on libuv's pool (engine/hints.ts writeSealedHintAsync);
+   * null otherwise. Until it settles the segment is not compacted — an in-place rewrite's hint
+   * must not be replaced by the older one — and flush() and close() wait for it.
+   */
+  hintWriting: Promise<boolean> | null = null;
   /** The data end a hint file on disk already covers for the current header (0: none known); close skips an unchanged one. */
   hintOnDiskEnd = 0;
   /** Offset just past the last record (the file size once sealed). */

@@ -45,7 +45,7 @@ import { storeStats } from "./stats.js";
 import { verifySegments } from "./verify.js";
 import { HINT_VERSION, HintBuilder, hintVersionWritten } from "../segments/hint.js";
 import { bootId } from "../segments/boot-id.js";
-import { encodeActiveHint, writeEncodedHint, writeSealedHint, writeStampedHint, type EncodedHint } from "./hints.js";
+import { encodeActiveHint, unsafeSealedHintForTests, writeEncodedHint, writeSealedHintAsync, writeStampedHint, type EncodedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
 /** Paired check: what encodeRecord encoded decodes back to the same record. */
@@ -82,6 +82,8 @@ export class Store implements T.Backend {
   /** close() finished: everything is released. */
   private closed = false;
   private syncTimer: NodeJS.Timeout | null = null;
+  /** Sealed hints being written (writeHintOf); each resolves, written or dropped. */
+  private readonly hintWrites = new Set<Promise<boolean>>();
   /**
    * What the open found: segments loaded from hint files out of all, torn tails cut, journals
    * replayed, hinted tails found all zeros (not scanned), boot-stamped hints refused as written
@@ -132,10 +134,7 @@ export class Store implements T.Backend {
         segmentBytes: options.segmentBytes,
         faults: faultBuffer,
         createSegment: () => this.createSegment(),
-        onSealed: (seg) => {
-          writeSealedHint(this.segmentsDir, seg); // best effort: a failed hint write is dropped
-          this.compactor.nudge();
-        },
+        onSealed: (seg) => this.writeHintOf(seg),
         onRejected: () => {
           this.intents.clear();
           this.keydir.dropReserved(); // the rejected plans' reserved slots: none of them will be applied
@@ -149,6 +148,22 @@ export class Store implements T.Backend {
       this.syncTimer = setInterval(() => this.log.backgroundSync(), options.syncIntervalMs);
       this.syncTimer.unref();
     }
+  }
+
+  /**
+   * After a seal (in the sealing turn): starts the segment's hint's write, best effort (a failed
+   * write is dropped), and nudges the compactor once it settles — a pass waits for it before
+   * taking the segment (Segment.hintWriting). flush() and close() wait for every such write.
+   */
+  private writeHintOf(seg: Segment): void {
+    const writing = writeSealedHintAsync(this.segmentsDir, seg);
+    seg.hintWriting = writing;
+    this.hintWrites.add(writing);
+    void writing.then(() => {
+      seg.hintWriting = null;
+      this.hintWrites.delete(writing);
+      this.compactor.nudge();
+    });
   }
 
   /** At open: rewrites the manifest when it does not name exactly the segments recovery kept (and the next id). */
@@ -862,12 +877,21 @@ export class Store implements T.Backend {
     return this.seq;
   }
 
-  /** Makes everything written before the call durable now (any durability mode). */
+  /**
+   * Makes everything written before the call durable now (any durability mode), and waits for the
+   * hints of the segments sealed before it (written or dropped: engine/hints.ts writeSealedHintAsync).
+   */
   async flush(): Promise<void> {
     if (this.closed) throw new StoreClosedError();
     await this.log.barrier();
     await this.log.syncAll();
+    if (!unsafeSealedHintForTests.takePending && !unsafeSealedHintForTests.skipPending) await this.hintsWritten();
     this.log.takeSyncError();
+  }
+
+  /** Resolves once every sealed hint being written now is written or dropped (each write resolves, never rejects). */
+  private async hintsWritten(): Promise<void> {
+    if (this.hintWrites.size > 0) await Promise.all(this.hintWrites);
   }
 
   /**
@@ -976,6 +1000,7 @@ export class Store implements T.Backend {
     if (boot !== null && first === null) await step(() => this.writeStampedHints(boot));
     else await step(() => this.syncForClose(first === null));
     if (first === null) await step(() => this.compactor.saveEstimates()); // every data end final; its write is best effort
+    if (!unsafeSealedHintForTests.closeWithoutWait) await this.hintsWritten(); // no write in the directory outlives the lock
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.compactor.closeRetired();
     await step(() => backgroundCloses()); // no descriptor of this store outlives its close

@@ -1491,12 +1491,33 @@ export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | Hi
     io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);
     return true;
   } catch {
-    try {
-      io.unlink("io:hint", `${file}.tmp`);
-    } catch {
-      // the .tmp is deleted at the next open (recovery removes *.tmp)
-    }
+    dropHintTmp(file);
     return false;
+  }
+}
+
+/**
+ * writeHintFile with the file's write, its fdatasync and the directory fsync on libuv's pool (io.ts
+ * replaceFileDurablyAsync): the calling thread only opens, closes and renames. `bytes` must not
+ * change until it resolves. Resolves whether the hint was written; never rejects.
+ */
+export async function writeHintFileAsync(dir: string, segmentId: number, bytes: Buffer | HintParts): Promise<boolean> {
+  const file = path.join(dir, hintFileName(segmentId));
+  try {
+    await io.replaceFileDurablyAsync("io:hint", file, bytes, FILE_MODE);
+    return true;
+  } catch {
+    dropHintTmp(file);
+    return false;
+  }
+}
+
+/** Removes the .tmp a failed hint write may have left (quietly: recovery removes *.tmp at the next open). */
+function dropHintTmp(file: string): void {
+  try {
+    io.unlink("io:hint", `${file}.tmp`);
+  } catch {
+    // the .tmp is deleted at the next open (recovery removes *.tmp)
   }
 }
 

@@ -331,6 +331,22 @@ export function syncDir(point: FaultPoint, dir: string): void {
   observer?.({ op: "dir-sync", path: dir });
 }
 
+/** syncDir with the fsync on libuv's pool (the directory is opened and closed there too). */
+export async function syncDirAsync(point: FaultPoint, dir: string): Promise<void> {
+  inject(point, dir, "directory fsync");
+  try {
+    const handle = await fs.promises.open(dir, "r");
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  } catch (err) {
+    throw asIoError(err, "directory fsync", dir);
+  }
+  observer?.({ op: "dir-sync", path: dir });
+}
+
 /** fsyncs a directory so that creates, renames and unlinks in it are durable. */
 export function fsyncDir(dir: string): void {
   syncDir("io:dir-sync", dir);
@@ -391,4 +407,22 @@ export function replaceFileDurably(point: FaultPoint, file: string, bytes: Uint8
   writeFileSynced(point, tmp, bytes, mode);
   rename(point, tmp, file);
   syncDir(point, path.dirname(file));
+}
+
+/**
+ * replaceFileDurably with the .tmp's write (the copy into the page cache), its fdatasync and the
+ * directory fsync on libuv's pool: the calling thread only opens, closes and renames. The same
+ * order, the same IoErrors at the step that failed. `bytes` must not change until it resolves.
+ */
+export async function replaceFileDurablyAsync(point: FaultPoint, file: string, bytes: Uint8Array | readonly Uint8Array[], mode: number): Promise<void> {
+  const tmp = `${file}.tmp`;
+  const fd = openFile(point, tmp, "w", mode);
+  try {
+    await writeAll(point, fd, partsOf(bytes), 0);
+    await datasync(point, fd);
+  } finally {
+    closeQuietly(fd);
+  }
+  rename(point, tmp, file);
+  await syncDirAsync(point, path.dirname(file));
 }

@@ -309,6 +309,7 @@ describe("hint files", () => {
     s.faults.failAt?.("io:hint", "EIO", 1);
     for (let i = 0; i < 40; i++) await s.write(`k${i}`, `v${i}-${"z".repeat(300)}`);
     expect(s.faults.failuresLeft?.() ?? 0).toBe(0);
+    await s.flush(); // the sealed hints' writes (their syncs on libuv's pool) settled
     const names = fs.readdirSync(path.join(dir, "segments"));
     expect(names.filter((n) => n.endsWith(".tmp"))).toEqual([]);
     const segs = names.filter((n) => n.endsWith(".seg")).length;

@@ -64,6 +64,7 @@ describe("defect 2: a write rejected at rotation leaves no phantom state", () =>
     await store.write("b", "2");
     await store.forget("b");
     await store.write("pad", "p".repeat(3880)); // the next record of any size needs a rotation
+    await store.flush(); // a sealed hint's write (its .tmp, its descriptor) settled before the count
     const fds = fdCount();
     const calls: Array<[string, () => Promise<unknown>]> = [
       ["forget", () => store.forget("a")],

@@ -184,6 +184,7 @@ describe("the estimates file is advisory", () => {
     const s = await Store.open(dir, { ...OPTS, compaction: { auto: false }, faults: {} });
     for (let i = 0; i < KEYS; i += 100) await s.batch(Array.from({ length: 100 }, (_, j) => ({ op: "write" as const, key: `k${i + j}`, value: value(i + j, 0) })));
     for (let i = 0; i < KEYS; i += 3) await s.write(`k${i}`, value(i, 1));
+    await s.flush(); // the sealed hints' writes settled: only the close's own writes meet the failures
     s.faults.failAt?.("io:hint", "EIO", 50);
     await s.close();
     const names = fs.readdirSync(path.join(dir, "segments"));
