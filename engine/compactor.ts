@@ -547,8 +547,8 @@ export class Compactor {
    * written is written or dropped, so that the pass finds those segments compactable: a segment
    * sealed just before a pass — by the pass itself (whenSealed does not wait for the hint), an
    * explicit compact(), gc() or an eager erasure (I8) — is compacted by it, not skipped. Called
-   * after the deferred names' load, whose steps the write mostly overlaps. No await when none is
-   * being written.
+   * after the deferred names' load, whose steps the write mostly overlaps. Resolves at once when
+   * none is being written.
    */
   private async hintsWritten(which: readonly Segment[] | "garbage"): Promise<void> {
     if (unsafeSealedHintForTests.takePending || unsafeSealedHintForTests.skipPending) return;
