@@ -1491,31 +1491,37 @@ export function writeHintFile(dir: string, segmentId: number, bytes: Buffer | Hi
     io.replaceFileDurably("io:hint", file, bytes, FILE_MODE);
     return true;
   } catch {
-    dropHintTmp(file);
+    dropHintTmp(`${file}.tmp`);
     return false;
   }
 }
 
 /**
  * writeHintFile with the file's write, its fdatasync and the directory fsync on libuv's pool (io.ts
- * replaceFileDurablyAsync): the calling thread only opens, closes and renames. `bytes` must not
- * change until it resolves. Resolves whether the hint was written; never rejects.
+ * replaceFileDurablyAsync): the calling thread only opens, closes and renames. The temporary file
+ * is `NNNNNNNN.hint.sealing.tmp` (SEALING_HINT_TMP), not the `.hint.tmp` of every other hint write,
+ * so that what a crash leaves tells a seal's hint from a compaction's. `bytes` must not change
+ * until it resolves. Resolves whether the hint was written; never rejects.
  */
 export async function writeHintFileAsync(dir: string, segmentId: number, bytes: Buffer | HintParts): Promise<boolean> {
   const file = path.join(dir, hintFileName(segmentId));
+  const tmp = `${file}${SEALING_HINT_TMP}`;
   try {
-    await io.replaceFileDurablyAsync("io:hint", file, bytes, FILE_MODE);
+    await io.replaceFileDurablyAsync("io:hint", file, tmp, bytes, FILE_MODE);
     return true;
   } catch {
-    dropHintTmp(file);
+    dropHintTmp(tmp);
     return false;
   }
 }
 
-/** Removes the .tmp a failed hint write may have left (quietly: recovery removes *.tmp at the next open). */
-function dropHintTmp(file: string): void {
+/** The suffix of the temporary file of a hint written off the commit turn (writeHintFileAsync). */
+export const SEALING_HINT_TMP = ".sealing.tmp";
+
+/** Removes the temporary file `tmp` a failed hint write may have left (quietly: recovery removes *.tmp at the next open). */
+function dropHintTmp(tmp: string): void {
   try {
-    io.unlink("io:hint", `${file}.tmp`);
+    io.unlink("io:hint", tmp);
   } catch {
     // the .tmp is deleted at the next open (recovery removes *.tmp)
   }

@@ -410,12 +410,14 @@ export function replaceFileDurably(point: FaultPoint, file: string, bytes: Uint8
 }
 
 /**
- * replaceFileDurably with the .tmp's write (the copy into the page cache), its fdatasync and the
- * directory fsync on libuv's pool: the calling thread only opens, closes and renames. The same
- * order, the same IoErrors at the step that failed. `bytes` must not change until it resolves.
+ * replaceFileDurably with the temporary file's write (the copy into the page cache), its
+ * fdatasync and the directory fsync on libuv's pool: the calling thread only opens, closes and
+ * renames. The same order, the same IoErrors at the step that failed. `tmp` names the temporary
+ * file (it must end in ".tmp": recovery deletes every *.tmp). `bytes` must not change until it
+ * resolves.
  */
-export async function replaceFileDurablyAsync(point: FaultPoint, file: string, bytes: Uint8Array | readonly Uint8Array[], mode: number): Promise<void> {
-  const tmp = `${file}.tmp`;
+export async function replaceFileDurablyAsync(point: FaultPoint, file: string, tmp: string, bytes: Uint8Array | readonly Uint8Array[], mode: number): Promise<void> {
+  assert(tmp.endsWith(".tmp") && tmp !== file, "a temporary file's name ends in .tmp");
   const fd = openFile(point, tmp, "w", mode);
   try {
     await writeAll(point, fd, partsOf(bytes), 0);

@@ -40,7 +40,7 @@ import { checksum64, initChecksum } from "../segments/checksum.js";
 import { DATA_START } from "../segments/constants.js";
 import { chooseHeader, type SegmentHeader } from "../segments/header.js";
 import type { OpsConfig, PrepareConfig } from "./helpers/crash-child.js";
-import { CrashModel, leftovers } from "./helpers/crash-model.js";
+import { CrashModel, isCompactionFile, leftovers } from "./helpers/crash-model.js";
 import { between, rng, runSeed } from "./helpers/crash-proc.js";
 import { ChildPool, reopenAndCheck, runRound, type KillTrigger } from "./helpers/crash-rounds.js";
 import { tempDir as freshDir } from "./helpers/tmp.js";
@@ -110,7 +110,7 @@ function parseJournal(bytes: Buffer): { id: number; generation: number; data: Bu
 /** What the crash left on disk, checked against the step it names; returns what reopen must finish. */
 function checkCrashState(point: FaultPoint, before: Map<string, Buffer>, after: Map<string, Buffer>): { journal?: ReturnType<typeof parseJournal>; source?: number; output?: number } {
   const journals = [...after.keys()].filter((n) => n.endsWith(".journal"));
-  const tmps = [...after.keys()].filter((n) => n.endsWith(".tmp"));
+  const tmps = [...after.keys()].filter((n) => n.endsWith(".tmp") && isCompactionFile(n)); // not a sealed segment's hint in flight (the pass may seal the active segment beside its first job)
   if (point === "compaction:after-journal" || point === "compaction:mid-rewrite" || point === "compaction:after-rewrite") {
     expect(journals.length, `a crash at ${point} leaves exactly one redo journal`).toBe(1);
     const j = parseJournal(after.get(journals[0] as string) as Buffer);
@@ -303,7 +303,7 @@ describe.concurrent.each(MODES)("crash: %s compaction", (mode) => {
             const h = headerOf(fs.readFileSync(path.join(dir, "segments", n)).subarray(0, DATA_START), Number(n.slice(0, 8)));
             return h.replacesId !== 0 && files.includes(segName(h.replacesId));
           });
-        if (leftovers(dir).length > 0 || replacedSource) tally.onDisk += 1;
+        if (leftovers(dir).some(isCompactionFile) || replacedSource) tally.onDisk += 1; // a seal's hint being written is not a compaction's
         const report = await reopenAndCheck(dir, open, model, label);
         tally.acked += report.acked;
         tally.inFlight += report.inFlight;

@@ -53,7 +53,7 @@ function gate(): { hold: Promise<void>; open: () => void } {
   return { hold, open };
 }
 
-/** TURNS turns of the event loop (each setImmediate lets I/O callbacks run): time for a call that does not wait for a held hint to end. */
+/** TURNS turns of the event loop (each setImmediate lets I/O callbacks run): a chance for a call that would not wait for a held hint to end before the gate opens. */
 async function turns(): Promise<void> {
   for (let i = 0; i < TURNS; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 }

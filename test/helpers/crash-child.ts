@@ -23,7 +23,7 @@ import { createInterface } from "node:readline";
 // agent-tool layer (zod, MCP), which would double every child's start-up time.
 import { Engram } from "../../src/engram.js";
 import type { BatchOp, FaultPoint, OpenOptions } from "../../src/types.js";
-import type { Msg, Mut, Res } from "./crash-model.js";
+import { isCompactionFile, type Msg, type Mut, type Res } from "./crash-model.js";
 import { between, rng } from "./crash-proc.js";
 
 interface Common {
@@ -49,7 +49,7 @@ export interface OpsConfig extends Common {
   compactLoop?: boolean;
   /** Loops of inherited reads beside the writers; each checks the value names its slot. */
   readers?: number;
-  /** Report the creation of compaction files (*.journal, *.tmp) seen through fs.watch (inotify). */
+  /** Report the creation of compaction files (*.journal, *.tmp but a seal's hint: crash-model.ts isCompactionFile) seen through fs.watch (inotify). */
   watchFiles?: boolean;
   /** Stop and exit 0 after this many units (a safety net: the parent should kill us first). */
   maxUnits: number;
@@ -185,7 +185,7 @@ async function runOps(c: OpsConfig): Promise<void> {
     // Seen from outside the engine, like any other process watching the directory would.
     const segs = path.join(c.dir, "segments");
     fs.watch(segs, (_event, name) => {
-      if (name !== null && (name.endsWith(".journal") || name.endsWith(".tmp")) && fs.existsSync(path.join(segs, name))) emit({ t: "fsevent", name });
+      if (name !== null && isCompactionFile(name) && fs.existsSync(path.join(segs, name))) emit({ t: "fsevent", name });
     }).unref();
   }
   const lanes = async (until: () => boolean): Promise<void> => {

@@ -17,6 +17,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Engram } from "../../src/index.js";
+import { SEALING_HINT_TMP } from "../../segments/hint.js";
 
 /** One mutation inside a unit: write, forget, or forgetScope ("erase"). */
 export type Mut =
@@ -380,4 +381,13 @@ export function leftovers(dir: string): string[] {
   const segs = path.join(dir, "segments");
   if (!fs.existsSync(segs)) return [];
   return fs.readdirSync(segs).filter((n) => n.endsWith(".journal") || n.endsWith(".tmp"));
+}
+
+/**
+ * Whether `name` (in DIR/segments) is a file of a compaction's protocol in progress — a journal, an
+ * output or a hint being written — and not a sealed segment's hint written off the commit turn
+ * (`.hint.sealing.tmp`, engine/hints.ts writeSealedHintAsync), which every rotation makes.
+ */
+export function isCompactionFile(name: string): boolean {
+  return name.endsWith(".journal") || (name.endsWith(".tmp") && !name.endsWith(SEALING_HINT_TMP));
 }
