@@ -34,7 +34,7 @@ import type { Keydir, Slot } from "./keydir.js";
 import type { ResolvedOptions } from "./options.js";
 import { Segment } from "./segment.js";
 import { loadEstimates, saveEstimates } from "./dead-estimates.js";
-import { unsafeSealedHintForTests } from "./hints.js";
+import { sealedHintsWritten, unsafeSealedHintForTests } from "./hints.js";
 import type { ReclaimClock } from "./reclaim-clock.js";
 import type { DeadBytesFile } from "../segments/dead-bytes.js";
 import { TimeChecks } from "./time-checks.js";
@@ -552,9 +552,7 @@ export class Compactor {
    */
   private async hintsWritten(which: readonly Segment[] | "garbage"): Promise<void> {
     if (unsafeSealedHintForTests.takePending || unsafeSealedHintForTests.skipPending) return;
-    const writing: Promise<boolean>[] = [];
-    for (const s of which === "garbage" ? this.host.segments.values() : which) if (s.hintWriting !== null) writing.push(s.hintWriting);
-    if (writing.length > 0) await Promise.all(writing);
+    await sealedHintsWritten(which === "garbage" ? this.host.segments.values() : which);
   }
 
   /** True while `seg` may be compacted now: sealed with its hint written (idleSealed), published. */

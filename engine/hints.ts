@@ -68,6 +68,18 @@ export async function writeSealedHintAsync(dir: string, seg: Segment): Promise<b
   return writeHintFileAsync(dir, seg.id, bytes);
 }
 
+/**
+ * Resolves once the sealed hint of every segment of `segs` that is being written
+ * (Segment.hintWriting) is written or dropped (each write resolves, never rejects); at once when
+ * none is. A segment whose hint is pending is never retired (a pass waits for it first), so the
+ * store's segments hold every such write.
+ */
+export async function sealedHintsWritten(segs: Iterable<Segment>): Promise<void> {
+  const writing: Promise<boolean>[] = [];
+  for (const s of segs) if (s.hintWriting !== null) writing.push(s.hintWriting);
+  if (writing.length > 0) await Promise.all(writing);
+}
+
 /** The file bytes of a just-sealed segment's hint, taken from the segment (undefined: it kept none; null: its loaded prefix is unreadable). */
 function sealedHintBytes(seg: Segment): HintParts | null | undefined {
   const hint = seg.hint;

@@ -45,7 +45,7 @@ import { storeStats } from "./stats.js";
 import { verifySegments } from "./verify.js";
 import { HINT_VERSION, HintBuilder, hintVersionWritten } from "../segments/hint.js";
 import { bootId } from "../segments/boot-id.js";
-import { encodeActiveHint, unsafeSealedHintForTests, writeEncodedHint, writeSealedHintAsync, writeStampedHint, type EncodedHint } from "./hints.js";
+import { encodeActiveHint, sealedHintsWritten, unsafeSealedHintForTests, writeEncodedHint, writeSealedHintAsync, writeStampedHint, type EncodedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
 /** Paired check: what encodeRecord encoded decodes back to the same record. */
@@ -82,8 +82,6 @@ export class Store implements T.Backend {
   /** close() finished: everything is released. */
   private closed = false;
   private syncTimer: NodeJS.Timeout | null = null;
-  /** Sealed hints being written (writeHintOf); each resolves, written or dropped. */
-  private readonly hintWrites = new Set<Promise<boolean>>();
   /**
    * What the open found: segments loaded from hint files out of all, torn tails cut, journals
    * replayed, hinted tails found all zeros (not scanned), boot-stamped hints refused as written
@@ -158,10 +156,8 @@ export class Store implements T.Backend {
   private writeHintOf(seg: Segment): void {
     const writing = writeSealedHintAsync(this.segmentsDir, seg);
     seg.hintWriting = writing;
-    this.hintWrites.add(writing);
     void writing.then(() => {
       seg.hintWriting = null;
-      this.hintWrites.delete(writing);
       this.compactor.nudge();
     });
   }
@@ -885,13 +881,8 @@ export class Store implements T.Backend {
     if (this.closed) throw new StoreClosedError();
     await this.log.barrier();
     await this.log.syncAll();
-    if (!unsafeSealedHintForTests.takePending && !unsafeSealedHintForTests.skipPending) await this.hintsWritten();
+    if (!unsafeSealedHintForTests.takePending && !unsafeSealedHintForTests.skipPending) await sealedHintsWritten(this.segments.values());
     this.log.takeSyncError();
-  }
-
-  /** Resolves once every sealed hint being written now is written or dropped (each write resolves, never rejects). */
-  private async hintsWritten(): Promise<void> {
-    if (this.hintWrites.size > 0) await Promise.all(this.hintWrites);
   }
 
   /**
@@ -1000,7 +991,7 @@ export class Store implements T.Backend {
     if (boot !== null && first === null) await step(() => this.writeStampedHints(boot));
     else await step(() => this.syncForClose(first === null));
     if (first === null) await step(() => this.compactor.saveEstimates()); // every data end final; its write is best effort
-    if (!unsafeSealedHintForTests.closeWithoutWait) await this.hintsWritten(); // no write in the directory outlives the lock
+    if (!unsafeSealedHintForTests.closeWithoutWait) await sealedHintsWritten(this.segments.values()); // no write in the directory outlives the lock
     for (const seg of this.segments.values()) seg.close(this.gens);
     this.compactor.closeRetired();
     await step(() => backgroundCloses()); // no descriptor of this store outlives its close
