@@ -44,6 +44,11 @@ export const LIMIT_ROWS: ReadonlyArray<{ id: string; label: string; unit: string
   { id: "limit.touch.again", label: "write to the same memory again", unit: "µs/page" },
   { id: "limit.pread16k.fresh", label: "readSync pread 16 KiB (page cache) into fresh memory", unit: "µs" },
   { id: "limit.pread16k.reused", label: "readSync pread 16 KiB (page cache) into one reused buffer", unit: "µs" },
+  { id: "limit.w5floor.seconds", label: "W5 on the floor store (bench/w5-floor.ts: the least W5 costs a store that meets the reopen and heap goals here)", unit: "s" },
+  { id: "limit.w5floor.delete.seconds", label: "of which delete", unit: "s" },
+  { id: "limit.w5floor.rewrite.seconds", label: "of which rewrite", unit: "s" },
+  { id: "limit.w5floor.verify.seconds", label: "of which read-all-verify", unit: "s" },
+  { id: "limit.w5floor.reopenMs", label: "the floor store's reopen after W5 + first read", unit: "ms" },
 ];
 
 function syncLoop(fd: number, n: number, capMs: number, pos: (i: number) => number | null): { rate: number; lat: Float64Array; done: number } {

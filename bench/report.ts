@@ -375,6 +375,22 @@ export function goalsTable(samples: Samples): string {
   return out.join("\n");
 }
 
+/**
+ * W5's floor against its goal: the floor store's W5 time (bench/w5-floor.ts, in this run's limits)
+ * over the best peer's, beside engram's; null when either was not measured.
+ */
+export function w5FloorLine(samples: Samples, limits: Record<string, number> | string): string | null {
+  if (typeof limits === "string") return null;
+  const floor = limits["limit.w5floor.seconds"];
+  const best = bestPeer(samples, rowOf("w5.seconds"));
+  const engram = medianOf(samples, "w5.seconds", "engram");
+  if (floor === undefined || !Number.isFinite(floor) || best === null || !(best.value > 0)) return null;
+  return (
+    `W5's floor in this run (bench/w5-floor.ts: a durable log that does W5 and nothing else, meeting the reopen and heap goals): ` +
+    `${fmt(floor)} s, ${(floor / best.value).toFixed(2)}× ${best.store}'s ${fmt(best.value)} s; engram ${fmt(engram)} s is ${(engram / floor).toFixed(2)}× the floor.`
+  );
+}
+
 export interface FsyncRow {
   store: StoreName;
   singleAcked: number;
@@ -447,6 +463,8 @@ export function renderReport(r: ReportInput): string {
     goalsTable(r.samples),
     "",
   );
+  const floor = w5FloorLine(r.samples, r.limits);
+  if (floor !== null) out.push(floor, "");
   out.push("## Workloads", "");
   for (const t of TABLES) {
     out.push(workloadTable(r.samples, t, t.engramOnly ? ["engram"] : ran), "");

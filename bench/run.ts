@@ -16,7 +16,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DURABILITY_NOTES, PEERS_DIR } from "./adapters.js";
-import { errorText, FULL, QUICK, STORES, isStoreName, type ChildResult, type ChildSpec, type Sizes, type StoreName, type Workload } from "./common.js";
+import { errorText, FULL, median, QUICK, STORES, isStoreName, type ChildResult, type ChildSpec, type Sizes, type StoreName, type Workload } from "./common.js";
 import { DOCS_FILE, keptSections, renderDocs } from "./docs.js";
 import { describeMachine } from "./machine.js";
 import { addSample, deriveMetrics, renderReport, type FsyncRow, type Samples } from "./report.js";
@@ -109,6 +109,13 @@ for (const sig of ["SIGINT", "SIGTERM"] as const) {
     }
     process.exit(130);
   });
+}
+
+/** Per metric, the median over `runs` (each run's metrics by id); empty when there are none. */
+function medianMetrics(runs: ReadonlyArray<Record<string, number>>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const id of new Set(runs.flatMap((r) => Object.keys(r)))) out[id] = median(runs.map((r) => r[id] ?? Number.NaN));
+  return out;
 }
 
 /** Runs one child (optionally under strace) and reads its result; kills its process group at the timeout. */
@@ -340,11 +347,20 @@ async function main(): Promise<void> {
     lastSeconds.set(key, out.seconds);
     record(store, label, rep, out);
   };
+  // W5's floor (bench/w5-floor.ts): a limit, measured once per repetition right after the stores'
+  // W5 children, each in a fresh process as theirs, so that its median shares their conditions.
+  const floorRuns: Array<Record<string, number>> = [];
   for (let rep = 0; rep < o.reps; rep++) {
     for (let wi = 0; wi < workloads.length; wi++) {
       const w = workloads[wi] as Workload;
       if (!want(w)) continue;
       for (const store of rotate(avail, rep + wi)) await runTimed(store, w, rep, { ...base, store, workload: w });
+      if (w === "w5" && typeof limits !== "string") {
+        const f = await runChild({ ...base, store: "none", workload: "w5floor" }, root, timeoutMs);
+        if (f.result !== null && f.error === null) floorRuns.push(f.result.metrics);
+        else notes.push(`W5's floor (bench/w5-floor.ts, rep ${rep + 1}) failed: ${f.error ?? "?"}`);
+        log(`[rep ${rep + 1}/${o.reps}] ${"w5 floor".padEnd(18)} ${"none".padEnd(15)} ${f.seconds.toFixed(1).padStart(6)} s`);
+      }
     }
     if (avail.includes("engram") && want("compact")) {
       for (const mode of rotate(["copy-on-write", "in-place"] as const, rep)) {
@@ -352,6 +368,7 @@ async function main(): Promise<void> {
       }
     }
   }
+  if (typeof limits !== "string") Object.assign(limits, medianMetrics(floorRuns));
   if (skipped.length > 0) {
     notes.push(`Time budget (${budgetMs / 1000} s) reached: skipped ${skipped.join(", ")}; those rows have fewer repetitions (or none).`);
   }

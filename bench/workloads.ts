@@ -6,6 +6,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { Bench } from "tinybench";
 import { loadEngram, OPENERS, probeStore, wrapEngram, type BatchOp, type Entry, type StoreAdapter } from "./adapters.js";
+import { W5_LOAD_SEED, w5Batches, w5Verify } from "./w5-ops.js";
 import {
   cpuSplit,
   errorText,
@@ -356,23 +357,6 @@ function w4Latency(s: StoreAdapter, keys: readonly string[], r: ChildResult): vo
   r.metrics["w4.getSync.p999"] = quantileOf(lat, W4_LATENCY_SAMPLES, 0.999);
 }
 
-/** What W5 expects of key i: version 2 (rewritten), undefined (deleted) or version 1. */
-function w5Expect(i: number): number | undefined {
-  if (i % 8 === 0) return 2;
-  if (i % 2 === 0) return undefined;
-  return 1;
-}
-
-function w5Verify(s: StoreAdapter, n: number): number {
-  let bad = 0;
-  for (let i = 0; i < n; i++) {
-    const want = w5Expect(i);
-    const got = s.getSync(keyOf(i));
-    if (want === undefined ? got !== undefined : !sameValue(got, i, want)) bad++;
-  }
-  return bad;
-}
-
 /**
  * W5: on n loaded keys (durable store), delete 50% then rewrite 25% of the deleted (durable
  * atomic batches of 1000, random order), then read all n and verify; timed. Then reopen, read
@@ -383,35 +367,11 @@ async function w5(spec: ChildSpec, r: ChildResult): Promise<void> {
   {
     // loaded in non-durable mode (not timed), then reopened durable for the timed part
     const l = await open(spec, "churn", false);
-    await load(l, n, 51);
+    await load(l, n, W5_LOAD_SEED);
     await l.close();
   }
   const s = await open(spec, "churn", true);
-  const perm = permutation(n, 52);
-  const dels: BatchOp[][] = [];
-  const puts: BatchOp[][] = [];
-  let cur: BatchOp[] = [];
-  for (const i of perm) {
-    if (i % 2 !== 0) continue;
-    cur.push({ type: "del", key: keyOf(i) });
-    if (cur.length === 1000) {
-      dels.push(cur);
-      cur = [];
-    }
-  }
-  if (cur.length > 0) {
-    dels.push(cur);
-    cur = [];
-  }
-  for (const i of perm) {
-    if (i % 8 !== 0) continue;
-    cur.push({ type: "put", key: keyOf(i), value: valueOf(i, 2) });
-    if (cur.length === 1000) {
-      puts.push(cur);
-      cur = [];
-    }
-  }
-  if (cur.length > 0) puts.push(cur);
+  const { dels, puts } = w5Batches(n);
 
   const f0 = faults();
   const t0 = nowNs();
@@ -420,7 +380,7 @@ async function w5(spec: ChildSpec, r: ChildResult): Promise<void> {
   for (const b of puts) await s.batch(b);
   const t2 = nowNs();
   const f2 = faults();
-  const bad1 = w5Verify(s, n);
+  const bad1 = w5Verify((key) => s.getSync(key), n);
   const t3 = nowNs();
   const f3 = faults();
   r.metrics["w5.faultsPerKey"] = (f3 - f0) / n;
@@ -433,7 +393,7 @@ async function w5(spec: ChildSpec, r: ChildResult): Promise<void> {
 
   const t4 = nowNs();
   const s2 = await open(spec, "churn", true);
-  const bad2 = w5Verify(s2, n);
+  const bad2 = w5Verify((key) => s2.getSync(key), n);
   r.metrics["w5.reopenVerify.seconds"] = secondsSince(t4);
   await s2.close();
   r.metrics["w5.verifyErrors"] = bad1 + bad2;
@@ -676,6 +636,11 @@ export async function runWorkload(spec: ChildSpec): Promise<ChildResult> {
     case "limits": {
       const { measureLimits } = await import("./limits.js");
       r.metrics = { ...(await measureLimits(spec.dir, spec.quick)) };
+      break;
+    }
+    case "w5floor": {
+      const { measureW5Floor } = await import("./w5-floor.js");
+      r.metrics = measureW5Floor(spec.dir, spec.sizes.w5Keys);
       break;
     }
   }
