@@ -20,16 +20,19 @@
  * Property stressed: never early, whatever reopens, kills and compactions come between.
  */
 import * as fs from "node:fs";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { Store } from "../engine/store.js";
 import { unsafeReclaimClockForTests } from "../engine/reclaim-clock.js";
 import type { OpenOptions } from "../rules/types.js";
 import { tempDir } from "./helpers/tmp.js";
 import { rng } from "./helpers/rng.js";
+import { runsOf, runsTimeoutMs } from "./helpers/model-timeout.js";
 
 const WINDOW_MS = 3000;
 const KEYS = 12;
-const RUNS = Number(process.env["ENGRAM_RETENTION_MODEL_RUNS"] ?? 48);
+/** Runs by default; ENGRAM_RETENTION_MODEL_RUNS overrides, and the timeout grows with it (~140 ms a run alone here, ~300 beside a campaign's other files). */
+const RUNS = runsOf("ENGRAM_RETENTION_MODEL_RUNS", 48);
+vi.setConfig({ testTimeout: runsTimeoutMs("ENGRAM_RETENTION_MODEL_RUNS", 48, 1000) });
 
 afterEach(() => {
   unsafeReclaimClockForTests.anySegments = false;

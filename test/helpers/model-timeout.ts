@@ -9,7 +9,21 @@ export const TEST_TIMEOUT_FLOOR_MS = 120_000;
 
 /** The timeout for `defaultRuns` runs (or ENGRAM_MODEL_RUNS) at `runMsMax` ms per run at most. */
 export function modelTimeoutMs(defaultRuns: number, runMsMax: number): number {
-  const runs = Number(process.env["ENGRAM_MODEL_RUNS"] ?? defaultRuns);
-  if (!Number.isSafeInteger(runs) || runs < 0) throw new Error(`ENGRAM_MODEL_RUNS must be a whole number of runs, got ${process.env["ENGRAM_MODEL_RUNS"]}`);
+  return runsTimeoutMs("ENGRAM_MODEL_RUNS", defaultRuns, runMsMax);
+}
+
+/**
+ * The same rule for a test whose runs another variable sets (test/retention-model.test.ts:
+ * ENGRAM_RETENTION_MODEL_RUNS): the runs it names, or `defaultRuns`, at `runMsMax` ms each at most.
+ */
+export function runsTimeoutMs(variable: string, defaultRuns: number, runMsMax: number): number {
+  const runs = runsOf(variable, defaultRuns);
   return Math.max(TEST_TIMEOUT_FLOOR_MS, runs * runMsMax);
+}
+
+/** The whole number of runs `variable` names, or `defaultRuns` when it is unset; throws on anything else. */
+export function runsOf(variable: string, defaultRuns: number): number {
+  const runs = Number(process.env[variable] ?? defaultRuns);
+  if (!Number.isSafeInteger(runs) || runs < 0) throw new Error(`${variable} must be a whole number of runs, got ${process.env[variable]}`);
+  return runs;
 }
