@@ -49,6 +49,11 @@ export const LIMIT_ROWS: ReadonlyArray<{ id: string; label: string; unit: string
   { id: "limit.w5floor.rewrite.seconds", label: "of which rewrite", unit: "s" },
   { id: "limit.w5floor.verify.seconds", label: "of which read-all-verify", unit: "s" },
   { id: "limit.w5floor.reopenMs", label: "the floor store's reopen after W5 + first read", unit: "ms" },
+  { id: "limit.w5floor.answers.seconds", label: "W5 on the floor store answering as the contract asks (a state lookup before each write and forget: a forget of nothing writes nothing, a write after a forget takes the next generation)", unit: "s" },
+  { id: "limit.w5floor.answers.delete.seconds", label: "of which delete", unit: "s" },
+  { id: "limit.w5floor.answers.rewrite.seconds", label: "of which rewrite", unit: "s" },
+  { id: "limit.w5floor.answers.verify.seconds", label: "of which read-all-verify", unit: "s" },
+  { id: "limit.w5floor.answers.reopenMs", label: "the answering floor store's reopen after W5 + first read", unit: "ms" },
 ];
 
 function syncLoop(fd: number, n: number, capMs: number, pos: (i: number) => number | null): { rate: number; lat: Float64Array; done: number } {

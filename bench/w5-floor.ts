@@ -21,7 +21,11 @@
  * from it is what engram's design costs, and the floor's distance from the goal says whether
  * the goal is reachable at all.
  *
- *   node --import tsx bench/w5-floor.ts [--n 200000] [--rounds 3] [--dir D]
+ * Its log (the file, the chunks, the table file's write) is bench/w5-floor-log.ts;
+ * bench/w5-floor-answers.ts is the same store answering as the contract asks (a state lookup
+ * before each write and forget); `--answers` runs that one instead.
+ *
+ *   node --import tsx bench/w5-floor.ts [--n 200000] [--rounds 3] [--dir D] [--answers]
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -30,25 +34,17 @@ import { pathToFileURL } from "node:url";
 import * as zlib from "node:zlib";
 import type { BatchOp } from "./adapters.js";
 import { keyOf, nowNs, permutation, sameValue, secondsSince, valueOf } from "./common.js";
+import { AnsweringFloorStore } from "./w5-floor-answers.js";
+import { AT_KEY_BYTES, AT_KIND, AT_LENGTH, FloorLog, hashOf, KIND_COMMIT, keyAt, openFloorFiles } from "./w5-floor-log.js";
 import { W5_BATCH_OPS, W5_LOAD_SEED, w5Batches, w5Verify } from "./w5-ops.js";
 
 /** A record: crc32 of the rest (u32), its bytes (u16), its kind (u8), its key's bytes (u8), the key, then a PUT's value. */
 const HEADER_BYTES = 8;
 const KIND_PUT = 1;
 const KIND_DEL = 2;
-/** A batch's last record: its header, then the crc32 of every byte of the batch before it. */
-const KIND_COMMIT = 3;
 const COMMIT_BYTES = HEADER_BYTES + 4;
 /** The largest record: its length is a u16. */
 const RECORD_BYTES_MAX = 0xffff;
-/** Offsets are small integers in the Map (no boxed number per name): the log stays under 1 GiB. */
-const LOG_BYTES_MAX = 1 << 30;
-/** The unit the log's bytes are brought into memory in. */
-const CHUNK_BYTES = 1 << 20;
-/** Zeros written ahead of the end before the timed phases (durable opens): W5 writes ~9 MB at 200k keys. */
-const ZERO_AHEAD_BYTES = 32 << 20;
-const LOG_FILE = "log";
-const TABLE_FILE = "table";
 const TABLE_MAGIC = 0x57354654; // "TF5W"
 /** The table file's header: magic, log end, cells (u32 each), then per cell its name's hash (0: empty) and record offset. */
 const TABLE_HEADER_WORDS = 3;
@@ -56,77 +52,48 @@ const TABLE_HEADER_WORDS = 3;
 /** A name forgotten since the open (the Map's mark). */
 const FORGOTTEN = -1;
 
-/** FNV-1a over a key's UTF-16 code units, never 0 (0 marks an empty cell). */
-function hashOf(key: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
-  return h >>> 0 || 1;
-}
-
-/** True when `buf[at, at + key.length)` holds `key`'s code units (keys here are ASCII). */
-function keyAt(buf: Buffer, at: number, key: string): boolean {
-  for (let i = 0; i < key.length; i++) if (buf[at + i] !== key.charCodeAt(i)) return false;
-  return true;
-}
-
 /** The floor store (see the file's comment). Synchronous: a batch returns once written and, durable, synced. */
-export class FloorStore {
+export class FloorStore extends FloorLog {
   /** Names written since the open: a PUT's record offset, or FORGOTTEN. */
   private readonly touched = new Map<string, number>();
-  /** The log's bytes brought into memory, one entry per CHUNK_BYTES; undefined until first needed. */
-  private readonly chunks: Array<Buffer | undefined> = [];
 
   private constructor(
-    private readonly fd: number,
-    private readonly dir: string,
-    private readonly durable: boolean,
-    private end: number,
+    fd: number,
+    dir: string,
+    durable: boolean,
+    end: number,
     private readonly table: Uint32Array,
-  ) {}
+  ) {
+    super(fd, dir, durable, end);
+  }
 
   /** Opens (or creates) the store in `dir`: reads the table the last close wrote, nothing per key. */
   static open(dir: string, durable: boolean): FloorStore {
-    fs.mkdirSync(dir, { recursive: true });
-    const log = path.join(dir, LOG_FILE);
-    const tableFile = path.join(dir, TABLE_FILE);
-    if (!fs.existsSync(log)) return new FloorStore(fs.openSync(log, "w+"), dir, durable, 0, new Uint32Array(0));
-    const bytes = fs.readFileSync(tableFile);
-    const words = new Uint32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength >>> 2);
-    if (words[0] !== TABLE_MAGIC || words.length !== TABLE_HEADER_WORDS + 2 * (words[2] as number)) throw new Error(`${tableFile}: not a floor table`);
-    return new FloorStore(fs.openSync(log, "r+"), dir, durable, words[1] as number, words.subarray(TABLE_HEADER_WORDS));
-  }
-
-  /** Zero-fills the space the next writes go to and syncs it (untimed: a durable write is then an overwrite). */
-  prepare(): void {
-    if (!this.durable) return;
-    const zeros = Buffer.alloc(CHUNK_BYTES);
-    for (let at = 0; at < ZERO_AHEAD_BYTES; at += zeros.length) fs.writeSync(this.fd, zeros, 0, zeros.length, this.end + at);
-    fs.fdatasyncSync(this.fd);
+    const { fd, words } = openFloorFiles(dir);
+    if (words === null) return new FloorStore(fd, dir, durable, 0, new Uint32Array(0));
+    if (words[0] !== TABLE_MAGIC || words.length !== TABLE_HEADER_WORDS + 2 * (words[2] as number)) throw new Error(`${dir}: not a floor table`);
+    return new FloorStore(fd, dir, durable, words[1] as number, words.subarray(TABLE_HEADER_WORDS));
   }
 
   /** Writes `ops` as one atomic batch (one write, and one fdatasync when durable), then makes them visible. */
   batch(ops: readonly BatchOp[]): void {
     let bytes = COMMIT_BYTES;
     for (const op of ops) bytes += HEADER_BYTES + op.key.length + (op.type === "put" ? op.value.byteLength : 0);
-    if (this.end + bytes > LOG_BYTES_MAX) throw new Error(`the floor's log stays under ${LOG_BYTES_MAX} bytes`);
+    this.checkRoom(bytes);
     const buf = Buffer.allocUnsafe(bytes);
     let at = 0;
     for (const op of ops) at = this.encode(buf, at, op);
-    buf.writeUInt16LE(COMMIT_BYTES, at + 4);
-    buf[at + 6] = KIND_COMMIT;
-    buf[at + 7] = 0;
+    buf.writeUInt16LE(COMMIT_BYTES, at + AT_LENGTH);
+    buf[at + AT_KIND] = KIND_COMMIT;
+    buf[at + AT_KEY_BYTES] = 0;
     buf.writeUInt32LE(zlib.crc32(buf.subarray(0, at)), at + HEADER_BYTES);
     buf.writeUInt32LE(zlib.crc32(buf.subarray(at + 4, at + COMMIT_BYTES)), at);
-    const base = this.end;
-    fs.writeSync(this.fd, buf, 0, bytes, base);
-    if (this.durable) fs.fdatasyncSync(this.fd);
-    this.end += bytes;
+    const base = this.append(buf);
     at = 0;
     for (const op of ops) {
       this.touched.set(op.key, op.type === "put" ? base + at : FORGOTTEN);
-      at += buf.readUInt16LE(at + 4);
+      at += buf.readUInt16LE(at + AT_LENGTH);
     }
-    this.copyIntoChunks(buf, base);
   }
 
   /** Encodes `op` at `at` of `buf` with its crc32; returns the offset after it. */
@@ -134,24 +101,13 @@ export class FloorStore {
     const keyBytes = op.key.length;
     const len = HEADER_BYTES + keyBytes + (op.type === "put" ? op.value.byteLength : 0);
     if (len > RECORD_BYTES_MAX || keyBytes > 0xff) throw new Error("a floor record's key is under 256 bytes and the record under 64 KiB");
-    buf.writeUInt16LE(len, at + 4);
-    buf[at + 6] = op.type === "put" ? KIND_PUT : KIND_DEL;
-    buf[at + 7] = keyBytes;
+    buf.writeUInt16LE(len, at + AT_LENGTH);
+    buf[at + AT_KIND] = op.type === "put" ? KIND_PUT : KIND_DEL;
+    buf[at + AT_KEY_BYTES] = keyBytes;
     buf.write(op.key, at + HEADER_BYTES, keyBytes, "latin1");
     if (op.type === "put") buf.set(op.value, at + HEADER_BYTES + keyBytes);
     buf.writeUInt32LE(zlib.crc32(buf.subarray(at + 4, at + len)), at);
     return at + len;
-  }
-
-  /** Copies a batch written at `base` into the chunks already in memory (the others read it from the file when needed). */
-  private copyIntoChunks(buf: Buffer, base: number): void {
-    for (let i = Math.floor(base / CHUNK_BYTES); i * CHUNK_BYTES < base + buf.length; i++) {
-      const chunk = this.chunks[i];
-      if (chunk === undefined) continue;
-      const from = Math.max(base, i * CHUNK_BYTES);
-      const to = Math.min(base + buf.length, (i + 1) * CHUNK_BYTES);
-      buf.copy(chunk, from - i * CHUNK_BYTES, from - base, to - base);
-    }
   }
 
   /** The value of `key` (a copy the caller owns), or undefined when it has none. */
@@ -175,46 +131,22 @@ export class FloorStore {
 
   /** The value of the PUT record at `off` when it is `key`'s (a copy), null when it is another name's; throws on a bad crc32. */
   private valueAt(off: number, key: string): Uint8Array | null {
-    const i = Math.floor(off / CHUNK_BYTES);
-    let buf = this.chunkAt(i);
-    let at = off - i * CHUNK_BYTES;
-    if (at + HEADER_BYTES > CHUNK_BYTES || at + buf.readUInt16LE(at + 4) > CHUNK_BYTES) {
-      buf = this.readRecord(off); // across two chunks: read on its own
-      at = 0;
-    }
-    const len = buf.readUInt16LE(at + 4);
+    this.locate(off, HEADER_BYTES);
+    const buf = this.recBytes;
+    const at = this.recAt;
+    const len = buf.readUInt16LE(at + AT_LENGTH);
     if (zlib.crc32(buf.subarray(at + 4, at + len)) !== buf.readUInt32LE(at)) throw new Error(`floor record at ${off}: crc32 mismatch`);
-    if (buf[at + 6] !== KIND_PUT) throw new Error(`floor record at ${off}: not a PUT`);
-    const keyBytes = buf[at + 7] as number;
+    if (buf[at + AT_KIND] !== KIND_PUT) throw new Error(`floor record at ${off}: not a PUT`);
+    const keyBytes = buf[at + AT_KEY_BYTES] as number;
     if (keyBytes !== key.length || !keyAt(buf, at + HEADER_BYTES, key)) return null;
     const value = Buffer.allocUnsafe(len - HEADER_BYTES - keyBytes);
     buf.copy(value, 0, at + HEADER_BYTES + keyBytes, at + len);
     return value;
   }
 
-  /** Chunk `i` of the log, read from the file on first need (off the JS heap, as engram's block cache). */
-  private chunkAt(i: number): Buffer {
-    let chunk = this.chunks[i];
-    if (chunk === undefined) {
-      chunk = Buffer.from(new SharedArrayBuffer(CHUNK_BYTES));
-      fs.readSync(this.fd, chunk, 0, CHUNK_BYTES, i * CHUNK_BYTES);
-      this.chunks[i] = chunk;
-    }
-    return chunk;
-  }
-
-  /** The record at `off`, read from the file into a buffer of its own. */
-  private readRecord(off: number): Buffer {
-    const head = Buffer.allocUnsafe(HEADER_BYTES);
-    fs.readSync(this.fd, head, 0, HEADER_BYTES, off);
-    const rec = Buffer.allocUnsafe(head.readUInt16LE(4));
-    fs.readSync(this.fd, rec, 0, rec.length, off);
-    return rec;
-  }
-
   /** Writes the table of every live name (a scan of the log: untimed, as it is no part of W5) and closes. */
   close(): void {
-    const live = this.scan();
+    const live = this.scan(this.readAll());
     let cells = 16;
     while (cells < 2 * live.size) cells *= 2;
     const words = new Uint32Array(TABLE_HEADER_WORDS + 2 * cells);
@@ -228,51 +160,37 @@ export class FloorStore {
       t[2 * p] = hashOf(key);
       t[2 * p + 1] = off;
     }
-    const tmp = path.join(this.dir, `${TABLE_FILE}.tmp`);
-    fs.writeFileSync(tmp, words);
-    const tfd = fs.openSync(tmp, "r");
-    fs.fsyncSync(tfd);
-    fs.closeSync(tfd);
-    fs.renameSync(tmp, path.join(this.dir, TABLE_FILE));
-    fs.fsyncSync(this.fd);
-    fs.closeSync(this.fd);
+    this.finish(words);
   }
 
   /** Every live name's PUT offset, from the log's committed batches. */
-  private scan(): Map<string, number> {
-    const log = Buffer.allocUnsafe(this.end);
-    fs.readSync(this.fd, log, 0, this.end, 0);
+  private scan(log: Buffer): Map<string, number> {
     const live = new Map<string, number>();
-    const pending: Array<[string, number]> = [];
-    for (let at = 0, batchAt = 0; at < this.end; ) {
-      const len = log.readUInt16LE(at + 4);
-      if (len < HEADER_BYTES || zlib.crc32(log.subarray(at + 4, at + len)) !== log.readUInt32LE(at)) throw new Error(`floor log at ${at}: a bad record`);
-      const kind = log[at + 6];
-      if (kind === KIND_COMMIT) {
-        if (zlib.crc32(log.subarray(batchAt, at)) !== log.readUInt32LE(at + HEADER_BYTES)) throw new Error(`floor log at ${batchAt}: a torn batch`);
-        for (const [key, off] of pending) if (off < 0) live.delete(key); else live.set(key, off);
-        pending.length = 0;
-        batchAt = at + len;
-      } else {
-        const key = log.toString("latin1", at + HEADER_BYTES, at + HEADER_BYTES + (log[at + 7] as number));
-        pending.push([key, kind === KIND_PUT ? at : FORGOTTEN]);
-      }
-      at += len;
-    }
+    this.scanCommitted(log, HEADER_BYTES, (key, off, kind) => (kind === KIND_PUT ? live.set(key, off) : live.delete(key)));
     return live;
   }
 }
 
+/** What W5 asks of a floor store (both keep it: FloorStore, AnsweringFloorStore). */
+interface W5Store {
+  prepare(): void;
+  batch(ops: readonly BatchOp[]): void;
+  get(key: string): Uint8Array | undefined;
+  close(): void;
+}
 
 /**
  * W5 on the floor store in a fresh directory under `dir`, as bench/workloads.ts w5 runs it on
  * the stores: n keys loaded untimed (non-durable, atomic batches), reopened durable, the three
- * timed phases; then a reopen and a first read (timed alone: the reopen goal's measure).
+ * timed phases; then a reopen and a first read (timed alone: the reopen goal's measure). With
+ * `answers`, on the store that answers as the contract asks (bench/w5-floor-answers.ts), its
+ * metrics named `limit.w5floor.answers.*` instead of `limit.w5floor.*`.
  */
-export function measureW5Floor(dir: string, n: number): Record<string, number> {
+export function measureW5Floor(dir: string, n: number, answers = false): Record<string, number> {
   const work = fs.mkdtempSync(path.join(dir, "w5floor-"));
+  const open = (durable: boolean): W5Store => (answers ? AnsweringFloorStore.open(work, durable) : FloorStore.open(work, durable));
   try {
-    const loader = FloorStore.open(work, false);
+    const loader = open(false);
     const order = permutation(n, W5_LOAD_SEED);
     for (let b = 0; b < n; b += W5_BATCH_OPS) {
       const ops: BatchOp[] = [];
@@ -280,7 +198,7 @@ export function measureW5Floor(dir: string, n: number): Record<string, number> {
       loader.batch(ops);
     }
     loader.close();
-    const s = FloorStore.open(work, true);
+    const s = open(true);
     s.prepare();
     const { dels, puts } = w5Batches(n);
     const t0 = nowNs();
@@ -293,17 +211,18 @@ export function measureW5Floor(dir: string, n: number): Record<string, number> {
     s.close();
     if (bad !== 0) throw new Error(`the floor store read ${bad} wrong values in W5`);
     const t4 = nowNs();
-    const again = FloorStore.open(work, true);
+    const again = open(true);
     const first = again.get(keyOf(1));
     const openMs = secondsSince(t4) * 1000;
     again.close();
     if (!sameValue(first, 1, 1)) throw new Error("the floor store's first read after its reopen is wrong");
+    const prefix = answers ? "limit.w5floor.answers" : "limit.w5floor";
     return {
-      "limit.w5floor.seconds": secondsSince(t0, t3),
-      "limit.w5floor.delete.seconds": secondsSince(t0, t1),
-      "limit.w5floor.rewrite.seconds": secondsSince(t1, t2),
-      "limit.w5floor.verify.seconds": secondsSince(t2, t3),
-      "limit.w5floor.reopenMs": openMs,
+      [`${prefix}.seconds`]: secondsSince(t0, t3),
+      [`${prefix}.delete.seconds`]: secondsSince(t0, t1),
+      [`${prefix}.rewrite.seconds`]: secondsSince(t1, t2),
+      [`${prefix}.verify.seconds`]: secondsSince(t2, t3),
+      [`${prefix}.reopenMs`]: openMs,
     };
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
@@ -319,12 +238,14 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const n = Number(flag("--n", "200000"));
   const rounds = Number(flag("--rounds", "3"));
   const dir = flag("--dir", os.tmpdir());
+  const answers = args.includes("--answers");
+  const prefix = answers ? "limit.w5floor.answers" : "limit.w5floor";
   for (let r = 0; r < rounds; r++) {
-    const m = measureW5Floor(dir, n);
-    const ms = (id: string): string => ((m[id] as number) * 1000).toFixed(0);
+    const m = measureW5Floor(dir, n, answers);
+    const ms = (id: string): string => ((m[`${prefix}.${id}`] as number) * 1000).toFixed(0);
     console.log(
-      `round ${r}: W5 ${ms("limit.w5floor.seconds")} ms (delete ${ms("limit.w5floor.delete.seconds")}, rewrite ${ms("limit.w5floor.rewrite.seconds")}, ` +
-        `read all ${ms("limit.w5floor.verify.seconds")}); reopen + first read ${(m["limit.w5floor.reopenMs"] as number).toFixed(2)} ms`,
+      `round ${r}${answers ? " (answers)" : ""}: W5 ${ms("seconds")} ms (delete ${ms("delete.seconds")}, rewrite ${ms("rewrite.seconds")}, ` +
+        `read all ${ms("verify.seconds")}); reopen + first read ${(m[`${prefix}.reopenMs`] as number).toFixed(2)} ms`,
     );
   }
 }

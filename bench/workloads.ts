@@ -638,9 +638,10 @@ export async function runWorkload(spec: ChildSpec): Promise<ChildResult> {
       r.metrics = { ...(await measureLimits(spec.dir, spec.quick)) };
       break;
     }
-    case "w5floor": {
+    case "w5floor":
+    case "w5answers": {
       const { measureW5Floor } = await import("./w5-floor.js");
-      r.metrics = measureW5Floor(spec.dir, spec.sizes.w5Keys);
+      r.metrics = measureW5Floor(spec.dir, spec.sizes.w5Keys, spec.workload === "w5answers");
       break;
     }
   }

@@ -1,17 +1,23 @@
 /**
- * W5's floor store (bench/w5-floor.ts), the least-work store whose W5 time the bench reports
- * beside the goal: its figure only means something if it does W5 correctly and reads nothing it
- * did not write. Method: W5 at a small size through measureW5Floor (which throws on any wrong
- * value); a byte of a stored value flipped on disk between a close and a reopen, which the read
- * must refuse (its crc32) rather than return; and the report's line that sets the floor against
- * the best peer's W5 time and engram's, from hand-made samples.
+ * W5's floor stores (bench/w5-floor.ts, blind, and bench/w5-floor-answers.ts, answering as the
+ * contract asks), the least-work stores whose W5 times the bench reports beside the goal: their
+ * figures only mean something if they do W5 correctly and read nothing they did not write, and
+ * the answering one's only if it answers. Method: W5 at a small size through measureW5Floor
+ * (which throws on any wrong value), for each; a byte of a stored value flipped on disk between a
+ * close and a reopen, which the read must refuse (its crc32) rather than return; the answering
+ * store's decisions read back through its state() across closes and opens — a forget of nothing
+ * writes no record (the blind store, its twin, writes one), a write after a forget takes the next
+ * generation, an overwrite keeps it; and the report's line that sets both floors against the best
+ * peer's W5 time and engram's, from hand-made samples.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { FloorStore, measureW5Floor } from "../bench/w5-floor.js";
+import { AnsweringFloorStore } from "../bench/w5-floor-answers.js";
 import { addSample, w5FloorLine, type Samples } from "../bench/report.js";
+import type { BatchOp } from "../bench/adapters.js";
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -52,19 +58,90 @@ describe("W5's floor store", () => {
     again.close();
   });
 
-  it("refuses a value whose bytes changed on disk instead of returning them", () => {
+  for (const [name, open] of [
+    ["blind", (dir: string) => FloorStore.open(dir, false)],
+    ["answering", (dir: string) => AnsweringFloorStore.open(dir, false)],
+  ] as const) {
+    it(`refuses a value whose bytes changed on disk instead of returning them (${name})`, () => {
+      const dir = tmp();
+      const s = open(dir);
+      s.batch([{ type: "put", key: "k", value: Buffer.from("value-bytes") }]);
+      s.close();
+      const log = path.join(dir, "log");
+      const bytes = fs.readFileSync(log);
+      const at = bytes.indexOf("value-bytes");
+      expect(at).toBeGreaterThan(0);
+      bytes[at] = (bytes[at] as number) ^ 0x01;
+      fs.writeFileSync(log, bytes);
+      const again = open(dir);
+      expect(() => again.get("k")).toThrow(/crc32/);
+    });
+  }
+});
+
+describe("W5's answering floor store", () => {
+  it("runs W5 with every value right and reports each phase under its own names", () => {
+    const m = measureW5Floor(tmp(), 4000, true);
+    for (const id of ["seconds", "delete.seconds", "rewrite.seconds", "verify.seconds", "reopenMs"]) {
+      expect(m[`limit.w5floor.answers.${id}`]).toBeGreaterThan(0);
+      expect(m[`limit.w5floor.${id}`]).toBeUndefined();
+    }
+  });
+
+  it("writes no record for a forget of nothing, where the blind store (its twin) writes one", () => {
     const dir = tmp();
-    const s = FloorStore.open(dir, false);
-    s.batch([{ type: "put", key: "k", value: Buffer.from("value-bytes") }]);
+    const grows = (s: { logBytes: number; batch(ops: readonly BatchOp[]): void }, ops: readonly BatchOp[]): number => {
+      const before = s.logBytes;
+      s.batch(ops);
+      return s.logBytes - before;
+    };
+    const answering = AnsweringFloorStore.open(path.join(dir, "a"), false);
+    const blind = FloorStore.open(path.join(dir, "b"), false);
+    for (const s of [answering, blind]) {
+      s.batch([{ type: "put", key: "here", value: Buffer.from("v") }]);
+      const commitAlone = grows(s, []);
+      const forgetNothing = grows(s, [{ type: "del", key: "never-written" }]);
+      const forgetSomething = grows(s, [{ type: "del", key: "here" }]);
+      expect(forgetSomething).toBeGreaterThan(commitAlone + "here".length);
+      if (s === answering) expect(forgetNothing).toBe(commitAlone);
+      else expect(forgetNothing).toBeGreaterThan(commitAlone + "never-written".length);
+    }
+    expect(answering.state("never-written")).toEqual({ kind: "none", generation: 0 });
+    expect(answering.state("here")).toEqual({ kind: "del", generation: 1 });
+    answering.close();
+    blind.close();
+  });
+
+  it("decides generations as the contract does, across closes and opens", () => {
+    const dir = tmp();
+    let s = AnsweringFloorStore.open(dir, true);
+    s.prepare();
+    s.batch([
+      { type: "put", key: "a", value: Buffer.from("a1") },
+      { type: "put", key: "b", value: Buffer.from("b1") },
+    ]);
+    expect(s.state("a")).toEqual({ kind: "put", generation: 1 });
+    s.batch([{ type: "del", key: "a" }]);
+    expect(s.state("a")).toEqual({ kind: "del", generation: 1 });
+    expect(s.get("a")).toBeUndefined();
+    s.batch([{ type: "put", key: "a", value: Buffer.from("a2") }, { type: "put", key: "b", value: Buffer.from("b2") }]);
+    expect(s.state("a")).toEqual({ kind: "put", generation: 2 }); // a write after a forget: the next generation
+    expect(s.state("b")).toEqual({ kind: "put", generation: 1 }); // an overwrite keeps it
+    s.batch([{ type: "del", key: "b" }]);
     s.close();
-    const log = path.join(dir, "log");
-    const bytes = fs.readFileSync(log);
-    const at = bytes.indexOf("value-bytes");
-    expect(at).toBeGreaterThan(0);
-    bytes[at] = (bytes[at] as number) ^ 0x01;
-    fs.writeFileSync(log, bytes);
-    const again = FloorStore.open(dir, false);
-    expect(() => again.get("k")).toThrow(/crc32/);
+    s = AnsweringFloorStore.open(dir, true);
+    expect(s.state("a")).toEqual({ kind: "put", generation: 2 });
+    expect(s.state("b")).toEqual({ kind: "del", generation: 1 }); // from the table's cell
+    expect(Buffer.from(s.get("a") as Uint8Array).toString()).toBe("a2");
+    expect(s.get("b")).toBeUndefined();
+    s.batch([{ type: "put", key: "b", value: Buffer.from("b3") }]);
+    expect(s.state("b")).toEqual({ kind: "put", generation: 2 });
+    s.close();
+    s = AnsweringFloorStore.open(dir, false);
+    expect(s.state("b")).toEqual({ kind: "put", generation: 2 });
+    expect(Buffer.from(s.get("b") as Uint8Array).toString()).toBe("b3");
+    expect(s.state("c")).toEqual({ kind: "none", generation: 0 });
+    s.close();
   });
 });
 
@@ -77,6 +154,9 @@ describe("the report sets the floor against the goal", () => {
     const line = w5FloorLine(samples, { "limit.w5floor.seconds": 0.8 });
     expect(line).toContain("0.50× classic-level's");
     expect(line).toContain("3.00× the floor");
+    expect(line).not.toContain("Answering");
+    const both = w5FloorLine(samples, { "limit.w5floor.seconds": 0.8, "limit.w5floor.answers.seconds": 0.96 });
+    expect(both).toContain("Answering as the contract asks (a state lookup before each write and forget): 0.960 s, 0.60× classic-level's; engram is 2.50× it.");
     expect(w5FloorLine(samples, "not measured")).toBeNull();
     expect(w5FloorLine(samples, {})).toBeNull();
   });
