@@ -11,9 +11,9 @@
  * open in a JS Map (each one's latest record's offset, generation and kind in one number), the
  * rest in the table the last close wrote, whose cells hold each name's latest record's offset,
  * kind and generation and the key's first KEY_INLINE_BYTES, so that a lookup compares the key in
- * the cell and reads no record. The
- * table stays small enough to read at open within the reopen goal: 1.25 cells a name at least,
- * 24 B a cell (6.3 MB at 200k names; a 16 MB table took ~48 ms to read here, over the goal).
+ * the cell and reads no record. The table stays small enough to read at open within the reopen
+ * goal: 1.25 cells a name at least, 24 B a cell (6.3 MB at 200k names; a 16 MB table took ~48 ms
+ * to read here, over the goal).
  * Like the blind floor, it leaves out scopes, expiry, retention, undelete itself, reads that fail
  * closed, concurrency, compaction and hints kept current, so its time is below what engram's
  * contract lets any store reach here.
