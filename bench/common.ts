@@ -79,7 +79,7 @@ export const FULL: Sizes = {
 export const VALUE_BYTES = 256;
 
 /** Workloads one child process can run. */
-export const WORKLOADS = ["probe", "w1", "w2", "w3", "w4", "w5", "compact", "fsync", "limits", "w5floor", "w5answers", "format"] as const;
+export const WORKLOADS = ["probe", "w1", "w2", "w3", "w4", "w5", "compact", "fsync", "limits", "w5floor", "w5answers", "w5mmap", "format"] as const;
 export type Workload = (typeof WORKLOADS)[number];
 
 /** What the parent tells a child (passed as one JSON argument). */

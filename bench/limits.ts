@@ -54,6 +54,10 @@ export const LIMIT_ROWS: ReadonlyArray<{ id: string; label: string; unit: string
   { id: "limit.w5floor.answers.rewrite.seconds", label: "of which rewrite", unit: "s" },
   { id: "limit.w5floor.answers.verify.seconds", label: "of which read-all-verify", unit: "s" },
   { id: "limit.w5floor.answers.reopenMs", label: "the answering floor store's reopen after W5 + first read", unit: "ms" },
+  { id: "limit.w5floor.answers.mmap.seconds", label: "W5 on the answering floor store reading its log through mmap (bench/native-mmap.ts, a native addon, as lmdb reads its file)", unit: "s" },
+  { id: "limit.w5floor.answers.mmap.delete.seconds", label: "of which delete", unit: "s" },
+  { id: "limit.w5floor.answers.mmap.rewrite.seconds", label: "of which rewrite", unit: "s" },
+  { id: "limit.w5floor.answers.mmap.verify.seconds", label: "of which read-all-verify", unit: "s" },
 ];
 
 function syncLoop(fd: number, n: number, capMs: number, pos: (i: number) => number | null): { rate: number; lat: Float64Array; done: number } {

@@ -377,13 +377,14 @@ export function goalsTable(samples: Samples): string {
 
 /**
  * W5's floor against its goal: the floor store's W5 time (bench/w5-floor.ts, in this run's limits)
- * over the best peer's, beside engram's, and the answering floor's when it was measured; null
+ * over the best peer's, beside engram's, and the answering floor's (by pread and through mmap) when measured; null
  * when the floor or the best peer was not measured.
  */
 export function w5FloorLine(samples: Samples, limits: Record<string, number> | string): string | null {
   if (typeof limits === "string") return null;
   const floor = limits["limit.w5floor.seconds"];
   const answers = limits["limit.w5floor.answers.seconds"];
+  const mapped = limits["limit.w5floor.answers.mmap.seconds"];
   const best = bestPeer(samples, rowOf("w5.seconds"));
   const engram = medianOf(samples, "w5.seconds", "engram");
   if (floor === undefined || !Number.isFinite(floor) || best === null || !(best.value > 0)) return null;
@@ -391,9 +392,13 @@ export function w5FloorLine(samples: Samples, limits: Record<string, number> | s
     answers === undefined || !Number.isFinite(answers)
       ? ""
       : ` Answering as the contract asks (a state lookup before each write and forget): ${fmt(answers)} s, ${(answers / best.value).toFixed(2)}× ${best.store}'s; engram is ${(engram / answers).toFixed(2)}× it.`;
+  const throughMmap =
+    mapped === undefined || !Number.isFinite(mapped)
+      ? ""
+      : ` The same, its log read through mmap (a native addon, as lmdb reads its file): ${fmt(mapped)} s, ${(mapped / best.value).toFixed(2)}× ${best.store}'s.`;
   return (
     `W5's floor in this run (bench/w5-floor.ts: a durable log that does W5 and nothing else, meeting the reopen and heap goals): ` +
-    `${fmt(floor)} s, ${(floor / best.value).toFixed(2)}× ${best.store}'s ${fmt(best.value)} s; engram ${fmt(engram)} s is ${(engram / floor).toFixed(2)}× the floor.${answering}`
+    `${fmt(floor)} s, ${(floor / best.value).toFixed(2)}× ${best.store}'s ${fmt(best.value)} s; engram ${fmt(engram)} s is ${(engram / floor).toFixed(2)}× the floor.${answering}${throughMmap}`
   );
 }
 

@@ -347,22 +347,28 @@ async function main(): Promise<void> {
     lastSeconds.set(key, out.seconds);
     record(store, label, rep, out);
   };
-  // W5's floors (bench/w5-floor.ts, blind and answering as the contract asks): limits, each
-  // measured once per repetition right after the stores' W5 children, each in a fresh process as
-  // theirs, so that their medians share the stores' conditions.
+  // W5's floors (bench/w5-floor.ts: blind, answering as the contract asks, and answering with its
+  // log read through mmap): limits, each measured once per repetition right after the stores' W5
+  // children, each in a fresh process as theirs, so that their medians share the stores' conditions.
   const floorRuns: Array<Record<string, number>> = [];
   const answersRuns: Array<Record<string, number>> = [];
+  const mmapRuns: Array<Record<string, number>> = [];
+  const FLOORS = [
+    ["w5floor", floorRuns, "w5 floor"],
+    ["w5answers", answersRuns, "w5 floor, answers"],
+    ["w5mmap", mmapRuns, "w5 floor, mmap"],
+  ] as const;
   for (let rep = 0; rep < o.reps; rep++) {
     for (let wi = 0; wi < workloads.length; wi++) {
       const w = workloads[wi] as Workload;
       if (!want(w)) continue;
       for (const store of rotate(avail, rep + wi)) await runTimed(store, w, rep, { ...base, store, workload: w });
       if (w === "w5" && typeof limits !== "string") {
-        for (const [workload, runs] of [["w5floor", floorRuns], ["w5answers", answersRuns]] as const) {
+        for (const [workload, runs, label] of FLOORS) {
           const f = await runChild({ ...base, store: "none", workload }, root, timeoutMs);
           if (f.result !== null && f.error === null) runs.push(f.result.metrics);
           else notes.push(`W5's floor (bench/w5-floor.ts, ${workload}, rep ${rep + 1}) failed: ${f.error ?? "?"}`);
-          log(`[rep ${rep + 1}/${o.reps}] ${(workload === "w5floor" ? "w5 floor" : "w5 floor, answers").padEnd(18)} ${"none".padEnd(15)} ${f.seconds.toFixed(1).padStart(6)} s`);
+          log(`[rep ${rep + 1}/${o.reps}] ${label.padEnd(18)} ${"none".padEnd(15)} ${f.seconds.toFixed(1).padStart(6)} s`);
         }
       }
     }
@@ -372,7 +378,7 @@ async function main(): Promise<void> {
       }
     }
   }
-  if (typeof limits !== "string") Object.assign(limits, medianMetrics(floorRuns), medianMetrics(answersRuns));
+  if (typeof limits !== "string") Object.assign(limits, medianMetrics(floorRuns), medianMetrics(answersRuns), medianMetrics(mmapRuns));
   if (skipped.length > 0) {
     notes.push(`Time budget (${budgetMs / 1000} s) reached: skipped ${skipped.join(", ")}; those rows have fewer repetitions (or none).`);
   }

@@ -4,11 +4,13 @@
  * into space zero-filled ahead of its end before the timed phases), its bytes brought into memory
  * 1 MiB at a time on first need (off the JS heap, as engram's block cache; batches written since
  * are copied into the chunks already in memory), and the table file its close writes. Every record
- * of either format starts with its crc32 (u32) and its length (u16).
+ * of either format starts with its crc32 (u32) and its length (u16). With mapLog() the log is read
+ * through a read-only shared mapping instead (bench/native-mmap.ts), as lmdb reads its file.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as zlib from "node:zlib";
+import type { Mmap } from "./native-mmap.js";
 
 /** Where a record's length (u16), kind (u8) and key's bytes (u8) lie in it, in both formats (after its crc32). */
 export const AT_LENGTH = 4;
@@ -59,6 +61,8 @@ export function openFloorFiles(dir: string): FloorFiles {
 export class FloorLog {
   /** The log's bytes brought into memory, one entry per CHUNK_BYTES; undefined until first needed. */
   private readonly chunks: Array<Buffer | undefined> = [];
+  /** The log's bytes through a shared mapping (mapLog()), which sees every write made since; null when read by chunks. */
+  private mapped: Buffer | null = null;
   /** Where locate() found its record: the buffer and the record's start in it. */
   protected recBytes: Buffer = Buffer.alloc(0);
   protected recAt = 0;
@@ -83,6 +87,16 @@ export class FloorLog {
     fs.fdatasyncSync(this.fd);
   }
 
+  /**
+   * Reads the log from now on through a read-only shared mapping of the whole file (its zeros
+   * ahead included, so prepare() first when durable): the kernel maps page-cache pages on first
+   * touch, several at a time, where a read by chunks copies them into fresh memory. Records past
+   * the mapping are still read by chunks.
+   */
+  mapLog(mmap: Mmap): void {
+    this.mapped = Buffer.from(mmap.map(this.fd, fs.fstatSync(this.fd).size));
+  }
+
   /** Throws unless `bytes` more fit in the log. */
   protected checkRoom(bytes: number): void {
     if (this.end + bytes > LOG_BYTES_MAX) throw new Error(`the floor's log stays under ${LOG_BYTES_MAX} bytes`);
@@ -104,8 +118,14 @@ export class FloorLog {
     return base;
   }
 
-  /** Finds the record at `off` in memory (this.recBytes, this.recAt): in its chunk, or read alone when it crosses into the next one. */
+  /** Finds the record at `off` in memory (this.recBytes, this.recAt): in the mapping, else in its chunk, or read alone when it crosses into the next one. */
   protected locate(off: number, headerBytes: number): void {
+    const mapped = this.mapped;
+    if (mapped !== null && off + headerBytes <= mapped.length && off + mapped.readUInt16LE(off + AT_LENGTH) <= mapped.length) {
+      this.recBytes = mapped;
+      this.recAt = off;
+      return;
+    }
     const i = Math.floor(off / CHUNK_BYTES);
     let buf = this.chunkAt(i);
     let at = off - i * CHUNK_BYTES;

@@ -23,9 +23,11 @@
  *
  * Its log (the file, the chunks, the table file's write) is bench/w5-floor-log.ts;
  * bench/w5-floor-answers.ts is the same store answering as the contract asks (a state lookup
- * before each write and forget); `--answers` runs that one instead.
+ * before each write and forget); `--answers` runs that one instead. `--mmap` reads the log
+ * through a shared mapping (bench/native-mmap.ts, a native addon built on first use) instead of
+ * by pread into memory: what a store that maps its files, as lmdb, pays for W5's reads here.
  *
- *   node --import tsx bench/w5-floor.ts [--n 200000] [--rounds 3] [--dir D] [--answers]
+ *   node --import tsx bench/w5-floor.ts [--n 200000] [--rounds 3] [--dir D] [--answers] [--mmap]
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -34,6 +36,7 @@ import { pathToFileURL } from "node:url";
 import * as zlib from "node:zlib";
 import type { BatchOp } from "./adapters.js";
 import { keyOf, nowNs, permutation, sameValue, secondsSince, valueOf } from "./common.js";
+import { loadMmap, type Mmap } from "./native-mmap.js";
 import { AnsweringFloorStore } from "./w5-floor-answers.js";
 import { AT_KEY_BYTES, AT_KIND, AT_LENGTH, FloorLog, hashOf, KIND_COMMIT, keyAt, openFloorFiles } from "./w5-floor-log.js";
 import { W5_BATCH_OPS, W5_LOAD_SEED, w5Batches, w5Verify } from "./w5-ops.js";
@@ -174,6 +177,7 @@ export class FloorStore extends FloorLog {
 /** What W5 asks of a floor store (both keep it: FloorStore, AnsweringFloorStore). */
 interface W5Store {
   prepare(): void;
+  mapLog(mmap: Mmap): void;
   batch(ops: readonly BatchOp[]): void;
   get(key: string): Uint8Array | undefined;
   close(): void;
@@ -184,9 +188,11 @@ interface W5Store {
  * the stores: n keys loaded untimed (non-durable, atomic batches), reopened durable, the three
  * timed phases; then a reopen and a first read (timed alone: the reopen goal's measure). With
  * `answers`, on the store that answers as the contract asks (bench/w5-floor-answers.ts), its
- * metrics named `limit.w5floor.answers.*` instead of `limit.w5floor.*`.
+ * metrics named `limit.w5floor.answers.*` instead of `limit.w5floor.*`. With `mmap`, the timed
+ * phases read the log through a shared mapping made untimed before them (FloorLog.mapLog), the
+ * metrics' prefix followed by `.mmap`; the reopen after them reads by chunks as without.
  */
-export function measureW5Floor(dir: string, n: number, answers = false): Record<string, number> {
+export function measureW5Floor(dir: string, n: number, answers = false, mmap: Mmap | null = null): Record<string, number> {
   const work = fs.mkdtempSync(path.join(dir, "w5floor-"));
   const open = (durable: boolean): W5Store => (answers ? AnsweringFloorStore.open(work, durable) : FloorStore.open(work, durable));
   try {
@@ -200,6 +206,7 @@ export function measureW5Floor(dir: string, n: number, answers = false): Record<
     loader.close();
     const s = open(true);
     s.prepare();
+    if (mmap !== null) s.mapLog(mmap);
     const { dels, puts } = w5Batches(n);
     const t0 = nowNs();
     for (const b of dels) s.batch(b);
@@ -216,7 +223,7 @@ export function measureW5Floor(dir: string, n: number, answers = false): Record<
     const openMs = secondsSince(t4) * 1000;
     again.close();
     if (!sameValue(first, 1, 1)) throw new Error("the floor store's first read after its reopen is wrong");
-    const prefix = answers ? "limit.w5floor.answers" : "limit.w5floor";
+    const prefix = floorPrefix(answers, mmap !== null);
     return {
       [`${prefix}.seconds`]: secondsSince(t0, t3),
       [`${prefix}.delete.seconds`]: secondsSince(t0, t1),
@@ -229,6 +236,11 @@ export function measureW5Floor(dir: string, n: number, answers = false): Record<
   }
 }
 
+/** The metrics' prefix of a floor: `limit.w5floor`, then `.answers` for the answering store, then `.mmap` when it reads through a mapping. */
+export function floorPrefix(answers: boolean, mapped: boolean): string {
+  return `limit.w5floor${answers ? ".answers" : ""}${mapped ? ".mmap" : ""}`;
+}
+
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const args = process.argv.slice(2);
   const flag = (name: string, fallback: string): string => {
@@ -239,12 +251,14 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
   const rounds = Number(flag("--rounds", "3"));
   const dir = flag("--dir", os.tmpdir());
   const answers = args.includes("--answers");
-  const prefix = answers ? "limit.w5floor.answers" : "limit.w5floor";
+  const mmap = args.includes("--mmap") ? loadMmap() : null;
+  if (typeof mmap === "string") throw new Error(mmap);
+  const prefix = floorPrefix(answers, mmap !== null);
   for (let r = 0; r < rounds; r++) {
-    const m = measureW5Floor(dir, n, answers);
+    const m = measureW5Floor(dir, n, answers, mmap);
     const ms = (id: string): string => ((m[`${prefix}.${id}`] as number) * 1000).toFixed(0);
     console.log(
-      `round ${r}${answers ? " (answers)" : ""}: W5 ${ms("seconds")} ms (delete ${ms("delete.seconds")}, rewrite ${ms("rewrite.seconds")}, ` +
+      `round ${r}${answers ? " (answers)" : ""}${mmap !== null ? " (mmap)" : ""}: W5 ${ms("seconds")} ms (delete ${ms("delete.seconds")}, rewrite ${ms("rewrite.seconds")}, ` +
         `read all ${ms("verify.seconds")}); reopen + first read ${(m[`${prefix}.reopenMs`] as number).toFixed(2)} ms`,
     );
   }

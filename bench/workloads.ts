@@ -7,6 +7,7 @@ import * as path from "node:path";
 import { Bench } from "tinybench";
 import { loadEngram, OPENERS, probeStore, wrapEngram, type BatchOp, type Entry, type StoreAdapter } from "./adapters.js";
 import { W5_LOAD_SEED, w5Batches, w5Verify } from "./w5-ops.js";
+import type { Mmap } from "./native-mmap.js";
 import {
   cpuSplit,
   errorText,
@@ -639,9 +640,16 @@ export async function runWorkload(spec: ChildSpec): Promise<ChildResult> {
       break;
     }
     case "w5floor":
-    case "w5answers": {
+    case "w5answers":
+    case "w5mmap": {
       const { measureW5Floor } = await import("./w5-floor.js");
-      r.metrics = measureW5Floor(spec.dir, spec.sizes.w5Keys, spec.workload === "w5answers");
+      let mmap: Mmap | null = null;
+      if (spec.workload === "w5mmap") {
+        const loaded = (await import("./native-mmap.js")).loadMmap();
+        if (typeof loaded === "string") throw new Error(loaded);
+        mmap = loaded;
+      }
+      r.metrics = measureW5Floor(spec.dir, spec.sizes.w5Keys, spec.workload !== "w5floor", mmap);
       break;
     }
   }

@@ -7,13 +7,18 @@
  * close and a reopen, which the read must refuse (its crc32) rather than return; the answering
  * store's decisions read back through its state() across closes and opens — a forget of nothing
  * writes no record (the blind store, its twin, writes one), a write after a forget takes the next
- * generation, an overwrite keeps it; and the report's line that sets both floors against the best
+ * generation, an overwrite keeps it; the floors reading their log through mmap (bench/native-mmap.ts,
+ * built here with the machine's C compiler): W5 right, and a byte flipped in the file after a
+ * first read seen by the next read (the mapping shows the file's bytes; the chunk reader, its
+ * twin, returns the copy it already holds), and the addon refusing a mapping past the file's end
+ * (a read there would raise SIGBUS); and the report's line that sets the floors against the best
  * peer's W5 time and engram's, from hand-made samples.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { loadMmap, type Mmap } from "../bench/native-mmap.js";
 import { FloorStore, measureW5Floor } from "../bench/w5-floor.js";
 import { AnsweringFloorStore } from "../bench/w5-floor-answers.js";
 import { addSample, w5FloorLine, type Samples } from "../bench/report.js";
@@ -145,6 +150,60 @@ describe("W5's answering floor store", () => {
   });
 });
 
+/** The mmap addon, built on first use; a test fails with the reason when it cannot be built here. */
+function mmapAddon(): Mmap {
+  const loaded = loadMmap();
+  if (typeof loaded === "string") throw new Error(loaded);
+  return loaded;
+}
+
+describe("W5's floor stores reading through mmap", () => {
+  for (const answers of [false, true]) {
+    it(`run W5 with every value right under the .mmap names (${answers ? "answering" : "blind"})`, () => {
+      const m = measureW5Floor(tmp(), 4000, answers, mmapAddon());
+      const prefix = answers ? "limit.w5floor.answers.mmap" : "limit.w5floor.mmap";
+      for (const id of ["seconds", "delete.seconds", "rewrite.seconds", "verify.seconds", "reopenMs"]) expect(m[`${prefix}.${id}`]).toBeGreaterThan(0);
+      expect(Object.keys(m).every((id) => id.startsWith(`${prefix}.`))).toBe(true);
+    });
+  }
+
+  for (const mapped of [true, false]) {
+    it(`${mapped ? "read the file's bytes as they are now" : "the twin, reading by chunks, returns the bytes it copied before"}`, () => {
+      const dir = tmp();
+      const s = AnsweringFloorStore.open(dir, true);
+      s.prepare();
+      if (mapped) s.mapLog(mmapAddon());
+      s.batch([{ type: "put", key: "k", value: Buffer.from("value-bytes") }]); // written after the mapping was made
+      expect(Buffer.from(s.get("k") as Uint8Array).toString()).toBe("value-bytes");
+      const log = path.join(dir, "log");
+      const at = fs.readFileSync(log).indexOf("value-bytes");
+      expect(at).toBeGreaterThan(0);
+      const fd = fs.openSync(log, "r+");
+      fs.writeSync(fd, Buffer.from("V"), 0, 1, at);
+      if (mapped) expect(() => s.get("k")).toThrow(/crc32/);
+      else expect(Buffer.from(s.get("k") as Uint8Array).toString()).toBe("value-bytes");
+      fs.writeSync(fd, Buffer.from("v"), 0, 1, at); // put back, for the close's scan of the log
+      fs.closeSync(fd);
+      s.close();
+    });
+  }
+
+  it("the addon refuses a mapping past the file's end and a bad descriptor", () => {
+    const mmap = mmapAddon();
+    const file = path.join(tmp(), "f");
+    fs.writeFileSync(file, "0123456789");
+    const fd = fs.openSync(file, "r");
+    try {
+      expect(() => mmap.map(fd, 11)).toThrow(/SIGBUS/);
+      expect(Buffer.from(mmap.map(fd, 10)).toString()).toBe("0123456789");
+      expect(() => mmap.map(-1, 10)).toThrow(/open descriptor/);
+      expect(() => mmap.map(fd, 0)).toThrow(/positive length/);
+    } finally {
+      fs.closeSync(fd);
+    }
+  });
+});
+
 describe("the report sets the floor against the goal", () => {
   it("divides the floor by the best peer's W5 time and engram's by the floor", () => {
     const samples: Samples = new Map();
@@ -157,6 +216,9 @@ describe("the report sets the floor against the goal", () => {
     expect(line).not.toContain("Answering");
     const both = w5FloorLine(samples, { "limit.w5floor.seconds": 0.8, "limit.w5floor.answers.seconds": 0.96 });
     expect(both).toContain("Answering as the contract asks (a state lookup before each write and forget): 0.960 s, 0.60× classic-level's; engram is 2.50× it.");
+    expect(both).not.toContain("mmap");
+    const all = w5FloorLine(samples, { "limit.w5floor.seconds": 0.8, "limit.w5floor.answers.seconds": 0.96, "limit.w5floor.answers.mmap.seconds": 0.64 });
+    expect(all).toContain("The same, its log read through mmap (a native addon, as lmdb reads its file): 0.640 s, 0.40× classic-level's.");
     expect(w5FloorLine(samples, "not measured")).toBeNull();
     expect(w5FloorLine(samples, {})).toBeNull();
   });
