@@ -91,10 +91,11 @@ export class FloorLog {
    * Reads the log from now on through a read-only shared mapping of the whole file (its zeros
    * ahead included, so prepare() first when durable): the kernel maps page-cache pages on first
    * touch, several at a time, where a read by chunks copies them into fresh memory. Records past
-   * the mapping are still read by chunks.
+   * the mapping are still read by chunks (all of them when the file is empty: nothing to map).
    */
   mapLog(mmap: Mmap): void {
-    this.mapped = Buffer.from(mmap.map(this.fd, fs.fstatSync(this.fd).size));
+    const size = fs.fstatSync(this.fd).size;
+    this.mapped = size > 0 ? Buffer.from(mmap.map(this.fd, size)) : null;
   }
 
   /** Throws unless `bytes` more fit in the log. */
