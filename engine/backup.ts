@@ -62,11 +62,11 @@ function checkTarget(dir: string, target: unknown): string {
   return abs;
 }
 
-/** Reads bytes [0, end) of an open file synchronously. */
+/** Reads bytes [0, end) of an open file synchronously (fault point `io:read`). */
 function readPrefix(fd: number, end: number): Buffer {
   const out = Buffer.allocUnsafe(end);
   for (let done = 0; done < end; ) {
-    const n = fs.readSync(fd, out, done, Math.min(CHUNK_BYTES, end - done), done);
+    const n = io.readAt(fd, out, done, Math.min(CHUNK_BYTES, end - done), done);
     if (n === 0) throw new Error(`segment file ended at ${done} of ${end} bytes`);
     done += n;
   }

@@ -17,11 +17,11 @@
  * fill that allocated its own 16 KiB made 4,096 ArrayBuffers per 64 MiB, and V8 answers that many
  * new external buffers with extra collections.
  */
-import * as fs from "node:fs";
 import type { GenerationTable } from "./generations.js";
 import type { Segment } from "./segment.js";
 import { assert } from "../rules/assert.js";
 import { longLivedBuffer } from "../segments/long-lived.js";
+import { readAt } from "../segments/io.js";
 
 /** Size of one block (aligned in the file). */
 export const BLOCK_BYTES = 16 * 1024;
@@ -160,12 +160,22 @@ export class BlockCache {
     return false;
   }
 
-  /** Reads the block at `start` with one pread; caches it only if the generation held still during the read. */
+  /**
+   * Reads the block at `start` with one pread (fault point `io:read`); caches it only if the
+   * generation held still during the read. A failed read caches nothing and gives its slab memory
+   * back; its IoError goes to the read that asked.
+   */
   private fill(segment: Segment, gens: GenerationTable, key: number, start: number, generation: number): Block {
     const want = this.boundActive || segment.writer === null ? Math.min(BLOCK_BYTES, segment.dataEnd - start) : BLOCK_BYTES;
     const memory = want === BLOCK_BYTES && this.recycleBuffers ? this.slabBlock() : null;
     const buf = memory ?? Buffer.allocUnsafeSlow(want);
-    const n = fs.readSync(segment.fd, buf, 0, want, start);
+    let n: number;
+    try {
+      n = readAt(segment.fd, buf, 0, want, start);
+    } catch (err) {
+      if (memory !== null) this.free.push(memory);
+      throw err;
+    }
     this.counters.fills++;
     this.counters.fillBytes += n;
     const block: Block = { segment, key, generation, bytes: n === want ? buf : buf.subarray(0, n), memory };

@@ -302,7 +302,7 @@ export const survivorOrders = { reordered: 0 };
  * only in part.
  */
 async function copySource(task: CompactionTask, src: SourceTask, version: number, sink: PieceSink | null, outFrom: number): Promise<{ part: CopiedSource; header: SegmentHeader; version: number }> {
-  const fd = fs.openSync(path.join(task.segmentsDir, segmentFileName(src.segmentId)), "r");
+  const fd = io.openRead(path.join(task.segmentsDir, segmentFileName(src.segmentId)));
   let buf: Buffer | null = null;
   try {
     const fileEnd = fs.fstatSync(fd).size;
@@ -726,7 +726,7 @@ class OutputFile implements PieceSink {
     try {
       for (let at = 0; at < bytes.length; at += back.length) {
         const want = Math.min(back.length, bytes.length - at);
-        const n = fs.readSync(this.fd, back, 0, want, fileAt + at);
+        const n = io.readAt(this.fd, back, 0, want, fileAt + at);
         assert(n === want && back.subarray(0, want).equals(bytes.subarray(at, at + want)), `copy ${this.task.targetId}: data read back equals data written`);
       }
     } finally {
@@ -866,7 +866,7 @@ function checkCopy(fd: number, targetId: number, dataBytes: number, keyed: Heade
  * this segment and generation, and holds exactly the bytes the rewrite will put in place.
  */
 function checkJournal(task: CompactionTask, src: SourceTask, generation: number, out: Buffer): void {
-  const fd = fs.openSync(path.join(task.segmentsDir, journalFileName(src.segmentId)), "r");
+  const fd = io.openRead(path.join(task.segmentsDir, journalFileName(src.segmentId)));
   let bytes: Uint8Array | null = null;
   try {
     bytes = journalScratch.readWholeFile(fd);

@@ -23,7 +23,7 @@ import { journalFileName, segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
 import { rewrittenVersion } from "../segments/header.js";
-import { fsyncDir, unlinkQuietly } from "../segments/io.js";
+import { fsyncDir, openRead, unlinkQuietly } from "../segments/io.js";
 import { scopeWithin } from "../rules/names.js";
 import { MERGE_SOURCES_MAX, runCompaction, type CompactionResult, type CompactionTask, type PassesSeen, type SourceResult } from "./compaction-core.js";
 import { emptyPlan, lowestSeq, KIND_CLEAR, KIND_ERASE, KIND_PUT, KIND_ROW, KIND_TOMB, planSegments, tallySegments, type LiveTally, type PlanHost, type RecordList, type SegmentPlan, type Soonest } from "./compaction-plan.js";
@@ -793,7 +793,7 @@ export class Compactor {
 
   /** Opens and registers a published copy-on-write output `id` (read-only; a new generation cell at 0). */
   private openOutput(id: number, result: CompactionResult, keptScopes: ReadonlySet<string>): Segment {
-    const fd = fs.openSync(path.join(this.host.segmentsDir, segmentFileName(id)), "r");
+    const fd = openRead(path.join(this.host.segmentsDir, segmentFileName(id)));
     const header = readHeader(fd, id);
     const cell = this.host.gens.allocate(0);
     if (cell === null) throw new Error("no generation cell for a compaction output");

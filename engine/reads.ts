@@ -180,7 +180,8 @@ function release(token: ReadToken): void {
  * Materializes an authorized read: one pread (or the cached value), then the segment generation
  * and the record's type, scope, key, generation and version are compared with the token. Returns
  * the value only when all match; drift is ScopeErasedDuringRead, a mismatch without drift is
- * CorruptionError. Leaves the segment (reader count) in every case.
+ * CorruptionError, a pread or block fill that fails (fault point `io:read`) the IoError it threw.
+ * Leaves the segment (reader count) in every case.
  */
 function finishRead(host: ReadHost, token: ReadToken): ReadResult {
   // I3: no bytes of another slot, scope or generation than the token authorized are returned.

@@ -222,7 +222,7 @@ function tailIsZero(fd: number, from: number, size: number): boolean {
   const chunk = Buffer.allocUnsafe(Math.min(TAIL_CHUNK_BYTES, Math.max(0, size - from)));
   for (let at = from; at < size; ) {
     const want = Math.min(chunk.length, size - at);
-    const got = fs.readSync(fd, chunk, 0, want, at);
+    const got = io.readAt(fd, chunk, 0, want, at);
     if (got === 0) return false; // the file shrank under us: let the scan see what is there
     if (Buffer.compare(chunk.subarray(0, got), TAIL_ZEROS.subarray(0, got)) !== 0) return false;
     at += got;

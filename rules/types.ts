@@ -19,7 +19,8 @@ export type FaultPoint =
   | "compaction:before-swap"
   | "compaction:after-rename"
   | "compaction:before-unlink"
-  // System calls that change the file system (segments/io.ts); `failAt` targets these.
+  // System calls that change the file system, and reads of the bytes the store holds (io:read)
+  // (segments/io.ts); `failAt` targets these.
   | "io:create"
   | "io:append"
   | "io:sync"
@@ -32,7 +33,8 @@ export type FaultPoint =
   | "io:unlink"
   | "io:preallocate"
   | "io:manifest"
-  | "io:hint";
+  | "io:hint"
+  | "io:read";
 
 export interface FaultOptions {
   /** Operations reaching these points pause until `store.faults.release(point)`. */

@@ -7,7 +7,10 @@
  */
 import type { FaultPoint } from "../rules/types.js";
 
-/** The fault points of system calls that change the file system, in a fixed order (codes). */
+/**
+ * The fault points of system calls that change the file system, and of the reads of the bytes a
+ * store holds (`io:read`), in a fixed order (codes).
+ */
 export const IO_FAULT_POINTS: readonly FaultPoint[] = [
   "io:create",
   "io:append",
@@ -21,7 +24,8 @@ export const IO_FAULT_POINTS: readonly FaultPoint[] = [
   "io:unlink",
   "io:preallocate",
   "io:manifest",
-  "io:hint", // last: codes are indexes, appended points keep the old ones
+  "io:hint",
+  "io:read", // last: codes are indexes, appended points keep the old ones
 ];
 
 /** The errnos `failAt` can inject. */

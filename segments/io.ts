@@ -13,7 +13,11 @@
  * path the fd was opened on (this module keeps that map; it never holds data).
  * Each call catches its own system call's error inline (a try/catch in the function itself, no
  * closure per call: a closure around every pwritev cost 2–3 µs on the write path).
- * Reads are not routed here: they change nothing and fail closed on their own.
+ * Reads of the bytes a store holds — a record or block a read serves, a compaction's source, the
+ * scans of recovery, a journal — come here too (readAt, fault point `io:read`, since the
+ * forty-seventh session): a read changes nothing, but one that fails must reach the caller as an
+ * IoError, never as a bare Node error nor as a short read taken for the file's end. Headers, hint
+ * files and the LOCK note are read elsewhere: a hint that cannot be read is one that is missing.
  * This file imports nothing from fs-ext: workers load it.
  */
 import * as fs from "node:fs";
@@ -98,6 +102,22 @@ export function openFile(point: FaultPoint, file: string, flags: string, mode?: 
   }
   fdPaths.set(fd, file);
   observer?.({ op: "open", fd, path: file, flags });
+  return fd;
+}
+
+/**
+ * open(2) read-only of a file whose bytes the store reads (a compaction's source or journal, a
+ * published output): a failure is an IoError. Not injected: `io:read` fails the reads that follow,
+ * where a failure lands in the middle of the work (a pass's output already begun).
+ */
+export function openRead(file: string): number {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, "r");
+  } catch (err) {
+    throw asIoError(err, "open r", file);
+  }
+  fdPaths.set(fd, file); // the observer sees state changes only: a read-only open is none
   return fd;
 }
 
@@ -199,6 +219,20 @@ export async function writeAll(point: FaultPoint, fd: number, buffers: readonly 
     throw asIoError(err, "write", file);
   }
   observer?.({ op: "write", fd, path: file, offset, data: buffers, bytes: want });
+}
+
+/**
+ * pread(2) of up to `length` bytes at file offset `position` into `buf` from `offset`: returns the
+ * bytes read (fewer only at the file's end). Fault point `io:read`; a failure is an IoError naming
+ * the file. The fault table is looked up only while some store has one (a read is on the hot path).
+ */
+export function readAt(fd: number, buf: Uint8Array, offset: number, length: number, position: number): number {
+  if (faultTables.size !== 0) inject("io:read", pathOfFd(fd), "read");
+  try {
+    return fs.readSync(fd, buf, offset, length, position);
+  } catch (err) {
+    throw asIoError(err, "read", pathOfFd(fd));
+  }
 }
 
 /** ftruncate(2) to `bytes`. */

@@ -2,7 +2,7 @@
  * Point reads: one pread of a record at a known offset, then its length, checksum and the fields
  * the reader expects (docs/FORMAT.md "Point reads"). Returns the record or the first failed check.
  */
-import * as fs from "node:fs";
+import { readAt } from "./io.js";
 import { formatVersionWritten } from "./version-written.js";
 import { decodeRecord, isRecord, type DecodedRecord, type RecordFault } from "./record.js";
 
@@ -28,10 +28,10 @@ export function mismatch(record: DecodedRecord, expect: RecordExpectation): Poin
   return null;
 }
 
-/** Reads `length` bytes at `offset` with one pread; a short read returns fewer bytes. */
+/** Reads `length` bytes at `offset` with one pread (fault point `io:read`); a short read returns fewer bytes. */
 export function preadSync(fd: number, offset: number, length: number): Uint8Array {
   const buf = Buffer.allocUnsafe(length);
-  const n = fs.readSync(fd, buf, 0, length, offset);
+  const n = readAt(fd, buf, 0, length, offset);
   return n === length ? buf : buf.subarray(0, n);
 }
 

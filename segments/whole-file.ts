@@ -1,6 +1,19 @@
-/** Reading a whole segment or journal file into memory (scans, compaction, recovery, verify). */
+/**
+ * Reading a whole segment or journal file into memory (scans, compaction, recovery, verify). Every
+ * read goes through segments/io.ts readAt (fault point `io:read`): a read that fails throws an
+ * IoError, and is never taken for the end of the file — recovery would cut acknowledged records
+ * as a torn tail, and a compaction would drop them (test/read-faults.test.ts, whose twin is
+ * `unsafeWholeFileForTests.failedReadEnds`).
+ */
 import * as fs from "node:fs";
 import { assert } from "../rules/assert.js";
+import * as io from "./io.js";
+
+/**
+ * Test switch, never set by the engine or any option (test/read-faults.test.ts): with
+ * `failedReadEnds`, a read that fails ends the file there, as a naive reader's loop does.
+ */
+export const unsafeWholeFileForTests = { failedReadEnds: false };
 
 /** Reads a whole file into memory (segments are bounded by segmentBytes). */
 export function readWholeFile(fd: number): Uint8Array {
@@ -25,7 +38,13 @@ export function readFileRange(fd: number, buf: Buffer, from: number): Uint8Array
 export function readAtSync(fd: number, buf: Buffer, base: number): number {
   let done = 0;
   while (done < buf.length) {
-    const bytesRead = fs.readSync(fd, buf, done, buf.length - done, base + done);
+    let bytesRead: number;
+    try {
+      bytesRead = io.readAt(fd, buf, done, buf.length - done, base + done);
+    } catch (err) {
+      if (unsafeWholeFileForTests.failedReadEnds) break;
+      throw err;
+    }
     if (bytesRead === 0) break;
     done += bytesRead;
   }
@@ -34,11 +53,11 @@ export function readAtSync(fd: number, buf: Buffer, base: number): number {
 
 /** Opens `file` read-only, reads all of it and closes it again (whatever the read did). */
 export function readWholePath(file: string): Uint8Array {
-  const fd = fs.openSync(file, "r");
+  const fd = io.openRead(file);
   try {
     return readWholeFile(fd);
   } finally {
-    fs.closeSync(fd);
+    io.closeQuietly(fd);
   }
 }
 
