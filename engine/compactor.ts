@@ -94,6 +94,13 @@ interface Job {
   targetId: number;
 }
 
+/** Where a pass's jobs stand: the next to start, whether the seal ran, and the segment it seals (null: none). */
+interface JobCursor {
+  next: number;
+  sealed: boolean;
+  sealing: Segment | null;
+}
+
 /** A job whose worker task has started. */
 interface Running {
   job: Job;
@@ -1032,8 +1039,9 @@ export class Compactor {
     // queued meanwhile only makes records die (a sealed segment's are kept: conservative) or lands
     // in the segment being sealed, whose plan sealDuring then makes again.
     if (sealing !== undefined && jobs.some((j) => j.mode === "in-place") && !earlyStartForTests.inPlaceUnflushed) await this.flushFor(planned);
+    if (sealing !== undefined && earlyStartForTests.beforeJobs !== null) await earlyStartForTests.beforeJobs(); // never set but by a test
     try {
-      await this.runJobs(jobs, plans, now, report, sealing === undefined || planned === undefined ? null : () => this.sealDuring(sealing, planned));
+      await this.runJobs(jobs, plans, now, report, sealing === undefined || planned === undefined ? null : { segment: sealing, run: () => this.sealDuring(sealing, planned) });
     } finally {
       this.removeKeptJournals();
       this.syncUnlinks();
@@ -1087,18 +1095,18 @@ export class Compactor {
    * there while the main thread publishes this one. Publication is in memory (the relocation and
    * the generation's bump to even); on disk the rewrites follow each other as before, so no
    * recovery sees anything new. After a failure, every job still in flight is
-   * awaited (discardAll). `seal` (sealDuring) runs after the first jobs started — none that holds
-   * a segment not sealed yet — and before anything is published: an in-place pass's first rewrite
-   * may complete while the seal or its flush fails.
+   * awaited (discardAll). `seal` (sealDuring, of `seal.segment`) runs after the first jobs started —
+   * none that holds a segment not sealed yet, nor `seal.segment` — and before anything is
+   * published: an in-place pass's first rewrite may complete while the seal or its flush fails.
    */
-  private async runJobs(jobs: readonly Job[], plans: ReadonlyMap<number, SegmentPlan>, now: number, report: T.CompactionReport, seal: (() => Promise<void>) | null): Promise<void> {
+  private async runJobs(jobs: readonly Job[], plans: ReadonlyMap<number, SegmentPlan>, now: number, report: T.CompactionReport, seal: { segment: Segment; run: () => Promise<void> } | null): Promise<void> {
     const inFlight: Running[] = [];
-    const cursor = { next: 0, sealed: seal === null || earlyStartForTests.sealAfterPublish };
+    const cursor: JobCursor = { next: 0, sealed: seal === null || earlyStartForTests.sealAfterPublish, sealing: seal?.segment ?? null };
     try {
       this.topUp(jobs, cursor, inFlight, plans);
       if (seal !== null && !earlyStartForTests.sealAfterPublish) {
         if (inFlight.length > 0) planReuse.earlyStarts += 1;
-        await seal();
+        await seal.run();
         cursor.sealed = true;
         this.topUp(jobs, cursor, inFlight, plans);
       }
@@ -1111,7 +1119,7 @@ export class Compactor {
         addReport(report, this.publish(current, result, plans, now));
         this.topUp(jobs, cursor, inFlight, plans);
       }
-      if (seal !== null && earlyStartForTests.sealAfterPublish) await seal(); // the twin's wrong order
+      if (seal !== null && earlyStartForTests.sealAfterPublish) await seal.run(); // the twin's wrong order
     } catch (err) {
       await this.discardAll(inFlight, plans, now);
       throw err;
@@ -1122,19 +1130,32 @@ export class Compactor {
    * Starts jobs from `cursor.next` while they may run beside `inFlight`: only beside jobs of their
    * own mode, at most COPIES_IN_FLIGHT copies with a worker, REWRITES_IN_FLIGHT rewrites with one
    * worker thread (one inline, and one rewrite with several threads), and, before the seal, none
-   * holding a segment still being written. Jobs whose segments are no longer compactable are
-   * skipped. None once close began, but in the pass the open started (opened).
+   * holding a segment still being written or the segment the pass seals. Jobs whose segments are
+   * no longer compactable are skipped. None once close began, but in the pass the open started
+   * (opened).
    */
-  private topUp(jobs: readonly Job[], cursor: { next: number; sealed: boolean }, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
+  private topUp(jobs: readonly Job[], cursor: JobCursor, inFlight: Running[], plans: ReadonlyMap<number, SegmentPlan>): void {
     while (cursor.next < jobs.length && (!this.closed || this.payingDebt)) {
       const job = elementAt(jobs, cursor.next, "a job");
       const beside = inFlight.length === 0 || (inFlight.length < this.inFlightMax(job.mode) && inFlight.every((r) => r.job.mode === job.mode));
-      if (!beside || (!cursor.sealed && job.group.some((s) => s.writer !== null))) return;
+      if (!beside || (!cursor.sealed && job.group.some((s) => this.unsealedAtPlan(s, cursor)))) return;
       cursor.next += 1;
       if (!job.group.every((s) => this.compactable(s))) continue;
       inFlight.push(this.start(job, plans));
       inFlightSeen.max = Math.max(inFlightSeen.max, inFlight.length);
     }
+  }
+
+  /**
+   * True while `seg` may still take records the pass's plan does not know: it is being written, or
+   * it is the segment the pass seals (sealDuring plans it again once sealed). The write path may
+   * rotate that one itself while an in-place pass awaits its flush: its writer is gone then, yet
+   * it holds records written after the plan, which a job started on that plan would drop as dead
+   * (until the forty-seventh session, acknowledged writes lost: test/compaction-early-start.test.ts,
+   * whose twin is `earlyStartForTests.sealingByWriter`).
+   */
+  private unsealedAtPlan(seg: Segment, cursor: JobCursor): boolean {
+    return seg.writer !== null || (seg === cursor.sealing && !earlyStartForTests.sealingByWriter);
   }
 
   /** Jobs of `mode` a pass keeps in flight: one inline; with a worker COPIES_IN_FLIGHT copies, and REWRITES_IN_FLIGHT rewrites with one thread only (topUp). */
@@ -1376,14 +1397,28 @@ export const planReuse = { kept: 0, replanned: 0, earlyStarts: 0, sealedReplanne
  * runs once the flush an in-place pass starts before its plan reached its fdatasync, before the
  * plan (a write there is planned but not covered by that flush); `trustUnderPlan` takes that
  * flush as covering the plan regardless — the wrong rule, under which such a write is not durable
- * when the first rewrite runs.
+ * when the first rewrite runs; `beforeJobs` runs after a pass that seals while its first job runs
+ * made its jobs, before it starts them (where an in-place pass awaits its flush: writes there may
+ * fill the segment being sealed, which the write path then rotates itself); `sealingByWriter`
+ * lets that segment's job start before the seal once its writer is gone — the wrong rule, whose
+ * job, on the plan made before those writes, drops them as dead.
  */
-export const earlyStartForTests: { beforeSeal: (() => Promise<void>) | null; sealAfterPublish: boolean; inPlaceUnflushed: boolean; underPlan: (() => Promise<void>) | null; trustUnderPlan: boolean } = {
+export const earlyStartForTests: {
+  beforeSeal: (() => Promise<void>) | null;
+  sealAfterPublish: boolean;
+  inPlaceUnflushed: boolean;
+  underPlan: (() => Promise<void>) | null;
+  trustUnderPlan: boolean;
+  beforeJobs: (() => Promise<void>) | null;
+  sealingByWriter: boolean;
+} = {
   beforeSeal: null,
   sealAfterPublish: false,
   inPlaceUnflushed: false,
   underPlan: null,
   trustUnderPlan: false,
+  beforeJobs: null,
+  sealingByWriter: false,
 };
 
 /**

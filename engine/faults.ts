@@ -11,7 +11,7 @@
  * store in a child process and reopen the directory afterwards.
  * This file imports nothing from fs-ext: workers load it.
  */
-import { armFailure, FAIL_CELLS, failuresLeft, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
+import { armFailure, armIoCrash, IO_CELLS, failuresLeft, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 
 export { IO_FAULT_POINTS, FAIL_ERRNOS, type FailErrno } from "../segments/io-faults.js";
 import type { FaultPoint } from "../rules/types.js";
@@ -47,8 +47,8 @@ const STATE = 1;
 const WAITING_MASK = 0xffff;
 /** The cell after the per-point cells holds the index of the crash point plus one (0 = none). */
 const CRASH_CELL = FAULT_POINTS.length * CELLS;
-/** Then the armed failure of `failAt` (segments/io-faults.ts reads the last FAIL_CELLS cells). */
-const CELLS_TOTAL = CRASH_CELL + 1 + FAIL_CELLS;
+/** Then the armed failure of `failAt` and the I/O crash point (segments/io-faults.ts reads the last IO_CELLS cells). */
+const CELLS_TOTAL = CRASH_CELL + 1 + IO_CELLS;
 
 /** The first cell of `point` in the fault table; throws on an unknown point. */
 function indexOf(point: FaultPoint): number {
@@ -68,6 +68,7 @@ export function createFaultBuffer(pauseAt: readonly FaultPoint[], crashAt: Fault
   const cells = new Int32Array(buffer);
   for (const p of pauseAt) cells[indexOf(p) + ARMED] = 1;
   if (crashAt !== null) cells[CRASH_CELL] = FAULT_POINTS.indexOf(crashAt) + 1;
+  if (crashAt !== null && IO_FAULT_POINTS.includes(crashAt)) armIoCrash(buffer, crashAt); // segments/io.ts crashes there
   if (failAt !== null) armFailure(buffer, failAt);
   return buffer;
 }

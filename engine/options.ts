@@ -91,6 +91,9 @@ function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null
   if (!Array.isArray(pauseAt) || !pauseAt.every(isFaultPoint)) fail("faults.pauseAt", "an array of fault point names", pauseAt);
   const crashOnly = (pauseAt as FaultPoint[]).find((p) => CRASH_ONLY_POINTS.includes(p));
   if (crashOnly !== undefined) fail("faults.pauseAt", `points that can pause (${crashOnly} lies in a synchronous turn: use crashAt for it)`, crashOnly);
+  // A system call's point is met in synchronous main-thread turns too (a commit's writev, a seal), where nothing can pause.
+  const ioPoint = (pauseAt as FaultPoint[]).find((p) => IO_FAULT_POINTS.includes(p));
+  if (ioPoint !== undefined) fail("faults.pauseAt", `points that can pause (${ioPoint} is a system call's point: it takes crashAt and failAt; pause at an engine point such as write:after-append)`, ioPoint);
   const crashAt = f["crashAt"] ?? null;
   if (crashAt !== null && !isFaultPoint(crashAt)) fail("faults.crashAt", "a fault point name", crashAt);
   return { pauseAt: [...pauseAt], crashAt, failAt: failAt(f["failAt"]) };

@@ -1,8 +1,9 @@
 /**
- * Injected I/O failures (`failAt`): the last FAIL_CELLS cells of a store's shared fault table
- * (engine/faults.ts lays the table out and leaves them at its end) hold the armed failure — the
- * point, the errno and how many calls are still to fail. Shared memory, so the same armed failure
- * fires on the main thread and in compaction workers, exactly `times` times in all.
+ * Injected I/O failures (`failAt`) and crashes (`crashAt` at an I/O point): the last IO_CELLS cells
+ * of a store's shared fault table (engine/faults.ts lays the table out and leaves them at its end)
+ * hold the armed failure — the point, the errno and how many calls are still to fail — and the I/O
+ * point armed to crash at. Shared memory, so the same armed failure fires on the main thread and
+ * in compaction workers, exactly `times` times in all, and a crash point kills from any thread.
  * This file imports nothing from fs-ext: workers load it.
  */
 import type { FaultPoint } from "../rules/types.js";
@@ -34,8 +35,10 @@ export const FAIL_ERRNOS = ["EIO", "ENOSPC"] as const;
 export type FailErrno = (typeof FAIL_ERRNOS)[number];
 /** Most failures one `failAt` can arm (a bound on the shared counter). */
 export const FAIL_TIMES_MAX = 1_000_000;
-/** Cells at the end of the fault table that hold the armed failure. */
-export const FAIL_CELLS = 3;
+/** Cells at the end of the fault table that this file reads: the armed failure's three, then the crash point's. */
+export const IO_CELLS = 4;
+/** Where, among the IO_CELLS, the I/O point armed to crash at lies (its index in IO_FAULT_POINTS plus one; 0: none). */
+const CRASH_AT = 3;
 
 /** What `failAt` arms: the point, the errno, how many calls fail. */
 export interface FailSpec {
@@ -47,8 +50,8 @@ export interface FailSpec {
 /** The failure cells at the end of a fault table, and where they start. */
 function cellsOf(buffer: SharedArrayBuffer): { cells: Int32Array; at: number } {
   const cells = new Int32Array(buffer);
-  if (cells.length < FAIL_CELLS) throw new Error("fault table too small for failure cells");
-  return { cells, at: cells.length - FAIL_CELLS };
+  if (cells.length < IO_CELLS) throw new Error("fault table too small for failure cells");
+  return { cells, at: cells.length - IO_CELLS };
 }
 
 /** Arms (or, with times 0, disarms) the one injected failure of a fault table. */
@@ -79,6 +82,24 @@ export function takeFailure(buffer: SharedArrayBuffer | null, point: FaultPoint)
     if (left <= 0) return null;
     if (Atomics.compareExchange(cells, at + 2, left, left - 1) === left) return FAIL_ERRNOS[Atomics.load(cells, at + 1) - 1] ?? "EIO";
   }
+}
+
+/** Arms `crashAt` at I/O point `point`: the first call there, on any thread, kills the process. */
+export function armIoCrash(buffer: SharedArrayBuffer, point: FaultPoint): void {
+  const index = IO_FAULT_POINTS.indexOf(point);
+  if (index < 0) throw new Error(`an I/O crash point must be one of ${IO_FAULT_POINTS.join(", ")}`);
+  const { cells, at } = cellsOf(buffer);
+  Atomics.store(cells, at + CRASH_AT, index + 1);
+}
+
+/**
+ * Called by every system call at `point` (any thread) before it is made: SIGKILLs this process
+ * when `point` is the armed crash point (crash tests: a real kill, no cleanup, the call not made).
+ */
+export function crashIfIoArmed(buffer: SharedArrayBuffer | null, point: FaultPoint): void {
+  if (buffer === null) return;
+  const { cells, at } = cellsOf(buffer);
+  if (Atomics.load(cells, at + CRASH_AT) === IO_FAULT_POINTS.indexOf(point) + 1) process.kill(process.pid, "SIGKILL");
 }
 
 /** Injected failures not yet fired. */

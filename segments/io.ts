@@ -25,7 +25,7 @@ import * as path from "node:path";
 import { promisify } from "node:util";
 import { assert } from "../rules/assert.js";
 import { EngramError, IoError } from "../rules/errors.js";
-import { takeFailure } from "./io-faults.js";
+import { crashIfIoArmed, takeFailure } from "./io-faults.js";
 import type { FaultPoint } from "../rules/types.js";
 
 const writevAsync = promisify(fs.writev);
@@ -77,9 +77,11 @@ function tableFor(file: string): SharedArrayBuffer | null {
   return faultTables.get(abs) ?? faultTables.get(path.dirname(abs)) ?? null;
 }
 
-/** Throws the injected failure armed at `point` for `file`, if any. */
+/** Crashes the process if `point` is the armed crash point for `file`; else throws the injected failure armed there, if any. */
 function inject(point: FaultPoint, file: string, operation: string): void {
-  const errno = takeFailure(tableFor(file), point);
+  const table = tableFor(file);
+  crashIfIoArmed(table, point);
+  const errno = takeFailure(table, point);
   if (errno !== null) throw new IoError(errno, operation, `${file}, injected at ${point}`);
 }
 
