@@ -23,12 +23,11 @@ import { IO_FAULT_POINTS, type FaultPoint, type OpenOptions } from "../src/index
 import type { OpsConfig } from "./helpers/crash-child.js";
 import { CrashModel } from "./helpers/crash-model.js";
 import { between, rng, runSeed } from "./helpers/crash-proc.js";
-import { ChildPool, reopenAndCheck, runRound } from "./helpers/crash-rounds.js";
+import { ChildPool, WRITE_WORKLOAD, reopenAndCheck, runRound } from "./helpers/crash-rounds.js";
 import { tempDir } from "./helpers/tmp.js";
 
 type Mode = "copy-on-write" | "in-place";
-const SCOPES = ["global", "user:a", "user:a/session:1", "user:b"];
-const KEYS = Array.from({ length: 12 }, (_, i) => `k${String(i).padStart(2, "0")}`);
+const { scopes: SCOPES, keys: KEYS } = WRITE_WORKLOAD;
 
 /** The modes whose pass can reach `point` (the journal and the rewrite are in place's; the copy's output copy-on-write's). */
 function modesFor(point: FaultPoint): Mode[] {
@@ -63,12 +62,7 @@ describe("crash: SIGKILL at every I/O point loses nothing acknowledged", () => {
         open,
         seed: (seed + n * 7919) >>> 0,
         lanes: 2,
-        scopes: SCOPES,
-        keys: KEYS,
-        eraseScopes: ["user:a/session:1", "user:b", "user:a"],
-        mix: { write: 55, forget: 18, batch: 24, erase: 3 },
-        padMax: 600,
-        maxUnits: 20_000,
+        ...WRITE_WORKLOAD,
         compactLoop: true,
         crashAt: point,
         preamble: between(r, 20, 60),

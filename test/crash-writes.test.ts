@@ -38,11 +38,10 @@ import { Engram } from "../src/index.js";
 import type { OpsConfig } from "./helpers/crash-child.js";
 import { CrashModel } from "./helpers/crash-model.js";
 import { between, rng, runSeed } from "./helpers/crash-proc.js";
-import { ChildPool, reopenAndCheck, runRound, type KillTrigger } from "./helpers/crash-rounds.js";
+import { ChildPool, WRITE_WORKLOAD, reopenAndCheck, runRound, type KillTrigger } from "./helpers/crash-rounds.js";
 import { tempDir } from "./helpers/tmp.js";
 
-const SCOPES = ["global", "user:a", "user:a/session:1", "user:b"];
-const KEYS = Array.from({ length: 12 }, (_, i) => `k${String(i).padStart(2, "0")}`);
+const { scopes: SCOPES, keys: KEYS } = WRITE_WORKLOAD;
 const OPEN: OpenOptions = { durability: "sync", segmentBytes: 8192, compaction: { auto: false, workers: 0 } };
 const KILLS = Math.max(50, Number(process.env["ENGRAM_CRASH_KILLS"] ?? 0) || 0);
 const CRASH_POINTS: FaultPoint[] = ["write:after-append", "write:after-sync", "seal:after-truncate"];
@@ -76,12 +75,7 @@ describe("crash: acknowledged writes survive SIGKILL", () => {
           open: OPEN,
           seed: (seed + round * 7919) >>> 0,
           lanes: between(r, 1, 4),
-          scopes: SCOPES,
-          keys: KEYS,
-          eraseScopes: ["user:a/session:1", "user:b", "user:a"],
-          mix: { write: 55, forget: 18, batch: 24, erase: 3 },
-          padMax: 600,
-          maxUnits: 20_000,
+          ...WRITE_WORKLOAD,
           ...(crashAt === null ? {} : { crashAt, preamble: between(r, 3, 40) }),
         };
         // Kill after a random number of acks (sometimes of sends; sometimes right after open).

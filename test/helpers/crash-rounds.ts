@@ -11,6 +11,21 @@ import type { ChildConfig } from "./crash-child.js";
 import { CrashModel, leftovers, type Msg, type SettleReport } from "./crash-model.js";
 import { CrashChild, type Exit } from "./crash-proc.js";
 
+/**
+ * The write path's workload of the crash tests (crash-writes, crash-io-points): four scopes with
+ * inheritance and twelve keys, random writes, forgets, atomic batches of 2-5 ops and the odd scope
+ * erasure, values padded up to 600 bytes, at most 20,000 units per child. A child config spreads
+ * it and adds its own directory, options, seed, lanes and crash point.
+ */
+export const WRITE_WORKLOAD = {
+  scopes: ["global", "user:a", "user:a/session:1", "user:b"],
+  keys: Array.from({ length: 12 }, (_, i) => `k${String(i).padStart(2, "0")}`),
+  eraseScopes: ["user:a/session:1", "user:b", "user:a"],
+  mix: { write: 55, forget: 18, batch: 24, erase: 3 },
+  padMax: 600,
+  maxUnits: 20_000,
+};
+
 /** Keeps one child loaded ahead of need, so that start-up overlaps the previous round. */
 export class ChildPool {
   private ahead: CrashChild | null;
