@@ -7,11 +7,12 @@
  * and the number of operations waiting in that epoch (low 16 bits), updated with compare-and-swap,
  * so that release() atomically lets every waiting operation go *and* resets the count: waitFor()
  * after a release waits for a new arrival, never for one that is already on its way out.
- * `crashAt` kills the whole process with SIGKILL — from any thread — so crash tests run the
- * store in a child process and reopen the directory afterwards.
+ * `crashAt` kills the whole process with SIGKILL — from any thread, once `crashAfter` arrivals
+ * there have passed — so crash tests run the store in a child process and reopen the directory
+ * afterwards.
  * This file imports nothing from fs-ext: workers load it.
  */
-import { armFailure, armIoCrash, IO_CELLS, failuresLeft, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
+import { armCrashPasses, armFailure, armIoCrash, crashArrival, IO_CELLS, failuresLeft, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 
 export { IO_FAULT_POINTS, FAIL_ERRNOS, type FailErrno } from "../segments/io-faults.js";
 import type { FaultPoint } from "../rules/types.js";
@@ -62,22 +63,25 @@ export function isFaultPoint(x: unknown): x is FaultPoint {
   return typeof x === "string" && (FAULT_POINTS as readonly string[]).includes(x);
 }
 
-/** Creates the shared fault table for `pauseAt` / `crashAt`. */
-export function createFaultBuffer(pauseAt: readonly FaultPoint[], crashAt: FaultPoint | null, failAt: FailSpec | null = null): SharedArrayBuffer {
+/**
+ * Creates the shared fault table for `pauseAt` / `crashAt` (its first `crashAfter` arrivals
+ * passing) / `failAt`.
+ */
+export function createFaultBuffer(pauseAt: readonly FaultPoint[], crashAt: FaultPoint | null, failAt: FailSpec | null = null, crashAfter = 0): SharedArrayBuffer {
   const buffer = new SharedArrayBuffer(CELLS_TOTAL * 4);
   const cells = new Int32Array(buffer);
   for (const p of pauseAt) cells[indexOf(p) + ARMED] = 1;
   if (crashAt !== null) cells[CRASH_CELL] = FAULT_POINTS.indexOf(crashAt) + 1;
   if (crashAt !== null && IO_FAULT_POINTS.includes(crashAt)) armIoCrash(buffer, crashAt); // segments/io.ts crashes there
+  armCrashPasses(buffer, crashAt === null ? 0 : crashAfter);
   if (failAt !== null) armFailure(buffer, failAt);
   return buffer;
 }
 
-/** SIGKILLs this process when `point` is the armed crash point (crash tests: a real kill, no cleanup). */
+/** SIGKILLs this process when `point` is the armed crash point and its passes are used up (crash tests: a real kill, no cleanup). */
 function crashIfArmed(cells: Int32Array, point: FaultPoint): void {
-  if (Atomics.load(cells, CRASH_CELL) === FAULT_POINTS.indexOf(point) + 1) {
-    process.kill(process.pid, "SIGKILL");
-  }
+  if (Atomics.load(cells, CRASH_CELL) !== FAULT_POINTS.indexOf(point) + 1) return;
+  if (crashArrival(cells.buffer as SharedArrayBuffer)) process.kill(process.pid, "SIGKILL");
 }
 
 /** Joins the waiters of the current epoch; returns the epoch to wait out, or null when not armed. */

@@ -5,7 +5,7 @@
 import { TTL_MS_MAX, VALUE_BYTES_MAX } from "../rules/limits.js";
 import { checkTtl } from "../rules/args.js";
 import { CRASH_ONLY_POINTS, isFaultPoint } from "./faults.js";
-import { FAIL_ERRNOS, FAIL_TIMES_MAX, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
+import { CRASH_AFTER_MAX, FAIL_ERRNOS, FAIL_TIMES_MAX, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 import type { FaultPoint, OpenOptions } from "../rules/types.js";
 import { fail, int, object, oneOf, valueBytesMaxOf } from "../rules/option-checks.js";
 import { parseScopeRules, type ScopeRule } from "../rules/scope-rules.js";
@@ -29,6 +29,8 @@ export interface ResolvedOptions {
   clock: () => number;
   pauseAt: FaultPoint[];
   crashAt: FaultPoint | null;
+  /** Arrivals at `crashAt` that pass before the one that kills (`faults.crashAfter`, default 0). */
+  crashAfter: number;
   /** The failure `faults.failAt` arms at open, null for none. */
   failAt: FailSpec | null;
   /** A `faults` option was given: the store keeps a fault table (failures can be armed later). */
@@ -84,8 +86,8 @@ function failAt(v: unknown): FailSpec | null {
   return { point: point as FaultPoint, errno: errno as FailErrno, times };
 }
 
-/** The `faults` option: points to pause at, the point to crash at, the failure to arm. */
-function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null; failAt: FailSpec | null } {
+/** The `faults` option: points to pause at, the point to crash at and the arrivals there that pass first, the failure to arm. */
+function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null; crashAfter: number; failAt: FailSpec | null } {
   const f = object("faults", v);
   const pauseAt = f["pauseAt"] ?? [];
   if (!Array.isArray(pauseAt) || !pauseAt.every(isFaultPoint)) fail("faults.pauseAt", "an array of fault point names", pauseAt);
@@ -96,7 +98,9 @@ function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null
   if (ioPoint !== undefined) fail("faults.pauseAt", `points that can pause (${ioPoint} is a system call's point: it takes crashAt and failAt; pause at an engine point such as write:after-append)`, ioPoint);
   const crashAt = f["crashAt"] ?? null;
   if (crashAt !== null && !isFaultPoint(crashAt)) fail("faults.crashAt", "a fault point name", crashAt);
-  return { pauseAt: [...pauseAt], crashAt, failAt: failAt(f["failAt"]) };
+  if (crashAt === null && f["crashAfter"] !== undefined) fail("faults.crashAfter", "given with faults.crashAt (the point whose arrivals it counts)", f["crashAfter"]);
+  const crashAfter = int("faults.crashAfter", f["crashAfter"], 0, CRASH_AFTER_MAX, 0);
+  return { pauseAt: [...pauseAt], crashAt, crashAfter, failAt: failAt(f["failAt"]) };
 }
 
 /** Validates OpenOptions and applies the defaults of API.md. */
@@ -132,6 +136,7 @@ export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions 
     clock: o.clock ?? Date.now,
     pauseAt: f.pauseAt,
     crashAt: f.crashAt,
+    crashAfter: f.crashAfter,
     failAt: f.failAt,
     faultsOn: o.faults !== undefined,
     unsafeGcBySeq: u["gcKeyedBy"] === "tombstone-seq",

@@ -96,7 +96,7 @@ export class Store implements T.Backend {
     this.lock = lock;
     this.gens = gens;
     const faultsOn = options.faultsOn || options.pauseAt.length > 0 || options.crashAt !== null;
-    const faultBuffer = faultsOn ? createFaultBuffer(options.pauseAt, options.crashAt, options.failAt) : null;
+    const faultBuffer = faultsOn ? createFaultBuffer(options.pauseAt, options.crashAt, options.failAt, options.crashAfter) : null;
     this.faults = new FaultController(faultBuffer);
     // "adaptive": a pass over the keys in order (a read-all) only marks on first misses, random
     // gets cache as before (engine/value-cache.ts Admission; docs/performance-history.md, reads-8).

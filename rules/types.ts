@@ -41,6 +41,12 @@ export interface FaultOptions {
   pauseAt?: FaultPoint[];
   /** The whole process is killed with SIGKILL when any thread reaches this point. */
   crashAt?: FaultPoint;
+  /**
+   * Arrivals at `crashAt`, on any thread, that go on before the one that kills: 0 (the default)
+   * kills at the first; N lets a test stop the store in the middle of the work at a point that
+   * the open itself meets (a recovery's reads, its seal). Only with `crashAt`; at most 1,000,000.
+   */
+  crashAfter?: number;
   /** The file operation at `point` fails as the file system would, `times` times (default 1). */
   failAt?: { point: FaultPoint; errno: "EIO" | "ENOSPC"; times?: number };
 }

@@ -1,8 +1,9 @@
 /**
  * Injected I/O failures (`failAt`) and crashes (`crashAt` at an I/O point): the last IO_CELLS cells
  * of a store's shared fault table (engine/faults.ts lays the table out and leaves them at its end)
- * hold the armed failure — the point, the errno and how many calls are still to fail — and the I/O
- * point armed to crash at. Shared memory, so the same armed failure fires on the main thread and
+ * hold the armed failure — the point, the errno and how many calls are still to fail — the I/O
+ * point armed to crash at, and how many arrivals at the crash point still pass (`crashAfter`, which
+ * the engine's own crash points count too). Shared memory, so the same armed failure fires on the main thread and
  * in compaction workers, exactly `times` times in all, and a crash point kills from any thread.
  * This file imports nothing from fs-ext: workers load it.
  */
@@ -35,10 +36,14 @@ export const FAIL_ERRNOS = ["EIO", "ENOSPC"] as const;
 export type FailErrno = (typeof FAIL_ERRNOS)[number];
 /** Most failures one `failAt` can arm (a bound on the shared counter). */
 export const FAIL_TIMES_MAX = 1_000_000;
-/** Cells at the end of the fault table that this file reads: the armed failure's three, then the crash point's. */
-export const IO_CELLS = 4;
+/** Most arrivals at a crash point that `crashAfter` can let pass (a bound on the shared counter). */
+export const CRASH_AFTER_MAX = 1_000_000;
+/** Cells at the end of the fault table that this file reads: the armed failure's three, the crash point's, the crash's passes left. */
+export const IO_CELLS = 5;
 /** Where, among the IO_CELLS, the I/O point armed to crash at lies (its index in IO_FAULT_POINTS plus one; 0: none). */
 const CRASH_AT = 3;
+/** Where the arrivals at the armed crash point (engine or I/O) still to pass before the one that kills lie (`crashAfter`). */
+const CRASH_PASSES = 4;
 
 /** What `failAt` arms: the point, the errno, how many calls fail. */
 export interface FailSpec {
@@ -93,13 +98,38 @@ export function armIoCrash(buffer: SharedArrayBuffer, point: FaultPoint): void {
 }
 
 /**
+ * Arms `crashAfter`: the first `passes` arrivals at the armed crash point, engine or I/O, on any
+ * thread, go on; the next one kills.
+ */
+export function armCrashPasses(buffer: SharedArrayBuffer, passes: number): void {
+  if (!Number.isSafeInteger(passes) || passes < 0 || passes > CRASH_AFTER_MAX) throw new Error(`crashAfter must be in [0, ${CRASH_AFTER_MAX}]`);
+  const { cells, at } = cellsOf(buffer);
+  Atomics.store(cells, at + CRASH_PASSES, passes);
+}
+
+/**
+ * One arrival at the armed crash point (any thread): true when it is the one that kills (no
+ * passes left); otherwise takes one pass (compare-and-swap: each pass lets exactly one arrival go).
+ */
+export function crashArrival(buffer: SharedArrayBuffer): boolean {
+  const { cells, at } = cellsOf(buffer);
+  for (;;) {
+    const left = Atomics.load(cells, at + CRASH_PASSES);
+    if (left <= 0) return true;
+    if (Atomics.compareExchange(cells, at + CRASH_PASSES, left, left - 1) === left) return false;
+  }
+}
+
+/**
  * Called by every system call at `point` (any thread) before it is made: SIGKILLs this process
- * when `point` is the armed crash point (crash tests: a real kill, no cleanup, the call not made).
+ * when `point` is the armed crash point and its passes are used up (crash tests: a real kill, no
+ * cleanup, the call not made).
  */
 export function crashIfIoArmed(buffer: SharedArrayBuffer | null, point: FaultPoint): void {
   if (buffer === null) return;
   const { cells, at } = cellsOf(buffer);
-  if (Atomics.load(cells, at + CRASH_AT) === IO_FAULT_POINTS.indexOf(point) + 1) process.kill(process.pid, "SIGKILL");
+  if (Atomics.load(cells, at + CRASH_AT) !== IO_FAULT_POINTS.indexOf(point) + 1) return;
+  if (crashArrival(buffer)) process.kill(process.pid, "SIGKILL");
 }
 
 /** Injected failures not yet fired. */

@@ -43,6 +43,8 @@ export interface OpsConfig extends Common {
   mix: { write: number; forget: number; batch: number; erase: number };
   padMax: number;
   crashAt?: FaultPoint;
+  /** `faults.crashAfter`: arrivals at crashAt that pass before the one that kills (default 0). */
+  crashAfter?: number;
   /** Acknowledged units to complete (then close cleanly) before reopening with crashAt armed. */
   preamble?: number;
   /** Run compact() back to back beside the writers. */
@@ -149,8 +151,9 @@ class Reporter {
   }
 }
 
-function optionsOf(c: Common, crashAt?: FaultPoint): OpenOptions {
-  return crashAt === undefined ? { ...c.open } : { ...c.open, faults: { crashAt } };
+function optionsOf(c: Common & { crashAfter?: number }, crashAt?: FaultPoint): OpenOptions {
+  if (crashAt === undefined) return { ...c.open };
+  return { ...c.open, faults: c.crashAfter === undefined ? { crashAt } : { crashAt, crashAfter: c.crashAfter } };
 }
 
 async function runOps(c: OpsConfig): Promise<void> {
