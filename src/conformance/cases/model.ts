@@ -4,13 +4,15 @@
  * How it works: fast-check generates a store configuration (tombstoneWrites auto-clear or
  * require-clear, a default TTL or none, a TTL pattern for "user:*\/session:*" scopes or none,
  * 4 KiB or default segments, background compaction on or off, copy-on-write or in-place,
- * durability "none" or "sync") and a list of up to 40 operations over five scopes — "global",
+ * compaction inline or on a worker thread (one run in four: the engine's default, its passes'
+ * rewrites running beside the steps), durability "none" or "sync") and a list of up to 40
+ * operations over five scopes — "global",
  * "user:a", "user:a/session:1", "user:b", "user:b/session:2" — and four keys: writes (plain,
  * with expectedVersion current / null / stale / bogus, with clearTombstone, with ttlMs),
  * forgets, lazy forgetScopes, undeletes, batches of writes and forgets (some meant to fail
- * their compare-and-set half-way), groups of writes / forgets / undeletes / forgetScopes issued
- * in one turn without awaiting (queued together: they must decide exactly as if issued one
- * after the other), clock advances through the injected clock (TTL expiry), gc(), compact() in
+ * their compare-and-set half-way), groups of writes / forgets / undeletes / forgetScopes /
+ * compact() calls issued in one turn without awaiting (queued together: they must decide exactly
+ * as if issued one after the other, a pass among them changing no answer), clock advances through the injected clock (TTL expiry), gc(), compact() in
  * either mode, and close + reopen. Every operation runs on a real store in a temp dir and on a
  * plain in-memory model written from API.md (test/helpers/model-spec.ts; it imports nothing of
  * the engine). Each result is compared with the model's prediction (result shape, error class
@@ -43,7 +45,8 @@
  * ENGRAM_MODEL_RUNS sets the number of runs (default: the caller's modelRuns, 100 for the engine); ENGRAM_MODEL_SEED replays a seed;
  * ENGRAM_MODEL_LENIENT=1 tolerates the deviations already reported to the lead (see LENIENT
  * below and in model-spec.ts / model-ops.ts), and ENGRAM_MODEL_MODES=copy-on-write (or
- * in-place) restricts the compaction modes tried, to hunt past known bugs for further ones.
+ * in-place) restricts the compaction modes tried, to hunt past known bugs for further ones;
+ * ENGRAM_MODEL_WORKERS=1 (or 0) runs every run's compaction on a worker thread (or inline).
  */
 import { NotSupportedError, ScopeErasedDuringRead, TombstonedSlotError, VersionConflictError } from "../../../rules/errors.js";
 import type { OpenOptions, ProbeResult, ReadResult, Value } from "../../../rules/types.js";
@@ -111,7 +114,7 @@ class Harness {
     const engine: OpenOptions = !this.suite.supports.engineOptions
       ? {}
       : {
-          compaction: { workers: 0, auto: this.cfg.autoCompaction, mode: this.cfg.compactionMode },
+          compaction: { workers: this.cfg.compactionWorkers, auto: this.cfg.autoCompaction, mode: this.cfg.compactionMode },
           ...(this.cfg.segmentBytes === undefined ? {} : { segmentBytes: this.cfg.segmentBytes }),
         };
     return { durability: this.cfg.durability, tombstoneWrites: this.cfg.tombstoneWrites, retention, clock: () => this.model.now, ...engine };
@@ -356,7 +359,8 @@ class Harness {
           | { kind: "write"; want: WriteOutcome }
           | { kind: "forget"; writes: boolean; generation: number | null }
           | { kind: "undelete"; writes: boolean; generation: number | null }
-          | { kind: "forgetScope"; slots: number };
+          | { kind: "forgetScope"; slots: number }
+          | { kind: "compact" };
         const preds: Pred[] = [];
         const calls: Array<Promise<unknown>> = [];
         for (const row of op.ops) {
@@ -376,6 +380,9 @@ class Harness {
             if (u.writes) sim.applyUndelete(row.scope, row.key);
             preds.push({ kind: "undelete", ...u });
             calls.push(this.store.undelete(row.key, { scope: row.scope }));
+          } else if (row.op === "compact") {
+            preds.push({ kind: "compact" });
+            calls.push(this.store.compact(row.mode === undefined ? undefined : { mode: row.mode }));
           } else {
             preds.push({ kind: "forgetScope", slots: sim.liveIn(row.scope) });
             sim.applyForgetScope(row.scope, placeholder--);
@@ -395,7 +402,7 @@ class Harness {
             continue;
           }
           const got = s.value as Record<string, unknown>;
-          this.check(got["ok"] === true, `${where}: ${show(got)}`);
+          this.check(got["ok"] === true || pred.kind === "compact", `${where}: ${show(got)}`); // a compaction report has no "ok"
           if (pred.kind === "write" && row.op === "write") {
             if (pred.want.kind !== "ok") this.fail(`${where} returned ${show(got)}, want ${show(pred.want)}`);
             this.check(got["generation"] === pred.want.generation, `${where}: ${show(got)}, want generation ${pred.want.generation}`);
@@ -422,8 +429,12 @@ class Harness {
             this.check(Number.isSafeInteger(t) && t > last, `${where}: tombstoneSeq ${t} not above ${last} (issue order)`);
             last = t;
             m.applyForgetScope(row.scope, t);
+          } else if (pred.kind === "compact" && row.op === "compact") {
+            this.check(Array.isArray(got["segments"]) && (row.mode === undefined || got["mode"] === row.mode), `${where}: compact report ${show(got)}`);
           }
         }
+        // A pass issued beside the rows may run after any of them: whatever is dead now may be reclaimed.
+        if (op.ops.some((r) => r.op === "compact")) m.applyCompaction();
         m.maxSeq = Math.max(m.maxSeq, last);
         return;
       }
@@ -582,7 +593,7 @@ export function modelCases(h: Suite, fc: FastCheck | undefined): void {
     return;
   }
   const { configArb, opArb } = arbitraries(fc);
-  const logical = (cfg: RunConfig): RunConfig => (h.supports.engineOptions ? cfg : { ...cfg, autoCompaction: false, segmentBytes: undefined });
+  const logical = (cfg: RunConfig): RunConfig => (h.supports.engineOptions ? cfg : { ...cfg, autoCompaction: false, segmentBytes: undefined, compactionWorkers: 0 });
   const ops = h.supports.reopen ? opArb : opArb.filter((op) => op.t !== "reopen");
   h.describe("the API against an in-memory model", () => {
     h.it(name, async () => {

@@ -43,12 +43,20 @@ export type ConcurrentRow =
   | ({ op: "write" } & WriteSpec)
   | { op: "forget"; scope: string; key: string }
   | { op: "undelete"; scope: string; key: string }
-  | { op: "forgetScope"; scope: string };
+  | { op: "forgetScope"; scope: string }
+  /** A compaction pass issued in the same turn as the rows around it (on a worker thread when the run has one). */
+  | { op: "compact"; mode?: "copy-on-write" | "in-place" };
 
 /** Per-run store configuration (the logical part is the model's config). */
 export interface RunConfig extends ModelConfig {
   segmentBytes: number | undefined;
   compactionMode: "copy-on-write" | "in-place";
+  /**
+   * compaction.workers: 0 runs every pass inline (results independent of timing), 1 on a real
+   * worker thread beside the steps — the engine's default, with its passes' rewrites in flight
+   * while writes commit and reads run.
+   */
+  compactionWorkers: 0 | 1;
   durability: "none" | "sync";
 }
 
@@ -59,6 +67,9 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     .split(",")
     .filter((m): m is "copy-on-write" | "in-place" => m === "copy-on-write" || m === "in-place");
   const modeArb = fc.constantFrom(...(MODES.length > 0 ? MODES : (["copy-on-write", "in-place"] as const)));
+  /** ENGRAM_MODEL_WORKERS=0 (or 1) makes every run's compaction inline (or on a worker thread). */
+  const WORKERS = process.env["ENGRAM_MODEL_WORKERS"];
+  const workersArb = fc.constantFrom<0 | 1>(...(WORKERS === "0" ? [0 as const] : WORKERS === "1" ? [1 as const] : [0 as const, 0 as const, 0 as const, 1 as const]));
 
   const scopeArb = fc.constantFrom(...SCOPES);
   const keyArb = fc.constantFrom(...KEYS);
@@ -93,6 +104,7 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     { weight: 2, arbitrary: fc.record({ op: fc.constant("forget" as const), scope: scopeArb, key: keyArb }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("undelete" as const), scope: scopeArb, key: keyArb }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("forgetScope" as const), scope: fc.constantFrom("user:a", "user:b", "user:a/session:1") }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }) },
   );
 
   const opArb: FC.Arbitrary<Op> = fc.oneof(
@@ -115,6 +127,7 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     autoCompaction: fc.boolean(),
     segmentBytes: fc.constantFrom<number | undefined>(4096, 4096, undefined),
     compactionMode: modeArb,
+    compactionWorkers: workersArb,
     durability: fc.constantFrom("none" as const, "none" as const, "none" as const, "sync" as const),
   });
   return { opArb, configArb };
