@@ -20,7 +20,11 @@
  * it; .tmp present / output renamed beside its still-present source), then reopens: every live key has its exact value and version, every
  * forgotten key and erased scope reads NOT_FOUND (inherited reads and list() agree), verify() is
  * clean, no .journal or .tmp remains, the journal was replayed (in-place) or the replaced source
- * removed (copy-on-write); a further compact() plus reopen still holds all of it.
+ * removed (copy-on-write); a further compact() plus reopen still holds all of it. In place, each
+ * point is also crashed at its second arrival (`faults.crashAfter` 1, since the forty-eighth
+ * session): in a later job of the pass, while the job before it is published or in flight, with
+ * the same reopen checks (a copy-on-write pass merges the template's segments into one output,
+ * which meets each of its points once).
  *
  * Then, per mode, a random run: a child writes, forgets, batches and erases scopes in two loops
  * while a third runs compact() back to back and a fourth reads (any value read must name its own
@@ -200,60 +204,93 @@ beforeAll(async () => {
   }
 }, 120_000);
 
+/**
+ * One scripted crash: a copy of the mode's template, compact() in a child that the engine kills at
+ * `point` after `crashAfter` arrivals there (0: in the pass's first job that reaches it; 1: in a
+ * later one, the jobs before it published or in flight), then a reopen that must hold exactly the
+ * prepared content, and a further inline compaction and reopen. With `checkFiles` (the first
+ * arrival) the files the crash left are checked against the step it names, and what recovery
+ * made of them (the journal replayed, the unpublished output dropped, the published one kept).
+ */
+async function crashCompaction(mode: Mode, point: FaultPoint, crashAfter: number, checkFiles: boolean): Promise<void> {
+  const template = templates.get(mode);
+  if (template === undefined) throw new Error("template not prepared");
+  const dir = tempDir(point.replace(":", "-"));
+  fs.cpSync(template.dir, dir, { recursive: true });
+  const model = template.model.clone();
+  const open = openOptions(mode, 16 * 1024);
+  const label = `seed ${seed} ${mode} ${point} after ${crashAfter} dir ${dir}`;
+  try {
+    const before = snapshot(dir);
+    const res = await runRound(new ChildPool(false), model, { mode: "compact-crash", dir, open, crashAt: point, crashAfter }, null, label);
+    expect(res.killedByParent, `${label}: the parent had to kill it`).toBe(false);
+    expect(res.exit.signal).toBe("SIGKILL");
+    expect(res.cstarts, "compact() was called").toBe(1);
+    expect(res.cdones, "compact() never returned").toBe(0);
+    const pending = checkFiles ? checkCrashState(point, before, snapshot(dir)) : null;
+    if (crashAfter > 0) expect(rewrittenSegments(before, snapshot(dir)), `${label}: a job before the crash rewrote its segment`).toBeGreaterThan(0);
+
+    // Reopen: recovery finishes or undoes the compaction; the content is exactly the prepared one.
+    const report = await reopenAndCheck(dir, open, model, `${label} (reopen after crash)`);
+    expect(report.units).toBe(0);
+    expect(leftovers(dir)).toEqual([]);
+    if (pending !== null) checkRecovered(point, pending, snapshot(dir));
+
+    // A further compaction (inline, in this process) and restart keep every live value and every forgetting.
+    const store = await Engram.open(dir, inline(open));
+    try {
+      const c = await store.compact();
+      expect(c.segments.length, "the garbage is still there to compact").toBeGreaterThan(0);
+    } finally {
+      await store.close();
+    }
+    await reopenAndCheck(dir, open, model, `${label} (after a further compact)`);
+    expect(leftovers(dir)).toEqual([]);
+  } catch (err) {
+    keepDirs = true;
+    throw err;
+  }
+}
+
+/** Segments present before and after whose header generation changed between (rewritten in place and published on disk), those with a journal beside them excepted. */
+function rewrittenSegments(before: Map<string, Buffer>, after: Map<string, Buffer>): number {
+  let n = 0;
+  for (const [name, old] of before) {
+    const now = after.get(name);
+    if (!name.endsWith(".seg") || now === undefined || after.has(name.replace(".seg", ".journal"))) continue;
+    const id = Number(name.slice(0, 8));
+    if (headerOf(now, id).generation !== headerOf(old, id).generation) n += 1;
+  }
+  return n;
+}
+
+/** What recovery made of the crash's files: the journal replayed, the unpublished output dropped, the published one kept. */
+function checkRecovered(point: FaultPoint, pending: ReturnType<typeof checkCrashState>, settled: Map<string, Buffer>): void {
+  if (pending.journal !== undefined) {
+    // The redo journal was replayed: the segment is the journal's image, at its generation.
+    const j = pending.journal;
+    const f = settled.get(segName(j.id));
+    expect(f, `segment ${j.id} after recovery`).toBeDefined();
+    expect((f as Buffer).subarray(DATA_START).equals(j.data), "journal replayed onto the segment").toBe(true);
+    expect(headerOf(f as Buffer, j.id).generation).toBe(j.generation);
+  } else if (point === "compaction:before-swap") {
+    expect(settled.has(segName(pending.source as number)), "unpublished output dropped, source kept").toBe(true);
+    expect(settled.has(segName(pending.output as number))).toBe(false);
+  } else {
+    expect(settled.has(segName(pending.source as number)), "published output replaced its source").toBe(false);
+    expect(settled.has(segName(pending.output as number))).toBe(true);
+  }
+}
+
 describe.concurrent.each(MODES)("crash: %s compaction", (mode) => {
   for (const point of POINTS[mode]) {
     it(`SIGKILL at ${point} loses nothing live and resurrects nothing`, { timeout: 120_000 }, async () => {
-      const template = templates.get(mode);
-      if (template === undefined) throw new Error("template not prepared");
-      const dir = tempDir(point.replace(":", "-"));
-      fs.cpSync(template.dir, dir, { recursive: true });
-      const model = template.model.clone();
-      const open = openOptions(mode, 16 * 1024);
-      const label = `seed ${seed} ${mode} ${point} dir ${dir}`;
-      try {
-        const before = snapshot(dir);
-        const res = await runRound(new ChildPool(false), model, { mode: "compact-crash", dir, open, crashAt: point }, null, label);
-        expect(res.killedByParent, `${label}: the parent had to kill it`).toBe(false);
-        expect(res.exit.signal).toBe("SIGKILL");
-        expect(res.cstarts, "compact() was called").toBe(1);
-        expect(res.cdones, "compact() never returned").toBe(0);
-        const after = snapshot(dir);
-        const pending = checkCrashState(point, before, after);
-
-        // Reopen: recovery finishes or undoes the compaction; the content is exactly the prepared one.
-        const report = await reopenAndCheck(dir, open, model, `${label} (reopen after crash)`);
-        expect(report.units).toBe(0);
-        expect(leftovers(dir)).toEqual([]);
-        const settled = snapshot(dir);
-        if (pending.journal !== undefined) {
-          // The redo journal was replayed: the segment is the journal's image, at its generation.
-          const j = pending.journal;
-          const f = settled.get(segName(j.id));
-          expect(f, `segment ${j.id} after recovery`).toBeDefined();
-          expect((f as Buffer).subarray(DATA_START).equals(j.data), "journal replayed onto the segment").toBe(true);
-          expect(headerOf(f as Buffer, j.id).generation).toBe(j.generation);
-        } else if (point === "compaction:before-swap") {
-          expect(settled.has(segName(pending.source as number)), "unpublished output dropped, source kept").toBe(true);
-          expect(settled.has(segName(pending.output as number))).toBe(false);
-        } else {
-          expect(settled.has(segName(pending.source as number)), "published output replaced its source").toBe(false);
-          expect(settled.has(segName(pending.output as number))).toBe(true);
-        }
-
-        // A further compaction (inline, in this process) and restart keep every live value and every forgetting.
-        const store = await Engram.open(dir, inline(open));
-        try {
-          const c = await store.compact();
-          expect(c.segments.length, "the garbage is still there to compact").toBeGreaterThan(0);
-        } finally {
-          await store.close();
-        }
-        await reopenAndCheck(dir, open, model, `${label} (after a further compact)`);
-        expect(leftovers(dir)).toEqual([]);
-      } catch (err) {
-        keepDirs = true;
-        throw err;
-      }
+      await crashCompaction(mode, point, 0, true);
+    });
+    // A copy-on-write pass merges the template's sealed segments into one output: no second arrival.
+    if (mode !== "in-place") continue;
+    it(`SIGKILL at ${point} in a later job of the pass (crashAfter 1) loses nothing live and resurrects nothing`, { timeout: 120_000 }, async () => {
+      await crashCompaction(mode, point, 1, false);
     });
   }
 

@@ -67,6 +67,8 @@ export interface PrepareConfig extends Common {
 export interface CompactCrashConfig extends Common {
   mode: "compact-crash";
   crashAt: FaultPoint;
+  /** `faults.crashAfter`: arrivals at crashAt that pass first (a later job of the pass). */
+  crashAfter?: number;
 }
 
 /** A scripted race: a forget answered "nothing to forget" while the tombstone it saw is in flight. */
