@@ -12,9 +12,10 @@
  * forgets, lazy forgetScopes, undeletes, batches of writes and forgets (some meant to fail
  * their compare-and-set half-way), groups of writes / forgets / undeletes / forgetScopes /
  * compact() calls issued in one turn without awaiting (queued together: they must decide exactly
- * as if issued one after the other, a pass among them changing no answer), clock advances through the injected clock (TTL expiry), gc(), compact() in
- * either mode, and close + reopen. Every operation runs on a real store in a temp dir and on a
- * plain in-memory model written from API.md (test/helpers/model-spec.ts; it imports nothing of
+ * as if issued one after the other, a pass among them changing no answer), clock advances
+ * through the injected clock (TTL expiry), gc(), compact() in either mode, and close + reopen.
+ * Every operation runs on a real store in a temp dir and on a plain in-memory model written
+ * from API.md (test/helpers/model-spec.ts; it imports nothing of
  * the engine). Each result is compared with the model's prediction (result shape, error class
  * and code, CAS `expected`/`actual`, generations, forgetScope's `slots`; sequence numbers must
  * be newer than everything committed before and grow in issue order; a refused operation must
