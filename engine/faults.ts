@@ -46,9 +46,9 @@ const CELLS = 2;
 const ARMED = 0;
 const STATE = 1;
 const WAITING_MASK = 0xffff;
-/** The cell after the per-point cells holds the index of the crash point plus one (0 = none). */
+/** The cell after the per-point cells holds the index of the crash point plus one when it is an engine point (0 = none). */
 const CRASH_CELL = FAULT_POINTS.length * CELLS;
-/** Then the armed failure of `failAt` and the I/O crash point (segments/io-faults.ts reads the last IO_CELLS cells). */
+/** Then the armed failure of `failAt`, the I/O crash point and the crash's passes left (segments/io-faults.ts reads the last IO_CELLS cells). */
 const CELLS_TOTAL = CRASH_CELL + 1 + IO_CELLS;
 
 /** The first cell of `point` in the fault table; throws on an unknown point. */
@@ -71,8 +71,9 @@ export function createFaultBuffer(pauseAt: readonly FaultPoint[], crashAt: Fault
   const buffer = new SharedArrayBuffer(CELLS_TOTAL * 4);
   const cells = new Int32Array(buffer);
   for (const p of pauseAt) cells[indexOf(p) + ARMED] = 1;
-  if (crashAt !== null) cells[CRASH_CELL] = FAULT_POINTS.indexOf(crashAt) + 1;
-  if (crashAt !== null && IO_FAULT_POINTS.includes(crashAt)) armIoCrash(buffer, crashAt); // segments/io.ts crashes there
+  // One cell per kind of point, each read by the code that reaches such points: the engine's here, an I/O point's by segments/io.ts.
+  if (crashAt !== null && IO_FAULT_POINTS.includes(crashAt)) armIoCrash(buffer, crashAt);
+  else if (crashAt !== null) cells[CRASH_CELL] = FAULT_POINTS.indexOf(crashAt) + 1;
   armCrashPasses(buffer, crashAt === null ? 0 : crashAfter);
   if (failAt !== null) armFailure(buffer, failAt);
   return buffer;
