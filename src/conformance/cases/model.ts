@@ -11,8 +11,10 @@
  * with expectedVersion current / null / stale / bogus, with clearTombstone, with ttlMs),
  * forgets, lazy forgetScopes, undeletes, batches of writes and forgets (some meant to fail
  * their compare-and-set half-way), groups of writes / forgets / undeletes / forgetScopes /
- * compact() calls issued in one turn without awaiting (queued together: they must decide exactly
- * as if issued one after the other, a pass among them changing no answer), clock advances
+ * compact() calls issued without awaiting (queued together: they must decide exactly as if issued
+ * one after the other, a pass among them changing no answer), in one turn or split by `turn` rows
+ * that let the event loop run 1–24 turns before the next row (so a pass issued before one is
+ * flushing, sealing, planning or rewriting on its worker when the rows after it land), clock advances
  * through the injected clock (TTL expiry), gc(), compact() in either mode, and close + reopen.
  * Every operation runs on a real store in a temp dir and on a plain in-memory model written
  * from API.md (test/helpers/model-spec.ts; it imports nothing of
@@ -52,7 +54,7 @@
 import { NotSupportedError, ScopeErasedDuringRead, TombstonedSlotError, VersionConflictError } from "../../../rules/errors.js";
 import type { OpenOptions, ProbeResult, ReadResult, Value } from "../../../rules/types.js";
 import type { ConformanceStore, Harness as Suite } from "../harness.js";
-import { arbitraries, showOp, type Expect, type FastCheck, type Op, type RunConfig, type WriteSpec } from "../model/ops.js";
+import { arbitraries, showOp, type BatchRow, type ConcurrentRow, type Expect, type FastCheck, type Op, type RunConfig, type WriteSpec } from "../model/ops.js";
 import { KEYS, Model, SCOPES, type WriteOutcome } from "../model/spec.js";
 
 const SEED = process.env["ENGRAM_MODEL_SEED"] === undefined ? undefined : Number(process.env["ENGRAM_MODEL_SEED"]);
@@ -67,6 +69,27 @@ const MAX_OPS = 40;
 const START = 1_700_000_000_000;
 
 class Mismatch extends Error {}
+
+/** A batch's rows as the store takes them, and what each must answer or which row must refuse it (Harness.predictBatch). */
+interface BatchWant {
+  rows: Array<Record<string, unknown>>;
+  wants: Array<{ kind: "write"; generation: number } | { kind: "forget"; writes: boolean; generation: number | null }>;
+  refusal: { index: number; want: Exclude<WriteOutcome, { kind: "ok" }> } | null;
+}
+
+function showBatchWant(want: BatchWant): string {
+  return want.refusal === null ? show(want.wants) : `refusal at row ${want.refusal.index}: ${show(want.refusal.want)}`;
+}
+
+/** The names a group's rows touch (a batch row's each), whose reclaimed slots are settled before it. */
+function namesOf(rows: readonly ConcurrentRow[]): Array<{ scope: string; key: string }> {
+  return rows.flatMap((r) => (r.op === "batch" ? r.ops : "key" in r ? [r] : []));
+}
+
+/** Waits `n` turns of the event loop (a check phase each: I/O callbacks, a worker's messages and timers run between them). */
+async function turns(n: number): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+}
 
 function same(a: Value, b: Value): boolean {
   if (typeof a === "string" || typeof b === "string") return a === b;
@@ -178,6 +201,73 @@ class Harness {
   }
 
   /** Checks a thrown error against a refused outcome. `placeholderActual`: the actual version is one assigned earlier in the same batch. */
+  /**
+   * A batch's rows as the store takes them and what it must answer, decided on `sim` in order
+   * (expected versions resolved against `m`, the state before the step): `sim` is left with the
+   * batch applied, or untouched when a row must refuse it (all or nothing). Sequences the batch
+   * will take are placeholders drawn from `placeholder`.
+   */
+  predictBatch(m: Model, sim: Model, ops: BatchRow[], seqBefore: number, placeholder: { next: number }): BatchWant {
+    const after = sim.clone();
+    const rows: Array<Record<string, unknown>> = [];
+    const wants: BatchWant["wants"] = [];
+    let refusal: BatchWant["refusal"] = null;
+    for (const [i, row] of ops.entries()) {
+      if (row.op === "write") {
+        const expected = this.resolveExpect(m, row, seqBefore);
+        rows.push({ op: "write", key: row.key, value: row.value, ...this.writeOpts(row, expected) });
+        if (refusal !== null) continue;
+        const w = after.decideWrite(row.scope, row.key, expected, row.clearTombstone ?? false);
+        if (w.kind !== "ok") {
+          refusal = { index: i, want: w };
+          continue;
+        }
+        after.applyWrite(row.scope, row.key, row.value, placeholder.next--, w.generation, row.ttlMs);
+        wants.push({ kind: "write", generation: w.generation });
+      } else {
+        rows.push({ op: "forget", key: row.key, scope: row.scope });
+        if (refusal !== null) continue;
+        const f = after.decideForget(row.scope, row.key);
+        if (f.writes) after.applyForget(row.scope, row.key, placeholder.next--);
+        wants.push({ kind: "forget", ...f });
+      }
+    }
+    if (refusal === null) sim.adopt(after);
+    return { rows, wants, refusal };
+  }
+
+  /**
+   * Checks a batch's results against `want` (which must not be a refusal), each sequence above
+   * `last` and the one before it, and applies the batch to `m`; returns the last sequence it took.
+   */
+  checkBatch(m: Model, ops: BatchRow[], want: BatchWant, results: unknown, last: number, where: string): number {
+    if (want.refusal !== null) this.fail(`${where} returned ${show(results)}, want refusal at row ${want.refusal.index} (${show(want.refusal.want)}): nothing may be written`);
+    this.check(Array.isArray(results) && results.length === want.rows.length, `${where} results ${show(results)}: want ${want.rows.length} results`);
+    const rs = results as Array<Record<string, unknown>>;
+    for (const [i, row] of ops.entries()) {
+      const got = rs[i] as Record<string, unknown>;
+      const w = want.wants[i];
+      if (row.op === "write" && w?.kind === "write") {
+        this.check(got["ok"] === true && got["generation"] === w.generation, `${where} row ${i}: ${show(got)}, want generation ${w.generation}`);
+        const v = got["version"] as number;
+        this.check(Number.isSafeInteger(v) && v > last, `${where} row ${i}: version ${v} not above ${last}`);
+        last = v;
+        m.applyWrite(row.scope, row.key, row.value, v, w.generation, row.ttlMs);
+      } else if (row.op === "forget" && w?.kind === "forget") {
+        this.check(got["ok"] === true && got["generation"] === w.generation, `${where} row ${i}: ${show(got)}, want generation ${w.generation}`);
+        if (w.writes) {
+          const t = got["tombstoneSeq"] as number;
+          this.check(Number.isSafeInteger(t) && t > last, `${where} row ${i}: tombstoneSeq ${t} not above ${last}`);
+          last = t;
+          m.applyForget(row.scope, row.key, t);
+        } else {
+          this.check(got["tombstoneSeq"] === null, `${where} row ${i}: forget of nothing live returned ${show(got)}`);
+        }
+      }
+    }
+    return last;
+  }
+
   checkRefusal(err: unknown, want: Exclude<WriteOutcome, { kind: "ok" }>, seqBefore: number, where: string): void {
     if (want.kind === "conflict") {
       if (want.orTombstoned !== null && err instanceof TombstonedSlotError) {
@@ -286,94 +376,47 @@ class Harness {
       case "batch": {
         await this.settleGone(op.ops);
         // Predict on a copy; expected versions are resolved against the state before the batch.
-        const sim = m.clone();
-        let placeholder = -1;
-        let refusal: { index: number; want: Exclude<WriteOutcome, { kind: "ok" }> } | null = null;
-        const rows: Array<Record<string, unknown>> = [];
-        const wants: Array<{ kind: "write"; generation: number } | { kind: "forget"; writes: boolean; generation: number | null }> = [];
-        for (const [i, row] of op.ops.entries()) {
-          if (row.op === "write") {
-            const expected = this.resolveExpect(m, row, seqBefore);
-            rows.push({ op: "write", key: row.key, value: row.value, ...this.writeOpts(row, expected) });
-            const w = sim.decideWrite(row.scope, row.key, expected, row.clearTombstone ?? false);
-            if (refusal !== null) continue;
-            if (w.kind !== "ok") {
-              refusal = { index: i, want: w };
-              continue;
-            }
-            sim.applyWrite(row.scope, row.key, row.value, placeholder--, w.generation, row.ttlMs);
-            wants.push({ kind: "write", generation: w.generation });
-          } else {
-            rows.push({ op: "forget", key: row.key, scope: row.scope });
-            if (refusal !== null) continue;
-            const f = sim.decideForget(row.scope, row.key);
-            if (f.writes) sim.applyForget(row.scope, row.key, placeholder--);
-            wants.push({ kind: "forget", ...f });
-          }
-        }
-        this.trace.push(`${showOp(op)} -> want ${refusal === null ? show(wants) : `refusal at row ${refusal.index}: ${show(refusal.want)}`}`);
+        const want = this.predictBatch(m, m.clone(), op.ops, seqBefore, { next: -1 });
+        this.trace.push(`${showOp(op)} -> want ${showBatchWant(want)}`);
         let results: unknown;
         try {
-          results = await this.store.batch(rows as never);
+          results = await this.store.batch(want.rows as never);
         } catch (err) {
           if (err instanceof Mismatch) throw err;
-          if (refusal === null) this.fail(`batch threw ${String(err)}, want success`);
-          this.checkRefusal(err, refusal.want, seqBefore, `batch row ${refusal.index}`);
+          if (want.refusal === null) this.fail(`batch threw ${String(err)}, want success`);
+          this.checkRefusal(err, want.refusal.want, seqBefore, `batch row ${want.refusal.index}`);
           unchanged("refused batch");
           return;
         }
-        if (refusal !== null) this.fail(`batch returned ${show(results)}, want refusal at row ${refusal.index} (${show(refusal.want)}): nothing may be written`);
-        this.check(Array.isArray(results) && results.length === rows.length, `batch results ${show(results)}: want ${rows.length} results`);
-        const rs = results as Array<Record<string, unknown>>;
-        let last = seqBefore;
-        for (const [i, row] of op.ops.entries()) {
-          const got = rs[i] as Record<string, unknown>;
-          const want = wants[i];
-          if (row.op === "write" && want?.kind === "write") {
-            this.check(got["ok"] === true && got["generation"] === want.generation, `batch row ${i}: ${show(got)}, want generation ${want.generation}`);
-            const v = got["version"] as number;
-            this.check(Number.isSafeInteger(v) && v > last, `batch row ${i}: version ${v} not above ${last}`);
-            last = v;
-            m.applyWrite(row.scope, row.key, row.value, v, want.generation, row.ttlMs);
-          } else if (row.op === "forget" && want?.kind === "forget") {
-            this.check(got["ok"] === true && got["generation"] === want.generation, `batch row ${i}: ${show(got)}, want generation ${want.generation}`);
-            if (want.writes) {
-              const t = got["tombstoneSeq"] as number;
-              this.check(Number.isSafeInteger(t) && t > last, `batch row ${i}: tombstoneSeq ${t} not above ${last}`);
-              last = t;
-              m.applyForget(row.scope, row.key, t);
-            } else {
-              this.check(got["tombstoneSeq"] === null, `batch row ${i}: forget of nothing live returned ${show(got)}`);
-            }
-          }
-        }
-        m.maxSeq = Math.max(m.maxSeq, last);
+        m.maxSeq = Math.max(m.maxSeq, this.checkBatch(m, op.ops, want, results, seqBefore, "batch"));
         return;
       }
       case "concurrent": {
-        await this.settleGone(op.ops.filter((r): r is Extract<typeof r, { key: string }> => "key" in r));
+        await this.settleGone(namesOf(op.ops));
         // Decide every row on a copy in issue order (queued operations must see each other), then
         // issue them all in one turn and await them together.
         const sim = m.clone();
-        let placeholder = -1;
+        const placeholder = { next: -1 };
         type Pred =
+          | { kind: "batch"; want: BatchWant }
           | { kind: "write"; want: WriteOutcome }
           | { kind: "forget"; writes: boolean; generation: number | null }
           | { kind: "undelete"; writes: boolean; generation: number | null }
           | { kind: "forgetScope"; slots: number }
-          | { kind: "compact" };
+          | { kind: "compact" }
+          | { kind: "turn" };
         const preds: Pred[] = [];
         const calls: Array<Promise<unknown>> = [];
         for (const row of op.ops) {
           if (row.op === "write") {
             const expected = this.resolveExpect(m, row, seqBefore);
             const w = sim.decideWrite(row.scope, row.key, expected, row.clearTombstone ?? false);
-            if (w.kind === "ok") sim.applyWrite(row.scope, row.key, row.value, placeholder--, w.generation, row.ttlMs);
+            if (w.kind === "ok") sim.applyWrite(row.scope, row.key, row.value, placeholder.next--, w.generation, row.ttlMs);
             preds.push({ kind: "write", want: w });
             calls.push(this.store.write(row.key, row.value, this.writeOpts(row, expected)));
           } else if (row.op === "forget") {
             const f = sim.decideForget(row.scope, row.key);
-            if (f.writes) sim.applyForget(row.scope, row.key, placeholder--);
+            if (f.writes) sim.applyForget(row.scope, row.key, placeholder.next--);
             preds.push({ kind: "forget", ...f });
             calls.push(this.store.forget(row.key, { scope: row.scope }));
           } else if (row.op === "undelete") {
@@ -381,12 +424,23 @@ class Harness {
             if (u.writes) sim.applyUndelete(row.scope, row.key);
             preds.push({ kind: "undelete", ...u });
             calls.push(this.store.undelete(row.key, { scope: row.scope }));
+          } else if (row.op === "batch") {
+            const want = this.predictBatch(m, sim, row.ops, seqBefore, placeholder);
+            preds.push({ kind: "batch", want });
+            calls.push(this.store.batch(want.rows as never));
           } else if (row.op === "compact") {
             preds.push({ kind: "compact" });
             calls.push(this.store.compact(row.mode === undefined ? undefined : { mode: row.mode }));
+          } else if (row.op === "turn") {
+            preds.push({ kind: "turn" });
+            calls.push(Promise.resolve());
+            // The rows after it are issued in the middle of what the rows before it started; a
+            // refusal among those settles while this waits, so each is marked handled first.
+            for (const call of calls) call.catch(() => undefined);
+            await turns(row.turns);
           } else {
             preds.push({ kind: "forgetScope", slots: sim.liveIn(row.scope) });
-            sim.applyForgetScope(row.scope, placeholder--);
+            sim.applyForgetScope(row.scope, placeholder.next--);
             calls.push(this.store.forgetScope(row.scope));
           }
         }
@@ -397,9 +451,18 @@ class Harness {
           const pred = preds[i] as Pred;
           const s = settled[i] as PromiseSettledResult<unknown>;
           const where = `concurrent row ${i} (${row.op})`;
+          if (pred.kind === "turn") continue; // issued nothing
           if (s.status === "rejected") {
+            if (pred.kind === "batch" && pred.want.refusal !== null) {
+              this.checkRefusal(s.reason, pred.want.refusal.want, seqBefore, `${where} row ${pred.want.refusal.index}`);
+              continue;
+            }
             if (pred.kind !== "write" || pred.want.kind === "ok") this.fail(`${where} threw ${String(s.reason)}, want success`);
             this.checkRefusal(s.reason, pred.want, seqBefore, where);
+            continue;
+          }
+          if (pred.kind === "batch" && row.op === "batch") {
+            last = this.checkBatch(m, row.ops, pred.want, s.value, last, where);
             continue;
           }
           const got = s.value as Record<string, unknown>;

@@ -9,6 +9,9 @@
 import type * as FC from "fast-check";
 import { KEYS, SCOPES, type ModelConfig } from "./spec.js";
 
+/** The most event-loop turns a group's `turn` row waits (a pass of the model's few segments takes ~2–20). */
+export const TURNS_MAX = 24;
+
 /** The fast-check module (its default export or the namespace). */
 export type FastCheck = typeof FC;
 
@@ -30,7 +33,7 @@ export type Op =
   | { t: "forget"; scope: string; key: string }
   | { t: "forgetScope"; scope: string }
   | { t: "undelete"; scope: string; key: string }
-  | { t: "batch"; ops: Array<({ op: "write" } & WriteSpec) | { op: "forget"; scope: string; key: string }> }
+  | { t: "batch"; ops: BatchRow[] }
   /** Issued back to back without awaiting (queued together: group commit), then awaited. */
   | { t: "concurrent"; ops: ConcurrentRow[] }
   | { t: "advance"; ms: number }
@@ -39,13 +42,24 @@ export type Op =
   | { t: "compact"; mode?: "copy-on-write" | "in-place" }
   | { t: "reopen" };
 
+/** One op of a batch. */
+export type BatchRow = ({ op: "write" } & WriteSpec) | { op: "forget"; scope: string; key: string };
+
 export type ConcurrentRow =
+  /** A batch issued among the group's rows: all or nothing, its new names held as compact rows until asked for. */
+  | { op: "batch"; ops: BatchRow[] }
   | ({ op: "write" } & WriteSpec)
   | { op: "forget"; scope: string; key: string }
   | { op: "undelete"; scope: string; key: string }
   | { op: "forgetScope"; scope: string }
   /** A compaction pass issued in the same turn as the rows around it (on a worker thread when the run has one). */
-  | { op: "compact"; mode?: "copy-on-write" | "in-place" };
+  | { op: "compact"; mode?: "copy-on-write" | "in-place" }
+  /**
+   * The group's issuing waits `turns` turns of the event loop (setImmediate) before its next row:
+   * a pass issued before it goes on meanwhile (its flush, seal, plan, a worker's rewrites and
+   * their publications), so the rows after it land in the middle of that pass, not before it.
+   */
+  | { op: "turn"; turns: number };
 
 /** Per-run store configuration (the logical part is the model's config). */
 export interface RunConfig extends ModelConfig {
@@ -104,7 +118,9 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     { weight: 2, arbitrary: fc.record({ op: fc.constant("forget" as const), scope: scopeArb, key: keyArb }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("undelete" as const), scope: scopeArb, key: keyArb }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant("forgetScope" as const), scope: fc.constantFrom("user:a", "user:b", "user:a/session:1") }) },
-    { weight: 1, arbitrary: fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }) },
+    { weight: 2, arbitrary: fc.record({ op: fc.constant("batch" as const), ops: fc.array(batchRowArb, { minLength: 1, maxLength: 4 }) }) },
+    { weight: 2, arbitrary: fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }) },
+    { weight: 2, arbitrary: fc.record({ op: fc.constant("turn" as const), turns: fc.integer({ min: 1, max: TURNS_MAX }) }) },
   );
 
   const opArb: FC.Arbitrary<Op> = fc.oneof(

@@ -93,6 +93,12 @@ export class Model {
     return m;
   }
 
+  /** Takes `other`'s slots as this model's (a copy decided on, kept: a batch that was not refused). */
+  adopt(other: Model): void {
+    this.slots.clear();
+    for (const [k, s] of other.slots) this.slots.set(k, s);
+  }
+
   static id(scope: string, key: string): string {
     return `${scope}\u0000${key}`;
   }
