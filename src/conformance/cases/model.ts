@@ -13,8 +13,9 @@
  * their compare-and-set half-way), groups of writes / forgets / undeletes / forgetScopes /
  * compact() calls issued without awaiting (queued together: they must decide exactly as if issued
  * one after the other, a pass among them changing no answer), in one turn or split by `turn` rows
- * that let the event loop run 1–24 turns before the next row (so a pass issued before one is
- * flushing, sealing, planning or rewriting on its worker when the rows after it land), clock advances
+ * that let the event loop run 1–16,384 turns before the next row (so a pass issued before one may
+ * be flushing, sealing, planning or rewriting on its worker when the rows after it land; one step
+ * kind is such a group that opens with a pass and a wait), batches among them, clock advances
  * through the injected clock (TTL expiry), gc(), compact() in either mode, and close + reopen.
  * Every operation runs on a real store in a temp dir and on a plain in-memory model written
  * from API.md (test/helpers/model-spec.ts; it imports nothing of

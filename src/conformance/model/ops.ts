@@ -9,8 +9,12 @@
 import type * as FC from "fast-check";
 import { KEYS, SCOPES, type ModelConfig } from "./spec.js";
 
-/** The most event-loop turns a group's `turn` row waits (a pass of the model's few segments takes ~2–20). */
-export const TURNS_MAX = 24;
+/**
+ * The most event-loop turns a group's `turn` row waits. A pass over the model's few segments
+ * took 217–6,718 turns inline and 1,892–411,710 on a worker (setImmediate turns counted while
+ * compact() ran, 6 passes each way and mode), so the waits are drawn log-uniformly up to here.
+ */
+export const TURNS_MAX = 16_384;
 
 /** The fast-check module (its default export or the namespace). */
 export type FastCheck = typeof FC;
@@ -113,6 +117,12 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     { weight: 1, arbitrary: fc.record({ op: fc.constant("forget" as const), scope: scopeArb, key: keyArb }) },
   );
 
+  /** A wait of 1 to TURNS_MAX turns, log-uniform (as many short waits as long ones). */
+  const turnArb: FC.Arbitrary<ConcurrentRow> = fc
+    .integer({ min: 0, max: Math.log2(TURNS_MAX) - 1 })
+    .chain((e) => fc.integer({ min: 2 ** e, max: 2 ** (e + 1) }))
+    .map((turns) => ({ op: "turn" as const, turns }));
+
   const concurrentRowArb: FC.Arbitrary<ConcurrentRow> = fc.oneof(
     { weight: 5, arbitrary: writeSpecArb.map((w) => ({ op: "write" as const, ...w })) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant("forget" as const), scope: scopeArb, key: keyArb }) },
@@ -120,8 +130,13 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     { weight: 1, arbitrary: fc.record({ op: fc.constant("forgetScope" as const), scope: fc.constantFrom("user:a", "user:b", "user:a/session:1") }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant("batch" as const), ops: fc.array(batchRowArb, { minLength: 1, maxLength: 4 }) }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }) },
-    { weight: 2, arbitrary: fc.record({ op: fc.constant("turn" as const), turns: fc.integer({ min: 1, max: TURNS_MAX }) }) },
+    { weight: 2, arbitrary: turnArb },
   );
+
+  /** A pass, a wait of some turns, then rows that land while it runs (or after it, when it was short). */
+  const duringArb: FC.Arbitrary<Op> = fc
+    .tuple(fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }), turnArb, fc.array(concurrentRowArb, { minLength: 1, maxLength: 4 }))
+    .map(([compact, turn, rows]) => ({ t: "concurrent" as const, ops: [compact, turn, ...rows] }));
 
   const opArb: FC.Arbitrary<Op> = fc.oneof(
     { weight: 30, arbitrary: writeSpecArb.map((w) => ({ t: "write" as const, ...w })) },
@@ -130,6 +145,7 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     { weight: 6, arbitrary: fc.record({ t: fc.constant("undelete" as const), scope: scopeArb, key: keyArb }) },
     { weight: 6, arbitrary: fc.record({ t: fc.constant("batch" as const), ops: fc.array(batchRowArb, { minLength: 1, maxLength: 4 }) }) },
     { weight: 5, arbitrary: fc.record({ t: fc.constant("concurrent" as const), ops: fc.array(concurrentRowArb, { minLength: 2, maxLength: 6 }) }) },
+    { weight: 3, arbitrary: duringArb },
     { weight: 8, arbitrary: fc.record({ t: fc.constant("advance" as const), ms: fc.oneof(fc.integer({ min: 0, max: 2000 }), fc.integer({ min: 2000, max: 10_000 })) }) },
     { weight: 6, arbitrary: fc.record({ t: fc.constant("gc" as const), times: fc.constantFrom(1 as const, 2 as const) }) },
     { weight: 3, arbitrary: fc.record({ t: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["t"] }) },
