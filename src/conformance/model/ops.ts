@@ -133,9 +133,21 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     { weight: 2, arbitrary: turnArb },
   );
 
+  /** A plain write of ~1.5 KB: two or three fill a 4 KiB segment, so the write path rotates the segment a pass is sealing. */
+  const fillArb: FC.Arbitrary<ConcurrentRow> = fc.record({
+    op: fc.constant("write" as const),
+    scope: scopeArb,
+    key: keyArb,
+    value: fc.nat({ max: 25 }).map((n) => String.fromCharCode(65 + n).repeat(1500)),
+  });
+
   /** A pass, a wait of some turns, then rows that land while it runs (or after it, when it was short). */
   const duringArb: FC.Arbitrary<Op> = fc
-    .tuple(fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }), turnArb, fc.array(concurrentRowArb, { minLength: 1, maxLength: 4 }))
+    .tuple(
+      fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }),
+      turnArb,
+      fc.array(fc.oneof({ weight: 2, arbitrary: concurrentRowArb }, { weight: 1, arbitrary: fillArb }), { minLength: 1, maxLength: 4 }),
+    )
     .map(([compact, turn, rows]) => ({ t: "concurrent" as const, ops: [compact, turn, ...rows] }));
 
   const opArb: FC.Arbitrary<Op> = fc.oneof(
