@@ -201,7 +201,6 @@ class Harness {
     return o;
   }
 
-  /** Checks a thrown error against a refused outcome. `placeholderActual`: the actual version is one assigned earlier in the same batch. */
   /**
    * A batch's rows as the store takes them and what it must answer, decided on `sim` in order
    * (expected versions resolved against `m`, the state before the step): `sim` is left with the
@@ -269,6 +268,7 @@ class Harness {
     return last;
   }
 
+  /** Checks a thrown error against a refused outcome. `placeholderActual`: the actual version is one assigned earlier in the same batch. */
   checkRefusal(err: unknown, want: Exclude<WriteOutcome, { kind: "ok" }>, seqBefore: number, where: string): void {
     if (want.kind === "conflict") {
       if (want.orTombstoned !== null && err instanceof TombstonedSlotError) {
@@ -394,8 +394,8 @@ class Harness {
       }
       case "concurrent": {
         await this.settleGone(namesOf(op.ops));
-        // Decide every row on a copy in issue order (queued operations must see each other), then
-        // issue them all in one turn and await them together.
+        // Decide every row on a copy in issue order (queued operations must see each other), issue
+        // them in that order (in one turn, or across the waits of turn rows), and await them together.
         const sim = m.clone();
         const placeholder = { next: -1 };
         type Pred =
