@@ -408,6 +408,7 @@ class Harness {
           | { kind: "turn" };
         const preds: Pred[] = [];
         const calls: Array<Promise<unknown>> = [];
+        let handled = 0; // calls[0, handled) carry a rejection handler (see the turn row)
         for (const row of op.ops) {
           if (row.op === "write") {
             const expected = this.resolveExpect(m, row, seqBefore);
@@ -436,8 +437,8 @@ class Harness {
             preds.push({ kind: "turn" });
             calls.push(Promise.resolve());
             // The rows after it are issued in the middle of what the rows before it started; a
-            // refusal among those settles while this waits, so each is marked handled first.
-            for (const call of calls) call.catch(() => undefined);
+            // refusal among those settles while this waits, so each not yet marked is marked handled first.
+            for (; handled < calls.length; handled++) (calls[handled] as Promise<unknown>).catch(() => undefined);
             await turns(row.turns);
           } else {
             preds.push({ kind: "forgetScope", slots: sim.liveIn(row.scope) });
