@@ -12,7 +12,10 @@
  * forgets, lazy forgetScopes, undeletes, batches of writes and forgets (some meant to fail
  * their compare-and-set half-way), groups of writes / forgets / undeletes / forgetScopes /
  * compact() calls issued without awaiting (queued together: they must decide exactly as if issued
- * one after the other, a pass among them changing no answer), in one turn or split by `turn` rows
+ * one after the other, a pass among them changing no answer), with reads and readSyncs among them
+ * (each must answer the state some prefix of the group's mutations leaves — no later than its own
+ * turn unless an async read waited out an in-place rewrite — or, while a pass may run, fail closed
+ * with ScopeErasedDuringRead), in one turn or split by `turn` rows
  * that let the event loop run 1–16,384 turns before the next row (so a pass issued before one may
  * be flushing, sealing, planning or rewriting on its worker when the rows after it land; one step
  * kind is such a group that opens with a pass and a wait), batches among them, clock advances
@@ -84,7 +87,28 @@ function showBatchWant(want: BatchWant): string {
 
 /** The names a group's rows touch (a batch row's each), whose reclaimed slots are settled before it. */
 function namesOf(rows: readonly ConcurrentRow[]): Array<{ scope: string; key: string }> {
-  return rows.flatMap((r) => (r.op === "batch" ? r.ops : "key" in r ? [r] : []));
+  return rows.flatMap((r) => (r.op === "batch" ? r.ops : r.op === "read" ? [] : "key" in r ? [r] : []));
+}
+
+/** A synchronous call's outcome as a settled promise (a readSync among a group's async calls). */
+function settle<R>(call: () => R): Promise<R> {
+  try {
+    return Promise.resolve(call());
+  } catch (err) {
+    return Promise.reject(err);
+  }
+}
+
+/**
+ * A read's answer agrees with the model's `want` (null: NOT_FOUND): the same value and kind,
+ * generation and scope found in, and the version — or, for a placeholder (negative: taken by a
+ * row of the same group), one newer than everything committed before the group.
+ */
+function readAgrees(r: ReadResult, want: ReturnType<Model["read"]>, seqBefore: number): boolean {
+  if (want === null) return r.status === "NOT_FOUND" && Object.keys(r).length === 1;
+  if (r.status !== "OK") return false;
+  const kindSame = typeof r.value === typeof want.value && r.value instanceof Uint8Array === want.value instanceof Uint8Array;
+  return kindSame && same(r.value, want.value) && seqMatches(r.version, want.version, seqBefore) && r.generation === want.generation && r.scope === want.scope;
 }
 
 /** Waits `n` turns of the event loop (a check phase each: I/O callbacks, a worker's messages and timers run between them). */
@@ -405,11 +429,28 @@ class Harness {
           | { kind: "undelete"; writes: boolean; generation: number | null }
           | { kind: "forgetScope"; slots: number }
           | { kind: "compact" }
-          | { kind: "turn" };
+          | { kind: "turn" }
+          | { kind: "read"; upTo: number | null; mayFail: boolean };
         const preds: Pred[] = [];
         const calls: Array<Promise<unknown>> = [];
         let handled = 0; // calls[0, handled) carry a rejection handler (see the turn row)
+        // For the read rows: views[i] is the state the group's first i mutation rows leave; the
+        // rows issued since the last turn row cannot have committed when a row is issued (no
+        // microtask runs between rows issued in one turn), so views[0, settledMax] are the states
+        // a read that authorizes in its call may see.
+        const views: Model[] | null = op.ops.some((r) => r.op === "read") ? [sim.clone()] : null;
+        let settledMax = 0;
+        let passIssued = false;
         for (const row of op.ops) {
+          if (row.op === "read") {
+            const pass = passIssued || this.cfg.autoCompaction;
+            // An async read that meets a segment being rewritten in place waits and authorizes
+            // again, so then it may see any later state; readSync fails closed instead.
+            const sync = row.sync && this.suite.supports.readSync;
+            preds.push({ kind: "read", upTo: sync || !pass ? settledMax : null, mayFail: pass });
+            calls.push(sync ? settle(() => this.store.readSync(row.key, { scope: row.scope, inherit: row.inherit })) : this.store.read(row.key, { scope: row.scope, inherit: row.inherit }));
+            continue;
+          }
           if (row.op === "write") {
             const expected = this.resolveExpect(m, row, seqBefore);
             const w = sim.decideWrite(row.scope, row.key, expected, row.clearTombstone ?? false);
@@ -431,6 +472,7 @@ class Harness {
             preds.push({ kind: "batch", want });
             calls.push(this.store.batch(want.rows as never));
           } else if (row.op === "compact") {
+            passIssued = true;
             preds.push({ kind: "compact" });
             calls.push(this.store.compact(row.mode === undefined ? undefined : { mode: row.mode }));
           } else if (row.op === "turn") {
@@ -439,12 +481,14 @@ class Harness {
             // The rows after it are issued in the middle of what the rows before it started; a
             // refusal among those settles while this waits, so each not yet marked is marked handled first.
             for (; handled < calls.length; handled++) (calls[handled] as Promise<unknown>).catch(() => undefined);
+            if (views !== null) settledMax = views.length - 1;
             await turns(row.turns);
           } else {
             preds.push({ kind: "forgetScope", slots: sim.liveIn(row.scope) });
             sim.applyForgetScope(row.scope, placeholder.next--);
             calls.push(this.store.forgetScope(row.scope));
           }
+          if (views !== null && row.op !== "compact" && row.op !== "turn") views.push(sim.clone());
         }
         this.trace.push(`${showOp(op)} -> want ${show(preds)}`);
         const settled = await Promise.allSettled(calls);
@@ -454,6 +498,10 @@ class Harness {
           const s = settled[i] as PromiseSettledResult<unknown>;
           const where = `concurrent row ${i} (${row.op})`;
           if (pred.kind === "turn") continue; // issued nothing
+          if (pred.kind === "read" && row.op === "read") {
+            this.checkGroupRead(s, row, (views as Model[]).slice(0, pred.upTo === null ? undefined : pred.upTo + 1), pred.mayFail, seqBefore, where);
+            continue;
+          }
           if (s.status === "rejected") {
             if (pred.kind === "batch" && pred.want.refusal !== null) {
               this.checkRefusal(s.reason, pred.want.refusal.want, seqBefore, `${where} row ${pred.want.refusal.index}`);
@@ -600,6 +648,23 @@ class Harness {
       `${what}: value ${show(r.value)}, want ${show(want.value)}`,
     );
     this.check(r.version === want.version && r.generation === want.generation && r.scope === want.scope, `${what}: got ${show({ ...r, value: undefined })}, want ${show({ ...want, value: undefined })}`);
+  }
+
+  /**
+   * Checks a group's read row: it answered what one of `views` (the states it may see) reads, or
+   * — only when `mayFail` (a pass may be moving records) — failed closed with ScopeErasedDuringRead.
+   */
+  checkGroupRead(s: PromiseSettledResult<unknown>, row: { scope: string; key: string; inherit: boolean }, views: Model[], mayFail: boolean, seqBefore: number, where: string): void {
+    if (s.status === "rejected") {
+      this.check(mayFail && s.reason instanceof ScopeErasedDuringRead, `${where} threw ${String(s.reason)}${mayFail ? "" : " with no pass running"}, want a state some prefix of the group leaves`);
+      return;
+    }
+    const wants = views.map((v) => v.read(row.scope, row.key, row.inherit));
+    const r = s.value as ReadResult;
+    this.check(
+      wants.some((want) => readAgrees(r, want, seqBefore)),
+      `${where} ${row.scope} ${row.key}${row.inherit ? "" : " inherit:false"}: got ${show(r)}, want one of ${show(wants)} (negative versions: assigned in this group)`,
+    );
   }
 
   /** Compares the whole observable state with the model. */

@@ -56,6 +56,13 @@ export type ConcurrentRow =
   | { op: "forget"; scope: string; key: string }
   | { op: "undelete"; scope: string; key: string }
   | { op: "forgetScope"; scope: string }
+  /**
+   * A read issued among the rows (readSync when `sync`, on a backend that has it): it answers the
+   * state some prefix of the group's mutations leaves (they commit in issue order, a batch whole),
+   * or fails closed with ScopeErasedDuringRead while a pass may move records; never another
+   * record's bytes (the scope-erasure torn read, I4).
+   */
+  | { op: "read"; scope: string; key: string; inherit: boolean; sync: boolean }
   /** A compaction pass issued in the same turn as the rows around it (on a worker thread when the run has one). */
   | { op: "compact"; mode?: "copy-on-write" | "in-place" }
   /**
@@ -123,6 +130,9 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     .chain((e) => fc.integer({ min: 2 ** e, max: 2 ** (e + 1) }))
     .map((turns) => ({ op: "turn" as const, turns }));
 
+  /** A read among a group's rows: async or readSync, inheriting or not. */
+  const readArb: FC.Arbitrary<ConcurrentRow> = fc.record({ op: fc.constant("read" as const), scope: scopeArb, key: keyArb, inherit: fc.boolean(), sync: fc.boolean() });
+
   const concurrentRowArb: FC.Arbitrary<ConcurrentRow> = fc.oneof(
     { weight: 5, arbitrary: writeSpecArb.map((w) => ({ op: "write" as const, ...w })) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant("forget" as const), scope: scopeArb, key: keyArb }) },
@@ -131,6 +141,7 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     { weight: 2, arbitrary: fc.record({ op: fc.constant("batch" as const), ops: fc.array(batchRowArb, { minLength: 1, maxLength: 4 }) }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }) },
     { weight: 2, arbitrary: turnArb },
+    { weight: 2, arbitrary: readArb },
   );
 
   /** A plain write of ~1.5 KB: two or three fill a 4 KiB segment, so the write path rotates the segment a pass is sealing. */
@@ -146,7 +157,7 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     .tuple(
       fc.record({ op: fc.constant("compact" as const), mode: modeArb }, { requiredKeys: ["op"] }),
       turnArb,
-      fc.array(fc.oneof({ weight: 2, arbitrary: concurrentRowArb }, { weight: 1, arbitrary: fillArb }), { minLength: 1, maxLength: 4 }),
+      fc.array(fc.oneof({ weight: 2, arbitrary: concurrentRowArb }, { weight: 1, arbitrary: fillArb }, { weight: 2, arbitrary: readArb }), { minLength: 1, maxLength: 6 }),
     )
     .map(([compact, turn, rows]) => ({ t: "concurrent" as const, ops: [compact, turn, ...rows] }));
 
