@@ -13,9 +13,9 @@
  * their compare-and-set half-way), groups of writes / forgets / undeletes / forgetScopes /
  * compact() calls issued without awaiting (queued together: they must decide exactly as if issued
  * one after the other, a pass among them changing no answer), with reads and readSyncs among them
- * (each must answer the state some prefix of the group's mutations leaves — no later than its own
- * turn unless an async read waited out an in-place rewrite — or, while a pass may run, fail closed
- * with ScopeErasedDuringRead), in one turn or split by `turn` rows
+ * and probes (each must answer the state some prefix of the group's mutations leaves — no later
+ * than its own turn unless an async read waited out an in-place rewrite — or a read, while a pass
+ * may run, fail closed with ScopeErasedDuringRead), in one turn or split by `turn` rows
  * that let the event loop run 1–16,384 turns before the next row (so a pass issued before one may
  * be flushing, sealing, planning or rewriting on its worker when the rows after it land; one step
  * kind is such a group that opens with a pass and a wait), batches among them, clock advances
@@ -87,7 +87,7 @@ function showBatchWant(want: BatchWant): string {
 
 /** The names a group's rows touch (a batch row's each), whose reclaimed slots are settled before it. */
 function namesOf(rows: readonly ConcurrentRow[]): Array<{ scope: string; key: string }> {
-  return rows.flatMap((r) => (r.op === "batch" ? r.ops : r.op === "read" ? [] : "key" in r ? [r] : []));
+  return rows.flatMap((r) => (r.op === "batch" ? r.ops : r.op === "read" || r.op === "probe" ? [] : "key" in r ? [r] : []));
 }
 
 /** A synchronous call's outcome as a settled promise (a readSync among a group's async calls). */
@@ -430,7 +430,8 @@ class Harness {
           | { kind: "forgetScope"; slots: number }
           | { kind: "compact" }
           | { kind: "turn" }
-          | { kind: "read"; upTo: number | null; mayFail: boolean };
+          | { kind: "read"; upTo: number | null; mayFail: boolean }
+          | { kind: "probe"; upTo: number | null; pass: boolean };
         const preds: Pred[] = [];
         const calls: Array<Promise<unknown>> = [];
         let handled = 0; // calls[0, handled) carry a rejection handler (see the turn row)
@@ -438,7 +439,10 @@ class Harness {
         // rows issued since the last turn row cannot have committed when a row is issued (no
         // microtask runs between rows issued in one turn), so views[0, settledMax] are the states
         // a read that authorizes in its call may see.
-        const views: Model[] | null = op.ops.some((r) => r.op === "read") ? [sim.clone()] : null;
+        const views: Model[] | null = op.ops.some((r) => r.op === "read" || r.op === "probe") ? [sim.clone()] : null;
+        // The embedded engine answers a probe, and authorizes a read, in the call; a server
+        // (PostgreSQL) answers later, after rows issued since may have committed.
+        const inCall = this.suite.supports.engineOptions;
         let settledMax = 0;
         let passIssued = false;
         for (const row of op.ops) {
@@ -447,8 +451,13 @@ class Harness {
             // An async read that meets a segment being rewritten in place waits and authorizes
             // again, so then it may see any later state; readSync fails closed instead.
             const sync = row.sync && this.suite.supports.readSync;
-            preds.push({ kind: "read", upTo: sync || !pass ? settledMax : null, mayFail: pass });
+            preds.push({ kind: "read", upTo: sync || (inCall && !pass) ? settledMax : null, mayFail: pass });
             calls.push(sync ? settle(() => this.store.readSync(row.key, { scope: row.scope, inherit: row.inherit })) : this.store.read(row.key, { scope: row.scope, inherit: row.inherit }));
+            continue;
+          }
+          if (row.op === "probe") {
+            preds.push({ kind: "probe", upTo: inCall ? settledMax : null, pass: passIssued || this.cfg.autoCompaction });
+            calls.push(this.store.probe(row.key, { scope: row.scope }));
             continue;
           }
           if (row.op === "write") {
@@ -500,6 +509,10 @@ class Harness {
           if (pred.kind === "turn") continue; // issued nothing
           if (pred.kind === "read" && row.op === "read") {
             this.checkGroupRead(s, row, (views as Model[]).slice(0, pred.upTo === null ? undefined : pred.upTo + 1), pred.mayFail, seqBefore, where);
+            continue;
+          }
+          if (pred.kind === "probe" && row.op === "probe") {
+            this.checkGroupProbe(s, row, (views as Model[]).slice(0, pred.upTo === null ? undefined : pred.upTo + 1), pred.pass, seqBefore, where);
             continue;
           }
           if (s.status === "rejected") {
@@ -664,6 +677,24 @@ class Harness {
     this.check(
       wants.some((want) => readAgrees(r, want, seqBefore)),
       `${where} ${row.scope} ${row.key}${row.inherit ? "" : " inherit:false"}: got ${show(r)}, want one of ${show(wants)} (negative versions: assigned in this group)`,
+    );
+  }
+
+  /**
+   * Checks a group's probe row: its answer fits one of `views` (the states it may see), each with
+   * every dead value reclaimable when `pass` (a pass may have reclaimed it meanwhile).
+   */
+  checkGroupProbe(s: PromiseSettledResult<unknown>, row: { scope: string; key: string }, views: Model[], pass: boolean, seqBefore: number, where: string): void {
+    if (s.status === "rejected") this.fail(`${where} threw ${String(s.reason)}, want a probe's answer`);
+    const p = s.value as ProbeResult;
+    const problems = views.map((view) => {
+      const v = pass ? view.clone() : view;
+      if (pass) v.applyCompaction();
+      return v.checkProbe(row.scope, row.key, p, LENIENT, seqBefore).problems;
+    });
+    this.check(
+      problems.some((ps) => ps.length === 0),
+      `${where} ${row.scope} ${row.key}: probe ${show(p)} fits no state the group's rows leave: ${problems.map((ps) => ps.join(", ")).join(" / ")}`,
     );
   }
 

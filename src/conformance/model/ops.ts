@@ -63,6 +63,11 @@ export type ConcurrentRow =
    * record's bytes (the scope-erasure torn read, I4).
    */
   | { op: "read"; scope: string; key: string; inherit: boolean; sync: boolean }
+  /**
+   * A probe issued among the rows: it answers in its call, so it sees the state some prefix of
+   * the group's rows issued before its turn leaves, with whatever a pass reclaimed meanwhile.
+   */
+  | { op: "probe"; scope: string; key: string }
   /** A compaction pass issued in the same turn as the rows around it (on a worker thread when the run has one). */
   | { op: "compact"; mode?: "copy-on-write" | "in-place" }
   /**
@@ -130,8 +135,11 @@ export function arbitraries(fc: FastCheck): { opArb: FC.Arbitrary<Op>; configArb
     .chain((e) => fc.integer({ min: 2 ** e, max: 2 ** (e + 1) }))
     .map((turns) => ({ op: "turn" as const, turns }));
 
-  /** A read among a group's rows: async or readSync, inheriting or not. */
-  const readArb: FC.Arbitrary<ConcurrentRow> = fc.record({ op: fc.constant("read" as const), scope: scopeArb, key: keyArb, inherit: fc.boolean(), sync: fc.boolean() });
+  /** A read among a group's rows (async or readSync, inheriting or not), or one in four a probe. */
+  const readArb: FC.Arbitrary<ConcurrentRow> = fc.oneof(
+    { weight: 3, arbitrary: fc.record({ op: fc.constant("read" as const), scope: scopeArb, key: keyArb, inherit: fc.boolean(), sync: fc.boolean() }) },
+    { weight: 1, arbitrary: fc.record({ op: fc.constant("probe" as const), scope: scopeArb, key: keyArb }) },
+  );
 
   const concurrentRowArb: FC.Arbitrary<ConcurrentRow> = fc.oneof(
     { weight: 5, arbitrary: writeSpecArb.map((w) => ({ op: "write" as const, ...w })) },

@@ -246,14 +246,16 @@ export class Model {
    * Checks a probe result against the model; returns a list of complaints (empty when it fits).
    * Where the outcome depends on physical reclamation, any allowed outcome is accepted; when the
    * engine reports the slot fully gone and that is allowed, `adopt` says so (the caller then
-   * drops the slot from the model).
+   * drops the slot from the model). A negative version or kill sequence is a placeholder (a
+   * group's row took it, unknown in advance): any sequence above `seqBefore` matches it.
    */
-  checkProbe(scope: string, key: string, p: ProbeResult, lenient: boolean): { problems: string[]; adoptGone: boolean } {
+  checkProbe(scope: string, key: string, p: ProbeResult, lenient: boolean, seqBefore = 0): { problems: string[]; adoptGone: boolean } {
     const s = this.get(scope, key);
     const problems: string[] = [];
     const want = (cond: boolean, what: string): void => {
       if (!cond) problems.push(what);
     };
+    const seqIs = (got: number | null, expected: number | null): boolean => (expected !== null && expected < 0 ? got !== null && got > seqBefore : got === expected);
     const stateIn = (states: SlotState[]): void => want(states.includes(p.state), `state ${p.state}, want one of ${states.join("|")}`);
     const physicalAgrees = (): void => {
       if (p.state === "tombstoned" || p.state === "live") want(p.physicalRecords > 0, `state ${p.state} with physicalRecords ${p.physicalRecords}`);
@@ -279,20 +281,20 @@ export class Model {
     if (this.isLive(s as MSlot | undefined)) {
       stateIn(["live"]);
       want(p.valuePresent, "live slot with valuePresent false");
-      want(p.version === s.version, `version ${p.version}, want ${s.version}`);
+      want(seqIs(p.version, s.version), `version ${p.version}, want ${s.version}`);
       want(p.expiresAt === s.expiresAt, `expiresAt ${p.expiresAt}, want ${s.expiresAt}`);
     } else if (s.status === "put") {
       stateIn(s.reclaimable ? ["expired", "reclaimed"] : ["expired"]);
       want(!p.valuePresent, "expired slot with valuePresent true");
-      want(p.version === s.version || (lenient && p.state === "reclaimed"), `version ${p.version}, want ${s.version}`);
+      want(seqIs(p.version, s.version) || (lenient && p.state === "reclaimed"), `version ${p.version}, want ${s.version}`);
       if (p.state === "expired") want(p.expiresAt === s.expiresAt, `expiresAt ${p.expiresAt}, want ${s.expiresAt}`);
     } else if (s.status === "killed") {
       stateIn(s.reclaimable ? ["tombstoned", "reclaimed"] : ["tombstoned"]);
       want(!p.valuePresent, "tombstoned slot with valuePresent true");
       // The version belongs to the retention record (API.md, seed 000): it survives reclamation
       // of the value and restarts. (Lenient: a reclaimed slot may have lost it at a reopen.)
-      want(p.version === s.version || (lenient && p.state === "reclaimed"), `version ${p.version}, want ${s.version}`);
-      want(p.tombstoneSeq === s.killSeq, `tombstoneSeq ${p.tombstoneSeq}, want ${s.killSeq}`);
+      want(seqIs(p.version, s.version) || (lenient && p.state === "reclaimed"), `version ${p.version}, want ${s.version}`);
+      want(seqIs(p.tombstoneSeq, s.killSeq), `tombstoneSeq ${p.tombstoneSeq}, want ${s.killSeq}`);
     } else {
       // Undeleted: empty and writable, no tombstone in force. The state stays "absent" (with the
       // retention record present) whether or not GC has since removed the old value's bytes.
