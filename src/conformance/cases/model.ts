@@ -435,10 +435,10 @@ class Harness {
         const preds: Pred[] = [];
         const calls: Array<Promise<unknown>> = [];
         let handled = 0; // calls[0, handled) carry a rejection handler (see the turn row)
-        // For the read rows: views[i] is the state the group's first i mutation rows leave; the
-        // rows issued since the last turn row cannot have committed when a row is issued (no
-        // microtask runs between rows issued in one turn), so views[0, settledMax] are the states
-        // a read that authorizes in its call may see.
+        // For the read and probe rows: views[i] is the state the group's first i mutation rows
+        // leave; the rows issued since the last turn row cannot have committed when a row is
+        // issued (no microtask runs between rows issued in one turn), so views[0, settledMax] are
+        // the states a read that authorizes in its call, or a probe answered in it, may see.
         const views: Model[] | null = op.ops.some((r) => r.op === "read" || r.op === "probe") ? [sim.clone()] : null;
         // The embedded engine answers a probe, and authorizes a read, in the call; a server
         // (PostgreSQL) answers later, after rows issued since may have committed.
