@@ -59,7 +59,7 @@ import { NotSupportedError, ScopeErasedDuringRead, TombstonedSlotError, VersionC
 import type { OpenOptions, ProbeResult, ReadResult, Value } from "../../../rules/types.js";
 import type { ConformanceStore, Harness as Suite } from "../harness.js";
 import { arbitraries, showOp, type BatchRow, type ConcurrentRow, type Expect, type FastCheck, type Op, type RunConfig, type WriteSpec } from "../model/ops.js";
-import { KEYS, Model, SCOPES, type WriteOutcome } from "../model/spec.js";
+import { KEYS, Model, SCOPES, seqMatches, type WriteOutcome } from "../model/spec.js";
 
 const SEED = process.env["ENGRAM_MODEL_SEED"] === undefined ? undefined : Number(process.env["ENGRAM_MODEL_SEED"]);
 /**
@@ -128,15 +128,6 @@ function exact(v: unknown): string {
 
 function show(v: unknown): string {
   return JSON.stringify(v, (_k, x: unknown) => (x instanceof Uint8Array ? `bytes[${[...x].join(",")}]` : typeof x === "string" && x.length > 24 ? `${x.slice(0, 4)}…(${x.length})` : x));
-}
-
-/**
- * A predicted sequence number matches: equal, or — for a placeholder (negative: assigned by an
- * operation queued earlier in the same batch or group, so unknown in advance) — newer than
- * everything committed before.
- */
-function seqMatches(got: number | null, want: number, seqBefore: number): boolean {
-  return want < 0 ? got !== null && got > seqBefore : got === want;
 }
 
 /** One run: a store, its model, and the comparison between them. */
@@ -445,9 +436,11 @@ class Harness {
         const inCall = this.suite.supports.engineOptions;
         let settledMax = 0;
         let passIssued = false;
+        /** The views a read or probe row may see: up to views[upTo], or all of them (null). */
+        const seen = (upTo: number | null): Model[] => (views as Model[]).slice(0, upTo === null ? undefined : upTo + 1);
         for (const row of op.ops) {
+          const pass = passIssued || this.cfg.autoCompaction; // a pass may run while this row's call does
           if (row.op === "read") {
-            const pass = passIssued || this.cfg.autoCompaction;
             // An async read that meets a segment being rewritten in place waits and authorizes
             // again, so then it may see any later state; readSync fails closed instead.
             const sync = row.sync && this.suite.supports.readSync;
@@ -456,7 +449,7 @@ class Harness {
             continue;
           }
           if (row.op === "probe") {
-            preds.push({ kind: "probe", upTo: inCall ? settledMax : null, pass: passIssued || this.cfg.autoCompaction });
+            preds.push({ kind: "probe", upTo: inCall ? settledMax : null, pass });
             calls.push(this.store.probe(row.key, { scope: row.scope }));
             continue;
           }
@@ -508,11 +501,11 @@ class Harness {
           const where = `concurrent row ${i} (${row.op})`;
           if (pred.kind === "turn") continue; // issued nothing
           if (pred.kind === "read" && row.op === "read") {
-            this.checkGroupRead(s, row, (views as Model[]).slice(0, pred.upTo === null ? undefined : pred.upTo + 1), pred.mayFail, seqBefore, where);
+            this.checkGroupRead(s, row, seen(pred.upTo), pred.mayFail, seqBefore, where);
             continue;
           }
           if (pred.kind === "probe" && row.op === "probe") {
-            this.checkGroupProbe(s, row, (views as Model[]).slice(0, pred.upTo === null ? undefined : pred.upTo + 1), pred.pass, seqBefore, where);
+            this.checkGroupProbe(s, row, seen(pred.upTo), pred.pass, seqBefore, where);
             continue;
           }
           if (s.status === "rejected") {
@@ -650,17 +643,9 @@ class Harness {
     return out;
   }
 
+  /** Checks a read against the model's answer (`m`'s versions are all known: no placeholder). */
   checkRead(r: ReadResult, want: ReturnType<Model["read"]>, what: string): void {
-    if (want === null) {
-      this.check(r.status === "NOT_FOUND" && Object.keys(r).length === 1, `${what}: got ${show(r)}, want NOT_FOUND`);
-      return;
-    }
-    if (r.status !== "OK") this.fail(`${what}: got NOT_FOUND, want ${show(want)}`);
-    this.check(
-      typeof r.value === typeof want.value && r.value instanceof Uint8Array === want.value instanceof Uint8Array && same(r.value, want.value),
-      `${what}: value ${show(r.value)}, want ${show(want.value)}`,
-    );
-    this.check(r.version === want.version && r.generation === want.generation && r.scope === want.scope, `${what}: got ${show({ ...r, value: undefined })}, want ${show({ ...want, value: undefined })}`);
+    this.check(readAgrees(r, want, 0), `${what}: got ${show(r)}, want ${want === null ? "NOT_FOUND" : show(want)}`);
   }
 
   /**

@@ -52,6 +52,15 @@ export type WriteOutcome =
   | { kind: "conflict"; expected: number | null; actual: number | null; orTombstoned: number | null }
   | { kind: "tombstoned"; tombstoneSeq: number };
 
+/**
+ * A predicted sequence number matches: equal, or — for a placeholder (negative: assigned by an
+ * operation queued earlier in the same batch or group, so unknown in advance) — newer than
+ * `seqBefore`, everything committed before.
+ */
+export function seqMatches(got: number | null, want: number | null, seqBefore: number): boolean {
+  return want !== null && want < 0 ? got !== null && got > seqBefore : got === want;
+}
+
 export function isDescendantOrSelf(scope: string, root: string): boolean {
   return root === "global" || scope === root || scope.startsWith(`${root}/`);
 }
@@ -255,7 +264,7 @@ export class Model {
     const want = (cond: boolean, what: string): void => {
       if (!cond) problems.push(what);
     };
-    const seqIs = (got: number | null, expected: number | null): boolean => (expected !== null && expected < 0 ? got !== null && got > seqBefore : got === expected);
+    const seqIs = (got: number | null, expected: number | null): boolean => seqMatches(got, expected, seqBefore);
     const stateIn = (states: SlotState[]): void => want(states.includes(p.state), `state ${p.state}, want one of ${states.join("|")}`);
     const physicalAgrees = (): void => {
       if (p.state === "tombstoned" || p.state === "live") want(p.physicalRecords > 0, `state ${p.state} with physicalRecords ${p.physicalRecords}`);
