@@ -16,11 +16,13 @@ import { afterAll, describe, it, vi } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { tempDir } from "./helpers/tmp.js";
-import { modelTimeoutMs } from "./helpers/model-timeout.js";
+import { modelTimeLimitMs, modelTimeoutMs } from "./helpers/model-timeout.js";
 
 /** Runs of the model-based test by default; ENGRAM_MODEL_RUNS overrides, and the timeout grows with it (~40 ms a run here). */
 const MODEL_RUNS = 100;
-vi.setConfig({ testTimeout: modelTimeoutMs(MODEL_RUNS, 500) });
+/** The model test's timeout; fast-check is stopped ahead of it (modelTimeLimitMs) so that what it found is reported. */
+const TIMEOUT_MS = modelTimeoutMs(MODEL_RUNS, 500);
+vi.setConfig({ testTimeout: TIMEOUT_MS });
 
 const root = tempDir("conf");
 afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
@@ -61,4 +63,5 @@ conformance({
   supports: { readSync: true, inPlaceCompaction: true, faults: true, unsafeGc: true, engineOptions: true, liveStats: true },
   fastCheck: fc,
   modelRuns: MODEL_RUNS,
+  modelTimeLimitMs: modelTimeLimitMs(TIMEOUT_MS),
 });

@@ -16,11 +16,13 @@ import { afterAll, describe, it, vi } from "vitest";
 import { conformance } from "../src/conformance/index.js";
 import { Engram } from "../src/index.js";
 import { dropSchemas, storeUrl } from "./helpers/pg.js";
-import { modelTimeoutMs } from "./helpers/model-timeout.js";
+import { modelTimeLimitMs, modelTimeoutMs } from "./helpers/model-timeout.js";
 
 /** Runs of the model-based test by default; ENGRAM_MODEL_RUNS overrides, and the timeout grows with it (~0.5 s a run here). */
 const MODEL_RUNS = 10;
-vi.setConfig({ testTimeout: modelTimeoutMs(MODEL_RUNS, 2_000) });
+/** The model test's timeout; fast-check is stopped ahead of it (modelTimeLimitMs) so that what it found is reported. */
+const TIMEOUT_MS = modelTimeoutMs(MODEL_RUNS, 2_000);
+vi.setConfig({ testTimeout: TIMEOUT_MS });
 
 const url = process.env["ENGRAM_PG_URL"];
 const urls = new WeakMap<object, string>();
@@ -60,5 +62,6 @@ if (url === undefined || url === "") {
     supports: { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false, liveStats: false },
     fastCheck: fc,
     modelRuns: MODEL_RUNS,
+    modelTimeLimitMs: modelTimeLimitMs(TIMEOUT_MS),
   });
 }

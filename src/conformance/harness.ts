@@ -69,6 +69,13 @@ export interface ConformanceOptions<S extends ConformanceStore = ConformanceStor
   fingerprint?: (store: S) => Promise<string>;
   /** Runs of the model-based random test (default 20; ENGRAM_MODEL_RUNS overrides). */
   modelRuns?: number;
+  /**
+   * How long the model-based test may run, in ms, before fast-check stops it and reports: a
+   * failure found by then, shrunk as far as the time allowed; with none, the stop itself fails
+   * the test (fewer runs than asked never pass). Set it below your runner's per-test timeout, so
+   * that the report is not cut off (default: max(90 s, 1.5 s a run)).
+   */
+  modelTimeLimitMs?: number;
   /** The fast-check module, for the model-based random test (skipped without it). */
   fastCheck?: unknown;
 }
@@ -86,6 +93,8 @@ export interface Harness {
   /** Reopens the (closed) store that `dir` was opened as. */
   reopen: (dir: ConformanceStore, options?: T.OpenOptions) => Promise<ConformanceStore>;
   modelRuns: number;
+  /** ConformanceOptions.modelTimeLimitMs, or its default for modelRuns. */
+  modelTimeLimitMs: number;
   fingerprint: (store: ConformanceStore) => Promise<string>;
 }
 
@@ -111,6 +120,7 @@ export function harnessOf(o: ConformanceOptions): Harness {
     else it(label, () => undefined);
   };
   const open = (options?: T.OpenOptions): Promise<ConformanceStore> => o.open(options);
+  const modelRuns = Number(process.env["ENGRAM_MODEL_RUNS"] ?? o.modelRuns ?? 20);
   return {
     describe: (name, fn) => void o.describe(name, fn),
     it,
@@ -126,6 +136,7 @@ export function harnessOf(o: ConformanceOptions): Harness {
       return o.reopen(dir, options);
     },
     fingerprint: (store) => (o.fingerprint === undefined ? Promise.resolve("") : o.fingerprint(store)),
-    modelRuns: Number(process.env["ENGRAM_MODEL_RUNS"] ?? o.modelRuns ?? 20),
+    modelRuns,
+    modelTimeLimitMs: o.modelTimeLimitMs ?? Math.max(90_000, modelRuns * 1_500),
   };
 }

@@ -13,6 +13,20 @@ export function modelTimeoutMs(defaultRuns: number, runMsMax: number): number {
 }
 
 /**
+ * The time limit a model test hands fast-check (ConformanceOptions.modelTimeLimitMs) under a
+ * per-test timeout of `timeoutMs`: a tenth of it, and at least 20 s, is left for fast-check to
+ * report what it found before vitest would cut the test off.
+ */
+export function modelTimeLimitMs(timeoutMs: number): number {
+  const limitMs = timeoutMs - Math.max(REPORT_MS_MIN, timeoutMs / 10);
+  if (!(limitMs > 0 && limitMs < timeoutMs)) throw new Error(`a model test's timeout of ${timeoutMs} ms leaves fast-check no time to run`);
+  return limitMs;
+}
+
+/** The least of a model test's timeout kept for fast-check's report after its time limit stops it. */
+const REPORT_MS_MIN = 20_000;
+
+/**
  * The same rule for a test whose runs another variable sets (test/retention-model.test.ts:
  * ENGRAM_RETENTION_MODEL_RUNS): the runs it names, or `defaultRuns`, at `runMsMax` ms each at most.
  */

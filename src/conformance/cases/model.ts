@@ -758,8 +758,9 @@ export function modelCases(h: Suite, fc: FastCheck | undefined): void {
             await run.dispose();
           }
         }),
-        // The time limit also caps shrinking; a failure found before it is still reported.
-        { numRuns: RUNS, ...(SEED === undefined ? {} : { seed: SEED }), interruptAfterTimeLimit: Math.max(90_000, RUNS * 1_500) },
+        // The time limit also caps shrinking; a failure found before it is still reported, and a
+        // stop with none found fails: a slowed or hung run must not pass on fewer runs than asked.
+        { numRuns: RUNS, ...(SEED === undefined ? {} : { seed: SEED }), interruptAfterTimeLimit: h.modelTimeLimitMs, markInterruptAsFailure: true },
       );
     });
   });
