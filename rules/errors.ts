@@ -23,10 +23,12 @@ export const ErrorCode = {
   NOT_SUPPORTED: "NOT_SUPPORTED",
   INTERNAL: "INTERNAL",
 } as const;
+/** One of the stable error codes: the type of `EngramError.code` and of a wire error's `error`. */
 export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** The base of every engram error: a message that says what to do, and a stable `code`. */
 export class EngramError extends Error {
+  /** The stable code of this error (see ErrorCode); branch on it rather than on the message. */
   readonly code: ErrorCodeName;
   constructor(code: ErrorCodeName, message: string) {
     super(message);
@@ -44,7 +46,9 @@ export class InvalidArgumentError extends EngramError {
 
 /** `expectedVersion` did not match the slot's live version (`null` means no live value). */
 export class VersionConflictError extends EngramError {
+  /** The `expectedVersion` the call gave (null: no live value expected). */
   readonly expected: number | null;
+  /** The slot's live version when the write was decided (null: it had no live value). */
   readonly actual: number | null;
   constructor(expected: number | null, actual: number | null, key: string) {
     super(
@@ -59,6 +63,7 @@ export class VersionConflictError extends EngramError {
 
 /** A plain write hit a tombstoned slot under `tombstoneWrites: "require-clear"`. */
 export class TombstonedSlotError extends EngramError {
+  /** The commit sequence number of the tombstone that refused the write. */
   readonly tombstoneSeq: number;
   constructor(key: string, tombstoneSeq: number) {
     super(
@@ -72,7 +77,9 @@ export class TombstonedSlotError extends EngramError {
 
 /** Thrown by safeRewrite: the value is reclaimed while the retention record survives. */
 export class HalfReclaimedSlotError extends EngramError {
+  /** The version that the surviving retention record holds (probe's `version`). */
   readonly version: number | null;
+  /** The tombstone sequence that the surviving retention record holds (probe's `tombstoneSeq`). */
   readonly tombstoneSeq: number | null;
   constructor(key: string, version: number | null, tombstoneSeq: number | null) {
     super(
@@ -91,8 +98,11 @@ export class HalfReclaimedSlotError extends EngramError {
  * materialized. Never retried by the library: the caller decides whether to read again.
  */
 export class ScopeErasedDuringRead extends EngramError {
+  /** The scope the read had found the value in (the scope asked, or one of its ancestors). */
   readonly scope: string;
+  /** The segment generation the read was authorized against. */
   readonly authorizedGeneration: number;
+  /** The generation found when the bytes were materialized. */
   readonly liveGeneration: number;
   constructor(scope: string, authorizedGeneration: number, liveGeneration: number, detail: string) {
     super(
@@ -123,7 +133,9 @@ export class StoreClosedError extends EngramError {
 
 /** A checksum or structure check failed where it cannot be a torn tail. */
 export class CorruptionError extends EngramError {
+  /** The id of the segment where the check failed. */
   readonly segment: number;
+  /** The byte offset in that segment's file where the check failed. */
   readonly offset: number;
   constructor(segment: number, offset: number, detail: string) {
     super(
@@ -148,6 +160,7 @@ export class LimitExceededError extends EngramError {
  * the system's code name ("ENOSPC", "EIO").
  */
 export class IoError extends EngramError {
+  /** The system's error code name, such as "ENOSPC" or "EIO". */
   readonly errno: string;
   constructor(errno: string, operation: string, detail?: string) {
     super(

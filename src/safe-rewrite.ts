@@ -7,14 +7,19 @@ import type { ProbeResult, ReadOptions, ReadResult, ScopeOption, Value, WriteOpt
 
 /** What safeRewrite needs from a memory: the three calls of the seed note, in API shapes. */
 export interface SafeRewriteMemory {
+  /** Engram.read: the nearest live value of `key` from `scope` up to "global" (unless `inherit: false`), or NOT_FOUND. */
   read(key: string, opts?: ReadOptions): Promise<ReadResult>;
+  /** Engram.probe: the value record and the retention record of `key` in exactly `scope`, reported separately. */
   probe(key: string, opts?: ScopeOption): Promise<ProbeResult>;
+  /** Engram.write: writes `value` under `key`, resolving with its version and generation once committed. */
   write(key: string, value: Value, opts?: WriteOptions): Promise<WriteResult>;
 }
 
 /** Options of safeRewrite: supersede a surviving tombstone explicitly, and the scope of the key. */
 export interface SafeRewriteOptions {
+  /** Write over a forgotten or half-reclaimed slot, clearing its tombstone (default false: such a slot throws HalfReclaimedSlotError). */
   clearTombstone?: boolean;
+  /** The scope of the key (default "global"). */
   scope?: string;
 }
 

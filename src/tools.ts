@@ -27,12 +27,19 @@ import type {
 
 /** The store methods the tool layer needs; `Engram` satisfies it structurally. */
 export interface MemoryStore {
+  /** Engram.read (memory_read): the nearest live value of `key` from `scope` up to "global" (unless `inherit: false`), or NOT_FOUND. */
   read(key: string, opts?: ReadOptions): Promise<ReadResult>;
+  /** Engram.write (memory_write): writes `value` under `key`, resolving with its version and generation once committed. */
   write(key: string, value: Value, opts?: WriteOptions): Promise<WriteResult>;
+  /** Engram.forget (memory_forget): tombstones `key` in exactly `scope`, resolving once the tombstone is committed. */
   forget(key: string, opts?: ScopeOption): Promise<ForgetResult>;
+  /** Engram.forgetScope (memory_forget_scope): erases `scope` and every descendant scope. */
   forgetScope(scope: string, opts?: ForgetScopeOptions): Promise<ForgetScopeResult>;
+  /** Engram.undelete (memory_undelete): clears the slot's tombstone; the slot is then empty and writable. */
   undelete(key: string, opts?: ScopeOption): Promise<UndeleteResult>;
+  /** Engram.probe (memory_probe): the value record and the retention record of `key` in exactly `scope`, separately. */
   probe(key: string, opts?: ScopeOption): Promise<ProbeResult>;
+  /** Engram.list (memory_list): live keys in key order, the nearest scope's entry winning when inheriting. */
   list(opts?: ListOptions): AsyncIterable<ListEntry>;
 }
 
@@ -56,8 +63,11 @@ export type ToolName =
 
 /** One tool as an agent host sees it (the MCP `tools/list` shape). */
 export interface ToolDefinition {
+  /** The tool's name, as the agent calls it. */
   name: ToolName;
+  /** What the tool does and when to use it, written for the agent. */
   description: string;
+  /** JSON Schema of the tool's arguments (snake_case; unknown properties are refused). */
   inputSchema: JsonSchema;
   /** True when the tool changes the store; such tools are hidden and refused in read-only mode. */
   mutates: boolean;
@@ -65,7 +75,9 @@ export interface ToolDefinition {
 
 /** How a tool set is bound: a default scope for calls that omit `scope`, and read-only mode. */
 export interface ToolContext {
+  /** The scope of calls that give no `scope` (default "global"); an invalid one makes every call INVALID_ARGUMENT. */
   defaultScope?: string;
+  /** Hide the mutating tools from `listTools` and refuse their calls with INVALID_ARGUMENT (default false). */
   readOnly?: boolean;
 }
 
@@ -74,8 +86,11 @@ export type WireValue = string | { base64: string };
 
 /** `memory_write` success. */
 export interface WireWriteResult {
+  /** Always true: a failure is a WireError. */
   ok: true;
+  /** The commit sequence number of the write: the slot's new version. */
   version: number;
+  /** The slot's generation the value was written at. */
   generation: number;
 }
 
@@ -86,49 +101,73 @@ export type WireReadResult =
 
 /** `memory_forget` success: confirms the tombstone commit only (null: nothing live to forget). */
 export interface WireForgetResult {
+  /** Always true: a failure is a WireError. */
   ok: true;
+  /** The commit sequence number of the tombstone; null when there was nothing live to forget. */
   tombstone_seq: number | null;
+  /** The slot's generation, which the tombstone kills; null when the slot does not exist. */
   generation: number | null;
 }
 
 /** `memory_forget_scope` success. */
 export interface WireForgetScopeResult {
+  /** Always true: a failure is a WireError. */
   ok: true;
+  /** The commit sequence number of the erasure. */
   tombstone_seq: number;
+  /** Live slots the erasure killed, in the scope and its descendants. */
   slots: number;
+  /** With `reclaim: "eager"` only: bytes the reclamation freed. */
   reclaimed_bytes?: number;
 }
 
 /** `memory_undelete` success: the slot is empty and writable at this generation. */
 export interface WireUndeleteResult {
+  /** Always true: a failure is a WireError. */
   ok: true;
+  /** The slot's generation after the call: above its tombstone when one was cleared. */
   generation: number;
 }
 
 /** `memory_probe` result: value record and retention record reported separately. */
 export interface WireProbeResult {
+  /** The slot's state: "live", "tombstoned", "reclaimed", "expired" or "absent" (see SlotState). */
   state: SlotState;
+  /** A readable value exists. */
   value_present: boolean;
+  /** The slot's retention record (version, generation, tombstone) exists. */
   retention_present: boolean;
+  /** Value records of this slot still physically on disk. */
   physical_records: number;
+  /** The version of the slot's last write, kept after a forget; null when it has none. */
   version: number | null;
+  /** The slot's generation; null when the slot does not exist. */
   generation: number | null;
+  /** The commit sequence number of the latest kill of the slot (forget or scope erasure); null when none. */
   tombstone_seq: number | null;
+  /** When the value expires, in ms since epoch; null when it has no TTL or no value record is on disk. */
   expires_at: number | null;
 }
 
 /** `memory_list` result: live keys in key order; `truncated` when `limit` cut the list. */
 export interface WireListResult {
+  /** Always true: a failure is a WireError. */
   ok: true;
+  /** Live keys in key order, each with the scope it was found in and its version; at most `limit` (default 100, max 1000). */
   entries: Array<{ key: string; scope: string; version: number }>;
+  /** True when more live keys matched than `limit` let through. */
   truncated: boolean;
 }
 
 /** Any failure: `error` is an EngramError code (INTERNAL for an unexpected fault). */
 export interface WireError {
+  /** Always false. */
   ok: false;
+  /** The stable error code (the EngramError's `code`; INTERNAL for an unexpected failure). */
   error: ErrorCodeName;
+  /** What went wrong and what to do, in words. */
   message: string;
+  /** The error's own details in snake_case (`expected`, `actual`, `tombstone_seq`, ...). */
   [detail: string]: JsonValue;
 }
 

@@ -71,23 +71,37 @@ function check(ok: boolean, message: string | undefined, what: string): void {
 
 /** The matchers on a value. */
 export interface Matchers {
+  /** The value is `want` by Object.is. */
   toBe(want: unknown): void;
+  /** The value equals `want` recursively (undefined properties ignored, typed arrays by content, `expect.any` matches a type). */
   toEqual(want: unknown): void;
+  /** The value holds `want`'s properties recursively (a subset; a RegExp matches a string). */
   toMatchObject(want: unknown): void;
+  /** The value is an instance of `type`. */
   toBeInstanceOf(type: abstract new (...args: never[]) => unknown): void;
+  /** The value is a number greater than `n`. */
   toBeGreaterThan(n: number): void;
+  /** The value is a number greater than or equal to `n`. */
   toBeGreaterThanOrEqual(n: number): void;
+  /** The value is a number less than `n`. */
   toBeLessThan(n: number): void;
+  /** The value is null. */
   toBeNull(): void;
+  /** The value, a string or an array, includes `item`. */
   toContain(item: unknown): void;
+  /** The value is a string that matches `re` (a string: contains it). */
   toMatch(re: RegExp | string): void;
+  /** The value, a function, throws when called: an error whose message matches `want` (RegExp or substring) or of class `want`; any throw without `want`. */
   toThrow(want?: RegExp | string | (abstract new (...args: never[]) => unknown)): void;
 }
 
 /** Matchers on the reason a promise rejects with. */
 export interface AsyncMatchers {
+  /** The promise rejects with an instance of `type`. */
   toBeInstanceOf(type: abstract new (...args: never[]) => unknown): Promise<void>;
+  /** The promise rejects with a reason that holds `want`'s properties. */
   toMatchObject(want: unknown): Promise<void>;
+  /** The promise rejects with an error whose message matches `want` (RegExp or substring) or of class `want`; any rejection without `want`. */
   toThrow(want?: RegExp | string | (abstract new (...args: never[]) => unknown)): Promise<void>;
 }
 
@@ -140,10 +154,16 @@ async function rejection(p: unknown, message: string | undefined): Promise<unkno
 
 /** expect(actual, message?) with vitest's matcher names. */
 export interface Expect {
+  /** The matchers on `actual`; `message` prefixes every failure. `.not` negates, `.rejects` checks a promise's rejection. */
   (actual: unknown, message?: string): Matchers & { not: Matchers; rejects: AsyncMatchers };
+  /** A placeholder for `toEqual`/`toMatchObject` that matches any value of `type` (Number, String, Boolean, Array, Object or a class). */
   any(type: unknown): unknown;
 }
 
+/**
+ * The suite's `expect(actual, message?)`: vitest's matchers (with `.not` and `.rejects`) over
+ * node:assert, failing with an AssertionError and counting every check (`assertionCount`).
+ */
 export const expect: Expect = Object.assign(
   (actual: unknown, message?: string) => ({
     ...matchers(actual, message, false),

@@ -8,19 +8,33 @@ import type * as T from "../../rules/types.js";
 
 /** The API a store must offer to be judged (API.md "Operations"); `Engram` satisfies it. */
 export interface ConformanceStore {
+  /** Engram.write: writes `value` under `key`, resolving with its version and generation once committed. */
   write(key: string, value: T.Value, options?: T.WriteOptions): Promise<T.WriteResult>;
+  /** Engram.read: the nearest live value of `key` from `scope` up to "global" (unless `inherit: false`), or NOT_FOUND. */
   read(key: string, options?: T.ReadOptions): Promise<T.ReadResult>;
+  /** Engram.readSync: read(), synchronously; without `supports.readSync` it must throw NotSupportedError. */
   readSync(key: string, options?: T.ReadOptions): T.ReadResult;
+  /** Engram.forget: tombstones `key` in exactly `scope`, resolving once the tombstone is committed. */
   forget(key: string, options?: T.ScopeOption): Promise<T.ForgetResult>;
+  /** Engram.forgetScope: erases `scope` and every descendant scope; "eager" resolves once their value bytes are gone. */
   forgetScope(scope: string, options?: T.ForgetScopeOptions): Promise<T.ForgetScopeResult>;
+  /** Engram.undelete: clears the slot's tombstone by raising its generation; the slot is then empty and writable. */
   undelete(key: string, options?: T.ScopeOption): Promise<T.UndeleteResult>;
+  /** Engram.probe: the value record and the retention record of `key` in exactly `scope`, reported separately. */
   probe(key: string, options?: T.ScopeOption): Promise<T.ProbeResult>;
+  /** Engram.list: live keys in key order, the nearest scope's entry winning when inheriting. */
   list(options?: T.ListOptions): AsyncIterable<T.ListEntry>;
+  /** Engram.batch: applies writes and forgets atomically, one result per op. */
   batch(ops: T.BatchOp[]): Promise<T.BatchResult[]>;
+  /** Engram.compact: compacts the given segments, or every segment holding garbage. */
   compact(options?: T.CompactOptions): Promise<T.CompactionReport>;
+  /** Engram.gc: reclaims by policy now (generation-keyed). */
   gc(): Promise<T.GcReport>;
+  /** Engram.stats: segments, live and dead bytes, slots, tombstones and the commit sequence, synchronously. */
   stats(): T.StoreStats;
+  /** Engram.verify: checks everything the store holds and reports the problems found. */
   verify(): Promise<T.VerifyReport>;
+  /** Engram.close: waits for in-flight work, then closes; idempotent. */
   close(): Promise<void>;
 }
 
@@ -45,11 +59,13 @@ export type TestFn = () => void | Promise<void>;
 
 /** How the caller's runner registers things: vitest, node:test and mocha all fit. */
 export interface Runner {
+  /** The runner's `describe`: registers a named group of tests. */
   describe: (name: string, fn: () => void) => unknown;
   /** `it` or `test` of the runner. */
   it: ((name: string, fn: TestFn) => unknown) & { skip?: (name: string, fn: TestFn) => unknown };
   /** Registers a skipped test; defaults to `it.skip`. */
   skip?: (name: string, fn: TestFn) => unknown;
+  /** The runner's `afterAll`; optional, and the suite registers no hook with it at present. */
   afterAll?: (fn: () => void | Promise<void>) => unknown;
 }
 
@@ -61,6 +77,7 @@ export interface ConformanceOptions<S extends ConformanceStore = ConformanceStor
   open: (options?: T.OpenOptions) => Promise<S>;
   /** Opens again the store that `previous` (already closed) was, with these options. Without it, restart tests are skipped. */
   reopen?: (previous: S, options?: T.OpenOptions) => Promise<S>;
+  /** What the backend offers beyond the common contract; a test that needs more is registered as skipped, with the reason in its name. */
   supports: Supports;
   /**
    * A digest of everything the store holds (the engine: its segment files' bytes; a database:

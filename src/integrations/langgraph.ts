@@ -29,10 +29,15 @@ import { elementAt } from "../../rules/assert.js";
 
 /** The calls of an engram store this class uses (an `Engram` has them all). */
 export interface LangGraphBackingStore {
+  /** Engram.read: the nearest live value of `key` from `scope` up to "global" (unless `inherit: false`), or NOT_FOUND. */
   read(key: string, options?: ReadOptions): Promise<ReadResult>;
+  /** Engram.write: writes `value` under `key`, resolving with its version and generation once committed. */
   write(key: string, value: Value, options?: WriteOptions): Promise<WriteResult>;
+  /** Engram.forget: tombstones `key` in exactly `scope`, resolving once the tombstone is committed. */
   forget(key: string, options?: ScopeOption): Promise<ForgetResult>;
+  /** Engram.batch: applies writes and forgets atomically (after a crash all or none are visible), one result per op. */
   batch(ops: BatchOp[]): Promise<BatchResult[]>;
+  /** Engram.list: live keys in key order, the nearest scope's entry winning when inheriting. */
   list(options?: ListOptions): AsyncIterable<ListEntry>;
 }
 
@@ -166,6 +171,7 @@ function toItem(s: StoredItem): Item {
 
 /** A LangGraph.js BaseStore whose items live in an engram store. */
 export class EngramStore extends BaseStore {
+  /** The engram scope holding every item (`options.scope`, default "langgraph"); reads and lists never inherit from its parents. */
   readonly scope: string;
   readonly #store: LangGraphBackingStore;
   readonly #index: (IndexConfig & { tokenized: Array<[string, string[]]> }) | undefined;

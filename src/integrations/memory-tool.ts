@@ -23,10 +23,15 @@ import type { BatchOp, BatchResult, ForgetResult, ListEntry, ListOptions, ReadOp
 
 /** The calls of an engram store this tool uses (an `Engram` has them all). */
 export interface MemoryToolStore {
+  /** Engram.read: the nearest live value of `key` from `scope` up to "global" (unless `inherit: false`), or NOT_FOUND. */
   read(key: string, options?: ReadOptions): Promise<ReadResult>;
+  /** Engram.write: writes `value` under `key`, resolving with its version and generation once committed. */
   write(key: string, value: Value, options?: WriteOptions): Promise<WriteResult>;
+  /** Engram.forget: tombstones `key` in exactly `scope`, resolving once the tombstone is committed. */
   forget(key: string, options?: ScopeOption): Promise<ForgetResult>;
+  /** Engram.batch: applies writes and forgets atomically (after a crash all or none are visible), one result per op. */
   batch(ops: BatchOp[]): Promise<BatchResult[]>;
+  /** Engram.list: live keys in key order, the nearest scope's entry winning when inheriting. */
   list(options?: ListOptions): AsyncIterable<ListEntry>;
 }
 
@@ -98,6 +103,7 @@ type Node = { kind: "file"; content: string; version: number } | { kind: "dir" }
 
 /** Claude's memory tool over one scope of an engram store. */
 export class EngramMemoryTool implements MemoryToolHandlers {
+  /** The scope every memory file lives in (`options.scope`, default "global"); reads and lists never inherit from its parents. */
   readonly scope: string;
   readonly #store: MemoryToolStore;
   /** Commands of this instance run one at a time, as one agent's tool calls do. */
