@@ -27,19 +27,28 @@ afterAll(() => fs.rmSync(root, { recursive: true, force: true }));
 /** Stores the registered tests opened: one or more per model run. */
 let opens = 0;
 
-/** The tests `conformance()` registers, by name, with their bodies not yet run. */
+/**
+ * The tests `conformance()` registers, by name, with their bodies not yet run. ENGRAM_MODEL_RUNS
+ * (a long campaign's) is set aside while the suite registers, so that `runs` is what it reads.
+ */
 function registered(timeLimitMs: number, runs: number): Map<string, TestFn> {
   const tests = new Map<string, TestFn>();
-  conformance({
-    describe: (_name, fn) => fn(),
-    it: (name, fn) => void tests.set(name, fn),
-    // The model's options (its clock, compaction mode and workers) over inline compaction, as test/conformance-engine.test.ts.
-    open: (options) => Engram.open(path.join(root, `s${++opens}`), { ...options, compaction: { workers: 0, auto: false, ...options?.compaction } }),
-    supports: { readSync: true, engineOptions: true },
-    fastCheck: fc,
-    modelRuns: runs,
-    modelTimeLimitMs: timeLimitMs,
-  });
+  const campaignRuns = process.env["ENGRAM_MODEL_RUNS"];
+  delete process.env["ENGRAM_MODEL_RUNS"];
+  try {
+    conformance({
+      describe: (_name, fn) => fn(),
+      it: (name, fn) => void tests.set(name, fn),
+      // The model's options (its clock, compaction mode and workers) over inline compaction, as test/conformance-engine.test.ts.
+      open: (options) => Engram.open(path.join(root, `s${++opens}`), { ...options, compaction: { workers: 0, auto: false, ...options?.compaction } }),
+      supports: { readSync: true, engineOptions: true },
+      fastCheck: fc,
+      modelRuns: runs,
+      modelTimeLimitMs: timeLimitMs,
+    });
+  } finally {
+    if (campaignRuns !== undefined) process.env["ENGRAM_MODEL_RUNS"] = campaignRuns;
+  }
   return tests;
 }
 
@@ -63,6 +72,11 @@ describe("the model test's time limit", () => {
   it("passes when its runs end inside the limit", async () => {
     const run = modelTest(registered(60_000, 3));
     await expect(Promise.resolve().then(run)).resolves.toBeUndefined();
+  });
+
+  it("refuses a limit or a run count that is not a number it can use, registering nothing", () => {
+    for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY]) expect(() => registered(bad, 3)).toThrow(/modelTimeLimitMs must be a positive number/);
+    for (const bad of [-1, 1.5, Number.NaN]) expect(() => registered(1_000, bad)).toThrow(/whole number of runs/);
   });
 
   it("leaves fast-check time to report under the test files' timeouts", () => {

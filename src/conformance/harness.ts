@@ -138,6 +138,9 @@ export function harnessOf(o: ConformanceOptions): Harness {
   };
   const open = (options?: T.OpenOptions): Promise<ConformanceStore> => o.open(options);
   const modelRuns = Number(process.env["ENGRAM_MODEL_RUNS"] ?? o.modelRuns ?? 20);
+  if (!Number.isSafeInteger(modelRuns) || modelRuns < 0) throw new Error(`modelRuns (or ENGRAM_MODEL_RUNS) must be a whole number of runs, got ${String(modelRuns)}`);
+  const modelTimeLimitMs = o.modelTimeLimitMs ?? Math.max(90_000, modelRuns * 1_500);
+  if (!Number.isFinite(modelTimeLimitMs) || modelTimeLimitMs <= 0) throw new Error(`modelTimeLimitMs must be a positive number of ms, got ${String(modelTimeLimitMs)}`);
   return {
     describe: (name, fn) => void o.describe(name, fn),
     it,
@@ -154,6 +157,6 @@ export function harnessOf(o: ConformanceOptions): Harness {
     },
     fingerprint: (store) => (o.fingerprint === undefined ? Promise.resolve("") : o.fingerprint(store)),
     modelRuns,
-    modelTimeLimitMs: o.modelTimeLimitMs ?? Math.max(90_000, modelRuns * 1_500),
+    modelTimeLimitMs,
   };
 }
