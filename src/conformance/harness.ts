@@ -93,6 +93,8 @@ export interface ConformanceOptions<S extends ConformanceStore = ConformanceStor
    * that the report is not cut off (default: max(90 s, 1.5 s a run)).
    */
   modelTimeLimitMs?: number;
+  /** The seed of the model-based test's random runs, to replay one (default: a fresh seed each time; ENGRAM_MODEL_SEED overrides). */
+  modelSeed?: number;
   /** The fast-check module, for the model-based random test (skipped without it). */
   fastCheck?: unknown;
 }
@@ -112,6 +114,8 @@ export interface Harness {
   modelRuns: number;
   /** ConformanceOptions.modelTimeLimitMs, or its default for modelRuns. */
   modelTimeLimitMs: number;
+  /** ENGRAM_MODEL_SEED, else ConformanceOptions.modelSeed; undefined: fast-check picks one. */
+  modelSeed: number | undefined;
   fingerprint: (store: ConformanceStore) => Promise<string>;
 }
 
@@ -141,6 +145,9 @@ export function harnessOf(o: ConformanceOptions): Harness {
   if (!Number.isSafeInteger(modelRuns) || modelRuns < 0) throw new Error(`modelRuns (or ENGRAM_MODEL_RUNS) must be a whole number of runs, got ${String(modelRuns)}`);
   const modelTimeLimitMs = o.modelTimeLimitMs ?? Math.max(90_000, modelRuns * 1_500);
   if (!Number.isFinite(modelTimeLimitMs) || modelTimeLimitMs <= 0) throw new Error(`modelTimeLimitMs must be a positive number of ms, got ${String(modelTimeLimitMs)}`);
+  const seedGiven = process.env["ENGRAM_MODEL_SEED"] ?? o.modelSeed;
+  const modelSeed = seedGiven === undefined ? undefined : Number(seedGiven);
+  if (modelSeed !== undefined && !Number.isSafeInteger(modelSeed)) throw new Error(`modelSeed (or ENGRAM_MODEL_SEED) must be an integer, got ${String(seedGiven)}`);
   return {
     describe: (name, fn) => void o.describe(name, fn),
     it,
@@ -158,5 +165,6 @@ export function harnessOf(o: ConformanceOptions): Harness {
     fingerprint: (store) => (o.fingerprint === undefined ? Promise.resolve("") : o.fingerprint(store)),
     modelRuns,
     modelTimeLimitMs,
+    modelSeed,
   };
 }

@@ -49,7 +49,7 @@
  * where the factory can reopen. fast-check comes from the caller (`conformance({ fastCheck })`);
  * without it the test is registered as skipped, with the reason.
  *
- * ENGRAM_MODEL_RUNS sets the number of runs (default: the caller's modelRuns, 100 for the engine); ENGRAM_MODEL_SEED replays a seed;
+ * ENGRAM_MODEL_RUNS sets the number of runs (default: the caller's modelRuns, 100 for the engine); ENGRAM_MODEL_SEED replays a seed (else the caller's modelSeed);
  * ENGRAM_MODEL_LENIENT=1 tolerates the deviations already reported to the lead (see LENIENT
  * below and in model-spec.ts / model-ops.ts), and ENGRAM_MODEL_MODES=copy-on-write (or
  * in-place) restricts the compaction modes tried, to hunt past known bugs for further ones;
@@ -61,7 +61,6 @@ import type { ConformanceStore, Harness as Suite } from "../harness.js";
 import { arbitraries, showOp, type BatchRow, type ConcurrentRow, type Expect, type FastCheck, type Op, type RunConfig, type WriteSpec } from "../model/ops.js";
 import { KEYS, Model, SCOPES, seqMatches, type WriteOutcome } from "../model/spec.js";
 
-const SEED = process.env["ENGRAM_MODEL_SEED"] === undefined ? undefined : Number(process.env["ENGRAM_MODEL_SEED"]);
 /**
  * Lenient mode tolerates the engine deviations already reported and still open (so that runs
  * can look past them): an erased (forgetScope) slot whose retention record vanishes at a
@@ -760,7 +759,7 @@ export function modelCases(h: Suite, fc: FastCheck | undefined): void {
         }),
         // The time limit also caps shrinking; a failure found before it is still reported, and a
         // stop with none found fails: a slowed or hung run must not pass on fewer runs than asked.
-        { numRuns: RUNS, ...(SEED === undefined ? {} : { seed: SEED }), interruptAfterTimeLimit: h.modelTimeLimitMs, markInterruptAsFailure: true },
+        { numRuns: RUNS, ...(h.modelSeed === undefined ? {} : { seed: h.modelSeed }), interruptAfterTimeLimit: h.modelTimeLimitMs, markInterruptAsFailure: true },
       );
     });
   });
