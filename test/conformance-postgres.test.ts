@@ -17,6 +17,7 @@ import { conformance } from "../src/conformance/index.js";
 import { Engram } from "../src/index.js";
 import { dropSchemas, storeUrl } from "./helpers/pg.js";
 import { modelTimeLimitMs, modelTimeoutMs } from "./helpers/model-timeout.js";
+import { registerGcTwin } from "./helpers/model-register.js";
 
 /** Runs of the model-based test by default; ENGRAM_MODEL_RUNS overrides, and the timeout grows with it (~0.5 s a run here). */
 const MODEL_RUNS = 10;
@@ -63,5 +64,9 @@ if (url === undefined || url === "") {
     fastCheck: fc,
     modelRuns: MODEL_RUNS,
     modelTimeLimitMs: modelTimeLimitMs(TIMEOUT_MS),
+  });
+  describe("the model against the unsafe GC on PostgreSQL", () => {
+    const supports = { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false, liveStats: false };
+    registerGcTwin("PostgreSQL", { open: (options) => open(storeUrl(`${run}_${++n}`), options), supports, timeLimitMs: 20_000 }, 90_000);
   });
 }
