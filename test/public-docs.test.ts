@@ -10,13 +10,45 @@
  * a small package written to a temp directory, with a documented and an undocumented export, an
  * interface with an undocumented member, an interface extending it, and a class with a private
  * field: the reader must report exactly the two undocumented names, so the check can fail.
+ * The CLI and the agent tools are public names too: every command and option of `engram`
+ * (buildProgram) and every tool and argument (listTools) must be named in docs/CLI-MCP.md's
+ * sections on them; its twin adds a command, an option and a tool argument the page does not
+ * name, and each is reported.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import type { Command } from "commander";
 import { entryPoints, firstSentence, publicNames, REFERENCE_PATH, renderReference, undocumented } from "../scripts/reference.js";
-import { assertBuilt } from "./helpers/built.js";
+import { buildProgram } from "../src/cli.js";
+import { listTools, type JsonValue, type ToolDefinition } from "../src/index.js";
+import { assertBuilt, ROOT } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
+
+/** The text of docs/CLI-MCP.md from `heading` to the next heading of its level. */
+function sectionOf(doc: string, heading: string): string {
+  const start = doc.indexOf(`\n${heading}\n`);
+  expect(start, `docs/CLI-MCP.md has "${heading}"`).toBeGreaterThanOrEqual(0);
+  const next = doc.indexOf("\n## ", start + heading.length + 2);
+  return doc.slice(start, next < 0 ? doc.length : next);
+}
+
+/** Every command, option and agent tool argument of the CLI and tool layer that `doc` does not name (in the sections that document each). */
+function unnamedInCliDoc(doc: string, program: Command, tools: readonly ToolDefinition[]): string[] {
+  const commands = sectionOf(doc, "## Command line") + sectionOf(doc, "## Backup, export, import") + sectionOf(doc, "## MCP server") + sectionOf(doc, "## Web inspector (`engram ui`)");
+  const agent = sectionOf(doc, "## Agent tools");
+  const missing: string[] = [];
+  for (const o of program.options) if (o.long !== undefined && !commands.includes(o.long)) missing.push(`engram ${o.long}`);
+  for (const c of program.commands) {
+    if (!commands.includes(`\`${c.name()}`)) missing.push(`engram ${c.name()}`);
+    for (const o of c.options) if (o.long !== undefined && !commands.includes(o.long)) missing.push(`engram ${c.name()} ${o.long}`);
+  }
+  for (const t of tools) {
+    if (!agent.includes(`\`${t.name}\``)) missing.push(t.name);
+    for (const arg of Object.keys((t.inputSchema["properties"] ?? {}) as object)) if (!agent.includes(`\`${arg}`)) missing.push(`${t.name} ${arg}`);
+  }
+  return missing;
+}
 
 beforeAll(() => assertBuilt());
 
@@ -76,6 +108,21 @@ describe("public names", () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("every CLI command and option, and every agent tool and argument, is named in docs/CLI-MCP.md", () => {
+    const doc = fs.readFileSync(path.join(ROOT, "docs", "CLI-MCP.md"), "utf8");
+    expect(unnamedInCliDoc(doc, buildProgram(), listTools())).toEqual([]);
+    // Twin: a command, an option and a tool argument the page does not name are each reported.
+    const program = buildProgram();
+    program.command("frobnicate").option("--wobble", "not documented");
+    program.commands.find((c) => c.name() === "get")?.option("--sideways", "not documented");
+    const widened = (t: ToolDefinition): ToolDefinition => {
+      const properties = t.inputSchema["properties"] as { [name: string]: JsonValue };
+      return { ...t, inputSchema: { ...t.inputSchema, properties: { ...properties, depth_hint: { type: "integer" } } } };
+    };
+    const tools = listTools().map((t) => (t.name === "memory_read" ? widened(t) : t));
+    expect(unnamedInCliDoc(doc, program, tools)).toEqual(["engram get --sideways", "engram frobnicate", "engram frobnicate --wobble", "memory_read depth_hint"]);
   });
 
   it("a summary is the doc comment's first sentence", () => {
