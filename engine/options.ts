@@ -54,7 +54,7 @@ export const NICENESS_DEFAULT = 10;
 /** The lowest priority Linux has (nice 19). */
 export const NICENESS_MAX = 19;
 export const CACHE_BYTES_MAX = 16 * 1024 * 1024 * 1024;
-/** The block cache's budget: 0 (off), or at least one block (64 KiB) and at most CACHE_BYTES_MAX. */
+/** The block cache's budget: 0 (off), or at least four blocks (64 KiB of 16 KiB blocks) and at most CACHE_BYTES_MAX. */
 export const BLOCK_CACHE_BYTES_MIN = 64 * 1024;
 
 /** `blockCacheBytes`: 0 or an integer in [BLOCK_CACHE_BYTES_MIN, CACHE_BYTES_MAX]; 64 MiB when absent. */
