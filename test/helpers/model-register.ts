@@ -39,8 +39,8 @@ const OVERRIDES = ["ENGRAM_MODEL_RUNS", "ENGRAM_MODEL_SEED"] as const;
 
 /** The model test of a suite registered with `run`'s settings, its body not yet run. */
 export function modelTestOf(run: ModelRun): TestFn {
-  const open = run.open ?? engineStores(run.root ?? "");
   if (run.open === undefined && run.root === undefined) throw new Error("modelTestOf: give `root` for the engine's stores, or `open`");
+  const open = run.open ?? engineStores(run.root as string);
   const tests = new Map<string, TestFn>();
   const saved = OVERRIDES.map((name) => process.env[name]);
   for (const name of OVERRIDES) delete process.env[name];
