@@ -12,6 +12,10 @@
  * reopen, times writing every key again in another random order (batches of 1000, "none"): the
  * names a batch wrote are then compact rows (engine/compact-slots.ts) that the overwrite's
  * decisions make Slots.
+ * A tree named `DIST#nohint` is DIST run with engine/hints.ts's `unsafeActiveHintForTests.none`
+ * set: the segments its store creates keep no hint (no entry collected as groups commit, none
+ * written at seal or close). `dist dist#nohint` alternates the two: what keeping the active
+ * segment's hint current costs (docs/PERFORMANCE.md, bulk load).
  *
  *   node --import tsx bench/bulk-cpu.ts [--n 200000] [--rounds 4] [--mode bulk|durable|delete|rewrite|overwrite] [--dir D] distA distB ...
  */
@@ -112,8 +116,18 @@ async function roundOverwrite(mod: EngramModule, dir: string): Promise<{ main: n
   return timeBatches(db, second, false);
 }
 
-/** One round on tree `dist`: main-thread CPU and wall µs per record. */
-async function round(dist: string): Promise<{ main: number; wall: number }> {
+/** Sets the bench switch of tree `dist` that keeps no hint for the segments its stores create. */
+async function keepNoHint(dist: string): Promise<void> {
+  const hints = (await import(pathToFileURL(path.resolve(dist, "engine/hints.js")).href)) as { unsafeActiveHintForTests?: { none: boolean } };
+  if (hints.unsafeActiveHintForTests === undefined) throw new Error(`${dist}: this tree has no unsafeActiveHintForTests (engine/hints.ts); #nohint needs one that has`);
+  hints.unsafeActiveHintForTests.none = true;
+}
+
+/** One round on tree `spec` (a dist/ directory, `#nohint` after it for the switch): main-thread CPU and wall µs per record. */
+async function round(spec: string): Promise<{ main: number; wall: number }> {
+  const [dist = spec, variant] = spec.split("#");
+  if (variant !== undefined && variant !== "nohint") throw new Error(`${spec}: the only variant is #nohint`);
+  if (variant === "nohint") await keepNoHint(dist);
   const mod = (await import(pathToFileURL(path.resolve(dist, "src/index.js")).href)) as EngramModule;
   const dir = fs.mkdtempSync(path.join(base, "bulk-cpu-"));
   if (mode === "delete" || mode === "rewrite" || mode === "overwrite") {

@@ -110,6 +110,15 @@ export const unsafeSealedHintForTests: { inTurn: boolean; closeWithoutWait: bool
 };
 
 /**
+ * Bench switch, never set by the engine or any option (bench/bulk-cpu.ts's `TREE#nohint`,
+ * test/active-hint-switch.test.ts): `none` gives every segment the write path creates while it is
+ * set no hint builder, so that no entry is collected as its groups commit and no hint is written
+ * for it at seal or close; the next open scans it, as it scans any segment without a hint. What
+ * keeping the active segment's hint current costs a load (docs/PERFORMANCE.md, bulk load).
+ */
+export const unsafeActiveHintForTests = { none: false };
+
+/**
  * A segment's prefix hint encoded before the syncs that make the bytes it covers durable, so that
  * its CPU runs beside them (store close: the final fdatasync and the sync mark). Written only by
  * writeEncodedHint, and only once those bytes are durable.

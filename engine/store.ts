@@ -45,7 +45,7 @@ import { storeStats } from "./stats.js";
 import { verifySegments } from "./verify.js";
 import { HINT_VERSION, HintBuilder, hintVersionWritten } from "../segments/hint.js";
 import { bootId } from "../segments/boot-id.js";
-import { encodeActiveHint, sealedHintsWritten, unsafeSealedHintForTests, writeEncodedHint, writeSealedHintAsync, writeStampedHint, type EncodedHint } from "./hints.js";
+import { encodeActiveHint, sealedHintsWritten, unsafeActiveHintForTests, unsafeSealedHintForTests, writeEncodedHint, writeSealedHintAsync, writeStampedHint, type EncodedHint } from "./hints.js";
 import type * as T from "../rules/types.js";
 
 /** Paired check: what encodeRecord encoded decodes back to the same record. */
@@ -236,7 +236,7 @@ export class Store implements T.Backend {
     }
     const version = formatVersionWritten(); // createSegmentFile wrote its header in it
     const seg = new Segment(id, fd, cell, choiceOf(header, 0, version), C.DATA_START, new SegmentWriter(id, fd, C.DATA_START, prealloc, C.DATA_START + zeroBytes));
-    seg.hint = new HintBuilder(version);
+    seg.hint = unsafeActiveHintForTests.none ? null : new HintBuilder(version);
     this.segments.set(id, seg);
     try {
       this.recordSegments();
