@@ -110,7 +110,7 @@ export const unsafeSealedHintForTests: { inTurn: boolean; closeWithoutWait: bool
 };
 
 /**
- * Bench switch, never set by the engine or any option (bench/bulk-cpu.ts's `TREE#nohint`,
+ * Bench switch, never set by the engine or any option (bench/bulk-cpu.ts's `DIST#nohint`,
  * test/active-hint-switch.test.ts): `none` gives every segment the write path creates while it is
  * set no hint builder, so that no entry is collected as its groups commit and no hint is written
  * for it at seal or close; the next open scans it, as it scans any segment without a hint. What
