@@ -53,20 +53,23 @@ if (url === undefined || url === "") {
     }
     return h.digest("hex");
   };
+  /** What PostgreSQL offers beyond the common contract. */
+  const supports = { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false, liveStats: false };
+  /** A fresh store in a schema of its own. */
+  const openFresh = (options?: Parameters<typeof Engram.open>[1]): Promise<Engram> => open(storeUrl(`${run}_${++n}`), options);
   conformance({
     name: "conformance: PostgreSQL",
     describe,
     it,
-    open: (options) => open(storeUrl(`${run}_${++n}`), options),
+    open: openFresh,
     reopen: (previous, options) => open(urls.get(previous) as string, options),
     fingerprint,
-    supports: { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false, liveStats: false },
+    supports,
     fastCheck: fc,
     modelRuns: MODEL_RUNS,
     modelTimeLimitMs: modelTimeLimitMs(TIMEOUT_MS),
   });
   describe("the model against the unsafe GC on PostgreSQL", () => {
-    const supports = { readSync: false, inPlaceCompaction: false, faults: false, unsafeGc: true, engineOptions: false, liveStats: false };
-    registerGcTwin("PostgreSQL", { open: (options) => open(storeUrl(`${run}_${++n}`), options), supports, timeLimitMs: 20_000 }, 90_000);
+    registerGcTwin("PostgreSQL", { open: openFresh, supports, timeLimitMs: 20_000 }, 90_000);
   });
 }
