@@ -50,11 +50,23 @@ export const INLINE_GROUPS_PER_TURN = 8;
 export const unsafeDrainForTests = { inlineGroupsPerTurn: INLINE_GROUPS_PER_TURN, viaQueueMicrotask: false };
 
 /**
- * Test switch, never set by the engine or any option (test/compaction-inplace-discard.test.ts):
- * `noRetry` makes whenSealed wait without sealing a rotated-out segment again (the rule before):
- * after a seal that failed in rotate(), a compact() with no write after it waits for ever.
+ * Test switches, never set by the engine or any option. `noRetry`
+ * (test/compaction-inplace-discard.test.ts) makes whenSealed wait without sealing a rotated-out
+ * segment again (the rule before): after a seal that failed in rotate(), a compact() with no write
+ * after it waits for ever. `keepWaitersOfBroken` (test/commit-fault-liveness.test.ts) leaves the
+ * waiters on a rotated-out segment's seal waiting when its failed group's repair fails too, and
+ * whenSealed does not retry that repair (the rule before the fifty-third session): gc(),
+ * compact() and close() then wait for a write that may never come.
  */
-export const unsafeSealWaitForTests = { noRetry: false };
+export const unsafeSealWaitForTests = { noRetry: false, keepWaitersOfBroken: false };
+
+/**
+ * Test switch, never set by the engine or any option (test/commit-fault-liveness.test.ts):
+ * `allocateLate` leaves enqueue's file extension to each reservation in turn, as before the
+ * fifty-third session, so that a failed extension of the op's own bytes leaves its new group
+ * queued without it — the twin in which flush() and close() then wait for ever.
+ */
+export const unsafeEnqueueForTests = { allocateLate: false };
 
 /**
  * A settled promise whose then() starts a drain in a microtask. Node's queueMicrotask wraps each
@@ -305,6 +317,11 @@ export class CommitLog {
     const writer = seg.writer as NonNullable<Segment["writer"]>;
     let group = this.groups[this.groups.length - 1];
     const opens = group === undefined || group.segment !== seg;
+    // Every byte this op reserves (a new group's frame too) is allocated before anything is
+    // queued, so that a failed extension throws with nothing reserved or queued: an opened group
+    // left without its op was never drained, and every barrier after it (flush, close, a forget
+    // of nothing) waited for it for ever (the fifty-third session's audit).
+    if (!unsafeEnqueueForTests.allocateLate) writer.preallocate(opens ? frameBytes() + bytes : bytes);
     if (opens) {
       const frameAt = writer.reserve(frameBytes());
       // A new group's arrays are made at their size for its first op (a lone put's stay so): the
@@ -366,7 +383,10 @@ export class CommitLog {
    * Segment.hintWriting); rejects with the IoError of a failed seal.
    * A rotated-out segment whose seal failed before this call (rotate's own attempt) is sealed again
    * now, so that the outcome reaches this waiter: until the nineteenth session it waited for the
-   * retry of the next write's group, and a compact() with no write after it waited for ever.
+   * retry of the next write's group, and a compact() with no write after it waited for ever. So is
+   * the repair of a segment left broken by a failed group whose repair failed too (failFrom): a
+   * repair that fails again rejects this waiter with its IoError (until the fifty-third session
+   * the waiter waited for the next append).
    */
   whenSealed(seg: Segment): Promise<void> {
     if (seg.writer === null) return Promise.resolve();
@@ -375,7 +395,18 @@ export class CommitLog {
       list.push({ resolve, reject });
       this.sealWaiters.set(seg, list);
     });
-    if (!unsafeSealWaitForTests.noRetry) this.sealRetiring(); // settles `sealed` unless groups of `seg` are still queued
+    if (unsafeSealWaitForTests.noRetry) return sealed;
+    if (this.broken?.segment === seg && !unsafeSealWaitForTests.keepWaitersOfBroken) {
+      // Its failed group's repair failed: retried now, since only an append would retry it.
+      assert(this.inFlight === null && this.groups.length === 0, "a broken log has nothing queued or in flight (failFrom rejected it; appends repair first)");
+      try {
+        this.repair(); // seals `seg` (sealRetiring) once it succeeds
+      } catch (err) {
+        this.rejectSealWaiters(seg, err);
+        return sealed;
+      }
+    }
+    this.sealRetiring(); // settles `sealed` unless groups of `seg` are still queued
     return sealed;
   }
 
@@ -606,9 +637,18 @@ export class CommitLog {
     this.host.onRejected();
     try {
       this.repair();
-    } catch {
-      // stays broken: the next append retries the repair and reports its error
+    } catch (repairErr) {
+      // Stays broken: the next append retries the repair and reports its error. Nothing else
+      // retries it, so whoever waits for this segment's seal (a pass, gc, an eager erasure, close)
+      // hears of it now rather than waiting for an append that may never come.
+      if (!unsafeSealWaitForTests.keepWaitersOfBroken) this.rejectSealWaiters(failed.segment, repairErr);
     }
+  }
+
+  /** Rejects every waiter on `seg`'s seal with `err`; `seg` stays retiring, and a later attempt seals it. */
+  private rejectSealWaiters(seg: Segment, err: unknown): void {
+    for (const w of this.sealWaiters.get(seg) ?? []) w.reject(err);
+    this.sealWaiters.delete(seg);
   }
 
   /** Seals every rotated-out segment whose groups are all applied; a failed seal is retried later. */
@@ -621,8 +661,7 @@ export class CommitLog {
         this.seal(seg);
         this.retiring.delete(seg);
       } catch (err) {
-        for (const w of this.sealWaiters.get(seg) ?? []) w.reject(err);
-        this.sealWaiters.delete(seg);
+        this.rejectSealWaiters(seg, err);
       }
     }
   }

@@ -102,9 +102,27 @@ export class SegmentWriter {
     assert(this.zeroed >= need && this.allocated >= this.zeroed, `segment ${this.id}: zeroed ${this.zeroed} covers ${need} and lies inside ${this.allocated}`);
   }
 
+  /** Offset up to which the file is extended (ftruncate or zeros): reserve() of the bytes up to it cannot fail. For tests and the bench. */
+  get allocatedEnd(): number {
+    return this.allocated;
+  }
+
   /** Offset just past the last reserved byte: the segment's data end once writes land. */
   get end(): number {
     return this.cursor;
+  }
+
+  /**
+   * Makes sure the next `bytes` after the cursor lie inside the file's allocated size, extending it
+   * when they do not, without reserving them: reservations of at most `bytes` in all then cannot
+   * fail. A failed extension throws and changes nothing.
+   */
+  preallocate(bytes: number): void {
+    const end = this.cursor + bytes;
+    if (end <= this.allocated) return;
+    const target = Math.max(end, this.allocated + PREALLOCATE_STEP_BYTES);
+    io.truncate("io:append", this.fd, target);
+    this.allocated = target;
   }
 
   /**
@@ -112,14 +130,9 @@ export class SegmentWriter {
    * preallocation throws and reserves nothing.
    */
   reserve(bytes: number): number {
+    this.preallocate(bytes);
     const at = this.cursor;
-    const end = at + bytes;
-    if (end > this.allocated) {
-      const target = Math.max(end, this.allocated + PREALLOCATE_STEP_BYTES);
-      io.truncate("io:append", this.fd, target);
-      this.allocated = target;
-    }
-    this.cursor = end;
+    this.cursor = at + bytes;
     return at;
   }
 
