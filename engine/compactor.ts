@@ -17,7 +17,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
-import { InvalidArgumentError } from "../rules/errors.js";
+import { InvalidArgumentError, StoreClosedError } from "../rules/errors.js";
 import { assert, elementAt, fail } from "../rules/assert.js";
 import { journalFileName, segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
@@ -1246,8 +1246,26 @@ export class Compactor {
       const segs = [...this.host.segments.values()].filter((s) => s.writer === null && holds(s));
       const report = await this.compactMany(segs, this.host.options.compaction.mode);
       for (const seg of segs) if (seg.retired) await seg.gone;
+      this.assertErased(root, segs, report);
       return report.bytesBefore - report.bytesAfter;
     });
+  }
+
+  /**
+   * I8's check after an eager erasure's pass: every one of `segs` was rewritten (in `report`) or
+   * retired. A close() that began meanwhile starts no more jobs (topUp), so the pass can end with
+   * some untouched: the erasure is committed, but its bytes are not gone, and the call rejects
+   * (until the fifty-third session it resolved with reclaimedBytes 0 and the bytes on disk).
+   */
+  private assertErased(root: string, segs: readonly Segment[], report: T.CompactionReport): void {
+    const rewritten = new Set(report.segments);
+    const left = segs.filter((s) => !s.retired && !rewritten.has(s.id));
+    if (left.length === 0 || unsafeEagerEraseForTests.trustPass) return;
+    assert(this.closed, `only close() leaves an eager erasure's segments untouched (segments ${left.map((s) => s.id).join(", ")})`);
+    throw new StoreClosedError(
+      `the store closed before forgetScope(${JSON.stringify(root)}, { reclaim: "eager" }) had rewritten ${left.length} segment file(s) still holding the scope's values; ` +
+        `the erasure is committed (reads find nothing), but to remove those bytes open the store again and call forgetScope with reclaim "eager" again (or compact())`,
+    );
   }
 
   /** Sealed segments over their garbage ratio, waiting for a pass (for stats()). */
@@ -1495,3 +1513,11 @@ function relocateSlot(s: Slot, kind: number, source: number, old: number, target
     s.clearOff = off;
   }
 }
+
+/**
+ * Test switch, never set by the engine or any option (test/eager-erase-close.test.ts):
+ * `trustPass` skips the check that an eager erasure's pass rewrote or retired every segment that
+ * held the scope (the rule before the fifty-third session): a close() begun meanwhile then lets
+ * forgetScope resolve with the erased values' bytes still in a segment file.
+ */
+export const unsafeEagerEraseForTests = { trustPass: false };

@@ -560,7 +560,7 @@ export class Store implements T.Backend {
   async forgetScope(scope: unknown, options?: unknown): Promise<T.ForgetScopeResult> {
     this.assertOpen();
     const o = A.optsOf(options, "forgetScope");
-    const s = A.scopeOf({ scope });
+    const s = A.erasedScopeOf(scope);
     const reclaim = A.reclaimOf(o);
     const room = this.admitted();
     if (room !== null) await room; // only when the queue is full: decisions stay in the caller's turn

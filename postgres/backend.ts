@@ -255,7 +255,7 @@ export class PgBackend implements T.Backend {
   async forgetScope(scope: string, options?: T.ForgetScopeOptions): Promise<T.ForgetScopeResult> {
     this.assertOpen();
     const o = A.optsOf(options, "forgetScope");
-    const s = A.scopeOf({ scope });
+    const s = A.erasedScopeOf(scope);
     const reclaim = A.reclaimOf(o);
     return this.serial(() =>
       inTransaction(this.pool, "forgetScope", async (c) => {

@@ -32,6 +32,16 @@ export function scopeOf(o: Opts): string {
   return scope;
 }
 
+/**
+ * The scope forgetScope erases, checked: required, since a missing one would erase the whole
+ * store (scopeOf's default is "global", right for an option and wrong for this argument); pass
+ * "global" to erase everything.
+ */
+export function erasedScopeOf(scope: unknown): string {
+  if (scope === undefined) throw new InvalidArgumentError('forgetScope needs the scope to erase as its first argument; pass "global" to erase every scope');
+  return scopeOf({ scope });
+}
+
 /** A key, checked. */
 export function keyOf(key: unknown): string {
   assertKey(key);

@@ -126,8 +126,9 @@ export class StoreLockedError extends EngramError {
 
 /** A call after close(). */
 export class StoreClosedError extends EngramError {
-  constructor() {
-    super(ErrorCode.CLOSED, "the store is closed; open it again with Engram.open()");
+  /** `message`, when given, says what the closing cut short and what to do about it. */
+  constructor(message = "the store is closed; open it again with Engram.open()") {
+    super(ErrorCode.CLOSED, message);
   }
 }
 

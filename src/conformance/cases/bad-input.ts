@@ -166,6 +166,8 @@ rows.push(
   ["list limit NaN", (s) => s.list({ limit: NaN })],
   ["list limit '2'", (s) => s.list({ limit: bad("2") })],
   ["list prefix 42", (s) => s.list({ prefix: bad(42) })],
+  // A missing scope is not "global" here: it would erase every scope (fifty-third session's audit).
+  ["forgetScope without a scope", (s) => s.forgetScope(bad(undefined))],
   ["forgetScope reclaim 'now'", (s) => s.forgetScope("user:a", { reclaim: bad("now") })],
   ["forgetScope reclaim true", (s) => s.forgetScope("user:a", { reclaim: bad(true) })],
   ["compact mode 'x'", (s) => s.compact({ mode: bad("x") })],
