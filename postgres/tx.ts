@@ -63,6 +63,14 @@ export async function inTransaction<R>(pool: Pool, operation: string, body: (cli
       throw mapError(err, `${operation}: connect`);
     }
     let broken = false;
+    // The pool listens for errors on idle connections only: a connection that drops while this
+    // transaction holds it (the server restarted, the backend terminated) emits 'error' here, and
+    // with no listener Node throws it and the host process dies (the fifty-third session's audit).
+    // The query in flight rejects with the same error, which the catch below maps to an IoError.
+    const onError = (): void => {
+      broken = true;
+    };
+    client.on("error", onError);
     try {
       await client.query("BEGIN ISOLATION LEVEL SERIALIZABLE");
       const result = await body(client);
@@ -77,6 +85,7 @@ export async function inTransaction<R>(pool: Pool, operation: string, body: (cli
         throw new IoError(codeOf(err) ?? "40001", `PostgreSQL ${operation}`, `still conflicting after ${attempt} serializable attempts; the slot is too contended: retry later or spread the load`);
       }
     } finally {
+      client.off("error", onError);
       client.release(broken);
     }
     await sleep(Math.random() * Math.min(BACKOFF_MS_MAX, 2 ** attempt));

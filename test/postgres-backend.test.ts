@@ -13,7 +13,9 @@
  * concurrent writers on one hot row all commit through SERIALIZABLE retries with distinct,
  * growing versions, and (7) a transaction that keeps failing with 40001 gives up after the
  * bounded number of attempts with a clear IoError, having committed nothing; and (8) eight
- * concurrent first opens of one new store all succeed.
+ * concurrent first opens of one new store all succeed; and (9) a connection dropped under a
+ * transaction (its server backend terminated while it waits for a lock) rejects that call with an
+ * IoError instead of killing the process, and the store goes on.
  * Skipped, visibly, when no server could start.
  */
 import { existsSync, rmSync } from "node:fs";
@@ -220,6 +222,45 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
       expect((await pool.query(`SELECT n FROM "${schema}".t`)).rows).toEqual([{ n: 2 }]);
     } finally {
       await pool.end();
+    }
+  });
+
+  it("a connection dropped under a transaction rejects that call with an IoError; the process lives and the store goes on", async () => {
+    // Without a listener on the checked-out connection, its 'error' event killed the host process
+    // (postgres/tx.ts, the fifty-third session's audit): here the test worker, reported as an
+    // unhandled error. A write waits for a row lock another session holds; its server backend is
+    // terminated, as a restart or an administrator would.
+    const schema = `${tag}_dropped`;
+    const store = await Engram.open(storeUrl(schema));
+    const holder = new pg.Client({ connectionString: url });
+    holder.on("error", () => undefined); // this test's own connection; the server may drop it too
+    await holder.connect();
+    try {
+      await store.write("k", "v0");
+      await holder.query("BEGIN");
+      await holder.query(`SELECT * FROM "${schema}".engram_meta FOR UPDATE`);
+      const blocked = store.write("k", "v1").then(
+        () => null,
+        (e: unknown) => e,
+      );
+      const waiting = async (): Promise<number[]> => {
+        const r = await (inspect as pg.Pool).query("SELECT pid FROM pg_stat_activity WHERE application_name = 'engram' AND wait_event_type = 'Lock'");
+        return r.rows.map((row: { pid: number }) => row.pid);
+      };
+      let pids: number[] = [];
+      for (const started = Date.now(); pids.length === 0; ) {
+        expect(Date.now() - started, "the write waits for the lock within 10 s").toBeLessThan(10_000);
+        pids = await waiting();
+      }
+      await (inspect as pg.Pool).query("SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid", [pids]);
+      const err = await blocked;
+      expect(err, "the dropped call rejects").toMatchObject({ code: "IO_ERROR" });
+      await holder.query("ROLLBACK");
+      await store.write("k", "v2");
+      expect(await store.read("k")).toMatchObject({ status: "OK", value: "v2" });
+    } finally {
+      await holder.end().catch(() => undefined);
+      await store.close();
     }
   });
 });
