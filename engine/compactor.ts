@@ -881,7 +881,7 @@ export class Compactor {
         continue;
       }
       const slot = droppable.slotAt(i);
-      if (kind === KIND_TOMB && slot.tombSeg === seg.id && slot.tombOff === off) slot.tombSeg = 0;
+      if (kind === KIND_TOMB && slot.tombSeg === seg.id && slot.tombOff === off) dropTombstone(slot);
       if (kind === KIND_CLEAR && slot.clearSeg === seg.id && slot.clearOff === off) slot.clearSeg = 0;
       touched.push(slot);
     }
@@ -1511,6 +1511,21 @@ function relocateSlot(s: Slot, kind: number, source: number, old: number, target
   } else if (kind === KIND_CLEAR && s.clearSeg === source && s.clearOff === old) {
     s.clearSeg = target;
     s.clearOff = off;
+  }
+}
+
+/**
+ * The slot's TOMBSTONE record is gone from disk. A kill that no longer stands (a later PUT or
+ * CLEAR cancelled it: gc-policy.ts tombstoneSuperseded) is forgotten with it, as the next
+ * recovery, which no longer finds the record, forgets it: probe's tombstoneSeq then reads the
+ * same before and after a restart. A standing kill's fields stay (its slot is empty, or an
+ * erasure's list or a CLEAR still names it).
+ */
+function dropTombstone(slot: Slot): void {
+  slot.tombSeg = 0;
+  if (slot.putSeq > slot.tombSeq || slot.clearSeq > slot.tombSeq) {
+    slot.tombSeq = 0;
+    slot.tombGen = 0;
   }
 }
 

@@ -9,7 +9,8 @@
  *
  * A TOMBSTONE, CLEAR or SCOPE_ERASE record is kept while any value record of its slot / scope
  * remains in any segment, and for `tombstoneRetentionMs` after the last one went (I6): dropping it
- * earlier could resurrect an older value at the next recovery.
+ * earlier could resurrect an older value at the next recovery. A TOMBSTONE a later PUT superseded
+ * goes once that PUT is the only value record left (tombstoneRecordLive).
  */
 import { isExpired, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
 import { parentScope } from "../rules/names.js";
@@ -45,10 +46,33 @@ export function retentionLive(slot: Slot, now: number, retentionMs: number): boo
   return retentionWindowOpen(slot.physical, slot.reclaimedAt, now, retentionMs);
 }
 
-/** True when the slot's latest TOMBSTONE record must survive compaction. */
+/**
+ * True when the slot's latest TOMBSTONE record must survive compaction: while its window is open
+ * (retentionLive), unless a later PUT superseded it and no value record older than that PUT
+ * remains. Such a tombstone guards nothing (I6: no value it killed is left to resurrect), and
+ * kept past the PUT — an expired value reclaimed after its window, while the slot's window
+ * still held the tombstone — it was all the next recovery found of the slot, which came back
+ * tombstoned at its old version and generation (the fifty-third session's audit).
+ */
 export function tombstoneRecordLive(slot: Slot, now: number, retentionMs: number): boolean {
-  return slot.tombSeg !== 0 && retentionLive(slot, now, retentionMs);
+  if (slot.tombSeg === 0) return false;
+  if (tombstoneSuperseded(slot) && !unsafeTombstoneForTests.keepSuperseded) return false;
+  return retentionLive(slot, now, retentionMs);
 }
+
+/** True when a PUT later than the slot's tombstone exists and is its only value record left (or none is left). */
+function tombstoneSuperseded(slot: Slot): boolean {
+  if (slot.putSeq <= slot.tombSeq) return false;
+  return slot.physical === 0 || (slot.physical === 1 && slot.seg !== 0);
+}
+
+/**
+ * Test switch, never set by the engine or any option (test/tombstone-superseded.test.ts):
+ * `keepSuperseded` keeps a superseded tombstone for its slot's window (the rule before the
+ * fifty-third session): an expired value that had cleared it is reclaimed first, and a reopen
+ * then finds the slot tombstoned again.
+ */
+export const unsafeTombstoneForTests = { keepSuperseded: false };
 
 /**
  * True when the slot's latest CLEAR record must survive. A CLEAR lives as long as any older kill

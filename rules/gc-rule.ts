@@ -10,7 +10,9 @@
  * available only as `unsafe.gcKeyedBy: "tombstone-seq"` (unsafeValueReclaimable below).
  * A TOMBSTONE, CLEAR or SCOPE_ERASE record is kept while any value record of its slot / scope
  * remains, and for `tombstoneRetentionMs` after the last one went (I6): dropping it earlier could
- * resurrect an older value, and would forget the slot's version (I7's retention record).
+ * resurrect an older value, and would forget the slot's version (I7's retention record). The
+ * engine drops a TOMBSTONE a later PUT superseded once no older value is left (its records are
+ * several; a PostgreSQL slot is one row, which holds no superseded kill to bring back).
  */
 import { InternalError } from "./errors.js";
 import type { SlotState } from "./types.js";

@@ -73,12 +73,32 @@ describe("value records", () => {
 
 describe("tombstones, clears and erasures (I6)", () => {
   it("keeps a tombstone while any value record of its slot remains, then for the retention window", () => {
-    const { slot } = seedSlot();
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "pref.theme");
+    applyPut(slot, 1, 1, 0, at(1, 128));
+    applyTombstone(slot, 2, 1, 1, at(1, 228)); // the kill stands: no later value
     expect(P.tombstoneRecordLive(slot, NOW + 10 * DAY, DAY)).toBe(true);
     slot.physical = 0;
     slot.reclaimedAt = NOW;
     expect(P.tombstoneRecordLive(slot, NOW + DAY - 1, DAY)).toBe(true);
     expect(P.tombstoneRecordLive(slot, NOW + DAY, DAY)).toBe(false);
+  });
+
+  it("drops a tombstone a later PUT superseded once no value older than that PUT remains; the twin keeps it", () => {
+    const { slot } = seedSlot(); // v1, its tombstone, v2 over it
+    expect(P.tombstoneRecordLive(slot, NOW, DAY), "v1 still on disk: the tombstone guards it").toBe(true);
+    slot.physical = 1; // v1 reclaimed: v2 is the only value record
+    expect(P.tombstoneRecordLive(slot, NOW, DAY)).toBe(false);
+    slot.physical = 0; // v2 gone too (expired and reclaimed)
+    slot.seg = 0;
+    slot.reclaimedAt = NOW;
+    expect(P.tombstoneRecordLive(slot, NOW, DAY), "inside the window, still superseded").toBe(false);
+    P.unsafeTombstoneForTests.keepSuperseded = true;
+    try {
+      expect(P.tombstoneRecordLive(slot, NOW, DAY), "the rule before: kept for the window").toBe(true);
+    } finally {
+      P.unsafeTombstoneForTests.keepSuperseded = false;
+    }
   });
 
   it("keeps a CLEAR only while it is newer than the slot's tombstone", () => {

@@ -841,6 +841,36 @@ export function apiCases(h: Harness): void {
       }
     });
   
+    h.itWith(["reopen"], "an expired re-write after forget, reclaimed past its window: a restart changes neither probe nor writability", async () => {
+      // Found by an audit (fifty-third session): the value that cleared the tombstone went first,
+      // the tombstone stayed for the slot's window, and a restart found the slot tombstoned again
+      // at its old version and generation (require-clear then refused the write it allowed before).
+      let now = 1_000_000;
+      const retentionMs = 1_000;
+      const options: OpenOptions = { ...FAST, clock: () => now, tombstoneWrites: "require-clear", retention: { tombstoneRetentionMs: retentionMs } };
+      const { store, dir } = await h.fresh(options);
+      let s = store;
+      try {
+        await s.write("k", "v1");
+        await s.forget("k");
+        await s.gc();
+        await s.write("k", "v2", { ttlMs: 100, clearTombstone: true });
+        await s.write("other", "o");
+        now += 100 + retentionMs + 1;
+        await s.gc();
+        await s.gc();
+        const before = await s.probe("k");
+        expect(before.valuePresent).toBe(false);
+        await s.close();
+        s = await h.reopen(dir, options);
+        expect(await s.probe("k")).toEqual(before);
+        // Nothing forgot it since the clear: a plain write is allowed, as before the restart.
+        expect((await s.write("k", "v3")).ok).toBe(true);
+      } finally {
+        await s.close();
+      }
+    });
+
     h.itWith(["reopen"], "two forgetScopes queued in one turn keep the erased slot's version across compact and reopen", async () => {
       // The second erasure is decided while the first is still queued: its erase list must still name
       // the version the first one killed (found by the model test: the version came back null).

@@ -1,0 +1,68 @@
+/**
+ * A tombstone that a later PUT superseded is never the last record of its slot on disk: a
+ * restart must not bring the cancelled kill back (I6: "nothing is ever resurrected after a
+ * restart"; API.md: "clearing a tombstone bumps generation").
+ *
+ * Method (an injected clock, `require-clear`, a 1 s retention window, no automatic pass): write
+ * v1, forget it, gc() (v1 reclaimed, the tombstone kept); write v2 with clearTombstone and a
+ * 100 ms TTL (generation 2); move the clock past v2's expiry and the window after it, and gc()
+ * twice. The tombstone is dropped with v2 (engine/gc-policy.ts tombstoneSuperseded), the slot is
+ * gone before the restart and after it, identically in probe, and a plain write is allowed both
+ * times. Before the fifty-third session v2 went first and the tombstone stayed for the slot's
+ * window: the reopened slot was tombstoned at version 1 and generation 1, and the plain write was
+ * refused (TOMBSTONED). The twin (`unsafeTombstoneForTests.keepSuperseded`) shows exactly that.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { Engram, type OpenOptions } from "../src/index.js";
+import { unsafeTombstoneForTests } from "../engine/gc-policy.js";
+import { tempDir } from "./helpers/tmp.js";
+
+const RETENTION_MS = 1_000;
+
+afterEach(() => {
+  unsafeTombstoneForTests.keepSuperseded = false;
+});
+
+/** Runs the sequence on a fresh store; returns probe before and after a restart, and whether a plain write after it is allowed. */
+async function clearedThenExpired(name: string): Promise<{ before: unknown; after: unknown; plainAfter: string }> {
+  let now = 1_000_000;
+  const options: OpenOptions = { durability: "none", clock: () => now, tombstoneWrites: "require-clear", retention: { tombstoneRetentionMs: RETENTION_MS }, compaction: { auto: false, workers: 0 } };
+  const dir = tempDir(name);
+  let s = await Engram.open(dir, options);
+  await s.write("k", "v1");
+  await s.forget("k");
+  await s.gc();
+  const w2 = await s.write("k", "v2", { ttlMs: 100, clearTombstone: true });
+  expect(w2.generation, "clearing the tombstone bumps the generation").toBe(2);
+  await s.write("other", "o");
+  now += 100 + RETENTION_MS + 1;
+  await s.gc();
+  await s.gc();
+  const before = await s.probe("k");
+  await s.close();
+  s = await Engram.open(dir, options);
+  const after = await s.probe("k");
+  const plainAfter = await s.write("k", "v3").then(
+    () => "ok",
+    (e: unknown) => String((e as { code?: string }).code),
+  );
+  await s.close();
+  return { before, after, plainAfter };
+}
+
+describe("a tombstone superseded by a later PUT", () => {
+  it("goes with that PUT: the restart changes neither probe nor writability", async () => {
+    const { before, after, plainAfter } = await clearedThenExpired("tomb-superseded");
+    expect(after).toEqual(before);
+    expect(before).toMatchObject({ state: "absent", retentionPresent: false, tombstoneSeq: null });
+    expect(plainAfter).toBe("ok");
+  });
+
+  it("twin: kept for the slot's window, it outlives the PUT and a restart finds the slot tombstoned at its old generation", async () => {
+    unsafeTombstoneForTests.keepSuperseded = true;
+    const { before, after, plainAfter } = await clearedThenExpired("tomb-superseded-twin");
+    expect(before).toMatchObject({ version: 3, generation: 2 });
+    expect(after).toMatchObject({ version: 1, generation: 1, tombstoneSeq: 2 });
+    expect(plainAfter).toBe("TOMBSTONED");
+  });
+});
