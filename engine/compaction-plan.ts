@@ -406,7 +406,7 @@ class PlanWalk {
     }
     const tombSeg = slot.tombSeg;
     if (this.covers(tombSeg)) {
-      const live = P.tombstoneRecordLive(slot, this.now, this.retention);
+      const live = P.tombstoneRecordLive(slot, this.now, this.retention, keydir);
       if (live) this.retentionEnds(slot);
       this.file(tombSeg, live, KIND_TOMB, slot, slot.tombOff, slot.tombLen);
     }

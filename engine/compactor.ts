@@ -888,6 +888,7 @@ export class Compactor {
     for (let i = 0; i < touched.length; i++) {
       const slot = touched[i] as Slot; // in bounds: i < length
       if (P.slotEmpty(keydir, slot)) keydir.delete(slot); // a slot already dropped is no longer held: delete() does nothing
+      else if (!P.unsafeTombstoneForTests.keepUnnamed) P.forgetUnnamedKill(keydir, slot);
     }
   }
 
@@ -1515,15 +1516,15 @@ function relocateSlot(s: Slot, kind: number, source: number, old: number, target
 }
 
 /**
- * The slot's TOMBSTONE record is gone from disk. A kill that no longer stands (a later PUT or
- * CLEAR cancelled it: gc-policy.ts tombstoneSuperseded) is forgotten with it, as the next
- * recovery, which no longer finds the record, forgets it: probe's tombstoneSeq then reads the
- * same before and after a restart. A standing kill's fields stay (its slot is empty, or an
- * erasure's list or a CLEAR still names it).
+ * The slot's TOMBSTONE record is gone from disk. A kill that a later PUT superseded
+ * (gc-policy.ts tombstoneSuperseded) is forgotten with it, as the next recovery, which no longer
+ * finds the record, forgets it: probe's tombstoneSeq then reads the same before and after a
+ * restart. Any other kill's fields stay: the value it killed is still the slot's version (an
+ * undelete's CLEAR cancels the kill but keeps that value dead).
  */
 function dropTombstone(slot: Slot): void {
   slot.tombSeg = 0;
-  if (slot.putSeq > slot.tombSeq || slot.clearSeq > slot.tombSeq) {
+  if (slot.putSeq > slot.tombSeq) {
     slot.tombSeq = 0;
     slot.tombGen = 0;
   }

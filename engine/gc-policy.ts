@@ -37,8 +37,19 @@ export function valueRecordLiveUnder(slot: Slot, scopeEraseSeq: number, now: num
   // An expired value may go only when it is the slot's last PUT record (dropping it while an older
   // PUT survives elsewhere would let that older value win at the next recovery), and only once the
   // retention window after its expiry has passed: until then it is the slot's retention record.
-  if (isExpired(slot, now) && slot.physical <= 1 && now >= slot.expiresAt + retentionMs) return false;
+  if (isExpired(slot, now) && slot.physical <= 1 && now >= slot.expiresAt + retentionMs) return listedByRetainedErasure(slot, scopeEraseSeq);
   return true;
+}
+
+/**
+ * True when an erasure record still on disk lists an older version of the slot (its erase list
+ * names the slot: listedSeq), so that the slot's expired value, written after that erasure, must
+ * stay its retention record: without it the next recovery would rebuild the slot from the list,
+ * killed at that older version and generation (the fifty-third session's audit). It goes once
+ * the erasure has.
+ */
+function listedByRetainedErasure(slot: Slot, scopeEraseSeq: number): boolean {
+  return slot.listedSeq !== 0 && scopeEraseSeq !== 0 && !unsafeTombstoneForTests.keepUnnamed;
 }
 
 /** True while the slot's retention record must survive: records remain, or the window is open. */
@@ -54,9 +65,12 @@ export function retentionLive(slot: Slot, now: number, retentionMs: number): boo
  * still held the tombstone — it was all the next recovery found of the slot, which came back
  * tombstoned at its old version and generation (the fifty-third session's audit).
  */
-export function tombstoneRecordLive(slot: Slot, now: number, retentionMs: number): boolean {
+export function tombstoneRecordLive(slot: Slot, now: number, retentionMs: number, keydir?: Keydir): boolean {
   if (slot.tombSeg === 0) return false;
   if (tombstoneSuperseded(slot) && !unsafeTombstoneForTests.keepSuperseded) return false;
+  // An older erasure still on disk that lists the slot would, without this tombstone, be what the
+  // next recovery rebuilds the slot from: at that erasure's older version and generation.
+  if (keydir !== undefined && !unsafeTombstoneForTests.keepUnnamed && slot.listedSeq !== 0 && slot.listedSeq < slot.tombSeq && olderErasurePresent(keydir, slot.scope, slot.tombSeq)) return true;
   return retentionLive(slot, now, retentionMs);
 }
 
@@ -67,12 +81,34 @@ function tombstoneSuperseded(slot: Slot): boolean {
 }
 
 /**
- * Test switch, never set by the engine or any option (test/tombstone-superseded.test.ts):
+ * A slot that outlives its kill's records (an undelete's CLEAR holds it) forgets what only those
+ * records named, as the next recovery, which finds none of them, forgets it: with no PUT record,
+ * no TOMBSTONE record and no erasure listing it left on disk, the killed value's version and the
+ * kill are gone from the slot too, and probe answers the same before and after a restart
+ * ("absent" with the CLEAR's generation). Until the fifty-third session the slot kept the killed
+ * version with no kill over it once the kill's record went, and probe said "reclaimed" (and
+ * safeRewrite refused the slot) until a restart said "absent".
+ */
+export function forgetUnnamedKill(keydir: Keydir, slot: Slot): void {
+  if (slot.seg !== 0 || slot.physical !== 0 || slot.tombSeg !== 0) return;
+  if (slot.listedSeq !== 0 && keydir.eraseSeq(slot.scope) !== 0) return; // an erasure's list still names it
+  slot.putSeq = 0;
+  slot.putGen = 0;
+  slot.expiresAt = 0;
+  slot.tombSeq = 0;
+  slot.tombGen = 0;
+  slot.listedSeq = 0;
+}
+
+/**
+ * Test switches, never set by the engine or any option (test/tombstone-superseded.test.ts):
  * `keepSuperseded` keeps a superseded tombstone for its slot's window (the rule before the
  * fifty-third session): an expired value that had cleared it is reclaimed first, and a reopen
- * then finds the slot tombstoned again.
+ * then finds the slot tombstoned again. `keepUnnamed` leaves forgetUnnamedKill out (an undeleted
+ * slot whose kill's record went keeps the killed version, and probe changes across a restart) and
+ * lets an expired value go while an erasure's list still names an older version of its slot.
  */
-export const unsafeTombstoneForTests = { keepSuperseded: false };
+export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: false };
 
 /**
  * True when the slot's latest CLEAR record must survive. A CLEAR lives as long as any older kill

@@ -11,9 +11,17 @@
  * times. Before the fifty-third session v2 went first and the tombstone stayed for the slot's
  * window: the reopened slot was tombstoned at version 1 and generation 1, and the plain write was
  * refused (TOMBSTONED). The twin (`unsafeTombstoneForTests.keepSuperseded`) shows exactly that.
+ *
+ * Second case: k in a/b written, its scope's ancestor erased (forgetScope "a"), gc(), k undeleted
+ * (a CLEAR, generation 2); the clock passes the window and compact() drops the erasure. Before
+ * the fifty-third session the slot kept the killed version with no kill over it: probe said
+ * "reclaimed" (and safeRewrite refused it) until a restart said "absent". Now the slot forgets
+ * what only the dropped records named (gc-policy.ts forgetUnnamedKill): "absent" with generation
+ * 2 and no version, before and after a restart, and safeRewrite writes. The twin
+ * (`unsafeTombstoneForTests.keepUnnamed`) shows the flip.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { Engram, type OpenOptions } from "../src/index.js";
+import { Engram, safeRewrite, type OpenOptions } from "../src/index.js";
 import { unsafeTombstoneForTests } from "../engine/gc-policy.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -21,6 +29,7 @@ const RETENTION_MS = 1_000;
 
 afterEach(() => {
   unsafeTombstoneForTests.keepSuperseded = false;
+  unsafeTombstoneForTests.keepUnnamed = false;
 });
 
 /** Runs the sequence on a fresh store; returns probe before and after a restart, and whether a plain write after it is allowed. */
@@ -64,5 +73,46 @@ describe("a tombstone superseded by a later PUT", () => {
     expect(before).toMatchObject({ version: 3, generation: 2 });
     expect(after).toMatchObject({ version: 1, generation: 1, tombstoneSeq: 2 });
     expect(plainAfter).toBe("TOMBSTONED");
+  });
+});
+
+/** The second case; returns probe before and after a restart, and what safeRewrite did before it. */
+async function undeletedAfterErasure(name: string): Promise<{ before: unknown; after: unknown; rewrite: string }> {
+  let now = 1_000_000;
+  const options: OpenOptions = { durability: "none", clock: () => now, retention: { tombstoneRetentionMs: RETENTION_MS }, compaction: { auto: false, workers: 0 } };
+  const dir = tempDir(name);
+  let s = await Engram.open(dir, options);
+  await s.write("k", "v", { scope: "a/b" });
+  await s.write("other", "o");
+  await s.forgetScope("a");
+  await s.gc();
+  await s.undelete("k", { scope: "a/b" });
+  now += RETENTION_MS + 1;
+  await s.compact();
+  const before = await s.probe("k", { scope: "a/b" });
+  await s.close();
+  s = await Engram.open(dir, options);
+  const after = await s.probe("k", { scope: "a/b" });
+  const rewrite = await safeRewrite(s, "k", "x", { scope: "a/b" }).then(
+    () => "ok",
+    (e: unknown) => String((e as { code?: string }).code),
+  );
+  await s.close();
+  return { before, after, rewrite };
+}
+
+describe("an undeleted slot whose erasure's record went", () => {
+  it("forgets the killed version with it: probe is the same before and after a restart, and safeRewrite writes", async () => {
+    const { before, after, rewrite } = await undeletedAfterErasure("undeleted-unnamed");
+    expect(after).toEqual(before);
+    expect(before).toMatchObject({ state: "absent", retentionPresent: true, version: null, generation: 2, tombstoneSeq: null });
+    expect(rewrite).toBe("ok");
+  });
+
+  it("twin: keeping the killed version, probe says reclaimed before the restart and absent after it", async () => {
+    unsafeTombstoneForTests.keepUnnamed = true;
+    const { before, after } = await undeletedAfterErasure("undeleted-unnamed-twin");
+    expect(before).toMatchObject({ state: "reclaimed", version: 1 });
+    expect(after).toMatchObject({ state: "absent", version: null });
   });
 });
