@@ -11,7 +11,7 @@
  */
 import * as fs from "node:fs";
 import * as net from "node:net";
-import { InvalidArgumentError, NotSupportedError } from "../rules/errors.js";
+import { InvalidArgumentError, LimitExceededError, NotSupportedError } from "../rules/errors.js";
 import type { Backend, ListEntry, StoreStats } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX } from "../rules/limits.js";
@@ -210,6 +210,15 @@ function entryBytes(entry: unknown): number {
   return valueBytes + PAGE_ENTRY_OVERHEAD_BYTES;
 }
 
+/**
+ * An open list or export iteration of one connection: the iterator, and the entry a page left
+ * for the next one (`held`) because it would have carried the page past PAGE_BYTES_MAX.
+ */
+interface Cursor {
+  it: AsyncIterator<unknown>;
+  held: { value: unknown } | null;
+}
+
 /** One client connection. */
 class Connection {
   readonly socket: net.Socket;
@@ -240,7 +249,7 @@ class Connection {
   private repliesScheduled = false;
   private lastSendError: unknown = null;
   private stallTimer: NodeJS.Timeout | null = null;
-  private readonly cursors = new Map<number, AsyncIterator<unknown>>();
+  private readonly cursors = new Map<number, Cursor>();
   private nextCursor = 1;
 
   constructor(socket: net.Socket, server: ShareServer) {
@@ -467,40 +476,54 @@ class Connection {
 
   /** Registers a cursor over `iterable` (list or export) and returns its first page. */
   cursorOpen(iterable: AsyncIterable<unknown>): Promise<unknown> {
-    if (this.cursors.size >= CURSORS_MAX) return Promise.reject(new ProtocolError("too many open list cursors"));
-    const it = iterable[Symbol.asyncIterator]();
+    if (this.cursors.size >= CURSORS_MAX) {
+      return Promise.reject(new LimitExceededError(`at most ${CURSORS_MAX} list or export iterations may be open on one connection: finish or break out of an earlier one first`));
+    }
+    const cursor: Cursor = { it: iterable[Symbol.asyncIterator](), held: null };
     const id = this.nextCursor++;
-    this.cursors.set(id, it);
-    return this.page(id, it);
+    this.cursors.set(id, cursor);
+    return this.page(id, cursor);
   }
 
-  listNext(cursor: unknown): Promise<unknown> {
-    const it = typeof cursor === "number" ? this.cursors.get(cursor) : undefined;
-    if (it === undefined) return Promise.reject(new InvalidArgumentError("no such list cursor: it ended, was closed, or belonged to an owner that went away"));
-    return this.page(cursor as number, it);
+  listNext(id: unknown): Promise<unknown> {
+    const cursor = typeof id === "number" ? this.cursors.get(id) : undefined;
+    if (cursor === undefined) return Promise.reject(new InvalidArgumentError("no such list cursor: it ended, was closed, or belonged to an owner that went away"));
+    return this.page(id as number, cursor);
   }
 
-  async listClose(cursor: unknown): Promise<null> {
-    const it = typeof cursor === "number" ? this.cursors.get(cursor) : undefined;
-    if (it === undefined) return null;
-    this.cursors.delete(cursor as number);
-    await it.return?.();
+  async listClose(id: unknown): Promise<null> {
+    const cursor = typeof id === "number" ? this.cursors.get(id) : undefined;
+    if (cursor === undefined) return null;
+    this.cursors.delete(id as number);
+    await cursor.it.return?.();
     return null;
   }
 
-  /** Up to LIST_PAGE_ENTRIES entries (and about PAGE_BYTES_MAX bytes) of cursor `id`; done closes it. */
-  private async page(id: number, it: AsyncIterator<unknown>): Promise<{ cursor: number; entries: unknown[]; done: boolean }> {
+  /**
+   * Up to LIST_PAGE_ENTRIES entries of cursor `id`, and no more than PAGE_BYTES_MAX bytes but for
+   * a page of one entry: an entry that would carry a page past it waits for the next page (so that
+   * a page always fits a frame, whose limit is one value's and some; until the fifty-third session
+   * a 4 MiB page took one more value of up to the value limit, and its frame was refused). Done
+   * closes the cursor; so does a failure.
+   */
+  private async page(id: number, cursor: Cursor): Promise<{ cursor: number; entries: unknown[]; done: boolean }> {
     const entries: unknown[] = [];
     let bytes = 0;
     try {
-      while (entries.length < LIST_PAGE_ENTRIES && bytes < PAGE_BYTES_MAX) {
-        const next = await it.next();
-        if (next.done === true) {
+      while (entries.length < LIST_PAGE_ENTRIES) {
+        const next = cursor.held ?? (await cursor.it.next());
+        cursor.held = null;
+        if ("done" in next && next.done === true) {
           this.cursors.delete(id);
           return { cursor: id, entries, done: true };
         }
+        const size = entryBytes(next.value);
+        if (entries.length > 0 && bytes + size > PAGE_BYTES_MAX && !unsafeSharePagesForTests.overfill) {
+          cursor.held = { value: next.value };
+          break;
+        }
         entries.push(next.value);
-        bytes += entryBytes(next.value);
+        bytes += size;
       }
     } catch (err) {
       this.cursors.delete(id);
@@ -518,7 +541,7 @@ class Connection {
 
   private onClose(): void {
     if (this.stallTimer !== null) clearTimeout(this.stallTimer);
-    for (const it of this.cursors.values()) void it.return?.()?.catch?.(() => undefined);
+    for (const cursor of this.cursors.values()) void cursor.it.return?.()?.catch?.(() => undefined);
     this.cursors.clear();
     this.server.forget(this);
   }
@@ -731,3 +754,11 @@ export class ShareServer {
     clearTimeout(linger);
   }
 }
+
+/**
+ * Test switch, never set by the engine or any option (test/share-cursor-pages.test.ts):
+ * `overfill` lets a page take an entry past PAGE_BYTES_MAX as before the fifty-third session, so
+ * that a page of ~4 MiB followed by a value near the limit no longer fits a frame and the client's
+ * export fails with LIMIT_EXCEEDED.
+ */
+export const unsafeSharePagesForTests = { overfill: false };
