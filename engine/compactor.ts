@@ -17,7 +17,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
-import { InvalidArgumentError, StoreClosedError } from "../rules/errors.js";
+import { InvalidArgumentError, IoError, StoreClosedError } from "../rules/errors.js";
 import { assert, elementAt, fail } from "../rules/assert.js";
 import { journalFileName, segmentFileName } from "../segments/file-names.js";
 import { unlinkHint } from "../segments/hint.js";
@@ -159,6 +159,8 @@ export class Compactor {
   private chain: Promise<unknown> = Promise.resolve();
   private autoTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** The errors of segments given up since the open (giveUpIfCutShort), in order; a new array each time one is added. */
+  private segmentsLost: readonly IoError[] = [];
   /** Compactions completed since open. */
   completed = 0;
   /**
@@ -348,6 +350,11 @@ export class Compactor {
     if (this.passesWarned) return;
     this.passesWarned = true;
     process.emitWarning(`engram compaction worker read the store's compaction count as ${seen} during a task (expected at least 1): its warm-up may run during passes`);
+  }
+
+  /** The pool's worker threads now (none before the first pass with workers): tests stop one to stand in for a thread that died. */
+  workerThreadsForTests(): ReadonlyArray<{ terminate(): Promise<number> }> {
+    return this.poolMade?.threads ?? [];
   }
 
   /** Compactions of this store running now (0 or 1), as its pool's threads read it (`passes`; tests). */
@@ -564,7 +571,7 @@ export class Compactor {
 
   /** True while `seg` may be compacted now: sealed with its hint written (idleSealed), published. */
   private compactable(seg: Segment): boolean {
-    return idleSealed(seg) && this.host.segments.has(seg.id);
+    return idleSealed(seg) && this.host.segments.has(seg.id) && seg.lost === null;
   }
 
   /**
@@ -1122,8 +1129,11 @@ export class Compactor {
       }
       if (seal !== null && earlyStartForTests.sealAfterPublish) await seal.run(); // the twin's wrong order
     } catch (err) {
+      const lostBefore = this.segmentsLost;
       await this.discardAll(inFlight, plans, now);
-      throw err;
+      // A worker that died answers with the thread pool's plain Error: the pass reports the typed
+      // error of the segment it left unreadable instead.
+      throw this.segmentsLost.length > lostBefore.length ? (this.segmentsLost[this.segmentsLost.length - 1] as IoError) : err;
     }
   }
 
@@ -1193,6 +1203,7 @@ export class Compactor {
     try {
       result = await run.done;
     } catch {
+      this.giveUpIfCutShort(run);
       return; // its own failure removed what it wrote (in place: the original bytes are back); the pass reports the first failure
     }
     if (result.empty) return;
@@ -1203,6 +1214,28 @@ export class Compactor {
     }
     unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(run.task.targetId)));
     unlinkHint(this.host.segmentsDir, run.task.targetId);
+  }
+
+  /**
+   * After an in-place job failed: when its segment's generation is still odd, no one put the
+   * original bytes back — the worker thread died mid-rewrite (a job's own failure restores them
+   * and makes the generation even) — and its bytes stay unknown until the next open replays the
+   * rewrite's journal. The segment is given up (Segment.lost) and its waiting reads are woken to
+   * throw that error; before the fifty-third session they waited for ever, and every later pass
+   * failed on it as corruption.
+   */
+  private giveUpIfCutShort(run: Running): void {
+    if (run.task.mode !== "in-place" || unsafeCutShortForTests.keepWaiting) return;
+    const seg = this.host.segments.get(elementAt(run.task.sources, 0, "an in-place job's segment").segmentId);
+    if (seg === undefined || this.host.gens.load(seg.cell) % 2 === 0 || seg.lost !== null) return;
+    const lost = new IoError(
+      "EIO",
+      `segment ${seg.id}`,
+      "its in-place rewrite was cut short (the compaction worker stopped) and its bytes are restored from the rewrite's journal only when the store is opened again: close the store and open it again",
+    );
+    seg.lost = lost;
+    this.segmentsLost = [...this.segmentsLost, lost];
+    this.host.gens.wake(seg.cell);
   }
 
   /** compact(): the given segments, or every segment holding garbage (sealing the active one). */
@@ -1537,3 +1570,10 @@ function dropTombstone(slot: Slot): void {
  * forgetScope resolve with the erased values' bytes still in a segment file.
  */
 export const unsafeEagerEraseForTests = { trustPass: false };
+
+/**
+ * Test switch, never set by the engine or any option (test/compaction-worker-death.test.ts):
+ * `keepWaiting` leaves a segment whose in-place rewrite a dead worker cut short as it was before
+ * the fifty-third session: odd, not given up, its async reads waiting for ever.
+ */
+export const unsafeCutShortForTests = { keepWaiting: false };

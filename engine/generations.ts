@@ -52,6 +52,11 @@ export class GenerationTable {
     return bumpCell(this.cells, cell);
   }
 
+  /** Wakes every waiter on `cell` without changing it: they look again (a segment given up as lost: Segment.lost). */
+  wake(cell: number): void {
+    Atomics.notify(this.cells, cell);
+  }
+
   /** Resolves once `cell` no longer holds `generation` (used while it is odd). */
   async waitChange(cell: number, generation: number): Promise<void> {
     const waited = Atomics.waitAsync(this.cells, cell, generation);

@@ -163,6 +163,7 @@ export function materialize(host: ReadHost, found: ReadFound, faults: SharedArra
  */
 function startRead(host: ReadHost, token: ReadToken): ReadToken {
   if (token.segmentGeneration % 2 !== 0 && !host.options.unsafeSkipReadValidation) {
+    if (token.segment.lost !== null) throw token.segment.lost; // its rewrite was cut short: unreadable until a reopen
     throw new ScopeErasedDuringRead(token.scope, token.segmentGeneration, token.segmentGeneration, "segment is being rewritten in place");
   }
   token.segment.enter();

@@ -15,6 +15,7 @@ import type { SegmentWriter } from "../segments/writer.js";
 import { unlinkHint, type HintBuilder } from "../segments/hint.js";
 import type { GenerationTable } from "./generations.js";
 import { assert } from "../rules/assert.js";
+import type { EngramError } from "../rules/errors.js";
 
 /**
  * Test switch, never set by the engine or any option (test/retired-close.test.ts): with `leave`,
@@ -57,6 +58,13 @@ export class Segment {
   readers = 0;
   compacting = false;
   retired = false;
+  /**
+   * Set when an in-place rewrite of this segment was cut short with nothing put back — its worker
+   * thread died after making the generation odd — so that its bytes are unknown until the next
+   * open replays the rewrite's journal: every read of it throws this error instead of waiting for
+   * a generation that no one will make even, and no pass takes it (engine/compactor.ts).
+   */
+  lost: EngramError | null = null;
   private closed = false;
   private goneResolve: (() => void) | null = null;
   /** Resolves once a retired segment's file is unlinked. */

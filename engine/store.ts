@@ -725,6 +725,7 @@ export class Store implements T.Backend {
       if (found === null) return { status: "NOT_FOUND" };
       const generation = this.gens.load(found.segment.cell);
       if (generation % 2 !== 0 && !this.options.unsafeSkipReadValidation) {
+        if (found.segment.lost !== null) throw found.segment.lost; // no one will make it even before a reopen
         await this.gens.waitChange(found.segment.cell, generation);
         continue;
       }
