@@ -49,6 +49,9 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** The message of the pg driver's Error when a statement passes the pool's query_timeout (pg 8's client.js). */
+const PG_QUERY_TIMEOUT_MESSAGE = "Query read timeout";
+
 /**
  * Runs `body` in a SERIALIZABLE transaction on a pooled connection and commits; retries the
  * whole body on a serialization failure. `body` must be safe to run again (it only reads and
@@ -77,9 +80,15 @@ export async function inTransaction<R>(pool: Pool, operation: string, body: (cli
       await client.query("COMMIT");
       return result;
     } catch (err) {
-      await client.query("ROLLBACK").catch(() => {
-        broken = true;
-      });
+      // A statement that timed out (the pool's query_timeout: postgres/index.ts) leaves its
+      // connection waiting for an answer that may never come, and a ROLLBACK would wait behind
+      // it: the connection is dropped instead, which rolls the transaction back on the server.
+      if (err instanceof Error && err.message === PG_QUERY_TIMEOUT_MESSAGE) broken = true;
+      else {
+        await client.query("ROLLBACK").catch(() => {
+          broken = true;
+        });
+      }
       if (!retryable(err)) throw mapError(err, operation);
       if (attempt >= TX_ATTEMPTS_MAX) {
         throw new IoError(codeOf(err) ?? "40001", `PostgreSQL ${operation}`, `still conflicting after ${attempt} serializable attempts; the slot is too contended: retry later or spread the load`);

@@ -15,16 +15,20 @@
  * bounded number of attempts with a clear IoError, having committed nothing; and (8) eight
  * concurrent first opens of one new store all succeed; and (9) a connection dropped under a
  * transaction (its server backend terminated while it waits for a lock) rejects that call with an
- * IoError instead of killing the process, and the store goes on.
+ * IoError instead of killing the process, and the store goes on; (10) a connection that goes silent
+ * (a proxy stops forwarding) rejects the call after the URL's queryTimeoutMs, and the store goes on
+ * once the network is back; out-of-bounds queryTimeoutMs values are refused.
  * Skipped, visibly, when no server could start.
  */
 import { existsSync, rmSync } from "node:fs";
+import * as net from "node:net";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { TX_ATTEMPTS_MAX, inTransaction } from "../postgres/tx.js";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { dropSchemas, storeUrl } from "./helpers/pg.js";
+import { within } from "./helpers/io-faults.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const url = process.env["ENGRAM_PG_URL"];
@@ -261,6 +265,51 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
     } finally {
       await holder.end().catch(() => undefined);
       await store.close();
+    }
+  });
+
+  it("a connection that goes silent rejects the call after queryTimeoutMs with an IoError, and the store goes on once the network does", async () => {
+    // Without a query timeout the write waited for ever, and every write queued behind it on the
+    // handle, and close() (the fifty-third session's audit). A proxy between the store and the
+    // server stops forwarding the bytes of the connections it holds, as a network partition would.
+    const target = new URL(url as string);
+    const held: net.Socket[] = [];
+    let silent = false;
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port), target.hostname);
+      client.on("error", () => undefined);
+      upstream.on("error", () => undefined);
+      client.on("data", (d) => (silent ? undefined : upstream.write(d)));
+      upstream.on("data", (d) => (silent ? undefined : client.write(d)));
+      held.push(client, upstream);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+    const proxied = new URL(storeUrl(`${tag}_silent`));
+    proxied.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    proxied.searchParams.set("queryTimeoutMs", "500");
+    const store = await Engram.open(proxied.href);
+    try {
+      await store.write("k", "v0");
+      silent = true;
+      const started = Date.now();
+      const err = await within(10_000, store.write("k", "v1"), "the write on a silent connection").catch((e: unknown) => e);
+      expect(err, "the write rejects").toMatchObject({ code: "IO_ERROR" });
+      expect(Date.now() - started, "after about queryTimeoutMs").toBeLessThan(5_000);
+      for (const sock of held.splice(0)) sock.destroy(); // the partition's connections are gone
+      silent = false;
+      await within(10_000, store.write("k", "v2"), "a write once the network is back");
+      expect(await store.read("k")).toMatchObject({ status: "OK", value: "v2" });
+    } finally {
+      silent = false;
+      await store.close();
+      for (const sock of held) sock.destroy();
+      await new Promise((resolve) => proxy.close(resolve));
+    }
+  });
+
+  it("refuses a queryTimeoutMs outside its bounds with INVALID_ARGUMENT", async () => {
+    for (const v of ["0", "99", "abc", "3600001"]) {
+      await expect(Engram.open(`${storeUrl(`${tag}_qt`)}&queryTimeoutMs=${v}`), v).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
     }
   });
 });
