@@ -1287,15 +1287,19 @@ export class Compactor {
 
   /**
    * I8's check after an eager erasure's pass: every one of `segs` was rewritten (in `report`) or
-   * retired. A close() that began meanwhile starts no more jobs (topUp), so the pass can end with
-   * some untouched: the erasure is committed, but its bytes are not gone, and the call rejects
-   * (until the fifty-third session it resolved with reclaimedBytes 0 and the bytes on disk).
+   * retired. A close() that began meanwhile starts no more jobs (topUp), and no pass takes a
+   * segment given up (Segment.lost), so the pass can end with some untouched: the erasure is
+   * committed, but its bytes are not gone, and the call rejects — with the given-up segment's
+   * error, or a StoreClosedError (until the fifty-third session it resolved with reclaimedBytes 0
+   * and the bytes on disk).
    */
   private assertErased(root: string, segs: readonly Segment[], report: T.CompactionReport): void {
     const rewritten = new Set(report.segments);
     const left = segs.filter((s) => !s.retired && !rewritten.has(s.id));
     if (left.length === 0 || unsafeEagerEraseForTests.trustPass) return;
-    assert(this.closed, `only close() leaves an eager erasure's segments untouched (segments ${left.map((s) => s.id).join(", ")})`);
+    const lost = left.find((s) => s.lost !== null)?.lost;
+    if (lost !== undefined && lost !== null) throw lost; // given up (giveUpIfCutShort): no pass takes it before a reopen
+    assert(this.closed, `only close() or a segment given up leaves an eager erasure's segments untouched (segments ${left.map((s) => s.id).join(", ")})`);
     throw new StoreClosedError(
       `the store closed before forgetScope(${JSON.stringify(root)}, { reclaim: "eager" }) had rewritten ${left.length} segment file(s) still holding the scope's values; ` +
         `the erasure is committed (reads find nothing), but to remove those bytes open the store again and call forgetScope with reclaim "eager" again (or compact())`,

@@ -105,8 +105,9 @@ export function forgetUnnamedKill(keydir: Keydir, slot: Slot): void {
  * `keepSuperseded` keeps a superseded tombstone for its slot's window (the rule before the
  * fifty-third session): an expired value that had cleared it is reclaimed first, and a reopen
  * then finds the slot tombstoned again. `keepUnnamed` leaves forgetUnnamedKill out (an undeleted
- * slot whose kill's record went keeps the killed version, and probe changes across a restart) and
- * lets an expired value go while an erasure's list still names an older version of its slot.
+ * slot whose kill's record went keeps the killed version, and probe changes across a restart),
+ * lets an expired value go while an erasure's list still names an older version of its slot, and
+ * lets a tombstone go while such an older erasure remains (the rules before that session).
  */
 export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: false };
 

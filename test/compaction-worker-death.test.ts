@@ -9,7 +9,9 @@
  * (the segment's generation is odd and half its bytes rewritten) and its thread is terminated,
  * as an out-of-memory kill or a crash of the thread would end it. Then every live key is read
  * with read() under a deadline, readSync() of one on the cut-short segment, a second pass is
- * run, the store is closed and reopened, and every live key must read its value. The twin
+ * run, the store is closed and reopened, and every live key must read its value. An eager erasure
+ * of the scope rejects with the given-up segment's IoError (not an assertion), and after a reopen
+ * a second one removes the values. The twin
  * (`unsafeCutShortForTests.keepWaiting`, the rule before the fifty-third session) leaves the
  * segment odd and not given up: a read of its keys misses the deadline.
  */
@@ -82,6 +84,24 @@ describe("a compaction worker that dies mid-rewrite in place", () => {
     for (let i = 1; i < KEYS; i++) {
       if (i % 3 !== 0) expect(r.readSync(`k${i}`, { scope: "s" }), `k${i} after the reopen`).toMatchObject({ status: "OK", value: valueOf(i) });
     }
+    await r.close();
+  });
+
+  it("an eager erasure of the cut-short segment's scope rejects with its IoError; after a reopen a second one removes the values", async () => {
+    const dir = tempDir("worker-death-erase");
+    const { s } = await cutShort(dir);
+    const releasing = setInterval(() => s.faults.release(HOLD), 5); // the erasure's own rewrites reach the hold too
+    try {
+      const erased = await settle(DEADLINE_MS, s.forgetScope("s", { reclaim: "eager" }), "the eager erasure");
+      expect(erased.ok ? null : erased.error, "not an assertion: the segment's own error").toBeInstanceOf(IoError);
+    } finally {
+      clearInterval(releasing);
+    }
+    await within(DEADLINE_MS, s.close(), "close");
+    const r = await Store.open(dir, { compaction: { auto: false, workers: 0 } });
+    expect(r.readSync("k1", { scope: "s" }).status, "the erasure is committed").toBe("NOT_FOUND");
+    const again = await within(DEADLINE_MS, r.forgetScope("s", { reclaim: "eager" }), "the second eager erasure");
+    expect(again.reclaimedBytes).toBeGreaterThan(0);
     await r.close();
   });
 
