@@ -518,7 +518,9 @@ class Connection {
           return { cursor: id, entries, done: true };
         }
         const size = entryBytes(next.value);
-        if (entries.length > 0 && bytes + size > PAGE_BYTES_MAX && !unsafeSharePagesForTests.overfill) {
+        // The twin keeps the rule before: a page under the bound takes the next entry whatever its size.
+        const full = unsafeSharePagesForTests.overfill ? bytes >= PAGE_BYTES_MAX : entries.length > 0 && bytes + size > PAGE_BYTES_MAX;
+        if (full) {
           cursor.held = { value: next.value };
           break;
         }
