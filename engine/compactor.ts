@@ -1296,7 +1296,9 @@ export class Compactor {
   private assertErased(root: string, segs: readonly Segment[], report: T.CompactionReport): void {
     const rewritten = new Set(report.segments);
     const left = segs.filter((s) => !s.retired && !rewritten.has(s.id));
-    if (left.length === 0 || unsafeEagerEraseForTests.trustPass) return;
+    // Under the hint-wait twin (hints.ts skipPending) the pass leaves out a segment whose hint is
+    // pending, and that twin must show the I8 damage it stands for, not this check's report of it.
+    if (left.length === 0 || unsafeEagerEraseForTests.trustPass || unsafeSealedHintForTests.skipPending) return;
     const lost = left.find((s) => s.lost !== null)?.lost;
     if (lost !== undefined && lost !== null) throw lost; // given up (giveUpIfCutShort): no pass takes it before a reopen
     assert(this.closed, `only close() or a segment given up leaves an eager erasure's segments untouched (segments ${left.map((s) => s.id).join(", ")})`);
