@@ -37,7 +37,7 @@ async function clearedThenExpired(name: string): Promise<{ before: unknown; afte
   let now = 1_000_000;
   const options: OpenOptions = { durability: "none", clock: () => now, tombstoneWrites: "require-clear", retention: { tombstoneRetentionMs: RETENTION_MS }, compaction: { auto: false, workers: 0 } };
   const dir = tempDir(name);
-  let s = await Engram.open(dir, options);
+  const s = await Engram.open(dir, options);
   await s.write("k", "v1");
   await s.forget("k");
   await s.gc();
@@ -47,16 +47,25 @@ async function clearedThenExpired(name: string): Promise<{ before: unknown; afte
   now += 100 + RETENTION_MS + 1;
   await s.gc();
   await s.gc();
-  const before = await s.probe("k");
+  const { before, after, tried } = await acrossRestart(s, dir, options, {}, (r) => r.write("k", "v3"));
+  return { before, after, plainAfter: tried };
+}
+
+/**
+ * probe(key `k`, `scope`) on `s`, then after closing and reopening `dir`; then `attempt` on the
+ * reopened store ("ok", or the code it failed with), which is closed after it.
+ */
+async function acrossRestart(s: Engram, dir: string, options: OpenOptions, scope: { scope?: string }, attempt: (r: Engram) => Promise<unknown>): Promise<{ before: unknown; after: unknown; tried: string }> {
+  const before = await s.probe("k", scope);
   await s.close();
-  s = await Engram.open(dir, options);
-  const after = await s.probe("k");
-  const plainAfter = await s.write("k", "v3").then(
+  const r = await Engram.open(dir, options);
+  const after = await r.probe("k", scope);
+  const tried = await attempt(r).then(
     () => "ok",
     (e: unknown) => String((e as { code?: string }).code),
   );
-  await s.close();
-  return { before, after, plainAfter };
+  await r.close();
+  return { before, after, tried };
 }
 
 describe("a tombstone superseded by a later PUT", () => {
@@ -81,7 +90,7 @@ async function undeletedAfterErasure(name: string): Promise<{ before: unknown; a
   let now = 1_000_000;
   const options: OpenOptions = { durability: "none", clock: () => now, retention: { tombstoneRetentionMs: RETENTION_MS }, compaction: { auto: false, workers: 0 } };
   const dir = tempDir(name);
-  let s = await Engram.open(dir, options);
+  const s = await Engram.open(dir, options);
   await s.write("k", "v", { scope: "a/b" });
   await s.write("other", "o");
   await s.forgetScope("a");
@@ -89,16 +98,8 @@ async function undeletedAfterErasure(name: string): Promise<{ before: unknown; a
   await s.undelete("k", { scope: "a/b" });
   now += RETENTION_MS + 1;
   await s.compact();
-  const before = await s.probe("k", { scope: "a/b" });
-  await s.close();
-  s = await Engram.open(dir, options);
-  const after = await s.probe("k", { scope: "a/b" });
-  const rewrite = await safeRewrite(s, "k", "x", { scope: "a/b" }).then(
-    () => "ok",
-    (e: unknown) => String((e as { code?: string }).code),
-  );
-  await s.close();
-  return { before, after, rewrite };
+  const { before, after, tried } = await acrossRestart(s, dir, options, { scope: "a/b" }, (r) => safeRewrite(r, "k", "x", { scope: "a/b" }));
+  return { before, after, rewrite: tried };
 }
 
 describe("an undeleted slot whose erasure's record went", () => {
