@@ -159,8 +159,6 @@ export class Compactor {
   private chain: Promise<unknown> = Promise.resolve();
   private autoTimer: NodeJS.Timeout | null = null;
   private closed = false;
-  /** The errors of segments given up since the open (giveUpIfCutShort), in order; a new array each time one is added. */
-  private segmentsLost: readonly IoError[] = [];
   /** Compactions completed since open. */
   completed = 0;
   /**
@@ -888,7 +886,7 @@ export class Compactor {
         continue;
       }
       const slot = droppable.slotAt(i);
-      if (kind === KIND_TOMB && slot.tombSeg === seg.id && slot.tombOff === off) dropTombstone(slot);
+      if (kind === KIND_TOMB && slot.tombSeg === seg.id && slot.tombOff === off) P.tombstoneDropped(slot);
       if (kind === KIND_CLEAR && slot.clearSeg === seg.id && slot.clearOff === off) slot.clearSeg = 0;
       touched.push(slot);
     }
@@ -1129,11 +1127,9 @@ export class Compactor {
       }
       if (seal !== null && earlyStartForTests.sealAfterPublish) await seal.run(); // the twin's wrong order
     } catch (err) {
-      const lostBefore = this.segmentsLost;
-      await this.discardAll(inFlight, plans, now);
       // A worker that died answers with the thread pool's plain Error: the pass reports the typed
       // error of the segment it left unreadable instead.
-      throw this.segmentsLost.length > lostBefore.length ? (this.segmentsLost[this.segmentsLost.length - 1] as IoError) : err;
+      throw (await this.discardAll(inFlight, plans, now)) ?? err;
     }
   }
 
@@ -1182,12 +1178,15 @@ export class Compactor {
    * removed (the test twin `leaveOnFailure` leaves them) and an in-place rewrite that completed is
    * published (discard).
    */
-  private async discardAll(inFlight: readonly Running[], plans: ReadonlyMap<number, SegmentPlan>, now: number): Promise<void> {
+  /** discard() of every job in flight, in order; resolves to the error of a segment one of them left given up (giveUpIfCutShort), or null. */
+  private async discardAll(inFlight: readonly Running[], plans: ReadonlyMap<number, SegmentPlan>, now: number): Promise<IoError | null> {
     if (unsafeInFlightForTests.leaveOnFailure) {
       unsafeInFlightForTests.left.push(...inFlight.map((r) => r.done.then(() => undefined, () => undefined)));
-      return;
+      return null;
     }
-    for (const run of inFlight) await this.discard(run, plans, now);
+    let lost: IoError | null = null;
+    for (const run of inFlight) lost = (await this.discard(run, plans, now)) ?? lost;
+    return lost;
   }
 
   /**
@@ -1198,22 +1197,24 @@ export class Compactor {
    * unlinked the segment itself (an in-place pass's first job runs while the active segment is
    * sealed and flushed: a failure there reached it). A job that failed put back what it wrote.
    */
-  private async discard(run: Running, plans: ReadonlyMap<number, SegmentPlan>, now: number): Promise<void> {
+  private async discard(run: Running, plans: ReadonlyMap<number, SegmentPlan>, now: number): Promise<IoError | null> {
     let result: CompactionResult;
     try {
       result = await run.done;
     } catch {
-      this.giveUpIfCutShort(run);
-      return; // its own failure removed what it wrote (in place: the original bytes are back); the pass reports the first failure
+      // Its own failure removed what it wrote (in place: the original bytes are back), unless its
+      // thread died; the pass reports the first failure.
+      return this.giveUpIfCutShort(run);
     }
-    if (result.empty) return;
+    if (result.empty) return null;
     if (run.task.mode === "in-place" && !unsafeInPlaceDiscardForTests.asCopy) {
       if (result.journalKept) this.keptJournals.push(run.task.targetId);
       this.publish(run, result, plans, now);
-      return;
+      return null;
     }
     unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(run.task.targetId)));
     unlinkHint(this.host.segmentsDir, run.task.targetId);
+    return null;
   }
 
   /**
@@ -1222,20 +1223,20 @@ export class Compactor {
    * and makes the generation even) — and its bytes stay unknown until the next open replays the
    * rewrite's journal. The segment is given up (Segment.lost) and its waiting reads are woken to
    * throw that error; before the fifty-third session they waited for ever, and every later pass
-   * failed on it as corruption.
+   * failed on it as corruption. Returns that error, or null when the job's segment is not given up.
    */
-  private giveUpIfCutShort(run: Running): void {
-    if (run.task.mode !== "in-place" || unsafeCutShortForTests.keepWaiting) return;
+  private giveUpIfCutShort(run: Running): IoError | null {
+    if (run.task.mode !== "in-place" || unsafeCutShortForTests.keepWaiting) return null;
     const seg = this.host.segments.get(elementAt(run.task.sources, 0, "an in-place job's segment").segmentId);
-    if (seg === undefined || this.host.gens.load(seg.cell) % 2 === 0 || seg.lost !== null) return;
+    if (seg === undefined || this.host.gens.load(seg.cell) % 2 === 0 || seg.lost !== null) return null;
     const lost = new IoError(
       "EIO",
       `segment ${seg.id}`,
       "its in-place rewrite was cut short (the compaction worker stopped) and its bytes are restored from the rewrite's journal only when the store is opened again: close the store and open it again",
     );
     seg.lost = lost;
-    this.segmentsLost = [...this.segmentsLost, lost];
     this.host.gens.wake(seg.cell);
+    return lost;
   }
 
   /** compact(): the given segments, or every segment holding garbage (sealing the active one). */
@@ -1299,8 +1300,7 @@ export class Compactor {
     // Under the hint-wait twin (hints.ts skipPending) the pass leaves out a segment whose hint is
     // pending, and that twin must show the I8 damage it stands for, not this check's report of it.
     if (left.length === 0 || unsafeEagerEraseForTests.trustPass || unsafeSealedHintForTests.skipPending) return;
-    const lost = left.find((s) => s.lost !== null)?.lost;
-    if (lost !== undefined && lost !== null) throw lost; // given up (giveUpIfCutShort): no pass takes it before a reopen
+    for (const s of left) if (s.lost !== null) throw s.lost; // given up (giveUpIfCutShort): no pass takes it before a reopen
     assert(this.closed, `only close() or a segment given up leaves an eager erasure's segments untouched (segments ${left.map((s) => s.id).join(", ")})`);
     throw new StoreClosedError(
       `the store closed before forgetScope(${JSON.stringify(root)}, { reclaim: "eager" }) had rewritten ${left.length} segment file(s) still holding the scope's values; ` +
@@ -1551,21 +1551,6 @@ function relocateSlot(s: Slot, kind: number, source: number, old: number, target
   } else if (kind === KIND_CLEAR && s.clearSeg === source && s.clearOff === old) {
     s.clearSeg = target;
     s.clearOff = off;
-  }
-}
-
-/**
- * The slot's TOMBSTONE record is gone from disk. A kill that a later PUT superseded
- * (gc-policy.ts tombstoneSuperseded) is forgotten with it, as the next recovery, which no longer
- * finds the record, forgets it: probe's tombstoneSeq then reads the same before and after a
- * restart. Any other kill's fields stay: the value it killed is still the slot's version (an
- * undelete's CLEAR cancels the kill but keeps that value dead).
- */
-function dropTombstone(slot: Slot): void {
-  slot.tombSeg = 0;
-  if (slot.putSeq > slot.tombSeq) {
-    slot.tombSeq = 0;
-    slot.tombGen = 0;
   }
 }
 

@@ -81,6 +81,21 @@ function tombstoneSuperseded(slot: Slot): boolean {
 }
 
 /**
+ * The slot's TOMBSTONE record is gone from disk (a compaction dropped it). A kill that a later PUT
+ * superseded (tombstoneSuperseded) is forgotten with it, as the next recovery, which no longer
+ * finds the record, forgets it: probe's tombstoneSeq then reads the same before and after a
+ * restart. Any other kill's fields stay: the value it killed is still the slot's version (an
+ * undelete's CLEAR cancels the kill but keeps that value dead).
+ */
+export function tombstoneDropped(slot: Slot): void {
+  slot.tombSeg = 0;
+  if (slot.putSeq > slot.tombSeq) {
+    slot.tombSeq = 0;
+    slot.tombGen = 0;
+  }
+}
+
+/**
  * A slot that outlives its kill's records (an undelete's CLEAR holds it) forgets what only those
  * records named, as the next recovery, which finds none of them, forgets it: with no PUT record,
  * no TOMBSTONE record and no erasure listing it left on disk, the killed value's version and the
