@@ -8,7 +8,9 @@
  * at least every `deadlineMs` (shareTimeoutMs). After half of that in silence the link sends a ping (the owner
  * answers it from its event loop, whatever its calls are doing: a long compact() is not silence);
  * after all of it the owner counts as stalled (SIGSTOP, a wedged event loop): the link ends as
- * `silent`, and its unanswered calls are reported exactly like those of a vanished owner.
+ * `silent`, and its unanswered calls are reported exactly like those of a vanished owner. Every
+ * byte from the owner counts as hearing from it: replies, pongs, and the `held` keep-alives an
+ * owner sends while it is not reading this connection (flow control: the pings wait unread then).
  */
 import * as net from "node:net";
 import { InternalError, NotSupportedError } from "../rules/errors.js";
@@ -120,7 +122,7 @@ export class Link {
       const timer = setTimeout(() => fail(new InternalError(`no welcome from ${socketPath} within ${connectMs} ms`)), connectMs);
       socket.once("error", fail);
       socket.once("close", () => fail(new InternalError("the owner closed the connection before its welcome")));
-      socket.once("connect", () => socket.write(encodeFrame({ t: "hello", version: PROTOCOL_VERSION, pid: process.pid }, FRAME_BYTES_MIN)));
+      socket.once("connect", () => socket.write(encodeFrame({ t: "hello", version: PROTOCOL_VERSION, pid: process.pid, deadlineMs }, FRAME_BYTES_MIN)));
       const onData = (chunk: Buffer): void => {
         try {
           const bodies = decoder.push(chunk);
@@ -270,15 +272,16 @@ export class Link {
   }
 
   private onBody(body: Buffer): void {
-    const m = decodeBody(body) as { t: "replies"; r: unknown[] } | { t: "retry"; id: number } | { t: "bye" } | { t: "pong" };
+    const m = decodeBody(body) as { t: "replies"; r: unknown[] } | { t: "retry"; id: number } | { t: "bye" } | { t: "pong" } | { t: "held" };
     if (m.t === "replies") return this.onReplies(m.r);
     if (m.t === "bye") {
       this.bye = true;
       this.socket.destroy();
       return;
     }
-    // pong: heard from (onData restarted the silence clock); retry: the call did not run and
-    // stays unanswered, to be resent to the next owner
+    // pong, held: heard from (onData restarted the silence clock; a held owner is alive but not
+    // reading this connection, so it cannot answer a ping); retry: the call did not run and stays
+    // unanswered, to be resent to the next owner
   }
 
   /** Settles the calls of a `replies` frame: triples of id, ok, result or error. */

@@ -6,8 +6,9 @@
  * a 4 GiB length claim costs nothing but a closed connection.
  *
  * Messages (client → owner): hello, calls (N calls of one turn; call: one), ping. (owner → client):
- * welcome or refused, replies (N results of one turn), retry, bye, pong. A frame of calls is not a
- * transaction: each call runs as its own operation and gets its own result or error.
+ * welcome or refused, replies (N results of one turn), retry, bye, pong, held (the owner is alive
+ * but not reading this connection now). A frame of calls is not a transaction: each call runs as
+ * its own operation and gets its own result or error.
  */
 import { createRequire } from "node:module";
 import type { Packr } from "msgpackr";
@@ -16,9 +17,11 @@ import { assert } from "../rules/assert.js";
 
 /**
  * Protocol version; an owner refuses a client speaking another one with a `refused` frame that
- * names both versions. 3: calls and replies travel N to a frame (calls, replies).
+ * names both versions. 3: calls and replies travel N to a frame (calls, replies). 4: the hello
+ * names the client's deadline, and an owner that is not reading a connection (flow control) sends
+ * it `held` keep-alives, since it cannot read the client's pings then.
  */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 /** Most calls in one `calls` frame, and most results in one `replies` frame. */
 export const CALLS_PER_FRAME_MAX = 256;
 /**
@@ -44,6 +47,8 @@ export interface Hello {
   t: "hello";
   version: number;
   pid: number;
+  /** The client's shareTimeoutMs: how long it lets the owner be silent (the owner's keep-alives come 4 times as often). */
+  deadlineMs?: number;
 }
 
 /** The owner's answer to hello: who it is, its limits, and a first stats snapshot. */
@@ -130,7 +135,16 @@ export interface Pong {
   t: "pong";
 }
 
-export type Message = Hello | Welcome | Refused | LegacyReply | Call | Calls | Replies | Retry | Bye | Ping | Pong;
+/**
+ * The owner is alive but not reading this connection now (calls in flight at the limit, or replies
+ * queued past their bound): sent when it stops reading and every quarter of the client's deadline
+ * until it reads again, because the client's pings wait unread meanwhile.
+ */
+export interface Held {
+  t: "held";
+}
+
+export type Message = Hello | Welcome | Refused | LegacyReply | Call | Calls | Replies | Retry | Bye | Ping | Pong | Held;
 
 /** Depth to which roughBytes looks into arrays and objects (a batch's ops and their values). */
 const ROUGH_DEPTH_MAX = 3;
@@ -198,16 +212,19 @@ export function encodeFrame(message: Message, frameBytesMax: number): Buffer {
  * process.nextTick, so nothing waits for a later turn of the event loop.
  */
 export class FrameWriter {
-  private readonly socket: { write(chunk: Buffer): boolean; readonly destroyed: boolean };
+  private readonly socket: { write(chunk: Buffer, done?: () => void): boolean; readonly destroyed: boolean };
   private readonly frameBytesMax: number;
+  /** Called when a written chunk has been handed to the kernel (the peer is taking bytes: flow control). */
+  private readonly onWritten: (() => void) | undefined;
   private frames: Buffer[] = [];
   private bytes = 0;
   private scheduled = false;
 
-  constructor(socket: { write(chunk: Buffer): boolean; readonly destroyed: boolean }, frameBytesMax: number) {
+  constructor(socket: { write(chunk: Buffer, done?: () => void): boolean; readonly destroyed: boolean }, frameBytesMax: number, onWritten?: () => void) {
     assert(frameBytesMax > 0, "frame limit must be positive");
     this.socket = socket;
     this.frameBytesMax = frameBytesMax;
+    this.onWritten = onWritten;
   }
 
   /** Frames queued and not yet handed to the socket. */
@@ -235,7 +252,8 @@ export class FrameWriter {
     if (frames.length === 0 || this.socket.destroyed) return;
     const chunk = frames.length === 1 ? (frames[0] as Buffer) : Buffer.concat(frames, bytes);
     assert(chunk.length === bytes, "one write carries exactly the frames queued");
-    this.socket.write(chunk);
+    if (this.onWritten === undefined) this.socket.write(chunk);
+    else this.socket.write(chunk, this.onWritten);
   }
 }
 

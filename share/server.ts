@@ -4,9 +4,12 @@
  * acknowledged client call is an acknowledged owner call (same durability, same group commits).
  *
  * Every connection is bounded: frames by the frame limit (checked on the length prefix), calls in
- * flight (past the limit the socket stops being read: TCP-style backpressure), list cursors, the
- * bytes waiting to be written to a client that does not read, and the time a half-sent frame or a
- * missing hello may linger. A peer that breaks any rule loses its connection; nobody else notices.
+ * flight (counted per call: past the limit the calls already read wait at the owner and the socket
+ * stops being read — TCP-style backpressure), the reply bytes queued for it (above the bound the
+ * owner takes no new call from it until they drain), list cursors, and the time a half-sent frame,
+ * a missing hello or a reader that makes no progress may linger. While the owner itself is not
+ * reading a connection it sends `held` frames, so the client knows the owner is alive (it cannot
+ * read the client's pings then). A peer that breaks any rule loses its connection; nobody else notices.
  * Only the operations of the API can be called, with arguments the Store checks as its own.
  */
 import * as fs from "node:fs";
@@ -30,8 +33,16 @@ import {
   type WireError,
 } from "./protocol.js";
 
-/** Calls one connection may have in flight before the owner stops reading it. */
+/**
+ * Calls one connection may have in flight (started, not answered). Counted per call: calls read
+ * past it wait at the owner, and the socket is not read again until half of them are answered.
+ */
 export const CALLS_IN_FLIGHT_MAX = 256;
+/** Keep-alive period towards a client whose hello names no deadline (the default shareTimeoutMs / 10). */
+export const KEEP_ALIVE_MS_DEFAULT = 1000;
+/** Bounds of the keep-alive period (a quarter of the client's deadline, as its own watchdog's period). */
+const KEEP_ALIVE_MS_MIN = 5;
+const KEEP_ALIVE_MS_MAX = 1000;
 /**
  * How long one stats() snapshot answers every client: stats() walks the whole keydir, so N
  * clients asking must not cost the owner N walks.
@@ -101,6 +112,12 @@ function callsOf(msg: Record<string, unknown>): Call[] {
   return calls;
 }
 
+/** The keep-alive period for a client whose hello names `deadlineMs` (its shareTimeoutMs): a quarter of it, bounded. */
+function keepAliveMsOf(deadlineMs: unknown): number {
+  if (typeof deadlineMs !== "number" || !Number.isFinite(deadlineMs) || deadlineMs <= 0) return KEEP_ALIVE_MS_DEFAULT;
+  return Math.min(KEEP_ALIVE_MS_MAX, Math.max(KEEP_ALIVE_MS_MIN, Math.floor(deadlineMs / 4)));
+}
+
 /** Why a client of protocol `version` cannot be served, in words that say what to do. */
 function versionMessage(version: number): string {
   return `the owner (pid ${process.pid}) speaks share protocol version ${PROTOCOL_VERSION}, this client ${version}: run the same engram version in every process that shares the store`;
@@ -110,9 +127,16 @@ function versionMessage(version: number): string {
 export interface ServerLimits {
   frameBytesMax: number;
   maxValueBytes: number;
-  /** Bytes queued for a client that does not read before it is cut off. */
+  /**
+   * Reply bytes queued for one client (not yet handed to the kernel) above which the owner takes
+   * no new call from it — it stops reading its socket and starts none of the calls waiting — until
+   * they drain to half. Never a reason to cut a client off: only a lack of progress is.
+   */
   writeBufferBytesMax: number;
-  /** How long a half-sent frame or a missing hello may linger. */
+  /**
+   * How long a half-sent frame or a missing hello may linger, and how long a client whose replies
+   * are above writeBufferBytesMax may take no byte of them (then it does not read its replies).
+   */
   stallMs: number;
   /** unsafe.shareAckBeforeCommit: answer writes when queued (the failure the ack rule prevents). */
   unsafeAckBeforeCommit: boolean;
@@ -145,6 +169,10 @@ export interface ServerCounts {
   callFrames: number;
   calls: number;
   replyFrames: number;
+  /** The most calls one connection had in flight at once (never above CALLS_IN_FLIGHT_MAX). */
+  inFlightMax: number;
+  /** `held` frames sent (keep-alives of connections the owner was not reading). */
+  heldFrames: number;
 }
 
 /** A backend that can say which sequence its last queued write took (the engine's Store). */
@@ -233,7 +261,17 @@ class Connection {
    */
   private legacyRefusal: WireError | null = null;
   private inFlight = 0;
+  /** Calls read past CALLS_IN_FLIGHT_MAX (or while the replies are over their bound), in order, not yet started. */
+  private readonly waiting: Call[] = [];
+  /** The owner is not reading this socket (calls in flight or reply bytes over their bounds). */
   private paused = false;
+  /** Sends `held` every keepAliveMs while paused: the client's pings are not read meanwhile. */
+  private keepAlive: NodeJS.Timeout | null = null;
+  private keepAliveMs = KEEP_ALIVE_MS_DEFAULT;
+  /** Armed while the reply bytes are over their bound; restarted whenever a chunk reaches the kernel. */
+  private writeStall: NodeJS.Timeout | null = null;
+  /** The bye is queued: nothing may follow it (the client reads nothing after a bye). */
+  private byeSent = false;
   /** Calls of this connection accepted and waiting for the server's next deferred run. */
   private deferred = 0;
   /**
@@ -256,7 +294,7 @@ class Connection {
     this.socket = socket;
     this.server = server;
     this.decoder = new FrameDecoder(server.limits.frameBytesMax);
-    this.writer = new FrameWriter(socket, server.limits.frameBytesMax);
+    this.writer = new FrameWriter(socket, server.limits.frameBytesMax, this.onWritten);
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => undefined); // a reset peer: 'close' follows
     socket.on("close", () => this.onClose());
@@ -278,11 +316,15 @@ class Connection {
     }
   }
 
-  /** A half frame (or no hello) may linger only `stallMs`: then the peer is cut off. */
+  /**
+   * A half frame (or no hello) may linger only `stallMs`: then the peer is cut off. Not while the
+   * owner itself paused the socket: the rest of the frame is in the socket, unread by the owner.
+   */
   private armStall(): void {
     if (this.stallTimer !== null) clearTimeout(this.stallTimer);
     this.stallTimer = null;
     if (this.greeted && this.decoder.pendingBytes === 0) return;
+    if (this.paused && !unsafeShareFlowForTests.stallWhilePaused) return;
     this.stallTimer = setTimeout(() => this.kill("stalled mid-frame or never said hello"), this.server.limits.stallMs);
     this.stallTimer.unref();
   }
@@ -322,6 +364,7 @@ class Connection {
     }
     if (msg["t"] !== "hello" || msg["version"] !== PROTOCOL_VERSION) throw new ProtocolError(`expected hello of protocol version ${PROTOCOL_VERSION}`);
     this.greeted = true;
+    this.keepAliveMs = keepAliveMsOf(msg["deadlineMs"]);
     const limits = this.server.limits;
     this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: limits.frameBytesMax, maxValueBytes: limits.maxValueBytes, stats: this.stats() });
   }
@@ -346,19 +389,110 @@ class Connection {
     this.send({ t: "reply", id: idOf(msg["id"], 0), ok: false, error: this.legacyRefusal as WireError });
   }
 
+  /** Takes one call read from the socket: started now if there is room, else it waits (in order). */
   private onCall(call: Call): void {
     this.expectedBack = false; // it came back
     if (this.server.closing) return this.send({ t: "retry", id: call.id });
+    if (this.waiting.length === 0 && (this.hasRoom() || unsafeShareFlowForTests.limitPerRead)) this.start(call);
+    else this.waiting.push(call);
+    this.flow();
+  }
+
+  /** Whether one more call may start: fewer than CALLS_IN_FLIGHT_MAX in flight, replies under their bound. */
+  private hasRoom(): boolean {
+    return this.inFlight < CALLS_IN_FLIGHT_MAX && this.queuedReplyBytes() <= this.server.limits.writeBufferBytesMax;
+  }
+
+  /** Reply bytes of this connection not yet handed to the kernel (results not yet framed included). */
+  private queuedReplyBytes(): number {
+    return this.replyBytes + this.writer.queuedBytes + this.socket.writableLength;
+  }
+
+  /** Starts one call: it is in flight from now until answered. */
+  private start(call: Call): void {
     this.inFlight += 1;
-    if (this.inFlight >= CALLS_IN_FLIGHT_MAX && !this.paused) {
-      this.paused = true;
-      this.socket.pause();
-    }
+    const counts = this.server.counts;
+    if (this.inFlight > counts.inFlightMax) counts.inFlightMax = this.inFlight;
     // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
     if (!COMMIT_OPS.has(call.op) && this.deferred === 0) return this.run(call);
     this.deferred += 1;
     this.server.defer(this, call);
   }
+
+  /**
+   * Flow control, after anything that changes the calls in flight or the reply bytes queued:
+   * starts waiting calls while there is room; stops reading the socket at CALLS_IN_FLIGHT_MAX
+   * calls (in flight and waiting) or reply bytes over their bound, and reads it again once both
+   * are down to half; watches a client whose replies are over the bound for progress.
+   */
+  flow(): void {
+    if (this.socket.destroyed) return;
+    if (this.server.closing) this.retryWaiting();
+    while (this.waiting.length > 0 && this.hasRoom()) this.start(this.waiting.shift() as Call);
+    const calls = this.inFlight + this.waiting.length;
+    const bytes = this.queuedReplyBytes();
+    const bound = this.server.limits.writeBufferBytesMax;
+    if (!this.paused && (calls >= CALLS_IN_FLIGHT_MAX || bytes > bound)) this.pause();
+    else if (this.paused && calls < CALLS_IN_FLIGHT_MAX / 2 && bytes <= bound / 2) this.resume();
+    this.watchWrites(bytes > bound);
+  }
+
+  /** A closing owner runs no waiting call: each is answered `retry` (not run: the client resends it to the next owner). */
+  retryWaiting(): void {
+    for (const call of this.waiting.splice(0)) this.send({ t: "retry", id: call.id });
+  }
+
+  /** Stops reading the socket; tells the client at once and every keepAliveMs that the owner is alive. */
+  private pause(): void {
+    this.paused = true;
+    this.socket.pause();
+    this.armStall(); // the half-frame timer does not run while the owner is the one not reading
+    this.sendHeld();
+    this.keepAlive = setInterval(this.sendHeld, this.keepAliveMs);
+    this.keepAlive.unref();
+  }
+
+  private resume(): void {
+    this.paused = false;
+    if (this.keepAlive !== null) clearInterval(this.keepAlive);
+    this.keepAlive = null;
+    this.socket.resume();
+    this.armStall();
+  }
+
+  /**
+   * A keep-alive while paused: the client's ping waits unread in the socket, so without it a
+   * client would take this live owner for a stalled one after its deadline.
+   */
+  private readonly sendHeld = (): void => {
+    if (unsafeShareFlowForTests.noKeepAlive || this.byeSent || this.socket.destroyed) return;
+    this.server.counts.heldFrames += 1;
+    this.sendNow({ t: "held" });
+  };
+
+  /**
+   * While the reply bytes are over their bound the client must take some of them every stallMs
+   * (each chunk the kernel takes restarts the timer, see onWritten): one that takes none does not
+   * read its replies, and is cut off. A client that reads, however slowly, is never cut off.
+   */
+  private watchWrites(over: boolean): void {
+    if (!over) {
+      if (this.writeStall !== null) clearTimeout(this.writeStall);
+      this.writeStall = null;
+      return;
+    }
+    if (this.writeStall !== null) return;
+    const ms = this.server.limits.stallMs;
+    this.writeStall = setTimeout(() => this.kill(`does not read its replies: none of ${this.queuedReplyBytes()} bytes taken in ${ms} ms`), ms);
+    this.writeStall.unref();
+  }
+
+  /** A chunk of frames reached the kernel: progress (restarts the write stall timer); room for waiting calls. */
+  private readonly onWritten = (): void => {
+    if (this.writeStall !== null) clearTimeout(this.writeStall);
+    this.writeStall = null;
+    this.flow();
+  };
 
   /** Runs a call the server deferred to its check phase. */
   runDeferred(call: Call): void {
@@ -404,11 +538,8 @@ class Connection {
       this.repliesScheduled = true;
       process.nextTick(this.frameRepliesTick);
     }
-    if (this.paused && this.inFlight < CALLS_IN_FLIGHT_MAX / 2) {
-      this.paused = false;
-      this.socket.resume();
-    }
-    if (this.inFlight === 0 && commit) this.expectedBack = true;
+    this.flow();
+    if (this.inFlight === 0 && this.waiting.length === 0 && commit) this.expectedBack = true;
     this.server.settled();
   }
 
@@ -451,16 +582,25 @@ class Connection {
    * client would resend a call that ran). Frames queued in one turn leave in one write.
    */
   send(message: Message): void {
+    if (message.t === "bye") this.stopKeepAlive();
     if (this.server.limits.unsafeByeBeforeReplies === true && message.t === "bye") return this.sendNow(message);
     this.frameReplies();
     this.sendNow(message);
   }
 
-  /** Queues a frame; a client that lets too much pile up unread is cut off. */
+  /** Nothing follows a bye: no more keep-alives. */
+  private stopKeepAlive(): void {
+    this.byeSent = true;
+    if (this.keepAlive !== null) clearInterval(this.keepAlive);
+    this.keepAlive = null;
+  }
+
+  /** Queues a frame (flow control watches the bytes queued: see flow()). */
   private sendNow(message: Message): void {
     if (this.socket.destroyed) return;
     this.writer.send(message);
-    if (this.socket.writableLength + this.writer.queuedBytes > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
+    // The twin: the rule before, a client with too many reply bytes queued is cut off, reading or not.
+    if (unsafeShareFlowForTests.cutOffUnread && this.queuedReplyBytes() > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
   }
 
   /** Hands every queued frame to the socket now (before end(): a write after end is an error). */
@@ -543,6 +683,9 @@ class Connection {
 
   private onClose(): void {
     if (this.stallTimer !== null) clearTimeout(this.stallTimer);
+    if (this.writeStall !== null) clearTimeout(this.writeStall);
+    this.stopKeepAlive();
+    this.waiting.length = 0; // not run, never answered: the client reports them as it reports every call of a lost connection
     for (const cursor of this.cursors.values()) void cursor.it.return?.()?.catch?.(() => undefined);
     this.cursors.clear();
     this.server.forget(this);
@@ -557,7 +700,7 @@ export class ShareServer {
   /** Called with the reason whenever a connection is cut off (tests, logs). */
   onReject: ((why: string) => void) | null = null;
   /** Frames and calls taken in, reply frames sent, since listen. */
-  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0 };
+  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0, inFlightMax: 0, heldFrames: 0 };
   closing = false;
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
@@ -737,6 +880,7 @@ export class ShareServer {
     if (this.closing) return;
     this.closing = true;
     this.release(); // calls run meanwhile were accepted: their group starts now, and they are answered before the bye
+    for (const c of this.connections) c.retryWaiting(); // read but not started: not run, resent to the next owner
     const listening = new Promise<void>((resolve) => this.server.close(() => resolve()));
     await new Promise<void>((resolve) => {
       this.drained = resolve;
@@ -764,3 +908,13 @@ export class ShareServer {
  * export fails with LIMIT_EXCEEDED.
  */
 export const unsafeSharePagesForTests = { overfill: false };
+
+/**
+ * Test switches of flow control, never set by the engine or any option
+ * (test/share-flow-control.test.ts); each restores the rule before the fifty-fourth session:
+ * `cutOffUnread` cuts a client off as soon as its queued replies pass writeBufferBytesMax, reading
+ * or not; `noKeepAlive` sends no `held` frames while a connection is paused; `stallWhilePaused`
+ * runs the half-frame timer while the owner itself is not reading; `limitPerRead` starts every
+ * call one socket read delivered, however many (the in-flight limit then holds per read only).
+ */
+export const unsafeShareFlowForTests = { cutOffUnread: false, noKeepAlive: false, stallWhilePaused: false, limitPerRead: false };

@@ -10,7 +10,9 @@
  * half-sent frame left hanging; and a client that floods read calls for a 1 MiB value and never
  * reads a reply. After each, the good client must still write and read, the owner process must
  * be alive, and the owner must report the cut-off with its reason (the half frame after its stall
- * limit, the non-reader once its unread replies pass the per-connection write buffer bound). A
+ * limit, the non-reader once its unread replies are past the per-connection bound and it has
+ * taken none of them for the stall limit — a client that reads is never cut off, see
+ * share-flow-control.test.ts). A
  * frame split across writes at every boundary is also served correctly (framing is a stream).
  *
  * Property stressed: a malformed, oversized, stalled or non-reading client costs the owner one

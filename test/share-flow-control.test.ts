@@ -1,0 +1,284 @@
+/**
+ * Flow control between a sharing owner and a client: the owner's backpressure is a pause the
+ * client can see, never a cut-off of a client that reads (fifty-fourth session, from an audit).
+ *
+ * How it works: owner and client are two handles in this process over the real Unix socket (the
+ * client half is what another process runs), or a raw socket speaks the protocol by hand; the
+ * owner's ShareServer reports cut-offs (onReject) and counts the calls in flight and the `held`
+ * keep-alives it sent. Writes are held at the owner with the fault point write:after-sync (each
+ * commit group pauses there until released), so calls pile up exactly as at a slow owner. One
+ * case per defect the audit found: (1) a client that asks for 3 values of 15 MiB and 64 of 1 MiB
+ * at once gets every one (the owner stops taking its calls while its replies are queued, and is
+ * not cut off as "does not read its replies"); (2) 300 writes held at a live owner for three of
+ * the client's deadlines are all acknowledged, none OWNER_LOST (the paused owner cannot read the
+ * client's ping, so it sends `held` keep-alives); (3) 5,000 writes held with a 300 ms stall limit
+ * are not cut off as "stalled mid-frame" (the half-frame timer does not run while the owner is the
+ * one not reading); (4) 1,000 calls in one socket read never put more than CALLS_IN_FLIGHT_MAX in
+ * flight, the rest wait at the owner and are all answered. And the protocol bump: a version-3
+ * hello gets the `refused` frame it knows, naming both versions. Each protection has a twin that
+ * turns it off with `unsafeShareFlowForTests` and must see the failure. Waits that stand for "the
+ * owner holds it this long" are the property itself (a deadline passing), never synchronization.
+ *
+ * Property stressed: a client that reads its socket is never cut off and a live owner is never
+ * declared lost, while the in-flight limit holds per call.
+ */
+import * as net from "node:net";
+import { pack } from "msgpackr";
+import { afterEach, describe, expect, it } from "vitest";
+import { Engram, OwnerLostError, type FaultPoint } from "../src/index.js";
+import { SharedStore } from "../share/handle.js";
+import { readLockNote } from "../engine/lock.js";
+import { shareFixture } from "./helpers/share-fixture.js";
+import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
+import { CALLS_IN_FLIGHT_MAX, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
+
+const POINT: FaultPoint = "write:after-sync";
+const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
+const { storeDir, open } = shareFixture("share-flow");
+
+afterEach(() => {
+  unsafeShareFlowForTests.cutOffUnread = false;
+  unsafeShareFlowForTests.noKeepAlive = false;
+  unsafeShareFlowForTests.stallWhilePaused = false;
+  unsafeShareFlowForTests.limitPerRead = false;
+});
+
+interface Pair {
+  dir: string;
+  server: ShareServer;
+  ownerHandle: SharedStore;
+  owner: Engram;
+  client: Engram;
+  rejects: string[];
+}
+
+/** An owner handle (server observable; `held`: writes pause at POINT) and a client with `shareTimeoutMs`. */
+async function pair(held: boolean, shareTimeoutMs = 10_000): Promise<Pair> {
+  const dir = storeDir();
+  const ownerHandle = await SharedStore.open(dir, { ...OPTS, share: true, ...(held ? { faults: { pauseAt: [POINT] } } : {}) });
+  open.push(ownerHandle);
+  const client = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true, shareTimeoutMs }));
+  open.push(client);
+  expect([ownerHandle.role, client.role]).toEqual(["owner", "client"]);
+  const server = ownerHandle.shareServer as ShareServer;
+  const rejects: string[] = [];
+  server.onReject = (why) => rejects.push(why);
+  return { dir, server, ownerHandle, owner: Engram.fromBackend(ownerHandle), client, rejects };
+}
+
+/** Resolves with `p`, or fails after `ms`. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** "pending" if `p` has not settled within `ms` (the owner holding it that long is the property checked), else "settled". */
+async function stateAfter(p: Promise<unknown>, ms: number): Promise<string> {
+  let timer: NodeJS.Timeout | undefined;
+  const pending = new Promise<string>((resolve) => (timer = setTimeout(() => resolve("pending"), ms)));
+  const state = await Promise.race([pending, p.then(() => "settled")]);
+  clearTimeout(timer);
+  return state;
+}
+
+/** Releases POINT each time a commit group pauses there, until `all` settled (bounded by `ms`). */
+async function releaseUntil(h: SharedStore, all: Promise<unknown>, ms: number): Promise<void> {
+  let done = false;
+  const settled = all.then(() => (done = true));
+  const deadline = Date.now() + ms;
+  while (!done) {
+    if (Date.now() > deadline) throw new Error(`the held calls did not all settle within ${ms} ms`);
+    h.faults.release(POINT);
+    await within(Promise.race([settled, h.faults.waitFor(POINT)]), ms, "the next group at the fault point, or the end");
+  }
+}
+
+/** Writes k0..k<n-1> from the client in one turn: each call's outcome ("ok", or the error code). */
+function writeMany(client: Engram, n: number): Promise<string[]> {
+  const value = "v".repeat(37); // frames of an odd size: the owner's socket reads end mid-frame
+  return Promise.all(Array.from({ length: n }, (_, i) => client.write(`k${i}`, value).then(() => "ok", (e: unknown) => (e instanceof OwnerLostError ? e.code : String(e)))));
+}
+
+/** Counts of each outcome. */
+function tally(outcomes: string[]): Record<string, number> {
+  const t: Record<string, number> = {};
+  for (const o of outcomes) t[o] = (t[o] ?? 0) + 1;
+  return t;
+}
+
+function frame(message: unknown): Buffer {
+  const body = pack(message);
+  const f = Buffer.alloc(4 + body.length);
+  f.writeUInt32BE(body.length, 0);
+  body.copy(f, 4);
+  return f;
+}
+
+/** A raw connection: every message it received, decoded. */
+async function raw(socketPath: string): Promise<{ s: net.Socket; messages: Array<Record<string, unknown>> }> {
+  const s = net.createConnection(socketPath);
+  const decoder = new FrameDecoder(FRAME_BYTES_MIN);
+  const messages: Array<Record<string, unknown>> = [];
+  s.on("data", (d: Buffer) => {
+    for (const body of decoder.push(d)) messages.push(decodeBody(body) as Record<string, unknown>);
+  });
+  s.on("error", () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    s.once("connect", resolve);
+    s.once("error", reject);
+  });
+  return { s, messages };
+}
+
+/** Waits (bounded) until `pred` holds, polling each 5 ms. */
+async function until(pred: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const MiB = 1024 * 1024;
+
+/** Reads `keys` from the client all at once: the byte length of each value, or the error code. */
+function readAll(client: Engram, keys: string[]): Promise<Array<number | string>> {
+  return Promise.all(keys.map((k) => client.read(k).then((r) => (r.status === "OK" && r.value instanceof Uint8Array ? r.value.length : r.status), (e: unknown) => (e instanceof OwnerLostError ? e.code : String(e)))));
+}
+
+/** Writes 3 values of 15 MiB and 64 of 1 MiB at the owner; returns their keys. */
+async function seedLarge(owner: Engram): Promise<{ big: string[]; small: string[] }> {
+  const big = ["b0", "b1", "b2"];
+  const small = Array.from({ length: 64 }, (_, i) => `s${i}`);
+  for (const k of big) await owner.write(k, new Uint8Array(15 * MiB).fill(k.charCodeAt(1)));
+  for (const k of small) await owner.write(k, new Uint8Array(MiB).fill(1));
+  return { big, small };
+}
+
+describe("flow control: the owner's backpressure is a pause the client can see", () => {
+  it("(1) 3 values of 15 MiB, and 64 of 1 MiB, asked for at once by a reading client all arrive: paused, never cut off", async () => {
+    const { server, owner, client, rejects } = await pair(false);
+    const { big, small } = await seedLarge(owner);
+    expect(server.limits.writeBufferBytesMax).toBeLessThan(45 * MiB); // both asks pass the bound of queued reply bytes
+    expect(await within(readAll(client, big), 60_000, "3 × 15 MiB")).toEqual([15 * MiB, 15 * MiB, 15 * MiB]);
+    expect(await within(readAll(client, small), 60_000, "64 × 1 MiB")).toEqual(small.map(() => MiB));
+    expect(rejects).toEqual([]);
+    expect(server.counts.heldFrames).toBeGreaterThan(0); // the owner did stop reading it meanwhile
+    expect(client.role).toBe("client");
+  }, 120_000);
+
+  it("(1) twin: cut off once its queued replies pass the bound (cutOffUnread), the reading client loses its calls", async () => {
+    const { owner, client, rejects } = await pair(false);
+    const { big, small } = await seedLarge(owner);
+    unsafeShareFlowForTests.cutOffUnread = true;
+    const got = [...(await within(readAll(client, big), 60_000, "3 × 15 MiB")), ...(await within(readAll(client, small), 60_000, "64 × 1 MiB"))];
+    expect(got).toContain("OWNER_LOST");
+    expect(rejects.some((r) => /does not read its replies/.test(r))).toBe(true);
+  }, 120_000);
+
+  it("(2) 300 writes held at a live owner for three deadlines are all acknowledged, none OWNER_LOST (held keep-alives)", async () => {
+    const DEADLINE_MS = 600;
+    const { server, ownerHandle, client, rejects } = await pair(true, DEADLINE_MS);
+    const all = writeMany(client, 300);
+    await within(ownerHandle.faults.waitFor(POINT), 10_000, "a group held at the fault point");
+    expect(await stateAfter(all, 3 * DEADLINE_MS)).toBe("pending"); // held three deadlines, the owner alive
+    expect(server.counts.heldFrames).toBeGreaterThanOrEqual(3);
+    await releaseUntil(ownerHandle, all, 30_000);
+    expect(tally(await all)).toEqual({ ok: 300 });
+    expect(rejects).toEqual([]);
+    expect(client.role).toBe("client");
+  }, 60_000);
+
+  it("(2) twin: without keep-alives (noKeepAlive) the paused owner's client takes it for stalled: every held write OWNER_LOST", async () => {
+    const DEADLINE_MS = 600;
+    const { ownerHandle, client } = await pair(true, DEADLINE_MS);
+    unsafeShareFlowForTests.noKeepAlive = true;
+    const all = writeMany(client, 300);
+    await within(ownerHandle.faults.waitFor(POINT), 10_000, "a group held at the fault point");
+    expect(await stateAfter(all, 3 * DEADLINE_MS)).toBe("settled");
+    await releaseUntil(ownerHandle, all, 30_000);
+    expect(tally(await all)["OWNER_LOST"]).toBeGreaterThanOrEqual(256);
+  }, 60_000);
+
+  it("(3) 5,000 writes held past a 300 ms stall limit: the paused connection is not cut off as stalled mid-frame", async () => {
+    const STALL_MS = 300;
+    const { server, ownerHandle, client, rejects } = await pair(true);
+    server.limits.stallMs = STALL_MS;
+    const all = writeMany(client, 5000);
+    await within(ownerHandle.faults.waitFor(POINT), 10_000, "a group held at the fault point");
+    expect(await stateAfter(all, 3 * STALL_MS)).toBe("pending");
+    expect(rejects).toEqual([]);
+    await releaseUntil(ownerHandle, all, 60_000);
+    expect(tally(await all)).toEqual({ ok: 5000 });
+    expect(rejects).toEqual([]);
+  }, 90_000);
+
+  it("(3) twin: the half-frame timer running while paused (stallWhilePaused) cuts the client off", async () => {
+    const STALL_MS = 300;
+    const { server, ownerHandle, client, rejects } = await pair(true);
+    server.limits.stallMs = STALL_MS;
+    unsafeShareFlowForTests.stallWhilePaused = true;
+    const all = writeMany(client, 5000);
+    await within(ownerHandle.faults.waitFor(POINT), 10_000, "a group held at the fault point");
+    await until(() => rejects.length > 0, 10 * STALL_MS, "a cut-off");
+    expect(rejects.some((r) => /stalled mid-frame/.test(r))).toBe(true);
+    await releaseUntil(ownerHandle, all, 60_000);
+    expect(tally(await all)["OWNER_LOST"]).toBeGreaterThan(0);
+  }, 90_000);
+
+  /** Sends 1,000 write calls in one socket write (one read at the owner) while writes are held; returns the raw client. */
+  async function thousandInOneRead(p: Pair): Promise<{ s: net.Socket; messages: Array<Record<string, unknown>> }> {
+    const socketPath = readLockNote(p.dir)?.socket as string;
+    const c = await raw(socketPath);
+    const calls = Array.from({ length: 1000 }, (_, i) => frame({ t: "call", id: i + 1, op: "write", args: [`r${i}`, "x", null] }));
+    const bytes = Buffer.concat([frame({ t: "hello", version: PROTOCOL_VERSION, pid: process.pid, deadlineMs: 10_000 }), ...calls]);
+    expect(bytes.length).toBeLessThan(64 * 1024); // one read of the owner's socket
+    c.s.write(bytes);
+    await within(p.ownerHandle.faults.waitFor(POINT), 10_000, "a group held at the fault point");
+    await until(() => p.server.counts.calls === 1000, 10_000, "the owner read all 1,000 calls");
+    return c;
+  }
+
+  /** Settled ids of a raw client's replies. */
+  function answered(messages: Array<Record<string, unknown>>): number {
+    let n = 0;
+    for (const m of messages) if (m["t"] === "replies") n += (m["r"] as unknown[]).length / 3;
+    return n;
+  }
+
+  it("(4) 1,000 calls in one socket read: at most CALLS_IN_FLIGHT_MAX in flight, the rest wait at the owner; all answered", async () => {
+    const p = await pair(true);
+    const c = await thousandInOneRead(p);
+    expect(p.server.counts.inFlightMax).toBe(CALLS_IN_FLIGHT_MAX);
+    await until(() => c.messages.some((m) => m["t"] === "held"), 10_000, "a held keep-alive on the raw connection");
+    const done = until(() => answered(c.messages) === 1000, 60_000, "1,000 replies");
+    await releaseUntil(p.ownerHandle, done, 60_000);
+    expect(p.server.counts.inFlightMax).toBe(CALLS_IN_FLIGHT_MAX);
+    expect((await p.owner.read("r999")).status).toBe("OK");
+    expect(p.rejects).toEqual([]);
+    c.s.destroy();
+  }, 90_000);
+
+  it("(4) twin: the limit checked per read (limitPerRead) puts all 1,000 in flight at once", async () => {
+    const p = await pair(true);
+    unsafeShareFlowForTests.limitPerRead = true;
+    const c = await thousandInOneRead(p);
+    expect(p.server.counts.inFlightMax).toBeGreaterThan(CALLS_IN_FLIGHT_MAX);
+    const done = until(() => answered(c.messages) === 1000, 60_000, "1,000 replies");
+    await releaseUntil(p.ownerHandle, done, 60_000);
+    c.s.destroy();
+  }, 90_000);
+
+  it("a version-3 client (before held frames) gets the refused frame it knows, naming both versions", async () => {
+    const { dir, client } = await pair(false);
+    expect(PROTOCOL_VERSION).toBe(4);
+    const c = await raw(readLockNote(dir)?.socket as string);
+    c.s.write(frame({ t: "hello", version: 3, pid: process.pid }));
+    await until(() => c.messages.length > 0, 10_000, "the answer to a version-3 hello");
+    expect(c.messages[0]).toMatchObject({ t: "refused", version: 4 });
+    expect(String(c.messages[0]?.["message"])).toMatch(/speaks share protocol version 4, this client 3: run the same engram version/);
+    expect((await client.write("current", "served")).ok).toBe(true);
+    c.s.destroy();
+  });
+});
