@@ -261,7 +261,11 @@ class Connection {
    */
   private legacyRefusal: WireError | null = null;
   private inFlight = 0;
-  /** Calls read past CALLS_IN_FLIGHT_MAX (or while the replies are over their bound), in order, not yet started. */
+  /**
+   * Calls read past CALLS_IN_FLIGHT_MAX (or while the replies are over their bound), in order, not
+   * yet started. Bounded without a count of its own: the socket is paused as soon as calls in
+   * flight and waiting reach the limit, so only the rest of the read being decoded lands here.
+   */
   private readonly waiting: Call[] = [];
   /** The owner is not reading this socket (calls in flight or reply bytes over their bounds). */
   private paused = false;
@@ -425,7 +429,7 @@ class Connection {
    * calls (in flight and waiting) or reply bytes over their bound, and reads it again once both
    * are down to half; watches a client whose replies are over the bound for progress.
    */
-  flow(): void {
+  private flow(): void {
     if (this.socket.destroyed) return;
     if (this.server.closing) this.retryWaiting();
     while (this.waiting.length > 0 && this.hasRoom()) this.start(this.waiting.shift() as Call);
