@@ -264,8 +264,18 @@ export class PgBackend implements T.Backend {
         const where = S.subtreeWhere("s", s, 2);
         const counted = await c.query(`SELECT count(*) FILTER (WHERE ${LIVE}) AS n FROM ${S.joined(this.t)} WHERE ${where.sql}`, [now, ...where.params]);
         const slots = Number((counted.rows[0] as { n: unknown }).n);
-        const w1 = S.subtreeWhere("s", s, 2);
-        await c.query(`UPDATE ${this.t.slots} s SET kill_seq = $1, killed_gen = s.generation WHERE ${w1.sql}`, [seq, ...w1.params]);
+        // A slot with no value row left is held by the erasure from now on (the engine keeps its
+        // SCOPE_ERASE record, whose list names the slot, a retention window after its commit):
+        // its window counts from the erasure, not from an older reclamation.
+        const w1 = S.subtreeWhere("s", s, 3);
+        await c.query(
+          `UPDATE ${this.t.slots} s SET kill_seq = $1, killed_gen = s.generation,
+             reclaimed_at = CASE WHEN EXISTS (SELECT 1 FROM ${this.t.values} v WHERE v.tenant = s.tenant AND v.scope = s.scope AND v.key = s.key)
+               THEN s.reclaimed_at ELSE $2 END
+           WHERE ${w1.sql}`,
+          [seq, now, ...w1.params],
+        );
+        await S.putErasure(c, this.t, s, seq, now);
         await S.setSeq(c, this.t, seq);
         if (reclaim === "lazy") return { ok: true as const, tombstoneSeq: seq, slots };
         const w2 = S.subtreeWhere("s", s, 2);
@@ -290,8 +300,9 @@ export class PgBackend implements T.Backend {
     const k = A.keyOf(key);
     return this.track(async () => {
       let row: S.SlotRow | null;
+      let erasedAt: number;
       try {
-        row = await S.loadSlot(this.pool, this.t, scope, k);
+        ({ row, erasedAt } = await S.loadSlotAndErasure(this.pool, this.t, scope, k));
       } catch (err) {
         throw mapError(err, "probe");
       }
@@ -307,7 +318,9 @@ export class PgBackend implements T.Backend {
         physicalRecords: f.physicalRecords,
         version: f.version > 0 ? f.version : null,
         generation: f.generation,
-        tombstoneSeq: f.killSeq > 0 ? f.killSeq : null,
+        // The latest kill of the slot, or the latest retained erasure over its scope, as the
+        // engine answers: a key first written after an erasure reports that erasure too.
+        tombstoneSeq: Math.max(f.killSeq, erasedAt) || null,
         expiresAt: f.expiresAt === 0 || f.physicalRecords === 0 ? null : f.expiresAt,
       };
     });
@@ -381,6 +394,9 @@ export class PgBackend implements T.Backend {
         const last = lastPerSlot(decided);
         await S.putSlots(c, this.t, last);
         await S.putValues(c, this.t, last.flatMap((d) => (d.value === null ? [] : [{ scope: d.scope, key: d.key, version: d.facts.version, generation: d.facts.valueGeneration, value: d.value }])));
+        // The engine spends one more sequence on a batch's commit record (its BATCH_COMMIT, which
+        // makes the batch count at recovery): versions after a batch match only if this does too.
+        if (seq > base) seq += 1;
         if (seq > base) await S.setSeq(c, this.t, seq);
         return { results, seq };
       }).then((r) => (this.noteSeq(r.seq), r.results)),

@@ -14,6 +14,7 @@ export interface Tables {
   meta: string;
   slots: string;
   values: string;
+  erasures: string;
 }
 
 /** PostgreSQL identifiers we create: lower case, so that they never need case-sensitive quoting. */
@@ -25,7 +26,7 @@ export function tablesOf(schema: string): Tables {
     throw new InvalidArgumentError(`schema ${JSON.stringify(schema)} must match [a-z_][a-z0-9_]{0,62}`);
   }
   const q = `"${schema}"`;
-  return { schema, meta: `${q}.engram_meta`, slots: `${q}.engram_slots`, values: `${q}.engram_values` };
+  return { schema, meta: `${q}.engram_meta`, slots: `${q}.engram_slots`, values: `${q}.engram_values`, erasures: `${q}.engram_erasures` };
 }
 
 /**
@@ -33,7 +34,11 @@ export function tablesOf(schema: string): Tables {
  * mutation increments it in its own transaction, so versions strictly grow and are never reused,
  * even after every row of a slot is gone. engram_slots holds the retention records (version,
  * generations, kill and clear sequences, expiry, when the value went); engram_values the value
- * rows, at most one per slot (PostgreSQL's MVCC replaces a superseded value in place).
+ * rows, at most one per slot (PostgreSQL's MVCC replaces a superseded value in place);
+ * engram_erasures the latest erasure of each erased scope (its sequence and commit time), kept as
+ * long as the engine keeps its SCOPE_ERASE record: probe reports it as the tombstoneSeq of every
+ * slot under it, written before or after it, as the engine does. Added after format 1's first
+ * stores: CREATE ... IF NOT EXISTS adds it to an older store at its next open.
  */
 export function ddl(t: Tables): string[] {
   return [
@@ -49,6 +54,9 @@ export function ddl(t: Tables): string[] {
       tenant TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
       version BIGINT NOT NULL, generation BIGINT NOT NULL, kind SMALLINT NOT NULL, bytes BYTEA NOT NULL,
       PRIMARY KEY (tenant, scope, key))`,
+    `CREATE TABLE IF NOT EXISTS ${t.erasures} (
+      tenant TEXT NOT NULL, scope TEXT NOT NULL, seq BIGINT NOT NULL, committed_at BIGINT NOT NULL,
+      PRIMARY KEY (tenant, scope))`,
     `INSERT INTO ${t.meta} (id, seq, format) VALUES (1, 0, 1) ON CONFLICT (id) DO NOTHING`,
   ];
 }

@@ -6,6 +6,7 @@
  */
 import type { ClientBase, Pool } from "pg";
 import { ROOT_SCOPE } from "../rules/limits.js";
+import { scopeLineage } from "../rules/names.js";
 import type { SlotFacts } from "../rules/gc-rule.js";
 import type { Tables } from "./schema.js";
 
@@ -101,6 +102,30 @@ export async function loadSlot(c: Queryable, t: Tables, scope: string, key: stri
   const res = await c.query(`SELECT ${SLOT_COLUMNS} FROM ${joined(t)} WHERE s.tenant = $1 AND s.scope = $2 AND s.key = $3`, [tenantOf(scope), scope, key]);
   const r = res.rows[0] as Record<string, unknown> | undefined;
   return r === undefined ? null : rowOf(r);
+}
+
+/**
+ * Reads the slot (scope, key) or null, and the sequence of the latest retained erasure of its
+ * scope or an ancestor (0 for none), in one statement (one snapshot).
+ */
+export async function loadSlotAndErasure(c: Queryable, t: Tables, scope: string, key: string): Promise<{ row: SlotRow | null; erasedAt: number }> {
+  const lineage = scopeLineage(scope);
+  const res = await c.query(
+    `SELECT e.erased, x.* FROM (SELECT COALESCE(max(seq), 0) AS erased FROM ${t.erasures} WHERE tenant = ANY($4) AND scope = ANY($5)) e
+       LEFT JOIN (SELECT ${SLOT_COLUMNS} FROM ${joined(t)} WHERE s.tenant = $1 AND s.scope = $2 AND s.key = $3) x ON TRUE`,
+    [tenantOf(scope), scope, key, [...new Set(lineage.map(tenantOf))], lineage],
+  );
+  const r = res.rows[0] as Record<string, unknown>;
+  return { row: r["scope"] === null || r["scope"] === undefined ? null : rowOf(r), erasedAt: num(r["erased"]) };
+}
+
+/** Records the erasure of `scope` at `seq` (replacing an older one of the same scope). */
+export async function putErasure(c: Queryable, t: Tables, scope: string, seq: number, committedAt: number): Promise<void> {
+  await c.query(
+    `INSERT INTO ${t.erasures} (tenant, scope, seq, committed_at) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (tenant, scope) DO UPDATE SET seq = EXCLUDED.seq, committed_at = EXCLUDED.committed_at`,
+    [tenantOf(scope), scope, seq, committedAt],
+  );
 }
 
 /** Writes a slot's retention record (insert or replace every column). */

@@ -4,7 +4,7 @@
  *
  * How it works: every store is a PostgreSQL schema of its own in the throwaway cluster
  * (`?schema=` in the URL), so stores never share rows; `reopen` opens the same URL again with a
- * new pool. The fingerprint hashes every row of the store's three tables, read over a pool of the
+ * new pool. The fingerprint hashes every row of the store's four tables, read over a pool of the
  * test's own. PostgreSQL lacks readSync, the engine's compaction modes, fault points and the
  * engine-only options: those tests register as skipped, with the reason. When the server could
  * not start, one test is registered as skipped with the reason — visible, never a silent pass.
@@ -47,7 +47,7 @@ if (url === undefined || url === "") {
   const fingerprint = async (store: object): Promise<string> => {
     const schema = new URL(urls.get(store) as string).searchParams.get("schema") as string;
     const h = createHash("sha256");
-    for (const [table, order] of [["engram_meta", "id"], ["engram_slots", "tenant, scope, key"], ["engram_values", "tenant, scope, key"]]) {
+    for (const [table, order] of [["engram_meta", "id"], ["engram_slots", "tenant, scope, key"], ["engram_values", "tenant, scope, key"], ["engram_erasures", "tenant, scope"]]) {
       const res = await inspect.query(`SELECT * FROM "${schema}".${table} ORDER BY ${order}`);
       h.update(JSON.stringify(res.rows, (_k, v: unknown) => (Buffer.isBuffer(v) ? v.toString("base64") : v)));
     }

@@ -16,6 +16,7 @@
  */
 import { harnessOf, type ConformanceOptions, type ConformanceStore } from "./harness.js";
 import { apiCases } from "./cases/api.js";
+import { backendParityCases } from "./cases/backend-parity.js";
 import { badInputCases } from "./cases/bad-input.js";
 import { safeRewriteCases } from "./cases/safe-rewrite.js";
 import { seedPhantomWriteCases } from "./cases/seed-phantom-write.js";
@@ -31,6 +32,7 @@ export function conformance<S extends ConformanceStore>(options: ConformanceOpti
   const h = harnessOf(options as unknown as ConformanceOptions);
   h.describe(options.name ?? "engram conformance", () => {
     apiCases(h);
+    backendParityCases(h);
     badInputCases(h);
     seedPhantomWriteCases(h);
     safeRewriteCases(h);

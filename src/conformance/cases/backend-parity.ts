@@ -1,0 +1,108 @@
+/**
+ * Where the PostgreSQL backend once answered differently from the file engine for the same calls
+ * (an audit of the fifty-third session, reproduced by running one script's operations against both
+ * backends and comparing every read, probe and list after each step).
+ *
+ * How it works: each test opens a fresh store with an injected clock and a 10 s retention window,
+ * drives a short fixed sequence, and checks the versions, generations and probes that the engine
+ * gives — the reference — so that any backend must give them too: a batch spends one sequence on
+ * its commit, an undelete's slot outlives the pass that drops the kill it cancelled, a slot that a
+ * forgetScope kills after its value went is kept a window from the erasure, and a key first
+ * written under a retained erasure reports that erasure as its tombstoneSeq.
+ *
+ * Property stressed: the same operations give the same answers on every backend.
+ */
+import type { OpenOptions } from "../../../rules/types.js";
+import { expect } from "../expect.js";
+import type { Harness } from "../harness.js";
+
+const RETENTION_MS = 10_000;
+
+/** A fresh store with a clock the test moves; retention 10 s. */
+async function clocked(h: Harness): Promise<{ store: Awaited<ReturnType<Harness["open"]>>; advance: (ms: number) => void }> {
+  let now = 1_700_000_000_000;
+  const options: OpenOptions = { durability: "none", clock: () => now, retention: { tombstoneRetentionMs: RETENTION_MS } };
+  const store = await h.open(options);
+  return {
+    store,
+    advance: (ms) => {
+      now += ms;
+    },
+  };
+}
+
+/** Registers the parity cases. */
+export function backendParityCases(h: Harness): void {
+  h.describe("the same answers as the engine (backend parity)", () => {
+    h.it("a batch spends one sequence on its commit: the next call's sequence is two above the batch's last op", async () => {
+      const { store } = await clocked(h);
+      try {
+        const [a, b] = await store.batch([
+          { op: "write", key: "a", value: "1" },
+          { op: "write", key: "b", value: "2" },
+        ]);
+        expect(a).toMatchObject({ ok: true, version: 1 });
+        expect(b).toMatchObject({ ok: true, version: 2 });
+        expect((await store.write("c", "3")).version).toBe(4);
+        const [f] = await store.batch([{ op: "forget", key: "a" }]);
+        expect(f).toMatchObject({ ok: true, tombstoneSeq: 5 });
+        expect((await store.forget("b")).tombstoneSeq).toBe(7);
+        expect(await store.probe("c")).toMatchObject({ state: "live", version: 4 });
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("an undelete outlives the gc pass that drops the kill it cancelled: the next write takes the undelete's generation", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1");
+        await store.forget("k");
+        await store.gc(); // the value goes now: the kill's window runs from here
+        advance(RETENTION_MS / 2);
+        const u = await store.undelete("k");
+        expect(u.generation).toBe(2);
+        advance(RETENTION_MS / 2 + 1); // the kill's window has passed, the undelete is half-way through its own
+        await store.gc();
+        expect(await store.probe("k")).toMatchObject({ state: "absent", retentionPresent: true, version: null, generation: 2, tombstoneSeq: null });
+        const w = await store.write("k", "v2");
+        expect(w.generation).toBe(2);
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("forgetScope over a slot whose value already went keeps it a retention window from the erasure", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1", { scope: "a" });
+        await store.forget("k", { scope: "a" });
+        await store.gc(); // the value goes now
+        advance(RETENTION_MS / 2);
+        const e = await store.forgetScope("a");
+        advance(RETENTION_MS / 2 + 1); // past the forget's window, inside the erasure's
+        await store.gc();
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "reclaimed", retentionPresent: true, version: 1, generation: 1, tombstoneSeq: e.tombstoneSeq });
+        expect((await store.write("k", "v2", { scope: "a" })).generation).toBe(2);
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("a key first written after an erasure of its scope or an ancestor reports the erasure as its tombstoneSeq", async () => {
+      const { store } = await clocked(h);
+      try {
+        const e = await store.forgetScope("a");
+        await store.write("k", "v", { scope: "a" });
+        await store.write("k", "v", { scope: "a/b" });
+        await store.write("k", "v", { scope: "c" });
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "live", tombstoneSeq: e.tombstoneSeq });
+        expect(await store.probe("k", { scope: "a/b" })).toMatchObject({ state: "live", tombstoneSeq: e.tombstoneSeq });
+        expect(await store.probe("k", { scope: "c" })).toMatchObject({ state: "live", tombstoneSeq: null });
+        expect(await store.probe("never", { scope: "a" })).toMatchObject({ state: "absent", tombstoneSeq: null });
+      } finally {
+        await store.close();
+      }
+    });
+  });
+}
