@@ -17,10 +17,10 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Piscina } from "piscina";
 import * as C from "../segments/constants.js";
-import { InvalidArgumentError, IoError, StoreClosedError } from "../rules/errors.js";
+import { EngramError, InvalidArgumentError, IoError, StoreClosedError } from "../rules/errors.js";
 import { assert, elementAt, fail } from "../rules/assert.js";
-import { journalFileName, segmentFileName } from "../segments/file-names.js";
-import { unlinkHint } from "../segments/hint.js";
+import { journalFileName, segmentFileName, tmpFileName } from "../segments/file-names.js";
+import { hintFileName, unlinkHint } from "../segments/hint.js";
 import { readHeader } from "../segments/header-io.js";
 import { rewrittenVersion } from "../segments/header.js";
 import { fsyncDir, openRead, unlinkQuietly } from "../segments/io.js";
@@ -305,10 +305,10 @@ export class Compactor {
    */
   private run(task: CompactionTask): Promise<CompactionResult> {
     const made = this.poolMade;
-    if (made !== null && !postLateForTests.always) return this.answerOf(this.post(made, task));
+    if (made !== null && !postLateForTests.always) return this.answerOf(task, this.post(made, task));
     const pool = this.getPool();
     if (pool === null) return runCompaction(task, hitAsync);
-    return pool.then((p) => this.answerOf(this.post(p, task)));
+    return pool.then((p) => this.answerOf(task, this.post(p, task)));
   }
 
   /**
@@ -325,9 +325,19 @@ export class Compactor {
     }
   }
 
-  /** A worker's answer: its result, or its failure thrown as the same EngramError class. */
-  private async answerOf(running: Promise<unknown>): Promise<CompactionResult> {
-    const answer = (await running) as (CompactionResult & PassesSeen) | FailedTask;
+  /**
+   * A worker's answer to `task`: its result, or its failure thrown as the same EngramError class.
+   * A task the pool failed with no answer from the worker — its thread stopped: killed, out of
+   * memory, crashed — rejects with the typed error workerStopped makes (until the fifty-fourth
+   * session, the pool's plain Error reached the caller of compact()).
+   */
+  private async answerOf(task: CompactionTask, running: Promise<unknown>): Promise<CompactionResult> {
+    let answer: (CompactionResult & PassesSeen) | FailedTask;
+    try {
+      answer = (await running) as (CompactionResult & PassesSeen) | FailedTask;
+    } catch (err) {
+      throw err instanceof EngramError ? err : workerStopped(task, err);
+    }
     if (isFailedTask(answer)) throw reviveError(answer.failed);
     this.checkPassesSeen(answer.passesSeen);
     return answer;
@@ -1127,8 +1137,8 @@ export class Compactor {
       }
       if (seal !== null && earlyStartForTests.sealAfterPublish) await seal.run(); // the twin's wrong order
     } catch (err) {
-      // A worker that died answers with the thread pool's plain Error: the pass reports the typed
-      // error of the segment it left unreadable instead.
+      // A worker that died mid-rewrite in place left a segment unreadable until a reopen: the pass
+      // reports that segment's error, which says to reopen, before its own (answerOf: typed).
       throw (await this.discardAll(inFlight, plans, now)) ?? err;
     }
   }
@@ -1190,8 +1200,9 @@ export class Compactor {
   }
 
   /**
-   * Waits for a started job of a pass that failed. A copy-on-write job's output files are removed.
-   * An in-place job that rewrote its segment is published all the same: the rewrite is durable,
+   * Waits for a started job of a pass that failed. A copy-on-write job's output files are removed,
+   * whether it completed or failed (removeUnpublished). An in-place job that rewrote its segment is
+   * published all the same: the rewrite is durable,
    * and the segment's generation stays odd — every read of it waiting — until the main thread
    * publishes it. Until the nineteenth session such a job was discarded like a copy, which
    * unlinked the segment itself (an in-place pass's first job runs while the active segment is
@@ -1204,6 +1215,7 @@ export class Compactor {
     } catch {
       // Its own failure removed what it wrote (in place: the original bytes are back), unless its
       // thread died; the pass reports the first failure.
+      if (run.task.mode === "copy-on-write") this.removeUnpublished(run.task.targetId);
       return this.giveUpIfCutShort(run);
     }
     if (result.empty) return null;
@@ -1215,6 +1227,25 @@ export class Compactor {
     unlinkQuietly(path.join(this.host.segmentsDir, segmentFileName(run.task.targetId)));
     unlinkHint(this.host.segmentsDir, run.task.targetId);
     return null;
+  }
+
+  /**
+   * After copy-on-write output `id`'s job failed: removes whatever of it is still on disk — its
+   * .seg.tmp, or the .seg it was renamed to, its hint and the hint's .tmp. A job's own failure
+   * removed them already (nothing is found here, nothing unlinked); a worker thread that died
+   * mid-job removed nothing, and until the fifty-fourth session they stayed until the next open.
+   * Always safe: the id is fresh, reserved by the manifest's nextId only (no manifest lists it, so
+   * no reader or recovery ever takes it, and the next open would delete it), and the output is
+   * published only by publish(), after a job that answered. Without a directory fsync: a removal
+   * lost to a crash is the open's to finish, as before.
+   */
+  private removeUnpublished(id: number): void {
+    if (unsafeWorkerDeathForTests.leaveOutput) return;
+    const hint = hintFileName(id);
+    for (const name of [tmpFileName(id), segmentFileName(id), hint, `${hint}.tmp`]) {
+      const file = path.join(this.host.segmentsDir, name);
+      if (fs.existsSync(file)) unlinkQuietly(file); // only what is there: an armed unlink failure is not spent on an absent file
+    }
   }
 
   /**
@@ -1568,3 +1599,28 @@ export const unsafeEagerEraseForTests = { trustPass: false };
  * the fifty-third session: odd, not given up, its async reads waiting for ever.
  */
 export const unsafeCutShortForTests = { keepWaiting: false };
+
+/**
+ * Test switch, never set by the engine or any option (test/compaction-worker-death-cow.test.ts):
+ * `leaveOutput` leaves the files of a copy-on-write job that failed as its worker left them (the
+ * rule before the fifty-fourth session): a worker thread that died mid-copy left its .seg.tmp
+ * (or its renamed .seg and hint) in the store's directory until the next open.
+ */
+export const unsafeWorkerDeathForTests = { leaveOutput: false };
+
+/**
+ * The typed error of `task`, which the thread pool failed without an answer from the worker
+ * (`cause`, the pool's plain Error: its thread stopped). Nothing of the task was published: a
+ * copy-on-write output is removed (removeUnpublished), and an in-place segment cut short is given
+ * up with its own error (giveUpIfCutShort), which the pass reports instead.
+ */
+function workerStopped(task: CompactionTask, cause: unknown): IoError {
+  const sources = task.sources.map((src) => src.segmentId).join(", ");
+  const what = task.mode === "copy-on-write" ? `copy-on-write compaction of segment(s) ${sources} into segment ${task.targetId}` : `in-place compaction of segment ${sources}`;
+  const why = cause instanceof Error ? cause.message : String(cause);
+  return new IoError(
+    "EIO",
+    what,
+    `the compaction worker thread stopped before it answered (${why}); nothing was published or lost and every value reads as before: run compact() again (a new worker thread takes it)`,
+  );
+}
