@@ -1201,9 +1201,9 @@ export class Compactor {
 
   /**
    * Waits for a started job of a pass that failed. A copy-on-write job's output files are removed,
-   * whether it completed or failed (removeUnpublished). An in-place job that rewrote its segment is
-   * published all the same: the rewrite is durable,
-   * and the segment's generation stays odd — every read of it waiting — until the main thread
+   * whether it completed or failed (removeUnpublished: its worker thread may have died). An
+   * in-place job that rewrote its segment is published all the same: the rewrite is durable, and
+   * the segment's generation stays odd — every read of it waiting — until the main thread
    * publishes it. Until the nineteenth session such a job was discarded like a copy, which
    * unlinked the segment itself (an in-place pass's first job runs while the active segment is
    * sealed and flushed: a failure there reached it). A job that failed put back what it wrote.
