@@ -8,6 +8,7 @@ import { CRASH_ONLY_POINTS, isFaultPoint } from "./faults.js";
 import { CRASH_AFTER_MAX, FAIL_ERRNOS, FAIL_TIMES_MAX, IO_FAULT_POINTS, type FailErrno, type FailSpec } from "../segments/io-faults.js";
 import type { FaultPoint, OpenOptions } from "../rules/types.js";
 import { fail, int, object, oneOf, valueBytesMaxOf } from "../rules/option-checks.js";
+import { refuseMisspeltOpenOptions } from "../rules/option-names.js";
 import { parseScopeRules, type ScopeRule } from "../rules/scope-rules.js";
 
 /** OpenOptions with every default applied. */
@@ -106,6 +107,7 @@ function faults(v: unknown): { pauseAt: FaultPoint[]; crashAt: FaultPoint | null
 /** Validates OpenOptions and applies the defaults of API.md. */
 export function resolveOptions(input: OpenOptions | undefined): ResolvedOptions {
   const o = object("options", input) as OpenOptions & Record<string, unknown>;
+  refuseMisspeltOpenOptions(o);
   const c = object("compaction", o.compaction);
   const r = object("retention", o.retention);
   const u = object("unsafe", o.unsafe);

@@ -24,6 +24,7 @@ import { decodeRecord, encodeNamedInto, encodeNamedRecord, encodeRecord, isRecor
 import { SegmentWriter, ZERO_STEP_BYTES } from "../segments/writer.js";
 import { batchCommitInput, clearInput, scopeEraseInput } from "../segments/record-kinds.js";
 import * as A from "../rules/args.js";
+import { BATCH_ROW_NAMES, misspeltName, throwMisspelt } from "../rules/option-names.js";
 import { CommitLog } from "./commit.js";
 import { Compactor } from "./compactor.js";
 import { createFaultBuffer, FaultController } from "./faults.js";
@@ -1066,7 +1067,9 @@ function checkSealed(plan: BatchPlan): void {
 /** Checks batch op `i` and adds it to `plan`; throws (and nothing is written) when it is invalid or conflicts. */
 function addOp(plan: BatchPlan, raw: unknown, i: number): T.BatchResult {
   // The call's name is built only for the error (a template string per op cost ~5% of a bulk load).
-  const o = raw !== null && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : A.optsOf(raw, `batch[${i}]`);
+  const o = raw !== null && typeof raw === "object" && !Array.isArray(raw) ? (raw as Record<string, unknown>) : A.optsOf(raw, `batch[${i}]`, BATCH_ROW_NAMES);
+  const misspelt = misspeltName(o, BATCH_ROW_NAMES);
+  if (misspelt !== null) throwMisspelt(misspelt, BATCH_ROW_NAMES, `batch[${i}]`);
   const scope = A.scopeOf(o);
   const key = A.keyOf(o["key"]);
   if (o["op"] === "write") {

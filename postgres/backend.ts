@@ -9,6 +9,7 @@
  */
 import type { Pool } from "pg";
 import * as A from "../rules/args.js";
+import { BATCH_ROW_NAMES } from "../rules/option-names.js";
 import { InvalidArgumentError, NotSupportedError, StoreClosedError, TombstonedSlotError, VersionConflictError } from "../rules/errors.js";
 import * as R from "../rules/gc-rule.js";
 import type { SlotFacts } from "../rules/gc-rule.js";
@@ -405,7 +406,7 @@ export class PgBackend implements T.Backend {
 
   /** Checks one batch op before the transaction starts. */
   private parseOp(raw: unknown, i: number): { scope: string; key: string; value: string | Uint8Array | null; o: Record<string, unknown> } {
-    const o = A.optsOf(raw, `batch[${i}]`);
+    const o = A.optsOf(raw, `batch[${i}]`, BATCH_ROW_NAMES);
     const scope = A.scopeOf(o);
     const key = A.keyOf(o["key"]);
     if (o["op"] === "write") {

@@ -8,6 +8,7 @@ import { TTL_MS_MAX, VALUE_BYTES_MAX } from "../rules/limits.js";
 import { checkTtl } from "../rules/args.js";
 import type { OpenOptions } from "../rules/types.js";
 import { fail, int, object, oneOf, valueBytesMaxOf } from "../rules/option-checks.js";
+import { refuseMisspeltOpenOptions } from "../rules/option-names.js";
 import { parseScopeRules, type ScopeRule } from "../rules/scope-rules.js";
 
 export { matchScopeRule } from "../rules/scope-rules.js";
@@ -31,6 +32,7 @@ export const ENGINE_ONLY_OPTIONS = ["segmentBytes", "compaction", "cacheBytes", 
 /** Validates OpenOptions for PostgreSQL; throws InvalidArgumentError for bad or engine-only ones. */
 export function resolvePgOptions(input: OpenOptions | undefined): PgOptions {
   const o = object("options", input);
+  refuseMisspeltOpenOptions(o);
   for (const name of ENGINE_ONLY_OPTIONS) {
     if (o[name] !== undefined) {
       throw new InvalidArgumentError(`option ${name} applies only to the embedded engine (a directory); drop it when opening a PostgreSQL URL`);

@@ -5,6 +5,7 @@
 import { InvalidArgumentError } from "./errors.js";
 import { assertKey, assertScope } from "./names.js";
 import { ROOT_SCOPE, SEQ_MAX, TTL_MS_MAX } from "./limits.js";
+import { CALL_OPTION_NAMES, misspeltName, throwMisspelt } from "./option-names.js";
 
 /** Most operations one batch() may carry. */
 export const BATCH_OPS_MAX = 100_000;
@@ -18,10 +19,18 @@ type Opts = Record<string, unknown>;
 /** The options of a call that passed none: shared and frozen, so no call allocates one and none can change it. */
 const NO_OPTS: Opts = Object.freeze({});
 
-/** The options object of a call: undefined becomes an empty one, anything but a plain object is refused. */
-export function optsOf(v: unknown, call: string): Opts {
+/**
+ * The options object of a call: undefined becomes an empty one, anything but a plain object is
+ * refused, and so is a field that is a near miss of a name in `known` (option-names.ts; null: no
+ * names to check, for bodies that are not a method's options).
+ */
+export function optsOf(v: unknown, call: string, known: ReadonlySet<string> | null = CALL_OPTION_NAMES): Opts {
   if (v === undefined || v === null) return NO_OPTS;
   if (typeof v !== "object" || Array.isArray(v)) throw new InvalidArgumentError(`${call}: options must be an object`);
+  if (known !== null) {
+    const misspelt = misspeltName(v, known);
+    if (misspelt !== null) throwMisspelt(misspelt, known, call);
+  }
   return v as Opts;
 }
 

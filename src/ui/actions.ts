@@ -48,7 +48,7 @@ function eraseScopeOf(body: Record<string, unknown>): string {
 
 /** Runs action `name` with the POSTed JSON `body`; resolves to the API call's own result. */
 export async function runAction(store: Engram, name: ActionName, raw: unknown): Promise<unknown> {
-  const body = A.optsOf(raw, `ui ${name}`);
+  const body = A.optsOf(raw, `ui ${name}`, null);
   switch (name) {
     case "forget":
       return store.forget(A.keyOf(body["key"]), { scope: scopeIn(body) });

@@ -221,6 +221,22 @@ export function apiCases(h: Harness): void {
       expect(new CorruptionError(3, 128, "x")).toMatchObject({ code: "CORRUPTION", segment: 3, offset: 128 });
       expect(new ScopeErasedDuringRead("global", 1, 3, "x")).toMatchObject({ code: "SCOPE_ERASED_DURING_READ", scope: "global", authorizedGeneration: 1, liveGeneration: 3 });
     });
+
+    h.it("an option name far from every known one is ignored (a caller's own fields pass); a near miss is refused", async () => {
+      const { store } = await h.fresh();
+      try {
+        const own = { scope: "user:a", traceId: "t-1", requestedBy: "agent" } as const;
+        const w = await store.write("k", "v", own);
+        expect(await store.read("k", own)).toEqual({ status: "OK", value: "v", version: w.version, generation: w.generation, scope: "user:a" });
+        expect((await store.batch([{ op: "write", key: "b", value: "1", scope: "user:a", ...{ traceId: "t-2" } }]))[0]).toMatchObject({ ok: true });
+        const refused = await store.write("k2", "v", { scop: "user:a" } as never).then(() => null, (err: unknown) => err);
+        expect(refused).toBeInstanceOf(InvalidArgumentError);
+        expect((refused as Error).message).toContain('did you mean "scope"');
+        expect(await store.read("k2")).toEqual({ status: "NOT_FOUND" });
+      } finally {
+        await store.close();
+      }
+    });
   });
   
   h.describe("tombstones and compare-and-set", () => {

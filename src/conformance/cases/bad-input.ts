@@ -196,6 +196,23 @@ rows.push(
     "batch: good rows, then a bad ttlMs",
     (s) => s.batch([{ op: "forget", key: "a" }, { op: "write", key: "good2", value: "2", ttlMs: -1 }]),
   ],
+  // A misspelt option is refused, not ignored: `scop` read as no option writes to "global"
+  // (fifty-fourth session; rules/option-names.ts). Names far from every known one still pass.
+  ["write option 'scop'", (s) => s.write("k", "v", bad({ scop: "user:a" }))],
+  ["write option 'Scope'", (s) => s.write("k", "v", bad({ Scope: "user:a" }))],
+  ["write option 'expected_version'", (s) => s.write("k", "v", bad({ expected_version: 1 }))],
+  ["write option 'ttl'", (s) => s.write("k", "v", bad({ ttl: 1000 }))],
+  ["write option 'clearTombstones'", (s) => s.write("k", "v", bad({ clearTombstones: true }))],
+  ["read option 'inherits'", (s) => s.read("k", bad({ inherits: false }))],
+  ["readSync option 'scopes'", (s) => s.readSync("k", bad({ scopes: "user:a" }))],
+  ["forget option 'scop'", (s) => s.forget("a", bad({ scop: "user:a" }))],
+  ["undelete option 'scop'", (s) => s.undelete("a", bad({ scop: "user:a" }))],
+  ["probe option 'scop'", (s) => s.probe("a", bad({ scop: "user:a" }))],
+  ["forgetScope option 'reclam'", (s) => s.forgetScope("user:a", bad({ reclam: "eager" }))],
+  ["list option 'prefx'", (s) => s.list(bad({ prefx: "a" }))],
+  ["compact option 'mod'", (s) => s.compact(bad({ mod: "in-place" }))],
+  ["batch row option 'scop'", (s) => s.batch([{ op: "write", key: "good1", value: "1" }, bad({ op: "write", key: "k", value: "v", scop: "user:a" })])],
+  ["batch row field 'vaule'", (s) => s.batch([bad({ op: "write", key: "k", vaule: "v" })])],
 );
 
 /** Bad OpenOptions: each must be INVALID_ARGUMENT, on any backend. */
@@ -225,6 +242,10 @@ export const BAD_OPEN: Array<[string, unknown]> = [
   ["retention.scopes bad pattern", { retention: { scopes: { "a//b": { ttlMs: 5 } } } }],
   ["retention.scopes ttlMs 0", { retention: { scopes: { "user:*": { ttlMs: 0 } } } }],
   ["clock not a function", { clock: 5 }],
+  ["misspelt 'durabilty'", { durabilty: "none" }],
+  ["misspelt 'shareTimeoutMS'", { shareTimeoutMs: undefined, shareTimeoutMS: 1000 }],
+  ["misspelt 'retention.tombstoneRetentionMS'", { retention: { tombstoneRetentionMS: 1000 } }],
+  ["misspelt 'unsafe.gcKeyedby'", { unsafe: { gcKeyedby: "tombstone-seq" } }],
   ["options a string", "sync"],
   ["options an array", []],
 ];
