@@ -13,7 +13,7 @@
  * goes once that PUT is the only value record left (tombstoneRecordLive).
  */
 import { isExpired, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
-import { parentScope } from "../rules/names.js";
+import { parentScope, scopeWithin } from "../rules/names.js";
 import { retentionWindowOpen, versionSurvivesKill } from "../rules/gc-rule.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
@@ -81,15 +81,17 @@ function tombstoneSuperseded(slot: Slot): boolean {
 }
 
 /**
- * The slot's TOMBSTONE record is gone from disk (a compaction dropped it). A kill that a later PUT
- * superseded (tombstoneSuperseded) is forgotten with it, as the next recovery, which no longer
- * finds the record, forgets it: probe's tombstoneSeq then reads the same before and after a
- * restart. Any other kill's fields stay: the value it killed is still the slot's version (an
- * undelete's CLEAR cancels the kill but keeps that value dead).
+ * The slot's TOMBSTONE record is gone from disk (a compaction dropped it): the kill is forgotten
+ * with it, as the next recovery, which no longer finds the record, forgets it, so probe's
+ * tombstoneSeq reads the same before and after a restart. The version it killed stays the slot's
+ * version while an erasure's list still names it (forgetUnnamedKill drops it otherwise). Until
+ * the fifty-fourth session only a kill a later PUT superseded was forgotten: a kill whose record
+ * went with the value it killed stayed in memory, under an erasure that listed the slot, and
+ * showed as tombstoneSeq after a later write, which a restart did not (`keepDroppedKill`).
  */
 export function tombstoneDropped(slot: Slot): void {
   slot.tombSeg = 0;
-  if (slot.putSeq > slot.tombSeq) {
+  if (slot.putSeq > slot.tombSeq || !unsafeTombstoneForTests.keepDroppedKill) {
     slot.tombSeq = 0;
     slot.tombGen = 0;
   }
@@ -107,6 +109,9 @@ export function tombstoneDropped(slot: Slot): void {
 export function forgetUnnamedKill(keydir: Keydir, slot: Slot): void {
   if (slot.seg !== 0 || slot.physical !== 0 || slot.tombSeg !== 0) return;
   if (slot.listedSeq !== 0 && keydir.eraseSeq(slot.scope) !== 0) return; // an erasure's list still names it
+  // Only the CLEAR is left (slotEmpty dropped a slot with none): its generation is the slot's, as
+  // recovery computes it, not one that the dropped PUT or erasure list carried (`keepGeneration`).
+  if (slot.clearSeg !== 0 && !unsafeTombstoneForTests.keepGeneration) slot.generation = slot.clearGen;
   slot.putSeq = 0;
   slot.putGen = 0;
   slot.expiresAt = 0;
@@ -123,8 +128,13 @@ export function forgetUnnamedKill(keydir: Keydir, slot: Slot): void {
  * slot whose kill's record went keeps the killed version, and probe changes across a restart),
  * lets an expired value go while an erasure's list still names an older version of its slot, and
  * lets a tombstone go while such an older erasure remains (the rules before that session).
+ * The fifty-fourth session's (test/reopen-kill-records.test.ts): `keepDroppedKill` keeps a kill
+ * in memory after its TOMBSTONE record went with the value it killed (tombstoneDropped);
+ * `keepGeneration` leaves a slot held by its CLEAR alone at the
+ * generation of records gone (forgetUnnamedKill); `dropOverlapping` lets an erasure go while an
+ * older one of an ancestor or descendant scope remains (eraseRecordLive).
  */
-export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: false };
+export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: false, keepDroppedKill: false, keepGeneration: false, dropOverlapping: false };
 
 /**
  * True when the slot's latest CLEAR record must survive. A CLEAR lives as long as any older kill
@@ -159,7 +169,28 @@ export function eraseRecordLive(keydir: Keydir, scope: string, erase: EraseRecor
     if ((keydir.erases.get(s)?.seq ?? 0) > erase.seq) return false;
   }
   if (now < erase.committedAt + retentionMs) return true;
-  return keydir.anyInSubtree(scope, (ref) => mayHoldRecordBefore(keydir, ref, erase.seq)); // rows read as they are: no Slot made
+  if (keydir.anyInSubtree(scope, (ref) => mayHoldRecordBefore(keydir, ref, erase.seq))) return true; // rows read as they are: no Slot made
+  return olderOverlappingErasure(keydir, scope, erase.seq);
+}
+
+/**
+ * True when an erasure older than sequence `seq` of `scope`'s ancestor or descendant is still on
+ * disk: its list may name slots that the erasure of `scope` at `seq` lists too, at older
+ * versions, or none of them. Dropped first, the newer erasure would leave the older list as what
+ * the next recovery rebuilds those slots from (killed at its older version and sequence, or not
+ * at all), which memory, knowing only each slot's latest listing, cannot follow (fifty-fourth session;
+ * `unsafeTombstoneForTests.dropOverlapping` restores the rule before). An older erasure of a
+ * descendant is superseded (it goes at its segment's next compaction); an older one of an
+ * ancestor goes by its own rule; the newer one follows in the pass after.
+ */
+function olderOverlappingErasure(keydir: Keydir, scope: string, seq: number): boolean {
+  if (keydir.erases.size <= 1 || unsafeTombstoneForTests.dropOverlapping) return false;
+  for (let s = parentScope(scope); s !== null; s = parentScope(s)) {
+    const e = keydir.erases.get(s);
+    if (e !== undefined && e.seq < seq) return true;
+  }
+  for (const [s, e] of keydir.erases) if (e.seq < seq && s !== scope && scopeWithin(s, scope)) return true;
+  return false;
 }
 
 /**

@@ -26,6 +26,7 @@ class SlotRare {
   tombOff = 0;
   tombLen = 0;
   clearSeq = 0;
+  clearGen = 0;
   clearSeg = 0;
   clearOff = 0;
   clearLen = 0;
@@ -100,9 +101,11 @@ export class Slot {
   set tombOff(v: number) { if (v !== 0 || this.rare !== null) this.more().tombOff = v; }
   get tombLen(): number { return this.rare === null ? 0 : this.rare.tombLen; }
   set tombLen(v: number) { if (v !== 0 || this.rare !== null) this.more().tombLen = v; }
-  /** Latest CLEAR (undelete): sequence and location. */
+  /** Latest CLEAR (undelete): sequence, the generation it moved the slot to, and location. */
   get clearSeq(): number { return this.rare === null ? 0 : this.rare.clearSeq; }
   set clearSeq(v: number) { if (v !== 0 || this.rare !== null) this.more().clearSeq = v; }
+  get clearGen(): number { return this.rare === null ? 0 : this.rare.clearGen; }
+  set clearGen(v: number) { if (v !== 0 || this.rare !== null) this.more().clearGen = v; }
   get clearSeg(): number { return this.rare === null ? 0 : this.rare.clearSeg; }
   set clearSeg(v: number) { if (v !== 0 || this.rare !== null) this.more().clearSeg = v; }
   get clearOff(): number { return this.rare === null ? 0 : this.rare.clearOff; }
@@ -1065,6 +1068,7 @@ export function applyClear(slot: Slot, seq: number, gen: number, loc: Location):
   if (gen > slot.generation) slot.generation = gen;
   if (seq <= slot.clearSeq) return;
   slot.clearSeq = seq;
+  slot.clearGen = gen;
   slot.clearSeg = loc.seg;
   slot.clearOff = loc.off;
   slot.clearLen = loc.len;
