@@ -242,8 +242,9 @@ describe("atomic directory operations", () => {
       expect(await tool.rename({ command: "rename", old_path: "/memories/proj", new_path: "/memories/archive/proj" })).toBe(
         "Successfully renamed /memories/proj to /memories/archive/proj",
       );
-      // One batch: 1 marker for archive/, 5 writes, 5 forgets, and the batch's commit record.
-      expect(store.stats().sequence - s0).toBe(1 + 5 + 5 + 1);
+      // One batch: 1 marker for archive/, 5 writes, 5 empty compare-and-set writes of the sources
+      // (the forget's guard), 5 forgets, and the batch's commit record.
+      expect(store.stats().sequence - s0).toBe(1 + 5 + 5 + 5 + 1);
       expect(await keysOf()).toEqual([
         "/memories/archive/",
         "/memories/archive/proj/",

@@ -19,6 +19,7 @@
  * needed only for its types and for `betaMemoryTool(handlers)`.
  */
 import type { MemoryToolHandlers } from "@anthropic-ai/sdk/tools/memory/node";
+import { InvalidArgumentError } from "../../rules/errors.js";
 import type { BatchOp, BatchResult, ForgetResult, ListEntry, ListOptions, ReadOptions, ReadResult, ScopeOption, Value, WriteOptions, WriteResult } from "../types.js";
 
 /** The calls of an engram store this tool uses (an `Engram` has them all). */
@@ -59,6 +60,36 @@ const PATH_DEPTH_MAX = 64;
 const DIRECTORY_SIZE = "4K";
 /** Segments that are traversal once percent-decoded, or separators in disguise. */
 const ENCODED_TRAVERSAL = /%2e|%2f|%5c|%00/i;
+/**
+ * Tests only. `renameWithoutCas`: `rename` writes its targets and forgets its sources without
+ * comparing versions (the behaviour before the fifty-fourth session), so an edit of the source or a
+ * file made at the destination by another writer meanwhile is lost.
+ */
+export const unsafeMemoryToolForTests = { renameWithoutCas: false };
+
+/** How often `rename` starts over when another writer changed its source or destination meanwhile. */
+const RENAME_ATTEMPTS_MAX = 4;
+
+/**
+ * Refuses a command argument of the wrong type, before anything is read or written. The reference
+ * coerces them instead (a missing `new_str` is written as the text "undefined", an `insert_line`
+ * of "2" or 1.5 is used as 2 or 1), so this is one of the places where it is safer than the reference.
+ */
+function assertText(command: string, field: string, v: unknown): asserts v is string {
+  if (typeof v !== "string") throw new InvalidArgumentError(`${command}: ${field} must be a string, got ${v === null ? "null" : typeof v}`);
+}
+
+/** As assertText, for a whole number (`insert_line`, the bounds of `view_range`). */
+function assertWhole(command: string, field: string, v: unknown): asserts v is number {
+  if (typeof v !== "number" || !Number.isSafeInteger(v)) throw new InvalidArgumentError(`${command}: ${field} must be an integer, got ${typeof v === "number" ? String(v) : v === null ? "null" : typeof v}`);
+}
+
+/** `view_range`: absent, or an array of integers (only a pair is applied, as in the reference). */
+function assertRange(v: unknown): void {
+  if (v === undefined || v === null) return;
+  if (!Array.isArray(v)) throw new InvalidArgumentError(`view: view_range must be an array of two integers, got ${typeof v}`);
+  v.forEach((n, i) => assertWhole("view", `view_range[${i}]`, n));
+}
 
 /** The reference's size format: 0B, 512B, 1.5K, 4K, 2.3M. */
 function formatFileSize(bytes: number): string {
@@ -76,17 +107,18 @@ function numbered(lines: string[], first: number): string[] {
 
 /**
  * The canonical key of a memory path: "/memories" or "/memories/a/b". Throws (before anything is
- * touched) unless the path is /memories or below it with no traversal in any spelling.
+ * touched) an InvalidArgumentError unless the path is /memories or below it with no traversal in
+ * any spelling.
  */
 export function memoryKey(memoryPath: unknown): string {
-  if (typeof memoryPath !== "string") throw new Error(`Path must be a string, got: ${typeof memoryPath}`);
-  if (memoryPath !== ROOT && !memoryPath.startsWith(`${ROOT}/`)) throw new Error(`Path must start with /memories, got: ${memoryPath}`);
-  if (memoryPath.includes("\\") || memoryPath.includes("\u0000")) throw new Error(`Path ${memoryPath} would escape /memories directory`);
+  if (typeof memoryPath !== "string") throw new InvalidArgumentError(`Path must be a string, got: ${typeof memoryPath}`);
+  if (memoryPath !== ROOT && !memoryPath.startsWith(`${ROOT}/`)) throw new InvalidArgumentError(`Path must start with /memories, got: ${memoryPath}`);
+  if (memoryPath.includes("\\") || memoryPath.includes("\u0000")) throw new InvalidArgumentError(`Path ${memoryPath} would escape /memories directory`);
   const parts = memoryPath.slice(ROOT.length).split("/").filter((p) => p !== "");
   for (const p of parts) {
-    if (p === "." || p === ".." || ENCODED_TRAVERSAL.test(p)) throw new Error(`Path ${memoryPath} would escape /memories directory`);
+    if (p === "." || p === ".." || ENCODED_TRAVERSAL.test(p)) throw new InvalidArgumentError(`Path ${memoryPath} would escape /memories directory`);
   }
-  if (parts.length > PATH_DEPTH_MAX) throw new Error(`Path ${memoryPath} is ${parts.length} levels deep; at most ${PATH_DEPTH_MAX}`);
+  if (parts.length > PATH_DEPTH_MAX) throw new InvalidArgumentError(`Path ${memoryPath} is ${parts.length} levels deep; at most ${PATH_DEPTH_MAX}`);
   return parts.length === 0 ? ROOT : `${ROOT}/${parts.join("/")}`;
 }
 
@@ -170,6 +202,7 @@ export class EngramMemoryTool implements MemoryToolHandlers {
   view(command: ViewCommand): Promise<string> {
     return this.#serial(async () => {
       const key = await this.#resolve(command.path);
+      assertRange(command.view_range);
       const node = await this.#node(key);
       if (node.kind === "dir") return this.#listing(key, command.path);
       if (node.kind !== "file") throw new Error(`The path ${command.path} does not exist. Please provide a valid path.`);
@@ -237,8 +270,8 @@ export class EngramMemoryTool implements MemoryToolHandlers {
   create(command: CreateCommand): Promise<string> {
     return this.#serial(async () => {
       const key = await this.#resolve(command.path);
-      const text = command.file_text;
-      if (typeof text !== "string") throw new Error(`file_text must be a string`);
+      const text: unknown = command.file_text;
+      assertText("create", "file_text", text);
       if (key === ROOT) throw new Error(`File ${command.path} already exists`);
       const ops = await this.#mkdirOps(key);
       const node = await this.#node(key);
@@ -281,6 +314,8 @@ export class EngramMemoryTool implements MemoryToolHandlers {
   /** `str_replace`: replaces the one line-wise occurrence of old_str; returns a numbered snippet. */
   str_replace(command: StrReplaceCommand): Promise<string> {
     return this.#serial(async () => {
+      assertText("str_replace", "old_str", command.old_str);
+      assertText("str_replace", "new_str", command.new_str);
       const file = await this.#fileForEdit(command.path);
       const lines = file.content.split("\n");
       const matching: number[] = [];
@@ -307,6 +342,8 @@ export class EngramMemoryTool implements MemoryToolHandlers {
   /** `insert`: inserts insert_text (without one trailing newline) before line insert_line (0 = top). */
   insert(command: InsertCommand): Promise<string> {
     return this.#serial(async () => {
+      assertWhole("insert", "insert_line", command.insert_line);
+      assertText("insert", "insert_text", command.insert_text);
       const file = await this.#fileForEdit(command.path);
       const lines = file.content.split("\n");
       if (command.insert_line < 0 || command.insert_line > lines.length) {
@@ -331,47 +368,72 @@ export class EngramMemoryTool implements MemoryToolHandlers {
     });
   }
 
-  /** `rename`: moves a file or a directory tree in one atomic batch; refuses an existing destination. */
+  /**
+   * `rename`: moves a file or a directory tree in one atomic batch; refuses an existing destination.
+   * The batch is compare-and-set on every key it touches (each source at the version it was read
+   * at, each target absent), so an edit of the source or a file made at the destination by another
+   * writer meanwhile is never lost: the rename starts over and sees it.
+   */
   rename(command: RenameCommand): Promise<string> {
     return this.#serial(async () => {
-      const from = await this.#resolve(command.old_path);
-      const to = await this.#resolve(command.new_path);
-      if (from === ROOT) throw new Error("Cannot rename the /memories directory itself");
-      const dest = await this.#node(to);
-      if (dest.kind === "file" || dest.kind === "dir") throw new Error(`The destination ${command.new_path} already exists`);
-      // Like the reference, the destination's parent directories are made before the move is tried.
-      const mkdirs = await this.#mkdirOps(to);
-      const source = await this.#node(from);
-      if (source.kind === "none") {
-        if (mkdirs.length > 0) await this.#store.batch(mkdirs);
-        throw new Error(`The path ${command.old_path} does not exist`);
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          return await this.#renameOnce(command);
+        } catch (err) {
+          if ((err as { code?: unknown }).code !== "VERSION_CONFLICT") throw err;
+          if (attempt >= RENAME_ATTEMPTS_MAX) throw new Error(`The path ${command.old_path} or ${command.new_path} kept changing concurrently; view them and retry`);
+        }
       }
-      if (to.startsWith(`${from}/`)) {
-        if (mkdirs.length > 0) await this.#store.batch(mkdirs);
-        throw new Error(`Cannot move ${command.old_path} into itself (${command.new_path})`);
-      }
-      const moves = source.kind === "file" ? [{ key: from, value: source.content }] : await this.#treeOf(from);
-      const ops: BatchOp[] = [...mkdirs];
-      if (source.kind === "dir") ops.push({ op: "write", key: `${to}/`, value: "", scope: this.scope });
-      for (const m of moves) {
-        const target = to + m.key.slice(from.length);
-        if (target !== `${to}/`) ops.push({ op: "write", key: target, value: m.value, scope: this.scope });
-        ops.push({ op: "forget", key: m.key, scope: this.scope });
-      }
-      await this.#store.batch(ops);
-      return `Successfully renamed ${command.old_path} to ${command.new_path}`;
     });
   }
 
-  /** Every key below directory `dir` (its marker included) with its value. */
-  async #treeOf(dir: string): Promise<Array<{ key: string; value: string }>> {
-    const out: Array<{ key: string; value: string }> = [];
+  /** One try of `rename`; a VersionConflictError means another writer got in between its reads and its batch. */
+  async #renameOnce(command: RenameCommand): Promise<string> {
+    const from = await this.#resolve(command.old_path);
+    const to = await this.#resolve(command.new_path);
+    if (from === ROOT) throw new Error("Cannot rename the /memories directory itself");
+    const dest = await this.#node(to);
+    if (dest.kind === "file" || dest.kind === "dir") throw new Error(`The destination ${command.new_path} already exists`);
+    // Like the reference, the destination's parent directories are made before the move is tried.
+    const mkdirs = await this.#mkdirOps(to);
+    const source = await this.#node(from);
+    if (source.kind === "none") {
+      if (mkdirs.length > 0) await this.#store.batch(mkdirs);
+      throw new Error(`The path ${command.old_path} does not exist`);
+    }
+    if (to.startsWith(`${from}/`)) {
+      if (mkdirs.length > 0) await this.#store.batch(mkdirs);
+      throw new Error(`Cannot move ${command.old_path} into itself (${command.new_path})`);
+    }
+    const moves = source.kind === "file" ? [{ key: from, value: source.content, version: source.version }] : await this.#treeOf(from);
+    const ops: BatchOp[] = [...mkdirs];
+    if (source.kind === "dir") ops.push({ op: "write", key: `${to}/`, value: "", scope: this.scope, expectedVersion: null });
+    for (const m of moves) {
+      const target = to + m.key.slice(from.length);
+      const unsafe = unsafeMemoryToolForTests.renameWithoutCas;
+      if (target !== `${to}/`) ops.push({ op: "write", key: target, value: m.value, scope: this.scope, ...(unsafe ? {} : { expectedVersion: null }) });
+      if (unsafe) {
+        ops.push({ op: "forget", key: m.key, scope: this.scope });
+        continue;
+      }
+      // A forget has no compare-and-set: an empty write of the source at the version read is one
+      // (it costs a record header, not the value again), and the forget right after it in the same
+      // atomic batch removes it.
+      ops.push({ op: "write", key: m.key, value: "", scope: this.scope, expectedVersion: m.version }, { op: "forget", key: m.key, scope: this.scope });
+    }
+    await this.#store.batch(ops);
+    return `Successfully renamed ${command.old_path} to ${command.new_path}`;
+  }
+
+  /** Every key below directory `dir` (its marker included) with its value and the version it was read at. */
+  async #treeOf(dir: string): Promise<Array<{ key: string; value: string; version: number }>> {
+    const out: Array<{ key: string; value: string; version: number }> = [];
     for (const key of await this.#below(dir)) {
       const v = await this.#get(key);
-      if (v !== null) out.push({ key, value: v.value });
+      if (v !== null) out.push({ key, value: v.value, version: v.version });
     }
     const marker = await this.#get(`${dir}/`);
-    if (marker !== null && !out.some((m) => m.key === `${dir}/`)) out.push({ key: `${dir}/`, value: marker.value });
+    if (marker !== null && !out.some((m) => m.key === `${dir}/`)) out.push({ key: `${dir}/`, value: marker.value, version: marker.version });
     return out;
   }
 }
