@@ -26,6 +26,7 @@ import type { IndexConfig, Item, ListNamespacesOperation, MatchCondition, Operat
 import type { BatchOp, BatchResult, ForgetResult, ListEntry, ListOptions, ReadOptions, ReadResult, ScopeOption, Value, WriteOptions, WriteResult } from "../types.js";
 import { compareValues, cosineSimilarity, getTextAtPath, tokenizePath } from "./langgraph-paths.js";
 import { elementAt } from "../../rules/assert.js";
+import { InvalidArgumentError } from "../../rules/errors.js";
 
 /** The calls of an engram store this class uses (an `Engram` has them all). */
 export interface LangGraphBackingStore {
@@ -48,6 +49,12 @@ export interface EngramStoreOptions {
   /** Semantic search, as InMemoryStore's `index` option: `{ dims, embeddings, fields }`. */
   index?: IndexConfig;
 }
+
+/**
+ * Tests only. `queuePerInstance`: each EngramStore queues only its own batches (the behaviour
+ * before the fifty-fourth session), so instances over one engram store race on hot items.
+ */
+export const unsafeLangGraphForTests = { queuePerInstance: false };
 
 /** Most engram bytes in a key; longer encodings are hashed. */
 const KEY_BYTES_MAX = 1024;
@@ -116,7 +123,9 @@ export function namespaceKey(ns: readonly string[]): string {
 }
 
 /** The reference's label checks (LangGraph's validateNamespace) without its ban on ":". */
-function validateNamespace(namespace: string[], options: { allowEmpty?: boolean; allowReservedRoot?: boolean } = {}): void {
+function validateNamespace(namespace: unknown, options: { allowEmpty?: boolean; allowReservedRoot?: boolean } = {}): asserts namespace is string[] {
+  // The reference reads a string as its characters and fails later with a TypeError; refuse it here.
+  if (!Array.isArray(namespace)) throw new InvalidNamespaceError(`Namespace must be an array of strings, got ${namespace === null ? "null" : typeof namespace}.`);
   if (namespace.length === 0) {
     if (options.allowEmpty) return;
     throw new InvalidNamespaceError("Namespace cannot be empty.");
@@ -135,6 +144,27 @@ function validateNamespace(namespace: string[], options: { allowEmpty?: boolean;
     throw new InvalidNamespaceError(`Root label for namespace cannot be "langgraph". Got: ${String(namespace)}`);
   }
 }
+
+/** Refuses a key that is not a string (the reference takes any value; engram keys are strings). */
+function validateKey(key: unknown): asserts key is string {
+  if (typeof key !== "string") throw new InvalidArgumentError(`LangGraph store: key must be a string, got ${key === null ? "null" : typeof key}`);
+}
+
+/**
+ * Refuses a value that cannot be stored as JSON (a BigInt, a cycle) or that JSON would lose
+ * (`undefined`), before anything is written; the reference keeps such values in memory as given.
+ */
+function validateValue(value: unknown): void {
+  if (value === undefined) throw new InvalidArgumentError("LangGraph store: value must be an object (or null to delete), got undefined");
+  try {
+    JSON.stringify(value);
+  } catch (err) {
+    throw new InvalidArgumentError(`LangGraph store: value cannot be stored as JSON (${err instanceof Error ? err.message : String(err)}); convert BigInts and cycles first`);
+  }
+}
+
+/** The tail of the batches run on each backing store: batches of every EngramStore over one store run one at a time. */
+const chains = new WeakMap<LangGraphBackingStore, Promise<unknown>>();
 
 /** True when `ns` starts with `prefix`, label by label. */
 function hasPrefix(ns: readonly string[], prefix: readonly string[]): boolean {
@@ -175,8 +205,6 @@ export class EngramStore extends BaseStore {
   readonly scope: string;
   readonly #store: LangGraphBackingStore;
   readonly #index: (IndexConfig & { tokenized: Array<[string, string[]]> }) | undefined;
-  /** Batches of this instance run one at a time: each reads, then commits what it read against. */
-  #chain: Promise<unknown> = Promise.resolve();
 
   constructor(store: LangGraphBackingStore, options: EngramStoreOptions = {}) {
     super();
@@ -237,10 +265,19 @@ export class EngramStore extends BaseStore {
    * to a key winning.
    */
   batch<Op extends readonly Operation[]>(operations: Op): Promise<OperationResults<Op>> {
-    const next = this.#chain.then(() => this.#batchWithRetry(operations));
-    this.#chain = next.catch(() => undefined);
+    // One queue per backing store, not per instance: two EngramStores over one engram store (two
+    // graphs, two workers) would otherwise keep failing each other's compare-and-set on a hot
+    // item until a put gave up with VERSION_CONFLICT, an error BaseStore callers never expect.
+    const tail = unsafeLangGraphForTests.queuePerInstance ? this.#ownTail : (chains.get(this.#store) ?? Promise.resolve());
+    const next = tail.then(() => this.#batchWithRetry(operations));
+    const settled = next.catch(() => undefined);
+    if (unsafeLangGraphForTests.queuePerInstance) this.#ownTail = settled;
+    else chains.set(this.#store, settled);
     return next as Promise<OperationResults<Op>>;
   }
+
+  /** The twin's queue (unsafeLangGraphForTests.queuePerInstance): this instance's batches only. */
+  #ownTail: Promise<unknown> = Promise.resolve();
 
   async #batchWithRetry(operations: readonly Operation[]): Promise<unknown[]> {
     for (let attempt = 1; ; attempt += 1) {
@@ -256,7 +293,14 @@ export class EngramStore extends BaseStore {
     const results: unknown[] = [];
     const puts = new Map<string, PutOperation>();
     const searches: Array<[number, SearchOperation]> = [];
-    for (const op of operations) if ("namespace" in op) validateNamespace(op.namespace, { allowReservedRoot: true });
+    for (const op of operations) {
+      if ("namespace" in op) {
+        validateNamespace(op.namespace, { allowReservedRoot: true });
+        validateKey(op.key);
+      }
+      if ("namespacePrefix" in op) validateNamespace(op.namespacePrefix, { allowEmpty: true, allowReservedRoot: true });
+      if ("value" in op && op.value !== null) validateValue(op.value);
+    }
     for (const op of operations) {
       if ("key" in op && "namespace" in op && !("value" in op)) {
         results.push(await this.#getOne(op.namespace, op.key));
