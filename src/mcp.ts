@@ -92,6 +92,10 @@ export async function serveStdio(store: ClosableMemoryStore, context: ToolContex
   process.once("SIGINT", () => shutdown("SIGINT"));
   transport.onerror = (err: Error) => logStderr(`transport error: ${err.message}`);
   await server.connect(transport);
+  // The SDK's transport closes itself on a message over its 10 MiB read buffer and stops reading
+  // stdin, so "end" never comes: without this the process would linger, holding the store (and
+  // its owner role when shared) while answering nothing.
+  server.server.onclose = () => shutdown("the MCP connection closed");
   const names = listTools(context).map((t) => t.name);
   logStderr(`ready (scope ${context.defaultScope ?? "global"}${context.readOnly === true ? ", read-only" : ""}): ${names.join(", ")}`);
   return done;

@@ -5,8 +5,9 @@
  */
 import type * as z from "zod";
 import { EngramError, type ErrorCodeName } from "../rules/errors.js";
+import { KEY_BYTES_MAX, SCOPE_DEPTH_MAX, SEQ_MAX, TTL_MS_MAX } from "../rules/limits.js";
 import { assertScope } from "../rules/names.js";
-import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, parseToolArgs } from "./tool-args.js";
+import { BASE64, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, parseToolArgs } from "./tool-args.js";
 import type { toolArgSchemas } from "./tool-schemas.js";
 import type {
   ForgetResult,
@@ -204,13 +205,24 @@ const SCOPE_DOC =
   'components joined by "/", e.g. "user:alice/session:42" (parent "user:alice", then "global").';
 const KEY_DOC = "Memory key: 1-1024 UTF-8 bytes, no NUL, e.g. \"pref.theme\".";
 
-const keyProp: JsonSchema = { type: "string", minLength: 1, description: KEY_DOC };
-const scopeProp: JsonSchema = { type: "string", description: SCOPE_DOC };
+/**
+ * The schemas state every rule of src/tool-args.ts that JSON Schema can: a call the schema refuses
+ * is refused by the server, and the other way round except for what a schema cannot say (a key's
+ * UTF-8 byte count, lone surrogates). test/mcp-schemas.test.ts holds the two to each other.
+ */
+/** A scope component of rules/names.ts, not "global" (the root cannot be a component). */
+const SCOPE_COMPONENT = "(?!global(?:/|$))[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}";
+/** rules/names.ts assertScope as a pattern: "global", or 1-8 components joined by "/". */
+const SCOPE_PATTERN = `^(?:global|${SCOPE_COMPONENT}(?:/${SCOPE_COMPONENT}){0,${SCOPE_DEPTH_MAX - 1}})$`;
+
+// A key has at most KEY_BYTES_MAX bytes, so at most as many UTF-16 units; the bytes are the server's check.
+const keyProp: JsonSchema = { type: "string", minLength: 1, maxLength: KEY_BYTES_MAX, pattern: "^[^\\u0000]*$", description: KEY_DOC };
+const scopeProp: JsonSchema = { type: "string", pattern: SCOPE_PATTERN, description: SCOPE_DOC };
 const valueProp: JsonSchema = {
   description: 'The value: a string, or bytes as {"base64": "..."}. Reads return the same kind.',
   anyOf: [
     { type: "string" },
-    { type: "object", properties: { base64: { type: "string" } }, required: ["base64"], additionalProperties: false },
+    { type: "object", properties: { base64: { type: "string", pattern: BASE64.source } }, required: ["base64"], additionalProperties: false },
   ],
 };
 
@@ -285,10 +297,11 @@ export const tools: readonly ToolDefinition[] = [
         expected_version: {
           type: ["integer", "null"],
           minimum: 1,
+          maximum: SEQ_MAX,
           description: "Compare-and-set: the live version you read, or null for \"no live value\" (absent or forgotten).",
         },
         clear_tombstone: { type: "boolean", description: "Explicitly supersede a tombstone on this key (bumps generation)." },
-        ttl_ms: { type: ["integer", "null"], minimum: 1, description: "Expire after this many ms (null: never)." },
+        ttl_ms: { type: ["integer", "null"], minimum: 1, maximum: TTL_MS_MAX, description: "Expire after this many ms (null: never)." },
       },
       ["key", "value"],
     ),
@@ -305,7 +318,7 @@ export const tools: readonly ToolDefinition[] = [
     mutates: true,
     inputSchema: objectSchema(
       {
-        scope: { type: "string", description: 'The scope to erase, with all its descendants (not "global").' },
+        scope: { type: "string", pattern: SCOPE_PATTERN, not: { const: "global" }, description: 'The scope to erase, with all its descendants (not "global").' },
         reclaim: { type: "string", enum: ["lazy", "eager"], description: "When value bytes are removed (default lazy)." },
       },
       ["scope"],

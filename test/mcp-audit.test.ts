@@ -1,0 +1,140 @@
+/**
+ * The MCP server: the defects the fifty-fourth session's audit found by driving it with the real
+ * SDK client (scripts in /tmp/p54/integ), each pinned here.
+ *
+ * How it works. Schemas: the server (createMcpServer over a real store) is reached by the SDK's
+ * own Client over its InMemoryTransport; the tools' advertised input schemas are compiled with
+ * the SDK's own validator (AjvJsonSchemaValidator, what an MCP client uses) and a seeded stream
+ * of 600 calls, built from pools of good and bad values for every argument, goes to both: the
+ * schema's verdict and the server's (INVALID_ARGUMENT or not) must agree on every call except the
+ * one rule a schema cannot state, a key's UTF-8 byte count, for which the pools hold one
+ * multi-byte key the schema lets through and the server refuses. Every refusal must come back as
+ * a tool error (`isError`) carrying the engram code. Oversized message: the BUILT CLI is started
+ * as `engram mcp` and sent one line larger than the SDK's 10 MiB stdio read buffer; the SDK's
+ * transport closes itself and stops reading stdin. The server must then close the store and
+ * exit (within a deadline), after which the directory opens exclusively — before the fix the
+ * process lingered, answering nothing and holding the store's lock.
+ *
+ * Property stressed: what tools/list advertises is what the tools accept; a closed connection
+ * never leaves a server holding the store.
+ */
+import { spawn } from "node:child_process";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import { describe, expect, it } from "vitest";
+import { Engram } from "../src/index.js";
+import { createMcpServer } from "../src/mcp.js";
+import { assertBuilt, CLI_BIN } from "./helpers/built.js";
+import { rng } from "./helpers/rng.js";
+import { tempDir } from "./helpers/tmp.js";
+
+const CALLS = 600;
+const SEED = 20261207;
+const EXIT_WAIT_MS = 20_000;
+
+/** The one key whose refusal no JSON Schema can state: 400 UTF-16 units, 1200 UTF-8 bytes. */
+const BYTES_ONLY_KEY = "雪".repeat(400);
+const KEYS: unknown[] = ["k", "pref.theme", "../../etc/passwd", "", 5, null, "a\u0000b", "k".repeat(1024), "k".repeat(1025), BYTES_ONLY_KEY];
+const SCOPES: unknown[] = [undefined, "global", "user:alice", "user:alice/session:42", "", "a/../b", "/etc", "global/x", "a/global", "x".repeat(65), Array(8).fill("a").join("/"), Array(9).fill("a").join("/"), 7, "Ünï", "a b"];
+const VALUES: unknown[] = ["v", "", { base64: "AAAA" }, { base64: "AAA=" }, { base64: "!!" }, { base64: "AAA" }, 5, null, { base64: "AAAA", x: 1 }, {}];
+const VERSIONS: unknown[] = [undefined, null, 1, 0, -1, 1.5, "1", 2 ** 53 - 1, 2 ** 53, 1e300];
+const TTLS: unknown[] = [undefined, null, 1, 0, 1.5, 100 * 365 * 24 * 3600 * 1000, 100 * 365 * 24 * 3600 * 1000 + 1, 1e300, "5"];
+const BOOLS: unknown[] = [undefined, true, false, "false", 0];
+const LIMITS: unknown[] = [undefined, 1, 1000, 0, 1001, 2.5, "10"];
+const RECLAIMS: unknown[] = [undefined, "lazy", "eager", "now", 1];
+const EXTRA: unknown[] = [undefined, undefined, undefined, 1];
+
+/** Arguments for `tool`: each field drawn from its pool (undefined: left out). */
+function argsFor(tool: string, pick: <T>(pool: T[]) => T): Record<string, unknown> {
+  const fields: Record<string, unknown[]> = {
+    memory_read: { key: KEYS, scope: SCOPES, inherit: BOOLS } as never,
+    memory_write: { key: KEYS, value: VALUES, scope: SCOPES, expected_version: VERSIONS, clear_tombstone: BOOLS, ttl_ms: TTLS } as never,
+    memory_forget: { key: KEYS, scope: SCOPES } as never,
+    memory_forget_scope: { scope: SCOPES, reclaim: RECLAIMS } as never,
+    memory_probe: { key: KEYS, scope: SCOPES } as never,
+    memory_undelete: { key: KEYS, scope: SCOPES } as never,
+    memory_list: { scope: SCOPES, prefix: [undefined, "p", 5], inherit: BOOLS, limit: LIMITS } as never,
+  }[tool] as unknown as Record<string, unknown[]>;
+  const out: Record<string, unknown> = {};
+  for (const [name, pool] of Object.entries(fields)) {
+    const v = pick(pool);
+    if (v !== undefined) out[name] = v;
+  }
+  const extra = pick(EXTRA);
+  if (extra !== undefined) out["expectedVersion"] = extra;
+  return out;
+}
+
+describe("advertised schemas", () => {
+  it(`agree with the server's verdict on ${CALLS} calls (seed ${SEED})`, async () => {
+    const store = await Engram.open(tempDir("mcp-schemas"), { compaction: { workers: 0 } });
+    const server = createMcpServer(store);
+    const client = new Client({ name: "engram-audit", version: "0.0.0" });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await Promise.all([server.connect(serverSide), client.connect(clientSide)]);
+    try {
+      const { tools } = await client.listTools();
+      const ajv = new AjvJsonSchemaValidator();
+      const validators = new Map(tools.map((t) => [t.name, ajv.getValidator(t.inputSchema)]));
+      const r = rng(SEED);
+      const pick = <T>(pool: T[]): T => pool[Math.floor(r() * pool.length)] as T;
+      const disagreements: string[] = [];
+      let refused = 0;
+      for (let i = 0; i < CALLS; i += 1) {
+        const tool = pick(tools).name;
+        const args = argsFor(tool, pick);
+        const schemaOk = (validators.get(tool) as (v: unknown) => { valid: boolean })(args).valid;
+        const res = await client.callTool({ name: tool, arguments: args });
+        const wire = JSON.parse((res.content as Array<{ text: string }>)[0]?.text ?? "null") as { ok?: boolean; error?: string };
+        if (wire.ok === false) expect(res.isError, JSON.stringify(wire)).toBe(true);
+        const serverRefused = wire.ok === false && wire.error === "INVALID_ARGUMENT";
+        if (serverRefused) refused += 1;
+        const bytesOnly = args["key"] === BYTES_ONLY_KEY && schemaOk && serverRefused;
+        if (schemaOk === serverRefused && !bytesOnly) disagreements.push(`${tool} ${JSON.stringify(args).slice(0, 160)}: schema ${schemaOk ? "accepts" : "refuses"}, server ${JSON.stringify(wire).slice(0, 160)}`);
+      }
+      expect(disagreements).toEqual([]);
+      expect(refused).toBeGreaterThan(CALLS / 4); // the pools reach the refusals
+      expect(refused).toBeLessThan(CALLS); // and some calls get through
+    } finally {
+      await client.close();
+      await store.close();
+    }
+  });
+});
+
+describe("a message over the SDK's stdio read buffer", () => {
+  it("ends the server, which closes the store and releases it", async () => {
+    assertBuilt();
+    const dir = tempDir("mcp-oversize");
+    const child = spawn(process.execPath, [CLI_BIN, "mcp", "--dir", dir], { stdio: ["pipe", "pipe", "pipe"] });
+    let log = "";
+    child.stderr.on("data", (c: Buffer) => (log += c.toString("utf8")));
+    // The server stops reading mid-line, so the rest of the write fails with EPIPE: expected.
+    child.stdin.on("error", () => {});
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no ready line within ${EXIT_WAIT_MS} ms: ${log}`)), EXIT_WAIT_MS);
+        child.stderr.on("data", () => {
+          if (log.includes("ready")) {
+            clearTimeout(timer);
+            resolve();
+          }
+        });
+      });
+      // One request line of 11 MiB: past the transport's 10 MiB buffer before its newline arrives.
+      child.stdin.write(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"memory_write","arguments":{"key":"big","value":"${"x".repeat(11 * 1024 * 1024)}`);
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), EXIT_WAIT_MS)));
+      const outcome = await Promise.race([exited, late]).finally(() => clearTimeout(timer));
+      expect(outcome, `the server is still running ${EXIT_WAIT_MS} ms after its transport closed; stderr:\n${log}`).toBe(0);
+      expect(log).toContain("ReadBuffer exceeded maximum size");
+      const store = await Engram.open(dir, { compaction: { workers: 0 } });
+      await store.close();
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    }
+  }, 60_000);
+});
