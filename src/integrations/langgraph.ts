@@ -8,7 +8,10 @@
  * - labels may contain ":" (InMemoryStore joins labels with ":" and refuses them);
  * - an item's embeddings belong to its current value: InMemoryStore keeps the vectors of fields
  *   an update no longer has, and of deleted items, and still scores by them;
- * - `delete` is engram's `forget`: a tombstone that `probe` explains.
+ * - `delete` is engram's `forget`: a tombstone that `probe` explains;
+ * - a key that is not a string, a namespace that is not an array, and a value JSON cannot hold
+ *   are refused with a typed error before anything is written (InMemoryStore keeps them as given
+ *   or fails later with a TypeError).
  *
  * Layout, all in one engram scope (default "langgraph"): an item is the key
  * `i<label>/<label>/|<key>` (each part escaped so that the mapping is injective and a label

@@ -10,8 +10,10 @@
  * below it, so keys written by other means show up as implicit directories.
  *
  * Safer than the reference: a path outside `/memories` or with any traversal form (`.`, `..`,
- * encoded `%2e` / `%2f` / `%5c`, backslashes, NUL) is refused before anything is read or written;
- * `rename` and `delete` of a directory are one atomic `batch`; and `forgetScope` of the scope
+ * encoded `%2e` / `%2f` / `%5c`, backslashes, NUL) is refused before anything is read or written,
+ * and so is an argument of the wrong type (both as InvalidArgumentError, with the reference's
+ * message where it has one); `rename` and `delete` of a directory are one atomic `batch`, and
+ * `rename` compares the version of everything it moves; and `forgetScope` of the scope
  * erases the whole memory (eagerly, when asked). Where the reference lets a raw file-system error
  * through (ENOTDIR, EINVAL, which name host paths), this class throws its own message instead.
  *
