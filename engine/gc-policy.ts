@@ -14,7 +14,7 @@
  */
 import { isExpired, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
 import { parentScope, scopeWithin } from "../rules/names.js";
-import { retentionWindowOpen, versionSurvivesKill } from "../rules/gc-rule.js";
+import { heldByListingErasure, killSuperseded, retentionWindowOpen, tombstoneHeldByErasure, versionSurvivesKill } from "../rules/gc-rule.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
 export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retentionMs: number): boolean {
@@ -49,7 +49,7 @@ export function valueRecordLiveUnder(slot: Slot, scopeEraseSeq: number, now: num
  * the erasure has.
  */
 function listedByRetainedErasure(slot: Slot, scopeEraseSeq: number): boolean {
-  return slot.listedSeq !== 0 && scopeEraseSeq !== 0 && !unsafeTombstoneForTests.keepUnnamed;
+  return heldByListingErasure(slot.listedSeq, scopeEraseSeq) && !unsafeTombstoneForTests.keepUnnamed;
 }
 
 /** True while the slot's retention record must survive: records remain, or the window is open. */
@@ -70,14 +70,13 @@ export function tombstoneRecordLive(slot: Slot, now: number, retentionMs: number
   if (tombstoneSuperseded(slot) && !unsafeTombstoneForTests.keepSuperseded) return false;
   // An older erasure still on disk that lists the slot would, without this tombstone, be what the
   // next recovery rebuilds the slot from: at that erasure's older version and generation.
-  if (keydir !== undefined && !unsafeTombstoneForTests.keepUnnamed && slot.listedSeq !== 0 && slot.listedSeq < slot.tombSeq && olderErasurePresent(keydir, slot.scope, slot.tombSeq)) return true;
+  if (keydir !== undefined && !unsafeTombstoneForTests.keepUnnamed && tombstoneHeldByErasure(slot.listedSeq, slot.tombSeq, olderErasurePresent(keydir, slot.scope, slot.tombSeq))) return true;
   return retentionLive(slot, now, retentionMs);
 }
 
 /** True when a PUT later than the slot's tombstone exists and is its only value record left (or none is left). */
 function tombstoneSuperseded(slot: Slot): boolean {
-  if (slot.putSeq <= slot.tombSeq) return false;
-  return slot.physical === 0 || (slot.physical === 1 && slot.seg !== 0);
+  return killSuperseded(slot.tombSeq, slot.putSeq, slot.physical, slot.seg !== 0);
 }
 
 /**
@@ -108,7 +107,7 @@ export function tombstoneDropped(slot: Slot): void {
  */
 export function forgetUnnamedKill(keydir: Keydir, slot: Slot): void {
   if (slot.seg !== 0 || slot.physical !== 0 || slot.tombSeg !== 0) return;
-  if (slot.listedSeq !== 0 && keydir.eraseSeq(slot.scope) !== 0) return; // an erasure's list still names it
+  if (heldByListingErasure(slot.listedSeq, keydir.eraseSeq(slot.scope))) return; // an erasure's list still names it
   // Only the CLEAR is left (slotEmpty dropped a slot with none): its generation is the slot's, as
   // recovery computes it, not one that the dropped PUT or erasure list carried (`keepGeneration`).
   if (slot.clearSeg !== 0 && !unsafeTombstoneForTests.keepGeneration) slot.generation = slot.clearGen;
@@ -231,7 +230,7 @@ export function slotEmpty(keydir: Keydir, slot: Slot): boolean {
   if (slot.physical !== 0 || slot.seg !== 0 || slot.tombSeg !== 0 || slot.clearSeg !== 0) return false;
   // A covering erasure holds the slot only if its erase list names it (a restart would rebuild the
   // slot from that list); a slot created after the erasure goes like any other (defect 6).
-  return slot.listedSeq === 0 || keydir.eraseSeq(slot.scope) === 0;
+  return !heldByListingErasure(slot.listedSeq, keydir.eraseSeq(slot.scope));
 }
 
 /**

@@ -17,12 +17,12 @@ import { VALUE_BYTES_MAX } from "../rules/limits.js";
 import { scopeLineage } from "../rules/names.js";
 import type * as T from "../rules/types.js";
 import { matchScopeRule, type PgOptions } from "./options.js";
-import { ddl, type Tables } from "./schema.js";
+import { ddl, upgrade, upgradedQuery, type Tables } from "./schema.js";
 import * as S from "./slots.js";
 import { inTransaction, mapError, query } from "./tx.js";
 import { reclaimPass, type PassReport } from "./reclaim.js";
 
-const EMPTY: SlotFacts = { version: 0, valueGeneration: 0, generation: 0, killSeq: 0, killedGeneration: 0, clearSeq: 0, expiresAt: 0, physicalRecords: 0, reclaimedAt: 0 };
+const EMPTY: SlotFacts = { version: 0, valueGeneration: 0, generation: 0, killSeq: 0, killedGeneration: 0, clearSeq: 0, expiresAt: 0, physicalRecords: 0, reclaimedAt: 0, listedSeq: 0, tombSeq: 0 };
 
 /** A write or forget decided inside a transaction: the new facts and the value to store. */
 interface Decided {
@@ -141,14 +141,16 @@ export class PgBackend implements T.Backend {
       if (this.o.tombstoneWrites === "require-clear" && !clear) throw new TombstonedSlotError(key, f.killSeq);
       generation = f.generation + 1;
     }
-    const facts = { ...f, version: seq, valueGeneration: generation, generation, expiresAt: this.expiryFor(scope, ttl, now), physicalRecords: 1, reclaimedAt: 0 };
+    // The overwritten value's record stays on the engine's disk until the next pass: counted (older_values).
+    const physicalRecords = f.physicalRecords > 0 ? 2 : 1;
+    const facts = { ...f, version: seq, valueGeneration: generation, generation, expiresAt: this.expiryFor(scope, ttl, now), physicalRecords, reclaimedAt: 0 };
     return { scope, key, facts, value, result: { ok: true, version: seq, generation } };
   }
 
   /** Decides a forget against `f`: null when nothing is live (nothing is written). */
   private decideForget(scope: string, key: string, f: SlotFacts | null, seq: number, now: number): Decided | { result: T.ForgetResult } {
     if (f === null || !R.valueReadable(f, now)) return { result: { ok: true, tombstoneSeq: null, generation: f === null ? null : f.generation } };
-    const facts = { ...f, killSeq: seq, killedGeneration: f.generation };
+    const facts = { ...f, killSeq: seq, killedGeneration: f.generation, tombSeq: seq };
     return { scope, key, facts, value: null, result: { ok: true, tombstoneSeq: seq, generation: f.generation } };
   }
 
@@ -265,23 +267,16 @@ export class PgBackend implements T.Backend {
         const where = S.subtreeWhere("s", s, 2);
         const counted = await c.query(`SELECT count(*) FILTER (WHERE ${LIVE}) AS n FROM ${S.joined(this.t)} WHERE ${where.sql}`, [now, ...where.params]);
         const slots = Number((counted.rows[0] as { n: unknown }).n);
-        // A slot with no value row left is held by the erasure from now on (the engine keeps its
-        // SCOPE_ERASE record, whose list names the slot, a retention window after its commit):
-        // its window counts from the erasure, not from an older reclamation.
-        const w1 = S.subtreeWhere("s", s, 3);
-        await c.query(
-          `UPDATE ${this.t.slots} s SET kill_seq = $1, killed_gen = s.generation,
-             reclaimed_at = CASE WHEN EXISTS (SELECT 1 FROM ${this.t.values} v WHERE v.tenant = s.tenant AND v.scope = s.scope AND v.key = s.key)
-               THEN s.reclaimed_at ELSE $2 END
-           WHERE ${w1.sql}`,
-          [seq, now, ...w1.params],
-        );
+        // Every slot is named by the erasure (listed_seq): its engram_erasures row holds the
+        // slot while it stays (gc: heldByListingErasure), as the engine's SCOPE_ERASE record does.
+        const w1 = S.subtreeWhere("s", s, 2);
+        await c.query(`UPDATE ${this.t.slots} s SET kill_seq = $1, killed_gen = s.generation, listed_seq = $1 WHERE ${w1.sql}`, [seq, ...w1.params]);
         await S.putErasure(c, this.t, s, seq, now);
         await S.setSeq(c, this.t, seq);
         if (reclaim === "lazy") return { ok: true as const, tombstoneSeq: seq, slots };
         const w2 = S.subtreeWhere("s", s, 2);
         await c.query(
-          `UPDATE ${this.t.slots} s SET reclaimed_at = $1 WHERE ${w2.sql} AND EXISTS
+          `UPDATE ${this.t.slots} s SET reclaimed_at = $1, older_values = 0 WHERE ${w2.sql} AND EXISTS
              (SELECT 1 FROM ${this.t.values} v WHERE v.tenant = s.tenant AND v.scope = s.scope AND v.key = s.key)`,
           [now, ...w2.params],
         );
@@ -316,12 +311,12 @@ export class PgBackend implements T.Backend {
         state: R.slotState(f, now),
         valuePresent: R.valueReadable(f, now),
         retentionPresent: true,
-        physicalRecords: f.physicalRecords,
+        physicalRecords: Math.min(1, f.physicalRecords), // the value row: a slot holds at most one
         version: f.version > 0 ? f.version : null,
         generation: f.generation,
-        // The latest kill of the slot, or the latest retained erasure over its scope, as the
-        // engine answers: a key first written after an erasure reports that erasure too.
-        tombstoneSeq: Math.max(f.killSeq, erasedAt) || null,
+        // The slot's own latest forget (while kept), or the latest retained erasure over its
+        // scope, as the engine answers: a key first written after an erasure reports it too.
+        tombstoneSeq: Math.max(f.tombSeq, erasedAt) || null,
         expiresAt: f.expiresAt === 0 || f.physicalRecords === 0 ? null : f.expiresAt,
       };
     });
@@ -573,6 +568,8 @@ async function createSchema(pool: Pool, t: Tables): Promise<void> {
   for (let attempt = 1; ; attempt += 1) {
     try {
       for (const stmt of ddl(t)) await pool.query(stmt);
+      const q = upgradedQuery(t);
+      if ((await pool.query(q.sql, q.params)).rows.length === 0) for (const stmt of upgrade(t)) await pool.query(stmt);
       return;
     } catch (err) {
       const code = (err as { code?: string }).code;

@@ -40,10 +40,11 @@ export async function reclaimPass(pool: Pool, t: Tables, rules: PassRules): Prom
   const report: PassReport = { bytesBefore: 0, bytesAfter: 0, kept: 0, dropped: 0, retentionDropped: 0, erasuresDropped: 0, durationMs: 0 };
   // Erasures first, judged on the rows as the pass finds them (the engine plans a pass on the
   // state before it: an erasure whose killed values this pass reclaims goes at the next one).
-  report.erasuresDropped = await inTransaction(pool, "gc", (c) => dropErasures(c, t, rules));
+  const erasures = await inTransaction(pool, "gc", (c) => dropErasures(c, t, rules));
+  report.erasuresDropped = erasures.dropped;
   let after: [string, string, string] | null = null;
   for (;;) {
-    const page: PageResult = await inTransaction(pool, "gc", (c) => reclaimPage(c, t, rules, after));
+    const page: PageResult = await inTransaction(pool, "gc", (c) => reclaimPage(c, t, rules, erasures, after));
     report.bytesBefore += page.report.bytesBefore;
     report.bytesAfter += page.report.bytesAfter;
     report.kept += page.report.kept;
@@ -62,7 +63,31 @@ interface PageResult {
   last: [string, string, string] | null;
 }
 
-async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, after: [string, string, string] | null): Promise<PageResult> {
+/** The latest erasure over `scope` (its own or an ancestor's) in `found`, or 0. */
+function eraseSeqOf(found: ReadonlyMap<string, number>, scope: string): number {
+  let seq = 0;
+  for (let s: string | null = scope; s !== null; s = parentScope(s)) seq = Math.max(seq, found.get(s) ?? 0);
+  return seq;
+}
+
+/**
+ * The erasures a pass sees, by scope: `found` as it began (the slots' records are judged on
+ * those, as the engine plans every record on the state before its pass), `kept` after it dropped
+ * some (a slot one of those names is held: the engine drops a slot once no record names it).
+ */
+interface PassErasures {
+  dropped: number;
+  found: ReadonlyMap<string, number>;
+  kept: ReadonlyMap<string, number>;
+}
+
+/** True when `found` holds an erasure of `scope` or an ancestor older than sequence `seq` (gc-policy.ts olderErasurePresent). */
+function olderErasurePresent(found: ReadonlyMap<string, number>, scope: string, seq: number): boolean {
+  for (let s: string | null = scope; s !== null; s = parentScope(s)) if ((found.get(s) ?? seq) < seq) return true;
+  return false;
+}
+
+async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, erasures: PassErasures, after: [string, string, string] | null): Promise<PageResult> {
   const report: PassReport = { bytesBefore: 0, bytesAfter: 0, kept: 0, dropped: 0, retentionDropped: 0, erasuresDropped: 0, durationMs: 0 };
   const meta = await c.query(`SELECT seq FROM ${t.meta} WHERE id = 1`);
   const watermark = Number((meta.rows[0] as { seq: string }).seq);
@@ -76,7 +101,12 @@ async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, after: [
     const windowMs = rules.retentionMsFor(row.scope);
     let f = row.facts;
     report.bytesBefore += row.valueBytes;
-    const reclaim = rules.unsafeGcBySeq ? R.unsafeValueReclaimable(f, watermark) : R.valueReclaimable(f, rules.now, windowMs);
+    const eraseSeq = eraseSeqOf(erasures.found, row.scope);
+    const reclaim = rules.unsafeGcBySeq ? R.unsafeValueReclaimable(f, watermark) : R.valueReclaimable(f, rules.now, windowMs, eraseSeq);
+    // Judged on the row as the pass finds it, as the engine plans on the slot before its pass.
+    const superseded = R.killSuperseded(f.killSeq, f.version, f.physicalRecords, f.physicalRecords > 0);
+    const tombSuperseded = R.killSuperseded(f.tombSeq, f.version, f.physicalRecords, f.physicalRecords > 0);
+    const older = f.physicalRecords > 1;
     if (reclaim) {
       await S.deleteValue(c, t, row.scope, row.key);
       f = { ...f, physicalRecords: 0, reclaimedAt: rules.now };
@@ -84,18 +114,31 @@ async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, after: [
     } else {
       report.bytesAfter += row.valueBytes;
       if (f.physicalRecords > 0) report.kept += 1;
+      // The overwritten values' records the engine held go in this pass.
+      if (older) f = { ...f, physicalRecords: 1 };
     }
-    if (R.retentionDroppable(f, rules.now, windowMs) && undeletedKill(f)) {
+    // A kill a later write superseded is forgotten (the engine drops its TOMBSTONE and, with it,
+    // the kill: gc-policy.ts tombstoneDropped); kept, probe's tombstoneSeq named it for ever.
+    if (superseded) f = { ...f, killSeq: 0, killedGeneration: 0 };
+    if (tombSuperseded) f = { ...f, tombSeq: 0 };
+    const changed = reclaim || superseded || tombSuperseded || older;
+    const olderErasure = olderErasurePresent(erasures.found, row.scope, f.tombSeq);
+    if (R.heldByListingErasure(f.listedSeq, eraseSeqOf(erasures.kept, row.scope)) || R.tombstoneHeldByErasure(f.listedSeq, f.tombSeq, olderErasure)) {
+      // A retained erasure whose list names the slot holds its row whatever its window says
+      // (gc-policy.ts slotEmpty, forgetUnnamedKill), and one older than its forget holds that
+      // forget (tombstoneRecordLive): a restarted engine would rebuild the slot from the erasure.
+      if (changed) await S.putSlot(c, t, row.scope, row.key, f);
+    } else if (R.retentionDroppable(f, rules.now, windowMs) && undeletedKill(f)) {
       // The engine's CLEAR outlives the older kill it cancels (gc-policy.ts clearRecordLive): the
       // pass that drops the kill keeps the undelete, and the slot forgets the killed value and
       // the kill (forgetUnnamedKill) — "absent" with the undelete's generation — until the next
       // pass drops it. Dropped together, the slot's next write took generation 1 on PostgreSQL
       // and 2 on the engine (the fifty-third session's audit).
-      await S.putSlot(c, t, row.scope, row.key, { ...f, version: 0, valueGeneration: 0, killSeq: 0, killedGeneration: 0, expiresAt: 0 });
+      await S.putSlot(c, t, row.scope, row.key, { ...f, version: 0, valueGeneration: 0, killSeq: 0, killedGeneration: 0, expiresAt: 0, listedSeq: 0, tombSeq: 0 });
     } else if (R.retentionDroppable(f, rules.now, windowMs)) {
       await S.deleteSlot(c, t, row.scope, row.key);
       report.retentionDropped += 1;
-    } else if (reclaim) {
+    } else if (changed) {
       await S.putSlot(c, t, row.scope, row.key, f);
     }
   }
@@ -112,24 +155,32 @@ function undeletedKill(f: R.SlotFacts): boolean {
 /**
  * Drops the erasure records the engine's rule lets go (engine/gc-policy.ts eraseRecordLive): one
  * an ancestor's later erasure supersedes, or one whose retention window (its scope's) after its
- * commit has passed while no value row older than it is left in its subtree. Returns how many.
+ * commit has passed while no value older than it may be left in its subtree (a value row older
+ * than it, or a newer one over an overwritten value the engine still holds: gc-policy.ts
+ * mayHoldRecordBefore). Returns how many it dropped, and the sequences it found and kept.
  */
-async function dropErasures(c: S.Queryable, t: Tables, rules: PassRules): Promise<number> {
+async function dropErasures(c: S.Queryable, t: Tables, rules: PassRules): Promise<PassErasures> {
   const res = await c.query(`SELECT tenant, scope, seq, committed_at FROM ${t.erasures}`);
   const erasures = (res.rows as Array<Record<string, unknown>>).map((r) => ({ tenant: r["tenant"] as string, scope: r["scope"] as string, seq: Number(r["seq"]), at: Number(r["committed_at"]) }));
   const seqOf = new Map(erasures.map((e) => [e.scope, e.seq]));
   let dropped = 0;
+  const kept = new Map(seqOf);
   for (const e of erasures) {
     if (!superseded(e.scope, e.seq, seqOf)) {
       if (rules.now < e.at + rules.retentionMsFor(e.scope)) continue;
       const w = S.subtreeWhere("v", e.scope, 2);
-      const older = await c.query(`SELECT 1 FROM ${t.values} v WHERE v.version < $1 AND ${w.sql} LIMIT 1`, [e.seq, ...w.params]);
+      const older = await c.query(
+        `SELECT 1 FROM ${t.values} v JOIN ${t.slots} s ON s.tenant = v.tenant AND s.scope = v.scope AND s.key = v.key
+         WHERE (v.version < $1 OR s.older_values > 0) AND ${w.sql} LIMIT 1`,
+        [e.seq, ...w.params],
+      );
       if (older.rows.length > 0) continue;
     }
     await c.query(`DELETE FROM ${t.erasures} WHERE tenant = $1 AND scope = $2`, [e.tenant, e.scope]);
+    kept.delete(e.scope);
     dropped += 1;
   }
-  return dropped;
+  return { dropped, found: seqOf, kept };
 }
 
 /** True when an ancestor of `scope` has an erasure later than `seq`. */

@@ -38,7 +38,12 @@ export function tablesOf(schema: string): Tables {
  * engram_erasures the latest erasure of each erased scope (its sequence and commit time), kept as
  * long as the engine keeps its SCOPE_ERASE record: probe reports it as the tombstoneSeq of every
  * slot under it, written before or after it, as the engine does. Added after format 1's first
- * stores: CREATE ... IF NOT EXISTS adds it to an older store at its next open.
+ * stores: CREATE ... IF NOT EXISTS adds it to an older store at its next open. Three slot columns
+ * came with them (upgrade() below adds them to an older store at its next open): listed_seq, the
+ * latest erasure that killed the slot (rules/gc-rule.ts heldByListingErasure), tomb_seq, the
+ * slot's own latest forget while the engine would keep its TOMBSTONE record, and older_values,
+ * 1 while the engine would still hold a record of a value the current one overwrote (until the
+ * next gc pass: the rules that wait for "the only value record" wait for the same pass).
  */
 export function ddl(t: Tables): string[] {
   return [
@@ -49,6 +54,7 @@ export function ddl(t: Tables): string[] {
       version BIGINT NOT NULL, value_gen BIGINT NOT NULL, generation BIGINT NOT NULL,
       kill_seq BIGINT NOT NULL, killed_gen BIGINT NOT NULL, clear_seq BIGINT NOT NULL,
       expires_at BIGINT NOT NULL, reclaimed_at BIGINT NOT NULL,
+      listed_seq BIGINT NOT NULL, older_values SMALLINT NOT NULL, tomb_seq BIGINT NOT NULL,
       PRIMARY KEY (tenant, scope, key))`,
     `CREATE TABLE IF NOT EXISTS ${t.values} (
       tenant TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
@@ -58,5 +64,24 @@ export function ddl(t: Tables): string[] {
       tenant TEXT NOT NULL, scope TEXT NOT NULL, seq BIGINT NOT NULL, committed_at BIGINT NOT NULL,
       PRIMARY KEY (tenant, scope))`,
     `INSERT INTO ${t.meta} (id, seq, format) VALUES (1, 0, 1) ON CONFLICT (id) DO NOTHING`,
+  ];
+}
+
+/** Selects a row when engram_slots already has the fifty-fourth session's columns (else the store needs upgrade()). */
+export function upgradedQuery(t: Tables): { sql: string; params: string[] } {
+  return { sql: `SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'engram_slots' AND column_name = 'tomb_seq'`, params: [t.schema] };
+}
+
+/**
+ * Adds the fifty-fourth session's slot columns to a store made before (idempotent, so racing
+ * openers may both run it): listed_seq and older_values zero, tomb_seq the row's kill_seq (an
+ * older store's kills count as the slot's own forgets: kept the longer, never dropped early).
+ */
+export function upgrade(t: Tables): string[] {
+  return [
+    `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS listed_seq BIGINT NOT NULL DEFAULT 0`,
+    `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS older_values SMALLINT NOT NULL DEFAULT 0`,
+    `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS tomb_seq BIGINT NOT NULL DEFAULT -1`,
+    `UPDATE ${t.slots} SET tomb_seq = kill_seq WHERE tomb_seq = -1`,
   ];
 }

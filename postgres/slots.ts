@@ -33,7 +33,7 @@ export function tenantOf(scope: string): string {
 
 /** The columns every slot query selects, over `s` (slots) LEFT JOIN `v` (values). */
 export const SLOT_COLUMNS =
-  "s.scope, s.key, s.version, s.value_gen, s.generation, s.kill_seq, s.killed_gen, s.clear_seq, s.expires_at, s.reclaimed_at, " +
+  "s.scope, s.key, s.version, s.value_gen, s.generation, s.kill_seq, s.killed_gen, s.clear_seq, s.expires_at, s.reclaimed_at, s.listed_seq, s.older_values, s.tomb_seq, " +
   "(v.key IS NOT NULL) AS has_value, COALESCE(octet_length(v.bytes), 0) AS nbytes";
 
 /** `s LEFT JOIN v` on the slot's full key. */
@@ -71,8 +71,11 @@ export function rowOf(r: Record<string, unknown>): SlotRow {
       killedGeneration: num(r["killed_gen"]),
       clearSeq: num(r["clear_seq"]),
       expiresAt: num(r["expires_at"]),
-      physicalRecords: r["has_value"] === true ? 1 : 0,
+      // The value row, and the overwritten value the engine would still hold (older_values).
+      physicalRecords: r["has_value"] === true ? 1 + num(r["older_values"]) : 0,
       reclaimedAt: num(r["reclaimed_at"]),
+      listedSeq: num(r["listed_seq"]),
+      tombSeq: num(r["tomb_seq"]),
     },
     kind: r["kind"] === null || r["kind"] === undefined ? null : num(r["kind"]),
     bytes,
@@ -128,15 +131,21 @@ export async function putErasure(c: Queryable, t: Tables, scope: string, seq: nu
   );
 }
 
+/** older_values of facts `f`: 1 while a record of an overwritten value would remain (physicalRecords above 1). */
+export function olderOf(f: SlotFacts): number {
+  return f.physicalRecords > 1 ? 1 : 0;
+}
+
 /** Writes a slot's retention record (insert or replace every column). */
 export async function putSlot(c: Queryable, t: Tables, scope: string, key: string, f: SlotFacts): Promise<void> {
   await c.query(
-    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
      ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, value_gen = EXCLUDED.value_gen,
        generation = EXCLUDED.generation, kill_seq = EXCLUDED.kill_seq, killed_gen = EXCLUDED.killed_gen,
-       clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at`,
-    [tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt],
+       clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at,
+       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq`,
+    [tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt, f.listedSeq, olderOf(f), f.tombSeq],
   );
 }
 
@@ -200,15 +209,17 @@ export async function putSlots(c: Queryable, t: Tables, rows: Array<{ scope: str
   if (rows.length === 0) return;
   const col = (f: (x: SlotFacts) => number): number[] => rows.map((r) => f(r.facts));
   await c.query(
-    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[])
+    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::smallint[], $14::bigint[])
      ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, value_gen = EXCLUDED.value_gen,
        generation = EXCLUDED.generation, kill_seq = EXCLUDED.kill_seq, killed_gen = EXCLUDED.killed_gen,
-       clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at`,
+       clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at,
+       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq`,
     [
       rows.map((r) => tenantOf(r.scope)), rows.map((r) => r.scope), rows.map((r) => r.key),
       col((f) => f.version), col((f) => f.valueGeneration), col((f) => f.generation), col((f) => f.killSeq),
       col((f) => f.killedGeneration), col((f) => f.clearSeq), col((f) => f.expiresAt), col((f) => f.reclaimedAt),
+      col((f) => f.listedSeq), col(olderOf), col((f) => f.tombSeq),
     ],
   );
 }
@@ -231,12 +242,13 @@ export async function putValues(c: Queryable, t: Tables, rows: Array<{ scope: st
  * slot's retention record and, when given, its value row — one round trip instead of three.
  */
 export async function commitSlot(c: Queryable, t: Tables, seq: number, scope: string, key: string, f: SlotFacts, value: string | Uint8Array | null): Promise<void> {
-  const params: unknown[] = [seq, tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt];
-  const slot = `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at)
-     VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+  const params: unknown[] = [seq, tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt, f.listedSeq, olderOf(f), f.tombSeq];
+  const slot = `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq)
+     VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
      ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, value_gen = EXCLUDED.value_gen,
        generation = EXCLUDED.generation, kill_seq = EXCLUDED.kill_seq, killed_gen = EXCLUDED.killed_gen,
-       clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at`;
+       clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at,
+       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq`;
   const meta = `UPDATE ${t.meta} SET seq = $1 WHERE id = 1`;
   if (value === null) {
     await c.query(`WITH m AS (${meta} RETURNING 1) ${slot}`, params);
@@ -246,7 +258,7 @@ export async function commitSlot(c: Queryable, t: Tables, seq: number, scope: st
   params.push(typeof value === "string" ? 0 : 1, bytes);
   await c.query(
     `WITH m AS (${meta} RETURNING 1), s AS (${slot} RETURNING 1)
-     INSERT INTO ${t.values} (tenant, scope, key, version, generation, kind, bytes) VALUES ($2, $3, $4, $5, $6, $13, $14)
+     INSERT INTO ${t.values} (tenant, scope, key, version, generation, kind, bytes) VALUES ($2, $3, $4, $5, $6, $16, $17)
      ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, generation = EXCLUDED.generation,
        kind = EXCLUDED.kind, bytes = EXCLUDED.bytes`,
     params,

@@ -33,10 +33,21 @@ export interface SlotFacts {
   clearSeq: number;
   /** Expiry of the latest value in ms since epoch; 0 for never. */
   expiresAt: number;
-  /** Value records of the slot still physically present. */
+  /**
+   * Value records of the slot still physically present: the latest value's and, until the next
+   * pass, those of values it overwrote (the engine counts them; PostgreSQL counts the one an
+   * engine would still hold, so that the rules below wait for the same pass).
+   */
   physicalRecords: number;
   /** When physicalRecords last reached zero (ms); 0 while records remain. */
   reclaimedAt: number;
+  /** Sequence of the latest erasure whose list named the slot (killed it); 0 for none. */
+  listedSeq: number;
+  /**
+   * Sequence of the slot's own latest forget while its record is kept (the engine's TOMBSTONE:
+   * forgotten once a later value superseded it); 0 for none. An erasure's kill is not one.
+   */
+  tombSeq: number;
 }
 
 // The rule in plain numbers: the engine's keydir (engine/keydir.ts, engine/gc-policy.ts) and the
@@ -51,6 +62,38 @@ export function versionSurvivesKill(version: number, killSeq: number): boolean {
 /** True when a kill at `killSeq` stands: no later value (`version`) and no later undelete (`clearSeq`). */
 export function killStands(killSeq: number, version: number, clearSeq: number): boolean {
   return killSeq > 0 && killSeq >= version && killSeq > clearSeq;
+}
+
+/**
+ * True when a kill at `killSeq` is superseded: a later value (`version`) cleared it and that value
+ * is the slot's only value record left (`currentPresent`, `physicalRecords` 1), or none is left.
+ * Such a kill guards no older value (I6: nothing it killed is left to resurrect), so gc forgets it:
+ * the engine drops its TOMBSTONE record (and the next recovery, which no longer finds it, forgets
+ * the kill), and PostgreSQL clears the slot's kill columns at the same pass.
+ */
+export function killSuperseded(killSeq: number, version: number, physicalRecords: number, currentPresent: boolean): boolean {
+  if (killSeq === 0 || version <= killSeq) return false;
+  return physicalRecords === 0 || (physicalRecords === 1 && currentPresent);
+}
+
+/**
+ * True when an erasure still retained over the slot's scope (`scopeEraseSeq`, 0: none) may list an
+ * older version of the slot (`listedSeq`: an erasure once named it). Such a slot keeps its expired
+ * value and its retention record: without them the next recovery would rebuild the slot from the
+ * erasure's list, killed at that older version and generation. Both go once the erasure has.
+ */
+export function heldByListingErasure(listedSeq: number, scopeEraseSeq: number): boolean {
+  return listedSeq !== 0 && scopeEraseSeq !== 0;
+}
+
+/**
+ * True when the slot's own forget at `tombSeq` must be kept whatever its window says: an erasure
+ * older than it (`olderErasurePresent`) is still retained and once named the slot (`listedSeq`
+ * below `tombSeq`). Without the forget's record the next recovery would rebuild the slot from
+ * that erasure's list, at an older version and generation.
+ */
+export function tombstoneHeldByErasure(listedSeq: number, tombSeq: number, olderErasurePresent: boolean): boolean {
+  return listedSeq !== 0 && listedSeq < tombSeq && olderErasurePresent;
 }
 
 /** True when a value expiring at `expiresAt` (0: never) has expired at `now`. */
@@ -86,18 +129,22 @@ export function valueReadable(s: SlotFacts, now: number): boolean {
 
 /**
  * True when the slot's value record may be reclaimed at `now` (the safe, generation-keyed rule):
- * it was killed at a generation at or above its own, or it expired and the retention window after
- * its expiry has passed. Checked as a pair: a value that survives its kill by sequence must be of
+ * it was killed at a generation at or above its own, or it expired, is the slot's only value
+ * record, the retention window after its expiry has passed and no retained erasure
+ * (`scopeEraseSeq`: the latest over its scope, 0 for none) may list an older version of it
+ * (heldByListingErasure). Checked as a pair: a value that survives its kill by sequence must be of
  * a generation above the killed one (I5), else the state itself is corrupt.
  */
-export function valueReclaimable(s: SlotFacts, now: number, retentionMs: number): boolean {
+export function valueReclaimable(s: SlotFacts, now: number, retentionMs: number, scopeEraseSeq = 0): boolean {
   if (s.physicalRecords === 0) return false;
   const killed = s.killSeq > 0 && s.valueGeneration <= s.killedGeneration;
   if (killed !== !valueSurvives(s) && s.killSeq > 0) {
     throw new InternalError(`I5: value v${s.version} gen ${s.valueGeneration} against kill ${s.killSeq} of gen ${s.killedGeneration}`);
   }
   if (killed) return true;
-  return valueExpired(s, now) && now >= s.expiresAt + retentionMs;
+  // An expired value goes only as its slot's last value record: an older one would win at recovery.
+  if (!valueExpired(s, now) || s.physicalRecords > 1 || now < s.expiresAt + retentionMs) return false;
+  return !heldByListingErasure(s.listedSeq, scopeEraseSeq);
 }
 
 /**
@@ -115,11 +162,13 @@ export function retentionLive(s: SlotFacts, now: number, retentionMs: number): b
 
 /**
  * True when the slot's retention record may be dropped at `now`: no value remains, and either
- * nothing but the (gone) value held it — no kill, no clear — or its window has passed.
+ * nothing but the (gone) value held it — no forget of its own, no clear: a slot an erasure alone
+ * killed is held by that erasure (heldByListingErasure), as the engine's is by its record — or
+ * its window has passed.
  */
 export function retentionDroppable(s: SlotFacts, now: number, retentionMs: number): boolean {
   if (s.physicalRecords > 0) return false;
-  if (s.killSeq === 0 && s.clearSeq === 0) return true;
+  if (s.tombSeq === 0 && s.clearSeq === 0) return true;
   return !retentionLive(s, now, retentionMs);
 }
 

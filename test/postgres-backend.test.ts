@@ -17,7 +17,9 @@
  * transaction (its server backend terminated while it waits for a lock) rejects that call with an
  * IoError instead of killing the process, and the store goes on; (10) a connection that goes silent
  * (a proxy stops forwarding) rejects the call after the URL's queryTimeoutMs, and the store goes on
- * once the network is back; out-of-bounds queryTimeoutMs values are refused.
+ * once the network is back; out-of-bounds queryTimeoutMs values are refused; (11) a store made
+ * before the slot columns listed_seq, older_values and tomb_seq opens: they are added, a kill its
+ * rows hold counts as the slot's own forget (tomb_seq = kill_seq), and probe answers as before.
  * Skipped, visibly, when no server could start.
  */
 import { existsSync, rmSync } from "node:fs";
@@ -310,6 +312,23 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
   it("refuses a queryTimeoutMs outside its bounds with INVALID_ARGUMENT", async () => {
     for (const v of ["0", "99", "abc", "3600001"]) {
       await expect(Engram.open(`${storeUrl(`${tag}_qt`)}&queryTimeoutMs=${v}`), v).rejects.toMatchObject({ code: "INVALID_ARGUMENT" });
+    }
+  });
+  it("a store made before listed_seq, older_values and tomb_seq gets them at its next open, its kills kept as the slots' own forgets", async () => {
+    const schema = `${tag}_upgrade`;
+    const s = await Engram.open(storeUrl(schema), { durability: "none" });
+    await s.write("k", "v1");
+    await s.forget("k");
+    await s.close();
+    const db = inspect as pg.Pool;
+    for (const col of ["listed_seq", "older_values", "tomb_seq"]) await db.query(`ALTER TABLE "${schema}".engram_slots DROP COLUMN ${col}`);
+    const again = await Engram.open(storeUrl(schema), { durability: "none" });
+    try {
+      const row = await db.query(`SELECT kill_seq, tomb_seq, listed_seq, older_values FROM "${schema}".engram_slots`);
+      expect(row.rows).toEqual([{ kill_seq: "2", tomb_seq: "2", listed_seq: "0", older_values: 0 }]);
+      expect(await again.probe("k")).toMatchObject({ state: "tombstoned", version: 1, tombstoneSeq: 2 });
+    } finally {
+      await again.close();
     }
   });
 });

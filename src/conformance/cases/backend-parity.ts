@@ -8,7 +8,11 @@
  * gives — the reference — so that any backend must give them too: a batch spends one sequence on
  * its commit, an undelete's slot outlives the pass that drops the kill it cancelled, a slot that a
  * forgetScope kills after its value went is kept a window from the erasure, and a key first
- * written under a retained erasure reports that erasure as its tombstoneSeq.
+ * written under a retained erasure reports that erasure as its tombstoneSeq. The fifty-fourth
+ * session's second round added: a forget a later write superseded is forgotten at gc (one pass
+ * later while the value it killed was still there), an erasure stays while an overwritten value
+ * may remain, an expired value under an erasure that named its slot stays while the erasure does,
+ * and a slot an erasure alone killed goes with the erasure.
  *
  * Property stressed: the same operations give the same answers on every backend.
  */
@@ -100,6 +104,89 @@ export function backendParityCases(h: Harness): void {
         expect(await store.probe("k", { scope: "a/b" })).toMatchObject({ state: "live", tombstoneSeq: e.tombstoneSeq });
         expect(await store.probe("k", { scope: "c" })).toMatchObject({ state: "live", tombstoneSeq: null });
         expect(await store.probe("never", { scope: "a" })).toMatchObject({ state: "absent", tombstoneSeq: null });
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("a forget that a later write superseded is forgotten at the gc pass that finds the write the slot's only value", async () => {
+      const { store } = await clocked(h);
+      try {
+        await store.write("k", "v1");
+        await store.forget("k");
+        await store.gc(); // the forgotten value goes: the later write is the slot's only value
+        await store.write("k", "v2", { clearTombstone: true });
+        expect(await store.probe("k")).toMatchObject({ state: "live", version: 3, generation: 2, tombstoneSeq: 2 });
+        await store.gc();
+        expect(await store.probe("k")).toMatchObject({ state: "live", version: 3, generation: 2, tombstoneSeq: null });
+        expect((await store.write("k", "v3")).generation).toBe(2);
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("a value a write overwrote counts until the next pass: the forget it superseded goes one pass later", async () => {
+      const { store } = await clocked(h);
+      try {
+        await store.write("k", "v1");
+        await store.forget("k");
+        await store.write("k", "v2", { clearTombstone: true }); // the killed value's record is still there
+        await store.gc(); // reclaims it; the forget still stood over a record when the pass began
+        expect(await store.probe("k")).toMatchObject({ state: "live", version: 3, tombstoneSeq: 2 });
+        await store.gc();
+        expect(await store.probe("k")).toMatchObject({ state: "live", version: 3, tombstoneSeq: null });
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("an erasure stays while a value it may list is overwritten but not yet reclaimed", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1", { scope: "a" });
+        const e = await store.forgetScope("a");
+        await store.write("k", "v2", { scope: "a", clearTombstone: true });
+        await store.write("k", "v3", { scope: "a" }); // v2's record remains until a pass
+        advance(RETENTION_MS + 1); // past the erasure's window
+        await store.gc(); // v1 and v2 go; the erasure stays: they were there when the pass began
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "live", version: 4, tombstoneSeq: e.tombstoneSeq });
+        await store.gc();
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "live", version: 4, tombstoneSeq: null });
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("an expired value written after an erasure that named its slot stays while that erasure does", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1", { scope: "a" });
+        await store.write("x", "x1", { scope: "a" });
+        const e = await store.forgetScope("a");
+        await store.write("k", "v2", { scope: "a", clearTombstone: true, ttlMs: 100 });
+        await store.gc(); // v1 and x1 go
+        advance(RETENTION_MS + 101); // past the erasure's window and the expired value's
+        await store.gc(); // the erasure held the value when the pass began: both stay this pass
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "expired", version: 4, generation: 2 });
+        await store.gc();
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
+        expect(e.tombstoneSeq).toBe(3);
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("a slot an erasure alone killed goes with the erasure, not a window after its value", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1", { scope: "a" });
+        await store.forgetScope("a");
+        advance(RETENTION_MS / 2);
+        await store.gc(); // the value goes now; the erasure's window runs from its commit
+        advance(RETENTION_MS / 2 + 1);
+        await store.gc(); // the erasure goes, and the slot with it
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false, tombstoneSeq: null });
+        expect((await store.write("k", "v2", { scope: "a" })).generation).toBe(1);
       } finally {
         await store.close();
       }
