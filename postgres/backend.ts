@@ -16,6 +16,7 @@ import type { SlotFacts } from "../rules/gc-rule.js";
 import { VALUE_BYTES_MAX } from "../rules/limits.js";
 import { scopeLineage } from "../rules/names.js";
 import type * as T from "../rules/types.js";
+import { ERASE_LIST_CHUNK_BYTES } from "../segments/erase-list.js";
 import { matchScopeRule, type PgOptions } from "./options.js";
 import { ddl, upgrade, upgradedQuery, type Tables } from "./schema.js";
 import * as S from "./slots.js";
@@ -265,14 +266,21 @@ export class PgBackend implements T.Backend {
         const now = this.o.clock();
         const seq = (await S.lockSeq(c, this.t)) + 1;
         const where = S.subtreeWhere("s", s, 2);
-        const counted = await c.query(`SELECT count(*) FILTER (WHERE ${LIVE}) AS n FROM ${S.joined(this.t)} WHERE ${where.sql}`, [now, ...where.params]);
+        const counted = await c.query(
+          `SELECT count(*) FILTER (WHERE ${LIVE}) AS n, COALESCE(sum(${ERASE_ENTRY_BYTES}), 0) AS list_bytes FROM ${S.joined(this.t)} WHERE ${where.sql}`,
+          [now, ...where.params],
+        );
         const slots = Number((counted.rows[0] as { n: unknown }).n);
+        // The engine writes an erase list over ERASE_LIST_CHUNK_BYTES as several records and a
+        // BATCH_COMMIT at the next sequence: the same calls give the same versions only if this
+        // store spends that sequence too.
+        const last = Number((counted.rows[0] as { list_bytes: unknown }).list_bytes) > ERASE_LIST_CHUNK_BYTES ? seq + 1 : seq;
         // Every slot is named by the erasure (listed_seq): its engram_erasures row holds the
         // slot while it stays (gc: heldByListingErasure), as the engine's SCOPE_ERASE record does.
         const w1 = S.subtreeWhere("s", s, 2);
         await c.query(`UPDATE ${this.t.slots} s SET kill_seq = $1, killed_gen = s.generation, listed_seq = $1 WHERE ${w1.sql}`, [seq, ...w1.params]);
         await S.putErasure(c, this.t, s, seq, now);
-        await S.setSeq(c, this.t, seq);
+        await S.setSeq(c, this.t, last);
         if (reclaim === "lazy") return { ok: true as const, tombstoneSeq: seq, slots };
         const w2 = S.subtreeWhere("s", s, 2);
         await c.query(
@@ -558,6 +566,8 @@ function lastPerSlot(decided: Decided[]): Decided[] {
 
 /** rules/gc-rule.ts valueReadable over `s` LEFT JOIN `v`, with $1 = now. */
 const LIVE = "v.key IS NOT NULL AND s.version > s.kill_seq AND (s.expires_at = 0 OR s.expires_at > $1)";
+/** Bytes a slot of `s` takes in the engine's erase list (segments/erase-list.ts entryBytes). */
+const ERASE_ENTRY_BYTES = "20 + octet_length(s.scope) + octet_length(s.key)";
 /** rules/gc-rule.ts slotTombstoned over `s`. */
 const TOMBSTONED = "s.kill_seq > 0 AND s.kill_seq >= s.version AND s.kill_seq > s.clear_seq";
 

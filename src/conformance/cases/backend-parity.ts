@@ -12,7 +12,8 @@
  * session's second round added: a forget a later write superseded is forgotten at gc (one pass
  * later while the value it killed was still there), an erasure stays while an overwritten value
  * may remain, an expired value under an erasure that named its slot stays while the erasure does,
- * and a slot an erasure alone killed goes with the erasure.
+ * a slot an erasure alone killed goes with the erasure, and an erasure over more than 4 MiB of
+ * names spends one more sequence.
  *
  * Property stressed: the same operations give the same answers on every backend.
  */
@@ -171,6 +172,23 @@ export function backendParityCases(h: Harness): void {
         await store.gc();
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
         expect(e.tombstoneSeq).toBe(3);
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("an erasure whose list of names passes 4 MiB spends one more sequence (the engine's chunked records and their commit)", async () => {
+      const { store } = await clocked(h);
+      try {
+        const pad = "k".repeat(1000);
+        const ops = Array.from({ length: 4300 }, (_, i) => ({ op: "write" as const, scope: "big", key: `${pad}${i}`, value: "" }));
+        await store.batch(ops); // sequences 1..4300, the commit 4301
+        const e = await store.forgetScope("big"); // 4300 entries of ~1028 bytes: over 4 MiB
+        expect(e.tombstoneSeq).toBe(4302);
+        expect((await store.write("after", "v")).version).toBe(4304);
+        const small = await store.forgetScope("other");
+        expect(small.tombstoneSeq).toBe(4305);
+        expect((await store.write("after", "v")).version).toBe(4306);
       } finally {
         await store.close();
       }
