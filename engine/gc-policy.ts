@@ -14,7 +14,7 @@
  */
 import { isExpired, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
 import { parentScope, scopeWithin } from "../rules/names.js";
-import { heldByListingErasure, killSuperseded, retentionWindowOpen, tombstoneHeldByErasure, versionSurvivesKill } from "../rules/gc-rule.js";
+import { clearRecordHeld, heldByListingErasure, killSuperseded, retentionWindowOpen, tombstoneHeldByErasure, versionSurvivesKill } from "../rules/gc-rule.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
 export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retentionMs: number): boolean {
@@ -144,9 +144,8 @@ export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: fal
  */
 export function clearRecordLive(slot: Slot, now: number, retentionMs: number, keydir?: Keydir): boolean {
   if (slot.clearSeg === 0) return false;
-  if (slot.tombSeg !== 0 && slot.tombSeq < slot.clearSeq) return true;
-  if (keydir !== undefined && olderErasurePresent(keydir, slot.scope, slot.clearSeq)) return true;
-  return slot.clearSeq > slot.tombSeq && retentionLive(slot, now, retentionMs);
+  const olderErasure = keydir !== undefined && olderErasurePresent(keydir, slot.scope, slot.clearSeq);
+  return clearRecordHeld(slot.tombSeg !== 0, slot.tombSeq, slot.clearSeq, olderErasure, retentionLive(slot, now, retentionMs));
 }
 
 /** True when a retained erasure of `scope` or an ancestor is older than sequence `seq`. */

@@ -121,25 +121,12 @@ async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, erasures
     // the kill: gc-policy.ts tombstoneDropped); kept, probe's tombstoneSeq named it for ever.
     if (superseded) f = { ...f, killSeq: 0, killedGeneration: 0 };
     if (tombSuperseded) f = { ...f, tombSeq: 0 };
-    const changed = reclaim || superseded || tombSuperseded || older;
-    const olderErasure = olderErasurePresent(erasures.found, row.scope, f.tombSeq);
-    if (R.heldByListingErasure(f.listedSeq, eraseSeqOf(erasures.kept, row.scope)) || R.tombstoneHeldByErasure(f.listedSeq, f.tombSeq, olderErasure)) {
-      // A retained erasure whose list names the slot holds its row whatever its window says
-      // (gc-policy.ts slotEmpty, forgetUnnamedKill), and one older than its forget holds that
-      // forget (tombstoneRecordLive): a restarted engine would rebuild the slot from the erasure.
-      if (changed) await S.putSlot(c, t, row.scope, row.key, f);
-    } else if (R.retentionDroppable(f, rules.now, windowMs) && undeletedKill(f)) {
-      // The engine's CLEAR outlives the older kill it cancels (gc-policy.ts clearRecordLive): the
-      // pass that drops the kill keeps the undelete, and the slot forgets the killed value and
-      // the kill (forgetUnnamedKill) — "absent" with the undelete's generation — until the next
-      // pass drops it. Dropped together, the slot's next write took generation 1 on PostgreSQL
-      // and 2 on the engine (the fifty-third session's audit).
-      await S.putSlot(c, t, row.scope, row.key, { ...f, version: 0, valueGeneration: 0, killSeq: 0, killedGeneration: 0, expiresAt: 0, listedSeq: 0, tombSeq: 0 });
-    } else if (R.retentionDroppable(f, rules.now, windowMs)) {
+    const next = slotAfterPass(row.facts, f, row.scope, erasures, rules.now, windowMs);
+    if (next === null) {
       await S.deleteSlot(c, t, row.scope, row.key);
       report.retentionDropped += 1;
-    } else if (changed) {
-      await S.putSlot(c, t, row.scope, row.key, f);
+    } else if (next !== f || reclaim || superseded || tombSuperseded || older) {
+      await S.putSlot(c, t, row.scope, row.key, next);
     }
   }
   const lastRow = res.rows[res.rows.length - 1] as Record<string, unknown> | undefined;
@@ -147,9 +134,27 @@ async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, erasures
   return { report, last: full ? [lastRow["tenant"] as string, lastRow["scope"] as string, lastRow["key"] as string] : null };
 }
 
-/** True when the slot holds both a kill and a later undelete that cancelled it. */
-function undeletedKill(f: R.SlotFacts): boolean {
-  return f.killSeq > 0 && f.clearSeq > f.killSeq;
+/**
+ * The slot's row after a pass, or null when it goes: the engine's records of the slot, judged on
+ * the state before the pass (`pre`; `post` is the row after its value and superseded kills were
+ * decided). It stays while a value record, its forget's record (gc-policy.ts tombstoneRecordLive)
+ * or an erasure that names it and outlives the pass (slotEmpty) holds it. Held by its undelete's
+ * record alone (clearRecordLive), it forgets the killed value and the kill (forgetUnnamedKill):
+ * "absent" with the undelete's generation until a later pass drops the undelete too (the
+ * fifty-third session's audit: dropped at once, the next write took generation 1, not 2).
+ */
+function slotAfterPass(pre: R.SlotFacts, post: R.SlotFacts, scope: string, erasures: PassErasures, now: number, windowMs: number): R.SlotFacts | null {
+  const open = R.retentionWindowOpen(pre.physicalRecords, pre.reclaimedAt, now, windowMs);
+  const tombLive = post.tombSeq > 0 && (open || R.tombstoneHeldByErasure(pre.listedSeq, post.tombSeq, olderErasurePresent(erasures.found, scope, post.tombSeq)));
+  if (post.physicalRecords > 0 || tombLive || R.heldByListingErasure(post.listedSeq, eraseSeqOf(erasures.kept, scope))) {
+    // The forget's record goes while the slot stays: the slot forgets it, as a restarted engine,
+    // which finds no record of it, does (probe's tombstoneSeq; the undelete's record then follows
+    // its window). The kill itself stays in kill_seq: the value it killed is still dead.
+    return tombLive || post.tombSeq === 0 ? post : { ...post, tombSeq: 0 };
+  }
+  const clearLive = pre.clearSeq > 0 && R.clearRecordHeld(pre.tombSeq > 0, pre.tombSeq, pre.clearSeq, olderErasurePresent(erasures.found, scope, pre.clearSeq), open);
+  if (!clearLive) return null;
+  return { ...post, version: 0, valueGeneration: 0, killSeq: 0, killedGeneration: 0, expiresAt: 0, listedSeq: 0, tombSeq: 0 };
 }
 
 /**

@@ -96,6 +96,17 @@ export function tombstoneHeldByErasure(listedSeq: number, tombSeq: number, older
   return listedSeq !== 0 && listedSeq < tombSeq && olderErasurePresent;
 }
 
+/**
+ * True when an undelete's record at `clearSeq` must be kept: the forget it cancelled still has its
+ * record (`tombRecord`, at `tombSeq` below it), or a retained erasure older than it
+ * (`olderErasurePresent`) could otherwise come back un-cancelled after a restart (an undelete lost
+ * after GC, issue 9 defect 5); with no such kill left, while its slot's window is open (`windowOpen`).
+ */
+export function clearRecordHeld(tombRecord: boolean, tombSeq: number, clearSeq: number, olderErasurePresent: boolean, windowOpen: boolean): boolean {
+  if (tombRecord && tombSeq < clearSeq) return true;
+  return olderErasurePresent || (clearSeq > tombSeq && windowOpen);
+}
+
 /** True when a value expiring at `expiresAt` (0: never) has expired at `now`. */
 export function expiredAt(expiresAt: number, now: number): boolean {
   return expiresAt !== 0 && now >= expiresAt;

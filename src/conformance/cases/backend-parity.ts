@@ -12,8 +12,9 @@
  * session's second round added: a forget a later write superseded is forgotten at gc (one pass
  * later while the value it killed was still there), an erasure stays while an overwritten value
  * may remain, an expired value under an erasure that named its slot stays while the erasure does,
- * a slot an erasure alone killed goes with the erasure, and an erasure over more than 4 MiB of
- * names spends one more sequence.
+ * a slot an erasure alone killed goes with the erasure, an undelete's record is judged against the
+ * forget's record (not a later erasure's kill, nor a forget whose record already went), and an
+ * erasure over more than 4 MiB of names spends one more sequence.
  *
  * Property stressed: the same operations give the same answers on every backend.
  */
@@ -172,6 +173,45 @@ export function backendParityCases(h: Harness): void {
         await store.gc();
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
         expect(e.tombstoneSeq).toBe(3);
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("an undelete outlives its forget's record by a pass also when a later erasure killed the slot again", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1", { scope: "a" });
+        await store.forget("k", { scope: "a" });
+        await store.gc(); // the value goes: the forget's window runs from here
+        expect((await store.undelete("k", { scope: "a" })).generation).toBe(2);
+        await store.forgetScope("a"); // kills the undeleted slot again
+        advance(RETENTION_MS + 1);
+        await store.gc(); // the erasure and the forget go; the undelete stays a pass, the kill forgotten
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, version: null, generation: 2, tombstoneSeq: null });
+        await store.gc();
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("a forget whose record went while an erasure held its slot no longer holds the undelete when the erasure goes", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1", { scope: "a" });
+        await store.forget("k", { scope: "a" });
+        await store.gc(); // the value goes: the forget's window runs from here
+        await store.undelete("k", { scope: "a" });
+        advance(RETENTION_MS / 2);
+        const e = await store.forgetScope("a"); // holds the slot for its own window
+        advance(RETENTION_MS / 2 + 1);
+        await store.gc(); // the forget's window passed: its record goes, the erasure holds the slot
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "reclaimed", retentionPresent: true, version: 1, tombstoneSeq: e.tombstoneSeq });
+        advance(RETENTION_MS / 2);
+        await store.gc(); // the erasure goes, and with nothing older to cancel the undelete goes too
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
+        expect((await store.write("k", "v2", { scope: "a" })).generation).toBe(1);
       } finally {
         await store.close();
       }
