@@ -1,6 +1,8 @@
 /**
  * The GC rule and probe's state function as pure functions over plain numbers, shared by every
- * backend (the PostgreSQL backend uses them today; the lead wires engine/gc-policy.ts to them).
+ * backend (postgres/ decides with them; engine/gc-policy.ts imports the record-level decisions it
+ * shares with PostgreSQL: killSuperseded, heldByListingErasure, tombstoneHeldByErasure,
+ * clearRecordHeld, versionSurvivesKill, retentionWindowOpen).
  *
  * The rule, exactly as engine/gc-policy.ts and DESIGN.md state it: a value record is garbage when
  * its slot points elsewhere, when its generation is at or below the generation its slot's
