@@ -13,8 +13,8 @@
  * goes once that PUT is the only value record left (tombstoneRecordLive).
  */
 import { isExpired, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
-import { parentScope, scopeWithin } from "../rules/names.js";
-import { clearRecordHeld, heldByListingErasure, killSuperseded, retentionWindowOpen, tombstoneHeldByErasure, versionSurvivesKill } from "../rules/gc-rule.js";
+import { parentScope } from "../rules/names.js";
+import { clearRecordHeld, erasureHeldByOlderOverlapping, heldByListingErasure, killSuperseded, retentionWindowOpen, tombstoneHeldByErasure, versionSurvivesKill } from "../rules/gc-rule.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
 export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retentionMs: number): boolean {
@@ -183,11 +183,7 @@ export function eraseRecordLive(keydir: Keydir, scope: string, erase: EraseRecor
  */
 function olderOverlappingErasure(keydir: Keydir, scope: string, seq: number): boolean {
   if (keydir.erases.size <= 1 || unsafeTombstoneForTests.dropOverlapping) return false;
-  for (let s = parentScope(scope); s !== null; s = parentScope(s)) {
-    const e = keydir.erases.get(s);
-    if (e !== undefined && e.seq < seq) return true;
-  }
-  for (const [s, e] of keydir.erases) if (e.seq < seq && s !== scope && scopeWithin(s, scope)) return true;
+  for (const [s, e] of keydir.erases) if (erasureHeldByOlderOverlapping(s, e.seq, scope, seq)) return true; // the rule PostgreSQL shares
   return false;
 }
 

@@ -23,7 +23,7 @@ import * as S from "./slots.js";
 import { inTransaction, mapError, query } from "./tx.js";
 import { reclaimPass, type PassReport } from "./reclaim.js";
 
-const EMPTY: SlotFacts = { version: 0, valueGeneration: 0, generation: 0, killSeq: 0, killedGeneration: 0, clearSeq: 0, expiresAt: 0, physicalRecords: 0, reclaimedAt: 0, listedSeq: 0, tombSeq: 0 };
+const EMPTY: SlotFacts = { version: 0, valueGeneration: 0, generation: 0, killSeq: 0, killedGeneration: 0, clearSeq: 0, clearGeneration: 0, expiresAt: 0, physicalRecords: 0, reclaimedAt: 0, listedSeq: 0, tombSeq: 0 };
 
 /** A write or forget decided inside a transaction: the new facts and the value to store. */
 interface Decided {
@@ -244,7 +244,7 @@ export class PgBackend implements T.Backend {
         const f = slot?.facts ?? EMPTY;
         if (!R.slotTombstoned(f)) return { ok: true as const, generation: f.generation };
         const generation = f.generation + 1;
-        await S.commitSlot(c, this.t, seq + 1, scope, k, { ...f, generation, clearSeq: seq + 1 }, null);
+        await S.commitSlot(c, this.t, seq + 1, scope, k, { ...f, generation, clearSeq: seq + 1, clearGeneration: generation }, null);
         this.noteSeq(seq + 1);
         return { ok: true as const, generation };
       }),

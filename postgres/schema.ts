@@ -43,7 +43,9 @@ export function tablesOf(schema: string): Tables {
  * latest erasure that killed the slot (rules/gc-rule.ts heldByListingErasure), tomb_seq, the
  * slot's own latest forget while the engine would keep its TOMBSTONE record, and older_values,
  * 1 while the engine would still hold a record of a value the current one overwrote (until the
- * next gc pass: the rules that wait for "the only value record" wait for the same pass).
+ * next gc pass: the rules that wait for "the only value record" wait for the same pass). The
+ * third round added clear_gen, the generation the slot's latest undelete moved it to: a slot left
+ * with only its undelete takes it (the engine's Slot.clearGen).
  */
 export function ddl(t: Tables): string[] {
   return [
@@ -54,7 +56,7 @@ export function ddl(t: Tables): string[] {
       version BIGINT NOT NULL, value_gen BIGINT NOT NULL, generation BIGINT NOT NULL,
       kill_seq BIGINT NOT NULL, killed_gen BIGINT NOT NULL, clear_seq BIGINT NOT NULL,
       expires_at BIGINT NOT NULL, reclaimed_at BIGINT NOT NULL,
-      listed_seq BIGINT NOT NULL, older_values SMALLINT NOT NULL, tomb_seq BIGINT NOT NULL,
+      listed_seq BIGINT NOT NULL, older_values SMALLINT NOT NULL, tomb_seq BIGINT NOT NULL, clear_gen BIGINT NOT NULL,
       PRIMARY KEY (tenant, scope, key))`,
     `CREATE TABLE IF NOT EXISTS ${t.values} (
       tenant TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL,
@@ -67,15 +69,18 @@ export function ddl(t: Tables): string[] {
   ];
 }
 
-/** Selects a row when engram_slots already has the fifty-fourth session's columns (else the store needs upgrade()). */
+/** Selects a row when engram_slots already has the fifty-fourth session's columns, tomb_seq and clear_gen the last of each round (else the store needs upgrade()). */
 export function upgradedQuery(t: Tables): { sql: string; params: string[] } {
-  return { sql: `SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'engram_slots' AND column_name = 'tomb_seq'`, params: [t.schema] };
+  return { sql: `SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'engram_slots' AND column_name IN ('tomb_seq', 'clear_gen') HAVING count(*) = 2`, params: [t.schema] };
 }
 
 /**
  * Adds the fifty-fourth session's slot columns to a store made before (idempotent, so racing
  * openers may both run it): listed_seq and older_values zero, tomb_seq the row's kill_seq (an
- * older store's kills count as the slot's own forgets: kept the longer, never dropped early).
+ * older store's kills count as the slot's own forgets: kept the longer, never dropped early), and
+ * (third round) clear_gen the row's generation where it was undeleted, else zero (a later write
+ * may have raised it: then the slot's generation is kept, never lowered, when only its undelete
+ * is left).
  */
 export function upgrade(t: Tables): string[] {
   return [
@@ -83,5 +88,7 @@ export function upgrade(t: Tables): string[] {
     `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS older_values SMALLINT NOT NULL DEFAULT 0`,
     `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS tomb_seq BIGINT NOT NULL DEFAULT -1`,
     `UPDATE ${t.slots} SET tomb_seq = kill_seq WHERE tomb_seq = -1`,
+    `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS clear_gen BIGINT NOT NULL DEFAULT -1`,
+    `UPDATE ${t.slots} SET clear_gen = CASE WHEN clear_seq > 0 THEN generation ELSE 0 END WHERE clear_gen = -1`,
   ];
 }

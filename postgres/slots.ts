@@ -33,7 +33,7 @@ export function tenantOf(scope: string): string {
 
 /** The columns every slot query selects, over `s` (slots) LEFT JOIN `v` (values). */
 export const SLOT_COLUMNS =
-  "s.scope, s.key, s.version, s.value_gen, s.generation, s.kill_seq, s.killed_gen, s.clear_seq, s.expires_at, s.reclaimed_at, s.listed_seq, s.older_values, s.tomb_seq, " +
+  "s.scope, s.key, s.version, s.value_gen, s.generation, s.kill_seq, s.killed_gen, s.clear_seq, s.expires_at, s.reclaimed_at, s.listed_seq, s.older_values, s.tomb_seq, s.clear_gen, " +
   "(v.key IS NOT NULL) AS has_value, COALESCE(octet_length(v.bytes), 0) AS nbytes";
 
 /** `s LEFT JOIN v` on the slot's full key. */
@@ -70,6 +70,7 @@ export function rowOf(r: Record<string, unknown>): SlotRow {
       killSeq: num(r["kill_seq"]),
       killedGeneration: num(r["killed_gen"]),
       clearSeq: num(r["clear_seq"]),
+      clearGeneration: num(r["clear_gen"]),
       expiresAt: num(r["expires_at"]),
       // The value row, and the overwritten value the engine would still hold (older_values).
       physicalRecords: r["has_value"] === true ? 1 + num(r["older_values"]) : 0,
@@ -139,13 +140,13 @@ export function olderOf(f: SlotFacts): number {
 /** Writes a slot's retention record (insert or replace every column). */
 export async function putSlot(c: Queryable, t: Tables, scope: string, key: string, f: SlotFacts): Promise<void> {
   await c.query(
-    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq, clear_gen)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
      ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, value_gen = EXCLUDED.value_gen,
        generation = EXCLUDED.generation, kill_seq = EXCLUDED.kill_seq, killed_gen = EXCLUDED.killed_gen,
        clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at,
-       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq`,
-    [tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt, f.listedSeq, olderOf(f), f.tombSeq],
+       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq, clear_gen = EXCLUDED.clear_gen`,
+    [tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt, f.listedSeq, olderOf(f), f.tombSeq, f.clearGeneration],
   );
 }
 
@@ -209,17 +210,17 @@ export async function putSlots(c: Queryable, t: Tables, rows: Array<{ scope: str
   if (rows.length === 0) return;
   const col = (f: (x: SlotFacts) => number): number[] => rows.map((r) => f(r.facts));
   await c.query(
-    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::smallint[], $14::bigint[])
+    `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq, clear_gen)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::smallint[], $14::bigint[], $15::bigint[])
      ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, value_gen = EXCLUDED.value_gen,
        generation = EXCLUDED.generation, kill_seq = EXCLUDED.kill_seq, killed_gen = EXCLUDED.killed_gen,
        clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at,
-       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq`,
+       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq, clear_gen = EXCLUDED.clear_gen`,
     [
       rows.map((r) => tenantOf(r.scope)), rows.map((r) => r.scope), rows.map((r) => r.key),
       col((f) => f.version), col((f) => f.valueGeneration), col((f) => f.generation), col((f) => f.killSeq),
       col((f) => f.killedGeneration), col((f) => f.clearSeq), col((f) => f.expiresAt), col((f) => f.reclaimedAt),
-      col((f) => f.listedSeq), col(olderOf), col((f) => f.tombSeq),
+      col((f) => f.listedSeq), col(olderOf), col((f) => f.tombSeq), col((f) => f.clearGeneration),
     ],
   );
 }
@@ -242,13 +243,13 @@ export async function putValues(c: Queryable, t: Tables, rows: Array<{ scope: st
  * slot's retention record and, when given, its value row — one round trip instead of three.
  */
 export async function commitSlot(c: Queryable, t: Tables, seq: number, scope: string, key: string, f: SlotFacts, value: string | Uint8Array | null): Promise<void> {
-  const params: unknown[] = [seq, tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt, f.listedSeq, olderOf(f), f.tombSeq];
-  const slot = `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq)
-     VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+  const params: unknown[] = [seq, tenantOf(scope), scope, key, f.version, f.valueGeneration, f.generation, f.killSeq, f.killedGeneration, f.clearSeq, f.expiresAt, f.reclaimedAt, f.listedSeq, olderOf(f), f.tombSeq, f.clearGeneration];
+  const slot = `INSERT INTO ${t.slots} (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at, listed_seq, older_values, tomb_seq, clear_gen)
+     VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
      ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, value_gen = EXCLUDED.value_gen,
        generation = EXCLUDED.generation, kill_seq = EXCLUDED.kill_seq, killed_gen = EXCLUDED.killed_gen,
        clear_seq = EXCLUDED.clear_seq, expires_at = EXCLUDED.expires_at, reclaimed_at = EXCLUDED.reclaimed_at,
-       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq`;
+       listed_seq = EXCLUDED.listed_seq, older_values = EXCLUDED.older_values, tomb_seq = EXCLUDED.tomb_seq, clear_gen = EXCLUDED.clear_gen`;
   const meta = `UPDATE ${t.meta} SET seq = $1 WHERE id = 1`;
   if (value === null) {
     await c.query(`WITH m AS (${meta} RETURNING 1) ${slot}`, params);
@@ -258,7 +259,7 @@ export async function commitSlot(c: Queryable, t: Tables, seq: number, scope: st
   params.push(typeof value === "string" ? 0 : 1, bytes);
   await c.query(
     `WITH m AS (${meta} RETURNING 1), s AS (${slot} RETURNING 1)
-     INSERT INTO ${t.values} (tenant, scope, key, version, generation, kind, bytes) VALUES ($2, $3, $4, $5, $6, $16, $17)
+     INSERT INTO ${t.values} (tenant, scope, key, version, generation, kind, bytes) VALUES ($2, $3, $4, $5, $6, $17, $18)
      ON CONFLICT (tenant, scope, key) DO UPDATE SET version = EXCLUDED.version, generation = EXCLUDED.generation,
        kind = EXCLUDED.kind, bytes = EXCLUDED.bytes`,
     params,

@@ -1,7 +1,7 @@
 /**
  * The GC rule and probe's state function as pure functions over plain numbers, shared by every
  * backend (postgres/ decides with them; engine/gc-policy.ts imports the record-level decisions it
- * shares with PostgreSQL: killSuperseded, heldByListingErasure, tombstoneHeldByErasure,
+ * shares with PostgreSQL: killSuperseded, heldByListingErasure, tombstoneHeldByErasure, erasureHeldByOlderOverlapping,
  * clearRecordHeld, versionSurvivesKill, retentionWindowOpen).
  *
  * The rule, exactly as engine/gc-policy.ts and DESIGN.md state it: a value record is garbage when
@@ -17,6 +17,7 @@
  * several; a PostgreSQL slot is one row, which holds no superseded kill to bring back).
  */
 import { InternalError } from "./errors.js";
+import { scopeWithin } from "./names.js";
 import type { SlotState } from "./types.js";
 
 /** A slot's retention record and its value's presence, as plain numbers (0 = none). */
@@ -33,6 +34,11 @@ export interface SlotFacts {
   killedGeneration: number;
   /** Sequence of the latest undelete (clear); 0 for none. */
   clearSeq: number;
+  /**
+   * The generation that undelete moved the slot to (0 for none): a slot left with only the
+   * undelete's record takes it, as the engine's recovery does (the engine's Slot.clearGen).
+   */
+  clearGeneration: number;
   /** Expiry of the latest value in ms since epoch; 0 for never. */
   expiresAt: number;
   /**
@@ -107,6 +113,18 @@ export function tombstoneHeldByErasure(listedSeq: number, tombSeq: number, older
 export function clearRecordHeld(tombRecord: boolean, tombSeq: number, clearSeq: number, olderErasurePresent: boolean, windowOpen: boolean): boolean {
   if (tombRecord && tombSeq < clearSeq) return true;
   return olderErasurePresent || (clearSeq > tombSeq && windowOpen);
+}
+
+/**
+ * True when an erasure of `otherScope` at `otherSeq`, still retained, keeps the erasure of `scope`
+ * at `seq` on disk: it is older and of an ancestor or descendant scope, so its list may name
+ * slots the newer list names too, at older versions, or none of them; dropped first, the newer
+ * erasure would leave the older list as what a restart rebuilds those slots from (the engine's
+ * olderOverlappingErasure, fifty-fourth session). The newer one goes in the pass after the older.
+ */
+export function erasureHeldByOlderOverlapping(otherScope: string, otherSeq: number, scope: string, seq: number): boolean {
+  if (otherSeq >= seq || otherScope === scope) return false;
+  return scopeWithin(scope, otherScope) || scopeWithin(otherScope, scope);
 }
 
 /** True when a value expiring at `expiresAt` (0: never) has expired at `now`. */

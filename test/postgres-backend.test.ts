@@ -19,7 +19,13 @@
  * (a proxy stops forwarding) rejects the call after the URL's queryTimeoutMs, and the store goes on
  * once the network is back; out-of-bounds queryTimeoutMs values are refused; (11) a store made
  * before the slot columns listed_seq, older_values and tomb_seq opens: they are added, a kill its
- * rows hold counts as the slot's own forget (tomb_seq = kill_seq), and probe answers as before.
+ * rows hold counts as the slot's own forget (tomb_seq = kill_seq), and probe answers as before;
+ * (12) a store made before clear_gen opens: it is added, an undeleted slot's set to its generation;
+ * (13) the twins of two backend-parity conformance cases: with `unsafeReclaimForTests`'s
+ * `dropOverlapping` an erasure goes while an older erasure of an ancestor stays (probe of a slot
+ * it named reports the older one), with `keepGeneration` a slot left with only its undelete keeps
+ * a later write's generation (3, not the undelete's 2) — each the answer the engine gave before
+ * its fifty-fourth session, and the case's check fails.
  * Skipped, visibly, when no server could start.
  */
 import { existsSync, rmSync } from "node:fs";
@@ -27,6 +33,7 @@ import * as net from "node:net";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
+import { unsafeReclaimForTests } from "../postgres/reclaim.js";
 import { TX_ATTEMPTS_MAX, inTransaction } from "../postgres/tx.js";
 import { Engram, type OpenOptions } from "../src/index.js";
 import { dropSchemas, storeUrl } from "./helpers/pg.js";
@@ -329,6 +336,72 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
       expect(await again.probe("k")).toMatchObject({ state: "tombstoned", version: 1, tombstoneSeq: 2 });
     } finally {
       await again.close();
+    }
+  });
+
+  it("a store made before clear_gen gets it at its next open: an undeleted slot's is its generation", async () => {
+    const schema = `${tag}_upgrade_cg`;
+    const s = await Engram.open(storeUrl(schema), { durability: "none" });
+    await s.write("k", "v1");
+    await s.forget("k");
+    await s.undelete("k");
+    await s.write("j", "v1");
+    await s.close();
+    const db = inspect as pg.Pool;
+    await db.query(`ALTER TABLE "${schema}".engram_slots DROP COLUMN clear_gen`);
+    const again = await Engram.open(storeUrl(schema), { durability: "none" });
+    try {
+      const rows = await db.query(`SELECT key, generation, clear_gen FROM "${schema}".engram_slots ORDER BY key`);
+      expect(rows.rows).toEqual([{ key: "j", generation: "1", clear_gen: "0" }, { key: "k", generation: "2", clear_gen: "2" }]);
+    } finally {
+      await again.close();
+    }
+  });
+
+  /** A store under a clock that `pass` moves past the 10 s retention window. */
+  async function clocked(name: string): Promise<{ s: Engram; pass: () => void }> {
+    const clock = { now: 1_700_000_000_000 };
+    const s = await Engram.open(storeUrl(`${tag}_${name}`), { durability: "none", clock: () => clock.now, retention: { tombstoneRetentionMs: 10_000 } });
+    return { s, pass: () => void (clock.now += 10_001) };
+  }
+
+  it("twin (dropOverlapping): an erasure dropped while an older one of an ancestor stays leaves the older one as the slot's tombstoneSeq", async () => {
+    unsafeReclaimForTests.dropOverlapping = true;
+    const { s, pass } = await clocked("overlap_twin");
+    try {
+      await s.forgetScope("a", { reclaim: "eager" });
+      await s.write("k", "v1", { scope: "a/c" });
+      await s.forgetScope("a/c", { reclaim: "eager" });
+      await s.write("j", "x", { scope: "a/b" });
+      await s.write("j", "y", { scope: "a/b" });
+      pass();
+      await s.gc();
+      // The parity case expects tombstoneSeq 3 (a/c's erasure, kept): here a/c's went first.
+      expect(await s.probe("k", { scope: "a/c" })).toMatchObject({ state: "reclaimed", version: 2, tombstoneSeq: 1 });
+    } finally {
+      unsafeReclaimForTests.dropOverlapping = false;
+      await s.close();
+    }
+  });
+
+  it("twin (keepGeneration): a slot left with only its undelete keeps a later write's generation", async () => {
+    unsafeReclaimForTests.keepGeneration = true;
+    const { s, pass } = await clocked("cleargen_twin");
+    try {
+      await s.write("k", "v1", { scope: "a" });
+      await s.forget("k", { scope: "a" });
+      await s.undelete("k", { scope: "a" });
+      await s.forgetScope("a", { reclaim: "eager" });
+      await s.write("k", "v2", { scope: "a" });
+      await s.forgetScope("a");
+      pass();
+      await s.gc();
+      await s.gc();
+      // The parity case expects generation 2, the undelete's.
+      expect(await s.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, generation: 3 });
+    } finally {
+      unsafeReclaimForTests.keepGeneration = false;
+      await s.close();
     }
   });
 });

@@ -14,7 +14,11 @@
  * may remain, an expired value under an erasure that named its slot stays while the erasure does,
  * a slot an erasure alone killed goes with the erasure, an undelete's record is judged against the
  * forget's record (not a later erasure's kill, nor a forget whose record already went), and an
- * erasure over more than 4 MiB of names spends one more sequence.
+ * erasure over more than 4 MiB of names spends one more sequence. The third round follows the
+ * engine's fifty-fourth session reopen rules (docs/ENGINE.md "The GC rule"): a forget whose record
+ * went with the value it killed is forgotten (a later write shows no tombstoneSeq), an erasure
+ * stays while an older erasure of an ancestor does, and a slot left with only its undelete takes
+ * the undelete's generation.
  *
  * Property stressed: the same operations give the same answers on every backend.
  */
@@ -245,6 +249,63 @@ export function backendParityCases(h: Harness): void {
         await store.gc(); // the erasure goes, and the slot with it
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false, tombstoneSeq: null });
         expect((await store.write("k", "v2", { scope: "a" })).generation).toBe(1);
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("a forget whose record went with the value it killed is forgotten: a later write shows no tombstoneSeq", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1", { scope: "a/b" });
+        await store.forget("k", { scope: "a/b" });
+        await store.forgetScope("a/b", { reclaim: "eager" });
+        advance(RETENTION_MS + 1);
+        await store.write("j", "x", { scope: "a/b" });
+        await store.write("j", "y", { scope: "a/b" }); // an overwritten value under the erasure holds it through the gc
+        await store.gc(); // the forget's record goes, the erasure stays
+        const w = await store.write("k", "v2", { scope: "a/b" });
+        expect(w).toMatchObject({ version: 6, generation: 2 });
+        await store.compact(); // the erasure goes
+        expect(await store.probe("k", { scope: "a/b" })).toMatchObject({ state: "live", version: 6, generation: 2, tombstoneSeq: null });
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("an erasure stays while an older erasure of an ancestor does, and goes in a pass after it", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.forgetScope("a", { reclaim: "eager" });
+        await store.write("k", "v1", { scope: "a/c" });
+        await store.forgetScope("a/c", { reclaim: "eager" });
+        await store.write("j", "x", { scope: "a/b" });
+        await store.write("j", "y", { scope: "a/b" }); // holds the erasure of "a" through the first gc
+        advance(RETENTION_MS + 1);
+        await store.gc();
+        expect(await store.probe("k", { scope: "a/c" })).toMatchObject({ state: "reclaimed", version: 2, generation: 1, tombstoneSeq: 3 });
+        await store.gc();
+        await store.gc();
+        await store.gc();
+        expect(await store.probe("k", { scope: "a/c" })).toMatchObject({ state: "absent", retentionPresent: false });
+      } finally {
+        await store.close();
+      }
+    });
+
+    h.it("a slot left with only its undelete takes the undelete's generation, not a later write's", async () => {
+      const { store, advance } = await clocked(h);
+      try {
+        await store.write("k", "v1", { scope: "a" });
+        await store.forget("k", { scope: "a" });
+        expect((await store.undelete("k", { scope: "a" })).generation).toBe(2);
+        await store.forgetScope("a", { reclaim: "eager" });
+        expect((await store.write("k", "v2", { scope: "a" })).generation).toBe(3);
+        await store.forgetScope("a");
+        advance(RETENTION_MS + 1);
+        await store.gc();
+        await store.gc();
+        expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, version: null, generation: 2, tombstoneSeq: null });
       } finally {
         await store.close();
       }
