@@ -21,7 +21,7 @@
 import * as fs from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
-import { pack } from "msgpackr";
+import { frame } from "./helpers/share-raw.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
 import { ShareProc } from "./helpers/share-proc.js";
@@ -56,14 +56,6 @@ afterAll(async () => {
   if (owner !== undefined && owner.child.exitCode === null) await owner.kill();
   fs.rmSync(base, { recursive: true, force: true });
 });
-
-function frame(message: unknown): Buffer {
-  const body = pack(message);
-  const f = Buffer.alloc(4 + body.length);
-  f.writeUInt32BE(body.length, 0);
-  body.copy(f, 4);
-  return f;
-}
 
 const HELLO = frame({ t: "hello", version: PROTOCOL_VERSION, pid: 1 });
 

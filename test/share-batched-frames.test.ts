@@ -24,14 +24,14 @@
  */
 import * as net from "node:net";
 import * as path from "node:path";
-import { pack } from "msgpackr";
+import { frame, raw } from "./helpers/share-raw.js";
 import { describe, expect, it } from "vitest";
 import { Engram, EngramError, InvalidArgumentError, LimitExceededError, NotSupportedError, VersionConflictError } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { Link, ProtocolMismatchError } from "../share/link.js";
 import { readLockNote } from "../engine/lock.js";
 import { shareFixture } from "./helpers/share-fixture.js";
-import { CALLS_PER_FRAME_MAX, decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
+import { CALLS_PER_FRAME_MAX, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
 import type { ShareServer } from "../share/server.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
@@ -64,30 +64,6 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   return Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
 }
 
-function frame(message: unknown): Buffer {
-  const body = pack(message);
-  const f = Buffer.alloc(4 + body.length);
-  f.writeUInt32BE(body.length, 0);
-  body.copy(f, 4);
-  return f;
-}
-
-/** A raw connection speaking the protocol by hand: every message it received, and its close. */
-async function raw(socketPath: string): Promise<{ s: net.Socket; messages: Array<Record<string, unknown>>; closed: Promise<void> }> {
-  const s = net.createConnection(socketPath);
-  const decoder = new FrameDecoder(FRAME_BYTES_MIN);
-  const messages: Array<Record<string, unknown>> = [];
-  s.on("data", (d: Buffer) => {
-    for (const body of decoder.push(d)) messages.push(decodeBody(body) as Record<string, unknown>);
-  });
-  s.on("error", () => undefined);
-  const closed = new Promise<void>((resolve) => s.on("close", () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    s.once("connect", resolve);
-    s.once("error", reject);
-  });
-  return { s, messages, closed };
-}
 
 /** Waits (bounded) until `pred` holds, polling each 5 ms. */
 async function until(pred: () => boolean, ms: number, what: string): Promise<void> {

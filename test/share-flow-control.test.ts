@@ -23,13 +23,13 @@
  * declared lost, while the in-flight limit holds per call.
  */
 import * as net from "node:net";
-import { pack } from "msgpackr";
+import { frame, raw } from "./helpers/share-raw.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, OwnerLostError, type FaultPoint } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
 import { shareFixture } from "./helpers/share-fixture.js";
-import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
+import { PROTOCOL_VERSION } from "../share/protocol.js";
 import { CALLS_IN_FLIGHT_MAX, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
 
 const POINT: FaultPoint = "write:after-sync";
@@ -107,29 +107,6 @@ function tally(outcomes: string[]): Record<string, number> {
   return t;
 }
 
-function frame(message: unknown): Buffer {
-  const body = pack(message);
-  const f = Buffer.alloc(4 + body.length);
-  f.writeUInt32BE(body.length, 0);
-  body.copy(f, 4);
-  return f;
-}
-
-/** A raw connection: every message it received, decoded. */
-async function raw(socketPath: string): Promise<{ s: net.Socket; messages: Array<Record<string, unknown>> }> {
-  const s = net.createConnection(socketPath);
-  const decoder = new FrameDecoder(FRAME_BYTES_MIN);
-  const messages: Array<Record<string, unknown>> = [];
-  s.on("data", (d: Buffer) => {
-    for (const body of decoder.push(d)) messages.push(decodeBody(body) as Record<string, unknown>);
-  });
-  s.on("error", () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    s.once("connect", resolve);
-    s.once("error", reject);
-  });
-  return { s, messages };
-}
 
 /** Waits (bounded) until `pred` holds, polling each 5 ms. */
 async function until(pred: () => boolean, ms: number, what: string): Promise<void> {

@@ -19,7 +19,7 @@
  * Property stressed: a version mismatch is reported at the first call, in words, and runs nothing.
  */
 import * as net from "node:net";
-import { pack } from "msgpackr";
+import { frame } from "./helpers/share-raw.js";
 import { describe, expect, it } from "vitest";
 import { Engram, NotSupportedError } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
@@ -51,14 +51,6 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
   return Promise.race([p, late]).finally(() => clearTimeout(timer));
-}
-
-function frame(message: unknown): Buffer {
-  const body = pack(message);
-  const f = Buffer.alloc(4 + body.length);
-  f.writeUInt32BE(body.length, 0);
-  body.copy(f, 4);
-  return f;
 }
 
 /** A protocol-2 client, as share/link.ts of version 2 behaved on the wire. */
