@@ -28,25 +28,28 @@ import type { Harness } from "../harness.js";
 
 const RETENTION_MS = 10_000;
 
-/** A fresh store with a clock the test moves; retention 10 s. */
-async function clocked(h: Harness): Promise<{ store: Awaited<ReturnType<Harness["open"]>>; advance: (ms: number) => void }> {
+/** Runs `body` on a fresh store with a clock it moves (retention 10 s), and closes the store whatever `body` does. */
+async function clocked(h: Harness, body: (c: { store: Awaited<ReturnType<Harness["open"]>>; advance: (ms: number) => void }) => Promise<void>): Promise<void> {
   let now = 1_700_000_000_000;
   const options: OpenOptions = { durability: "none", clock: () => now, retention: { tombstoneRetentionMs: RETENTION_MS } };
   const store = await h.open(options);
-  return {
-    store,
-    advance: (ms) => {
-      now += ms;
-    },
-  };
+  try {
+    await body({
+      store,
+      advance: (ms) => {
+        now += ms;
+      },
+    });
+  } finally {
+    await store.close();
+  }
 }
 
 /** Registers the parity cases. */
 export function backendParityCases(h: Harness): void {
   h.describe("the same answers as the engine (backend parity)", () => {
-    h.it("a batch spends one sequence on its commit: the next call's sequence is two above the batch's last op", async () => {
-      const { store } = await clocked(h);
-      try {
+    h.it("a batch spends one sequence on its commit: the next call's sequence is two above the batch's last op", () =>
+      clocked(h, async ({ store }) => {
         const [a, b] = await store.batch([
           { op: "write", key: "a", value: "1" },
           { op: "write", key: "b", value: "2" },
@@ -58,14 +61,11 @@ export function backendParityCases(h: Harness): void {
         expect(f).toMatchObject({ ok: true, tombstoneSeq: 5 });
         expect((await store.forget("b")).tombstoneSeq).toBe(7);
         expect(await store.probe("c")).toMatchObject({ state: "live", version: 4 });
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("an undelete outlives the gc pass that drops the kill it cancelled: the next write takes the undelete's generation", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("an undelete outlives the gc pass that drops the kill it cancelled: the next write takes the undelete's generation", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1");
         await store.forget("k");
         await store.gc(); // the value goes now: the kill's window runs from here
@@ -77,14 +77,11 @@ export function backendParityCases(h: Harness): void {
         expect(await store.probe("k")).toMatchObject({ state: "absent", retentionPresent: true, version: null, generation: 2, tombstoneSeq: null });
         const w = await store.write("k", "v2");
         expect(w.generation).toBe(2);
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("forgetScope over a slot whose value already went keeps it a retention window from the erasure", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("forgetScope over a slot whose value already went keeps it a retention window from the erasure", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1", { scope: "a" });
         await store.forget("k", { scope: "a" });
         await store.gc(); // the value goes now
@@ -94,14 +91,11 @@ export function backendParityCases(h: Harness): void {
         await store.gc();
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "reclaimed", retentionPresent: true, version: 1, generation: 1, tombstoneSeq: e.tombstoneSeq });
         expect((await store.write("k", "v2", { scope: "a" })).generation).toBe(2);
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("a key first written after an erasure of its scope or an ancestor reports the erasure as its tombstoneSeq", async () => {
-      const { store } = await clocked(h);
-      try {
+    h.it("a key first written after an erasure of its scope or an ancestor reports the erasure as its tombstoneSeq", () =>
+      clocked(h, async ({ store }) => {
         const e = await store.forgetScope("a");
         await store.write("k", "v", { scope: "a" });
         await store.write("k", "v", { scope: "a/b" });
@@ -110,14 +104,11 @@ export function backendParityCases(h: Harness): void {
         expect(await store.probe("k", { scope: "a/b" })).toMatchObject({ state: "live", tombstoneSeq: e.tombstoneSeq });
         expect(await store.probe("k", { scope: "c" })).toMatchObject({ state: "live", tombstoneSeq: null });
         expect(await store.probe("never", { scope: "a" })).toMatchObject({ state: "absent", tombstoneSeq: null });
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("a forget that a later write superseded is forgotten at the gc pass that finds the write the slot's only value", async () => {
-      const { store } = await clocked(h);
-      try {
+    h.it("a forget that a later write superseded is forgotten at the gc pass that finds the write the slot's only value", () =>
+      clocked(h, async ({ store }) => {
         await store.write("k", "v1");
         await store.forget("k");
         await store.gc(); // the forgotten value goes: the later write is the slot's only value
@@ -126,14 +117,11 @@ export function backendParityCases(h: Harness): void {
         await store.gc();
         expect(await store.probe("k")).toMatchObject({ state: "live", version: 3, generation: 2, tombstoneSeq: null });
         expect((await store.write("k", "v3")).generation).toBe(2);
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("a value a write overwrote counts until the next pass: the forget it superseded goes one pass later", async () => {
-      const { store } = await clocked(h);
-      try {
+    h.it("a value a write overwrote counts until the next pass: the forget it superseded goes one pass later", () =>
+      clocked(h, async ({ store }) => {
         await store.write("k", "v1");
         await store.forget("k");
         await store.write("k", "v2", { clearTombstone: true }); // the killed value's record is still there
@@ -141,14 +129,11 @@ export function backendParityCases(h: Harness): void {
         expect(await store.probe("k")).toMatchObject({ state: "live", version: 3, tombstoneSeq: 2 });
         await store.gc();
         expect(await store.probe("k")).toMatchObject({ state: "live", version: 3, tombstoneSeq: null });
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("an erasure stays while a value it may list is overwritten but not yet reclaimed", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("an erasure stays while a value it may list is overwritten but not yet reclaimed", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1", { scope: "a" });
         const e = await store.forgetScope("a");
         await store.write("k", "v2", { scope: "a", clearTombstone: true });
@@ -158,14 +143,11 @@ export function backendParityCases(h: Harness): void {
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "live", version: 4, tombstoneSeq: e.tombstoneSeq });
         await store.gc();
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "live", version: 4, tombstoneSeq: null });
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("an expired value written after an erasure that named its slot stays while that erasure does", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("an expired value written after an erasure that named its slot stays while that erasure does", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1", { scope: "a" });
         await store.write("x", "x1", { scope: "a" });
         const e = await store.forgetScope("a");
@@ -177,14 +159,11 @@ export function backendParityCases(h: Harness): void {
         await store.gc();
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
         expect(e.tombstoneSeq).toBe(3);
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("an undelete outlives its forget's record by a pass also when a later erasure killed the slot again", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("an undelete outlives its forget's record by a pass also when a later erasure killed the slot again", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1", { scope: "a" });
         await store.forget("k", { scope: "a" });
         await store.gc(); // the value goes: the forget's window runs from here
@@ -195,14 +174,11 @@ export function backendParityCases(h: Harness): void {
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, version: null, generation: 2, tombstoneSeq: null });
         await store.gc();
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("a forget whose record went while an erasure held its slot no longer holds the undelete when the erasure goes", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("a forget whose record went while an erasure held its slot no longer holds the undelete when the erasure goes", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1", { scope: "a" });
         await store.forget("k", { scope: "a" });
         await store.gc(); // the value goes: the forget's window runs from here
@@ -216,14 +192,11 @@ export function backendParityCases(h: Harness): void {
         await store.gc(); // the erasure goes, and with nothing older to cancel the undelete goes too
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
         expect((await store.write("k", "v2", { scope: "a" })).generation).toBe(1);
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("an erasure whose list of names passes 4 MiB spends one more sequence (the engine's chunked records and their commit)", async () => {
-      const { store } = await clocked(h);
-      try {
+    h.it("an erasure whose list of names passes 4 MiB spends one more sequence (the engine's chunked records and their commit)", () =>
+      clocked(h, async ({ store }) => {
         const pad = "k".repeat(1000);
         const ops = Array.from({ length: 4300 }, (_, i) => ({ op: "write" as const, scope: "big", key: `${pad}${i}`, value: "" }));
         await store.batch(ops); // sequences 1..4300, the commit 4301
@@ -233,14 +206,11 @@ export function backendParityCases(h: Harness): void {
         const small = await store.forgetScope("other");
         expect(small.tombstoneSeq).toBe(4305);
         expect((await store.write("after", "v")).version).toBe(4306);
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("a slot an erasure alone killed goes with the erasure, not a window after its value", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("a slot an erasure alone killed goes with the erasure, not a window after its value", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1", { scope: "a" });
         await store.forgetScope("a");
         advance(RETENTION_MS / 2);
@@ -249,14 +219,11 @@ export function backendParityCases(h: Harness): void {
         await store.gc(); // the erasure goes, and the slot with it
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false, tombstoneSeq: null });
         expect((await store.write("k", "v2", { scope: "a" })).generation).toBe(1);
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("a forget whose record went with the value it killed is forgotten: a later write shows no tombstoneSeq", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("a forget whose record went with the value it killed is forgotten: a later write shows no tombstoneSeq", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1", { scope: "a/b" });
         await store.forget("k", { scope: "a/b" });
         await store.forgetScope("a/b", { reclaim: "eager" });
@@ -268,14 +235,11 @@ export function backendParityCases(h: Harness): void {
         expect(w).toMatchObject({ version: 6, generation: 2 });
         await store.compact(); // the erasure goes
         expect(await store.probe("k", { scope: "a/b" })).toMatchObject({ state: "live", version: 6, generation: 2, tombstoneSeq: null });
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("an erasure stays while an older erasure of an ancestor does, and goes in a pass after it", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("an erasure stays while an older erasure of an ancestor does, and goes in a pass after it", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.forgetScope("a", { reclaim: "eager" });
         await store.write("k", "v1", { scope: "a/c" });
         await store.forgetScope("a/c", { reclaim: "eager" });
@@ -288,14 +252,11 @@ export function backendParityCases(h: Harness): void {
         await store.gc();
         await store.gc();
         expect(await store.probe("k", { scope: "a/c" })).toMatchObject({ state: "absent", retentionPresent: false });
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
 
-    h.it("a slot left with only its undelete takes the undelete's generation, not a later write's", async () => {
-      const { store, advance } = await clocked(h);
-      try {
+    h.it("a slot left with only its undelete takes the undelete's generation, not a later write's", () =>
+      clocked(h, async ({ store, advance }) => {
         await store.write("k", "v1", { scope: "a" });
         await store.forget("k", { scope: "a" });
         expect((await store.undelete("k", { scope: "a" })).generation).toBe(2);
@@ -306,9 +267,7 @@ export function backendParityCases(h: Harness): void {
         await store.gc();
         await store.gc();
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, version: null, generation: 2, tombstoneSeq: null });
-      } finally {
-        await store.close();
-      }
-    });
+      }),
+    );
   });
 }
