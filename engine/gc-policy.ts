@@ -14,7 +14,7 @@
  */
 import { isExpired, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
 import { parentScope } from "../rules/names.js";
-import { clearRecordHeld, erasureHeldByOlderOverlapping, heldByListingErasure, killSuperseded, retentionWindowOpen, tombstoneHeldByErasure, versionSurvivesKill } from "../rules/gc-rule.js";
+import { clearRecordHeld, erasureHeldByOlderOverlapping, heldByListingErasure, killSuperseded, olderErasureOnPath, retentionWindowOpen, tombstoneHeldByErasure, versionSurvivesKill } from "../rules/gc-rule.js";
 
 /** True when the slot's current PUT record (at slot.seg/off) must survive compaction. */
 export function valueRecordLive(keydir: Keydir, slot: Slot, now: number, retentionMs: number): boolean {
@@ -148,14 +148,10 @@ export function clearRecordLive(slot: Slot, now: number, retentionMs: number, ke
   return clearRecordHeld(slot.tombSeg !== 0, slot.tombSeq, slot.clearSeq, olderErasure, retentionLive(slot, now, retentionMs));
 }
 
-/** True when a retained erasure of `scope` or an ancestor is older than sequence `seq`. */
+/** True when a retained erasure of `scope` or an ancestor is older than sequence `seq` (the rule both backends share). */
 function olderErasurePresent(keydir: Keydir, scope: string, seq: number): boolean {
-  if (keydir.erases.size === 0) return false;
-  for (let s: string | null = scope; s !== null; s = parentScope(s)) {
-    const e = keydir.erases.get(s);
-    if (e !== undefined && e.seq < seq) return true;
-  }
-  return false;
+  if (keydir.erases.size === 0) return false; // the common case, without a closure
+  return olderErasureOnPath(scope, seq, (s) => keydir.erases.get(s)?.seq);
 }
 
 /**

@@ -81,10 +81,9 @@ interface PassErasures {
   kept: ReadonlyMap<string, number>;
 }
 
-/** True when `found` holds an erasure of `scope` or an ancestor older than sequence `seq` (gc-policy.ts olderErasurePresent). */
+/** True when `found` holds an erasure of `scope` or an ancestor older than sequence `seq` (rules/gc-rule.ts olderErasureOnPath). */
 function olderErasurePresent(found: ReadonlyMap<string, number>, scope: string, seq: number): boolean {
-  for (let s: string | null = scope; s !== null; s = parentScope(s)) if ((found.get(s) ?? seq) < seq) return true;
-  return false;
+  return R.olderErasureOnPath(scope, seq, (s) => found.get(s));
 }
 
 async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, erasures: PassErasures, after: [string, string, string] | null): Promise<PageResult> {

@@ -17,7 +17,7 @@
  * several; a PostgreSQL slot is one row, which holds no superseded kill to bring back).
  */
 import { InternalError } from "./errors.js";
-import { scopeWithin } from "./names.js";
+import { parentScope, scopeWithin } from "./names.js";
 import type { SlotState } from "./types.js";
 
 /** A slot's retention record and its value's presence, as plain numbers (0 = none). */
@@ -209,4 +209,19 @@ export function slotState(s: SlotFacts, now: number): SlotState {
   if (valueSurvives(s)) return s.physicalRecords > 0 && valueExpired(s, now) ? "expired" : "reclaimed";
   if (slotTombstoned(s)) return s.physicalRecords > 0 ? "tombstoned" : "reclaimed";
   return "absent";
+}
+
+/**
+ * True when an erasure of `scope` or of an ancestor older than sequence `seq` is retained:
+ * `erasureOf(s)` is the sequence of the retained erasure of exactly `s`, or undefined. Such an
+ * erasure's list may name the slot at an older version, so the record that supersedes it stays
+ * (tombstoneHeldByErasure, clearRecordHeld). Both backends ask it: the engine of its keydir's
+ * erasures, PostgreSQL of the erasures a pass began with.
+ */
+export function olderErasureOnPath(scope: string, seq: number, erasureOf: (s: string) => number | undefined): boolean {
+  for (let s: string | null = scope; s !== null; s = parentScope(s)) {
+    const e = erasureOf(s);
+    if (e !== undefined && e < seq) return true;
+  }
+  return false;
 }
