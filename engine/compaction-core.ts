@@ -763,7 +763,11 @@ class OutputFile implements PieceSink {
     this.owned = false;
     io.closeQuietly(fd);
     await hit(task.faults, "compaction:before-swap");
-    return publishCopy(task, hint);
+    const hinted = publishCopy(task, hint);
+    // The output and its hint now have their names, durable, but no manifest lists them: a worker
+    // that stops here leaves them to the main thread's removeUnpublished (or to the next open).
+    await hit(task.faults, "compaction:after-output-rename");
+    return hinted;
   }
 
   /** The output's hint file bytes for its header `header`: the packed run's, else packed from the records read back; null when they cannot be encoded (then no hint: recovery scans). */

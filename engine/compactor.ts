@@ -1260,10 +1260,10 @@ export class Compactor {
     if (run.task.mode !== "in-place" || unsafeCutShortForTests.keepWaiting) return null;
     const seg = this.host.segments.get(elementAt(run.task.sources, 0, "an in-place job's segment").segmentId);
     if (seg === undefined || this.host.gens.load(seg.cell) % 2 === 0 || seg.lost !== null) return null;
-    const lost = new IoError(
+    const lost = IoError.explained(
       "EIO",
-      `segment ${seg.id}`,
-      "its in-place rewrite was cut short (the compaction worker stopped) and its bytes are restored from the rewrite's journal only when the store is opened again: close the store and open it again",
+      `segment ${seg.id} cannot be read until the store is opened again: its in-place rewrite was cut short (the compaction worker thread stopped), ` +
+        `and the next open restores its bytes from the rewrite's journal. Nothing was lost: close the store and open it again`,
     );
     seg.lost = lost;
     this.host.gens.wake(seg.cell);
@@ -1612,15 +1612,18 @@ export const unsafeWorkerDeathForTests = { leaveOutput: false };
  * The typed error of `task`, which the thread pool failed without an answer from the worker
  * (`cause`, the pool's plain Error: its thread stopped). Nothing of the task was published: a
  * copy-on-write output is removed (removeUnpublished), and an in-place segment cut short is given
- * up with its own error (giveUpIfCutShort), which the pass reports instead.
+ * up with its own error (giveUpIfCutShort), which the pass reports instead. Its message is its
+ * own (IoError.explained): a stopped thread is no device's fault, so "free space or fix the
+ * device" would mislead; what helps is to run compact() again.
  */
 function workerStopped(task: CompactionTask, cause: unknown): IoError {
   const sources = task.sources.map((src) => src.segmentId).join(", ");
   const what = task.mode === "copy-on-write" ? `copy-on-write compaction of segment(s) ${sources} into segment ${task.targetId}` : `in-place compaction of segment ${sources}`;
   const why = cause instanceof Error ? cause.message : String(cause);
-  return new IoError(
+  return IoError.explained(
     "EIO",
-    what,
-    `the compaction worker thread stopped before it answered (${why}); nothing was published or lost and every value reads as before: run compact() again (a new worker thread takes it)`,
+    `${what} did not finish: the compaction worker thread stopped before it answered (${why}), as a killed or out-of-memory thread does. ` +
+      `Nothing was lost: nothing of this job was published, and every value reads as before. ` +
+      `Run compact() again (a new worker thread takes it); if worker threads keep stopping, check the process's memory limits or compact inline (compaction.workers: 0)`,
   );
 }

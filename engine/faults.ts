@@ -27,6 +27,7 @@ export const FAULT_POINTS: readonly FaultPoint[] = [
   "compaction:mid-rewrite",
   "compaction:after-rewrite",
   "compaction:before-swap",
+  "compaction:after-output-rename",
   "compaction:after-rename",
   "compaction:before-unlink",
   // I/O points (segments/io.ts, listed once in segments/io-faults.ts): `failAt` makes the system call

@@ -171,6 +171,17 @@ export class IoError extends EngramError {
     );
     this.errno = errno;
   }
+
+  /**
+   * An IoError whose message is `message` whole, for a failure that is no device's (a compaction
+   * worker thread that stopped): the usual advice — free space or fix the device — would send the
+   * caller the wrong way. Same class, code and `errno` field as any other IoError.
+   */
+  static explained(errno: string, message: string): IoError {
+    const err = new IoError(errno, "");
+    err.message = message;
+    return err;
+  }
 }
 
 /** A shared store's owner went away while this call was in flight: its outcome is unknown. */

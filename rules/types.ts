@@ -17,6 +17,7 @@ export type FaultPoint =
   | "compaction:mid-rewrite"
   | "compaction:after-rewrite"
   | "compaction:before-swap"
+  | "compaction:after-output-rename"
   | "compaction:after-rename"
   | "compaction:before-unlink"
   // System calls that change the file system, and reads of the bytes the store holds (io:read)

@@ -11,7 +11,11 @@
  * `s` written in batches of 40, every third forgotten. The worker is held at
  * `compaction:before-swap` (its output's .seg.tmp complete and fdatasynced, not yet renamed) and
  * its thread is terminated through `workerThreadsForTests()`, as an out-of-memory kill or a crash
- * of the thread would end it. Then, under a deadline each: the pass's outcome is checked, the
+ * of the thread would end it; one case holds it at `compaction:after-output-rename` instead (its
+ * output's .seg and .hint renamed into place and the directory fsynced, no manifest listing them
+ * yet: the main thread has not published them) and checks that both names are gone at once. The
+ * typed error's message must say that nothing was lost and to run compact() again, not the
+ * device's advice (free space). Then, under a deadline each: the pass's outcome is checked, the
  * segments directory must hold no .tmp and no segment or hint file the store does not list, every
  * live key reads (read() and readSync()), new keys are written, a second pass runs (every later
  * hold released as it comes), and after a close and reopen every key reads the same. The
@@ -22,7 +26,8 @@
  * `compaction.auto` (store-wide share over its bound once the forgets stop: STORE_QUIET_MS) and
  * watches for its warning and for unhandled rejections. The twin
  * (`unsafeWorkerDeathForTests.leaveOutput`, the rule before the fifty-fourth session) leaves the
- * dead job's .seg.tmp in the directory until the next open.
+ * dead job's .seg.tmp — or, held after the rename, its .seg and .hint — in the directory until
+ * the next open.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -30,6 +35,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { Store } from "../engine/store.js";
 import { inFlightSeen, unsafeWorkerDeathForTests } from "../engine/compactor.js";
 import { readManifest } from "../engine/manifest.js";
+import { segmentFileName } from "../segments/file-names.js";
+import { hintFileName } from "../segments/hint.js";
 import { setIoObserver } from "../segments/io.js";
 import { IoError } from "../rules/errors.js";
 import type { OpenOptions } from "../rules/types.js";
@@ -38,6 +45,8 @@ import { tempDir } from "./helpers/tmp.js";
 
 const DEADLINE_MS = 30_000;
 const HOLD = "compaction:before-swap" as const;
+/** The worker's point after its output's .seg and .hint were renamed into place, before the main thread publishes them. */
+const RENAMED = "compaction:after-output-rename" as const;
 const REOPEN: OpenOptions = { durability: "sync", segmentBytes: 16 * 1024, compaction: { mode: "copy-on-write", workers: 1, auto: false }, retention: { tombstoneRetentionMs: 0 } };
 const OPTS: OpenOptions = { ...REOPEN, faults: { pauseAt: [HOLD] } };
 const valueOf = (i: number): string => `v${i}:`.padEnd(300, "z");
@@ -93,9 +102,12 @@ async function readsAll(s: Store, live: ReadonlyMap<string, string>, what: strin
   }
 }
 
-/** Settles `pass`, releasing every job held at HOLD meanwhile. */
+/** Settles `pass`, releasing every job held at HOLD or RENAMED meanwhile. */
 async function releasing<T>(s: Store, pass: Promise<T>, what: string): Promise<T> {
-  const timer = setInterval(() => s.faults.release(HOLD), 5); // each later job reaches the hold too
+  const timer = setInterval(() => {
+    s.faults.release(HOLD); // each later job reaches the hold too
+    s.faults.release(RENAMED);
+  }, 5);
   try {
     return await within(DEADLINE_MS, pass, what);
   } finally {
@@ -127,16 +139,29 @@ async function usableAfter(dir: string, s: Store, live: Map<string, string>, nex
   }
 }
 
-/** Opens a store in `dir` filled with `keys` keys, runs a copy-on-write pass and kills its worker at the first hold; returns the store, the live keys and the pass's outcome. */
-async function killedPass(dir: string, keys: number): Promise<{ s: Store; live: Map<string, string>; pass: Awaited<ReturnType<typeof settle>> }> {
-  const s = await Store.open(dir, OPTS);
+/** The segments directory's files named for segment `id` (its .seg, .seg.tmp, .hint, .hint.tmp). */
+function filesOf(dir: string, id: number): string[] {
+  const stem = segmentFileName(id).slice(0, -".seg".length);
+  return fs.readdirSync(path.join(dir, "segments")).filter((n) => n.startsWith(`${stem}.`)).sort();
+}
+
+/**
+ * Opens a store in `dir` filled with `keys` keys, runs a copy-on-write pass and kills its worker
+ * at the first hold at `hold`; returns the store, the live keys, the pass's outcome and the
+ * held output's id.
+ */
+async function killedPass(dir: string, keys: number, hold: typeof HOLD | typeof RENAMED = HOLD): Promise<{ s: Store; live: Map<string, string>; pass: Awaited<ReturnType<typeof settle>>; output: number }> {
+  const s = await Store.open(dir, { ...OPTS, faults: { pauseAt: [hold] } });
   const live = await fill(s, 0, keys);
   const pass = s.compact({ mode: "copy-on-write" });
   pass.catch(() => undefined);
-  await within(DEADLINE_MS, s.faults.waitFor(HOLD), "the output's hold");
-  expect(fs.readdirSync(path.join(dir, "segments")).filter((n) => n.endsWith(".seg.tmp")).length, "the held output's .seg.tmp is on disk").toBe(1);
+  await within(DEADLINE_MS, s.faults.waitFor(hold), "the output's hold");
+  const unlisted = strays(dir);
+  const output = Number(/^\d+/.exec(unlisted[0] ?? "")?.[0] ?? NaN);
+  if (hold === HOLD) expect(unlisted.filter((n) => n.endsWith(".seg.tmp")).length, "the held output's .seg.tmp is on disk").toBe(1);
+  else expect(filesOf(dir, output), "the held output's .seg and .hint have their names, unlisted").toEqual([hintFileName(output), segmentFileName(output)].sort());
   await killWorkers(s);
-  return { s, live, pass: await settle(DEADLINE_MS, pass, "the pass") };
+  return { s, live, pass: await settle(DEADLINE_MS, pass, "the pass"), output };
 }
 
 /** Expects `error` to be the typed error of a worker's death: an IoError saying to run compact() again. */
@@ -144,7 +169,9 @@ function expectWorkerDeath(error: unknown): void {
   expect(error, "a typed error, not the thread pool's plain Error").toBeInstanceOf(IoError);
   expect((error as IoError).code).toBe("IO_ERROR");
   expect((error as IoError).message).toMatch(/compaction worker thread stopped/);
-  expect((error as IoError).message).toMatch(/compact\(\) again/);
+  expect((error as IoError).message).toMatch(/compact\(\) again/i);
+  expect((error as IoError).message, "says nothing was lost").toMatch(/Nothing was lost/);
+  expect((error as IoError).message, "not the device's advice").not.toMatch(/free space|fix the device/);
 }
 
 describe("a compaction worker that dies mid copy-on-write", () => {
@@ -153,6 +180,16 @@ describe("a compaction worker that dies mid copy-on-write", () => {
     const { s, live, pass } = await killedPass(dir, 600);
     expect(pass.ok, "the pass rejects").toBe(false);
     if (!pass.ok) expectWorkerDeath(pass.error);
+    await usableAfter(dir, s, live, 10_000);
+  });
+
+  it("a worker that dies after its output's .seg and .hint were renamed into place: compact() rejects, both are removed at once, the store stays usable across a reopen", async () => {
+    const dir = tempDir("worker-death-cow-renamed");
+    const { s, live, pass, output } = await killedPass(dir, 600, RENAMED);
+    expect(pass.ok, "the pass rejects").toBe(false);
+    if (!pass.ok) expectWorkerDeath(pass.error);
+    expect(filesOf(dir, output), "the renamed, unpublished output and its hint are removed at once").toEqual([]);
+    expect(readManifest(path.join(dir, "segments"))?.ids, "no manifest lists it").not.toContain(output);
     await usableAfter(dir, s, live, 10_000);
   });
 
@@ -238,6 +275,15 @@ describe("a compaction worker that dies mid copy-on-write", () => {
     const dir = tempDir("worker-death-cow-twin");
     const { s } = await killedPass(dir, 600);
     expect(strays(dir).filter((n) => n.endsWith(".seg.tmp")).length, "the dead job's .seg.tmp is left").toBe(1);
+    await within(DEADLINE_MS, s.close(), "close");
+  });
+
+  it("twin: with the output left, a dead job's renamed .seg and .hint stay in the directory until the next open", async () => {
+    unsafeWorkerDeathForTests.leaveOutput = true;
+    const dir = tempDir("worker-death-cow-renamed-twin");
+    const { s, output } = await killedPass(dir, 600, RENAMED);
+    expect(strays(dir), "the dead job's renamed output and hint are left").toEqual(filesOf(dir, output));
+    expect(filesOf(dir, output).length).toBe(2);
     await within(DEADLINE_MS, s.close(), "close");
   });
 });

@@ -2,7 +2,8 @@
  * A compaction worker thread that dies in the middle of an in-place rewrite leaves no call
  * waiting: the pass rejects with an IoError, every read settles (a read of the cut-short segment
  * throws that IoError; the others answer), later passes skip the segment, close() settles, and
- * the next open replays the rewrite's journal and reads every value.
+ * the next open replays the rewrite's journal and reads every value. The IoError's message says
+ * that nothing was lost and to open the store again, not the device's advice (free space).
  *
  * Method: a durable store of 64 KiB segments, 400 keys of ~300 B in scope `s` with every third
  * forgotten, compacts in place with one worker; the worker is held at `compaction:mid-rewrite`
@@ -66,6 +67,9 @@ describe("a compaction worker that dies mid-rewrite in place", () => {
     const dir = tempDir("worker-death");
     const { s, pass } = await cutShort(dir);
     expect(pass.ok ? null : pass.error, "the pass reports a typed error").toBeInstanceOf(IoError);
+    const said = pass.ok ? "" : (pass.error as IoError).message;
+    expect(said, "says what to do").toMatch(/Nothing was lost: close the store and open it again/);
+    expect(said, "not the device's advice").not.toMatch(/free space|fix the device/);
     const reads = await readAll(s);
     expect(reads.waiting).toBe(0);
     expect(reads.wrong).toBe(0);

@@ -12,7 +12,7 @@
  * may be dropped as soon as no older value of its slot remains anywhere: a compaction that drops one
  * too early resurrects that value after a restart (I6). The parent checks the prepared directory
  * and copies it once per crash point. For each point of the mode (in-place: after-journal,
- * mid-rewrite, after-rewrite; copy-on-write: before-swap, after-rename, before-unlink) a second
+ * mid-rewrite, after-rewrite; copy-on-write: before-swap, after-output-rename, after-rename, before-unlink) a second
  * child opens a copy with `faults.crashAt` and runs `compact()` on a piscina worker; the engine
  * SIGKILLs the whole process at the point. The parent checks that the child died by SIGKILL inside
  * compact(), that the files show the crash happened at that step (journal present and the segment
@@ -54,7 +54,7 @@ type Mode = "in-place" | "copy-on-write";
 
 const POINTS: Record<Mode, FaultPoint[]> = {
   "in-place": ["compaction:after-journal", "compaction:mid-rewrite", "compaction:after-rewrite"],
-  "copy-on-write": ["compaction:before-swap", "compaction:after-rename", "compaction:before-unlink"],
+  "copy-on-write": ["compaction:before-swap", "compaction:after-output-rename", "compaction:after-rename", "compaction:before-unlink"],
 };
 const MODES: Mode[] = ["in-place", "copy-on-write"];
 const SCOPES = ["global", "user:a", "user:a/session:1", "user:a/session:2", "user:b", "user:b/session:1", "team:x"];
@@ -165,7 +165,8 @@ function checkCrashState(point: FaultPoint, before: Map<string, Buffer>, after: 
     expect(after.has(segName(h.replacesId)), "source still in place").toBe(true);
     return { source: h.replacesId, output: outId };
   }
-  // after-rename / before-unlink: the output is a .seg beside its source, which is still there.
+  // after-output-rename (renamed by the worker, not yet listed) / after-rename / before-unlink
+  // (listed by the main thread's manifest write): the output is a .seg beside its source, which is still there.
   expect(tmps, `no .tmp left at ${point}`).toEqual([]);
   const outputs = [...after.entries()]
     .filter(([n]) => n.endsWith(".seg") && !before.has(n))
@@ -273,7 +274,7 @@ function checkRecovered(point: FaultPoint, pending: ReturnType<typeof checkCrash
     expect(f, `segment ${j.id} after recovery`).toBeDefined();
     expect((f as Buffer).subarray(DATA_START).equals(j.data), "journal replayed onto the segment").toBe(true);
     expect(headerOf(f as Buffer, j.id).generation).toBe(j.generation);
-  } else if (point === "compaction:before-swap") {
+  } else if (point === "compaction:before-swap" || point === "compaction:after-output-rename") {
     expect(settled.has(segName(pending.source as number)), "unpublished output dropped, source kept").toBe(true);
     expect(settled.has(segName(pending.output as number))).toBe(false);
   } else {
