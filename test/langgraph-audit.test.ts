@@ -13,10 +13,20 @@
  * twin sets `unsafeLangGraphForTests.queuePerInstance` (each instance queued only its own
  * batches) and must see puts rejected with VERSION_CONFLICT, an error no BaseStore caller expects.
  *
+ * Counts (fifty-fifth session): listNamespaces and search beside the reference `InMemoryStore`
+ * with the same puts. `maxDepth: 0` must answer what the reference answers (`[[""]]`: it joins
+ * labels with ":" and splits the empty cut back into one empty label; `[]` on an empty store), and
+ * so must the edge values it handles sensibly (`maxDepth` beyond the deepest namespace or
+ * Infinity, `limit: 0`, an offset past the end). A `maxDepth`, `limit` or `offset` the reference
+ * mishandles — negative (it slices from the end: `maxDepth: -1` lists namespaces of one empty
+ * label), fractional (truncated), NaN, null, a string — must be refused with INVALID_ARGUMENT
+ * with nothing written, through listNamespaces, search and batch alike; each such case also runs
+ * on the reference, which must answer without an error (the misbehaviour refused here).
+ *
  * Property stressed: bad input is typed and writes nothing; puts from several instances never
- * fail on contention.
+ * fail on contention; counts answer as the reference or are refused.
  */
-import { InvalidNamespaceError } from "@langchain/langgraph-checkpoint";
+import { InMemoryStore, InvalidNamespaceError, type Operation } from "@langchain/langgraph-checkpoint";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, InvalidArgumentError } from "../src/index.js";
 import { EngramStore, unsafeLangGraphForTests } from "../src/integrations/langgraph.js";
@@ -98,5 +108,107 @@ describe("instances over one engram store", () => {
     const { rejected } = await contendedPuts();
     expect(rejected.length).toBeGreaterThan(0);
     expect(new Set(rejected)).toEqual(new Set(["VERSION_CONFLICT"]));
+  });
+});
+
+/** The same namespaces put into the reference and into an EngramStore over a fresh engram store. */
+async function sideBySide<T>(body: (ref: InMemoryStore, store: EngramStore, engram: Engram) => Promise<T>, namespaces: string[][] = [["a", "b", "c"], ["a", "d"], ["e"]]): Promise<T> {
+  const engram = await Engram.open(tempDir("lg-counts"), { compaction: { workers: 0 } });
+  try {
+    const ref = new InMemoryStore();
+    const store = new EngramStore(engram);
+    for (const ns of namespaces) {
+      await ref.put(ns, "k", { x: 1 });
+      await store.put(ns, "k", { x: 1 });
+    }
+    return await body(ref, store, engram);
+  } finally {
+    await engram.close();
+  }
+}
+
+type ListOptions = NonNullable<Parameters<EngramStore["listNamespaces"]>[0]>;
+
+/** listNamespaces options the reference answers sensibly: both stores must agree. */
+const SAME: ListOptions[] = [
+  { maxDepth: 0 },
+  { maxDepth: 0, prefix: ["a"] },
+  { maxDepth: 0, prefix: ["zzz"] },
+  { maxDepth: 1 },
+  { maxDepth: 2 },
+  { maxDepth: 9 },
+  { maxDepth: Infinity },
+  { limit: 0 },
+  { limit: Infinity },
+  { offset: 5 },
+  { maxDepth: 1, limit: 1, offset: 1 },
+];
+
+/** Options the reference mishandles (it slices with them): EngramStore refuses them. */
+const MISHANDLED: Array<Record<string, unknown>> = [
+  { maxDepth: -1 },
+  { maxDepth: -2 },
+  { maxDepth: 1.5 },
+  { maxDepth: NaN },
+  { maxDepth: null },
+  { maxDepth: "1" },
+  { limit: -1 },
+  { limit: 1.5 },
+  { limit: NaN },
+  { limit: null },
+  { limit: "2" },
+  { offset: -1 },
+  { offset: 1.5 },
+  { offset: NaN },
+  { offset: null },
+  { offset: "1" },
+];
+
+/** Resolves to the error `p` rejects with, or null. */
+async function failure(p: Promise<unknown>): Promise<unknown> {
+  return p.then(
+    () => null,
+    (e: unknown) => e,
+  );
+}
+
+describe("counts beside the reference", () => {
+  it("maxDepth 0 answers as the reference: [[\"\"]], and [] on an empty store", async () => {
+    await sideBySide(async (ref, store) => {
+      expect(await ref.listNamespaces({ maxDepth: 0 }), "the reference").toEqual([[""]]);
+      expect(await store.listNamespaces({ maxDepth: 0 })).toEqual([[""]]);
+    });
+    await sideBySide(async (ref, store) => {
+      expect(await store.listNamespaces({ maxDepth: 0 })).toEqual(await ref.listNamespaces({ maxDepth: 0 }));
+      expect(await store.listNamespaces({ maxDepth: 0 })).toEqual([]);
+    }, []);
+  });
+
+  it("edge values the reference handles sensibly give its answers", async () => {
+    await sideBySide(async (ref, store) => {
+      for (const o of SAME) expect(await store.listNamespaces(o), JSON.stringify(o)).toEqual(await ref.listNamespaces(o));
+      for (const o of [{ limit: 0 }, { offset: 9 }, { limit: Infinity }]) expect(await store.search(["a"], o), JSON.stringify(o)).toEqual(await ref.search(["a"], o));
+    });
+  });
+
+  it("values the reference mishandles are INVALID_ARGUMENT through listNamespaces, search and batch, with nothing written", async () => {
+    await sideBySide(async (ref, store, engram) => {
+      expect(await ref.listNamespaces({ maxDepth: -1 }), "the reference lists a namespace of one empty label").toContainEqual([""]);
+      for (const o of MISHANDLED) {
+        const label = JSON.stringify(o, (_k, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? String(v) : v));
+        expect(await failure(ref.listNamespaces(o as ListOptions)), `${label}: the reference answers without an error`).toBeNull();
+        const before = engram.stats().sequence;
+        const listed = await failure(store.listNamespaces(o as ListOptions));
+        expect(listed, `listNamespaces ${label}`).toBeInstanceOf(InvalidArgumentError);
+        expect((listed as InvalidArgumentError).code, label).toBe("INVALID_ARGUMENT");
+        expect((listed as Error).message, label).toMatch(/whole number ≥ 0/);
+        const op = { matchConditions: undefined, maxDepth: undefined, limit: 100, offset: 0, ...o } as unknown as Operation;
+        const put: Operation = { namespace: ["written"], key: "k", value: { x: 1 } };
+        expect(await failure(store.batch([put, op])), `batch ${label}`).toBeInstanceOf(InvalidArgumentError);
+        if (!("maxDepth" in o)) expect(await failure(store.search(["a"], o as { limit?: number; offset?: number })), `search ${label}`).toBeInstanceOf(InvalidArgumentError);
+        expect(engram.stats().sequence, `${label}: nothing written`).toBe(before);
+      }
+      expect(await store.listNamespaces(), "the batches' puts were not written").toEqual(await ref.listNamespaces());
+    });
   });
 });

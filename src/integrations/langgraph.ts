@@ -11,7 +11,9 @@
  * - `delete` is engram's `forget`: a tombstone that `probe` explains;
  * - a key that is not a string, a namespace that is not an array, and a value JSON cannot hold
  *   are refused with a typed error before anything is written (InMemoryStore keeps them as given
- *   or fails later with a TypeError).
+ *   or fails later with a TypeError);
+ * - a `maxDepth`, `limit` or `offset` that is not a whole number ≥ 0 (or Infinity) is refused
+ *   with INVALID_ARGUMENT (InMemoryStore slices with it: negative counts from the end).
  *
  * Layout, all in one engram scope (default "langgraph"): an item is the key
  * `i<label>/<label>/|<key>` (each part escaped so that the mapping is injective and a label
@@ -166,6 +168,19 @@ function validateValue(value: unknown): void {
   }
 }
 
+/**
+ * Refuses a `maxDepth`, `limit` or `offset` (of `what`) that is neither absent nor a whole number
+ * ≥ 0 (or Infinity: no cut, no limit), before anything is read or written. The reference slices
+ * with whatever it is given: a negative maxDepth cuts labels from the end and lists namespaces of
+ * one empty label, a negative limit or offset counts from the end, a fraction is truncated, and
+ * NaN, null and strings act as 0 or as a number.
+ */
+function validateCount(what: string, name: string, x: unknown): void {
+  if (x === undefined || x === Infinity || (typeof x === "number" && Number.isInteger(x) && x >= 0)) return;
+  const got = typeof x === "number" ? String(x) : x === null ? "null" : `${typeof x} ${JSON.stringify(x)}`;
+  throw new InvalidArgumentError(`LangGraph store: ${what} ${name} must be a whole number ≥ 0 (or Infinity), got ${got}; pass an integer such as 0, 1, 10, or leave it out`);
+}
+
 /** The tail of the batches run on each backing store: batches of every EngramStore over one store run one at a time. */
 const chains = new WeakMap<LangGraphBackingStore, Promise<unknown>>();
 
@@ -301,7 +316,11 @@ export class EngramStore extends BaseStore {
         validateNamespace(op.namespace, { allowReservedRoot: true });
         validateKey(op.key);
       }
-      if ("namespacePrefix" in op) validateNamespace(op.namespacePrefix, { allowEmpty: true, allowReservedRoot: true });
+      if ("namespacePrefix" in op) {
+        validateNamespace(op.namespacePrefix, { allowEmpty: true, allowReservedRoot: true });
+        for (const name of ["limit", "offset"] as const) validateCount("search", name, op[name]);
+      }
+      if ("matchConditions" in op) for (const name of ["maxDepth", "limit", "offset"] as const) validateCount("listNamespaces", name, op[name]);
       if ("value" in op && op.value !== null) validateValue(op.value);
     }
     for (const op of operations) {
@@ -369,7 +388,9 @@ export class EngramStore extends BaseStore {
     if (op.maxDepth !== undefined) {
       const cut = new Map<string, string[]>();
       for (const ns of namespaces) {
-        const s = ns.slice(0, op.maxDepth);
+        // The reference joins labels with ":" and splits them back: a cut to no label comes back
+        // as one empty label, [""]; kept for parity (listNamespaces({ maxDepth: 0 }) is [[""]]).
+        const s = op.maxDepth === 0 ? [""] : ns.slice(0, op.maxDepth);
         if (!cut.has(JSON.stringify(s))) cut.set(JSON.stringify(s), s);
       }
       namespaces = [...cut.values()];
