@@ -4,7 +4,7 @@
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { CallToolRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import * as z from "zod";
 import { handleToolCall, isWireError, listTools } from "./tools.js";
 import { VERSION } from "./version.js";
@@ -45,9 +45,16 @@ function registeredInputSchema(def: ToolDefinition): z.ZodObject {
   return z.looseObject({}).meta(def.inputSchema);
 }
 
-/** Builds an McpServer exposing the tools of `context` over `store` (not yet connected). */
+/**
+ * Builds an McpServer exposing the tools of `context` over `store` (not yet connected). Every
+ * tools/call, whatever its name, is answered by handleToolCall, so a name that is no tool of this
+ * server (unknown, or a mutating tool of a read-only server) gets engram's own error — a tool
+ * result with isError and `{ ok: false, error: "INVALID_ARGUMENT", message }` naming the known
+ * tools — like every other bad call, not the SDK's "MCP error -32602: Tool … not found" text.
+ */
 export function createMcpServer(store: MemoryStore, context: ToolContext = {}, version = VERSION): McpServer {
   const server = new McpServer({ name: "engram", version }, { instructions: INSTRUCTIONS });
+  const answer = async (name: string, args: unknown): Promise<CallToolResult> => toCallToolResult(await handleToolCall(store, name, args, context));
   for (const def of listTools(context)) {
     server.registerTool(
       def.name,
@@ -60,11 +67,24 @@ export function createMcpServer(store: MemoryStore, context: ToolContext = {}, v
           openWorldHint: false,
         },
       },
-      async (args: Record<string, unknown>) => toCallToolResult(await handleToolCall(store, def.name, args, context)),
+      (args: Record<string, unknown>) => answer(def.name, args),
     );
   }
+  // McpServer answers a name it has not registered itself, with a text of its own and no engram
+  // code. The SDK's documented way to change an answer is to set the method's handler on the
+  // underlying Server, which replaces the one McpServer set (it sets it once, at the first
+  // registerTool, and never again); tools/list stays McpServer's.
+  if (unsafeMcpForTests.sdkUnknownTool) return server;
+  server.server.setRequestHandler(CallToolRequestSchema, (request) => answer(request.params.name, request.params.arguments));
   return server;
 }
+
+/**
+ * Test switch, never set by the server or any option (test/mcp-audit.test.ts): `sdkUnknownTool`
+ * leaves tools/call to McpServer, as before the fifty-fifth session: a name that is no tool of
+ * the server gets the SDK's "MCP error -32602: Tool … not found" text, without an engram code.
+ */
+export const unsafeMcpForTests = { sdkUnknownTool: false };
 
 /**
  * Serves `store` on stdin/stdout until stdin ends or SIGTERM/SIGINT arrives, then closes the

@@ -15,16 +15,26 @@
  * exit (within a deadline), after which the directory opens exclusively — before the fix the
  * process lingered, answering nothing and holding the store's lock.
  *
- * Property stressed: what tools/list advertises is what the tools accept; a closed connection
- * never leaves a server holding the store.
+ * Unknown tool names (fifty-fifth session): the real SDK client calls names that are no tool of
+ * the server (a made-up one, a near miss in case, the empty string, with and without arguments,
+ * and a mutating tool of a read-only server, which tools/list leaves out). Each must come back
+ * as engram's errors do — a tool result with isError, structuredContent and JSON text
+ * `{ ok: false, error: "INVALID_ARGUMENT", message }`, the message naming every tool the server
+ * lists — with the store's commit sequence unmoved. The twin (`unsafeMcpForTests.sdkUnknownTool`,
+ * McpServer answering tools/call itself, the rule before) gets the SDK's "MCP error -32602: Tool
+ * … not found" text with no engram code.
+ *
+ * Property stressed: what tools/list advertises is what the tools accept; every refusal carries
+ * an engram code; a closed connection never leaves a server holding the store.
  */
 import { spawn } from "node:child_process";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { createMcpServer } from "../src/mcp.js";
+import { createMcpServer, unsafeMcpForTests } from "../src/mcp.js";
+import type { ToolContext } from "../src/tools.js";
 import { assertBuilt, CLI_BIN } from "./helpers/built.js";
 import { rng } from "./helpers/rng.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -100,6 +110,67 @@ describe("advertised schemas", () => {
       await client.close();
       await store.close();
     }
+  });
+});
+
+afterEach(() => {
+  unsafeMcpForTests.sdkUnknownTool = false;
+});
+
+/** The answers of a server over a fresh store (with `context`) to `calls`, through the SDK's client; also the tools it lists and whether the store's sequence moved. */
+async function answersTo(calls: Array<{ name: string; arguments?: Record<string, unknown> }>, context: ToolContext = {}): Promise<{ answers: Array<Awaited<ReturnType<Client["callTool"]>>>; listed: string[]; moved: boolean }> {
+  const store = await Engram.open(tempDir("mcp-unknown"), { compaction: { workers: 0 } });
+  const client = new Client({ name: "engram-audit", version: "0.0.0" });
+  try {
+    const server = createMcpServer(store, context);
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await Promise.all([server.connect(serverSide), client.connect(clientSide)]);
+    const before = store.stats().sequence;
+    const answers = [];
+    for (const call of calls) answers.push(await client.callTool(call));
+    const listed = (await client.listTools()).tools.map((t) => t.name);
+    return { answers, listed, moved: store.stats().sequence !== before };
+  } finally {
+    await client.close();
+    await store.close();
+  }
+}
+
+/** Expects `answer` to be engram's INVALID_ARGUMENT as a tool error, its message containing each of `mentions`. */
+function expectEngramRefusal(answer: Awaited<ReturnType<Client["callTool"]>>, mentions: string[], label: string): void {
+  expect(answer.isError, label).toBe(true);
+  const text = (answer.content as Array<{ type: string; text: string }>)[0]?.text ?? "";
+  expect(text, `${label}: JSON text, not the SDK's`).not.toMatch(/-32602|not found/);
+  const wire = JSON.parse(text) as { ok: boolean; error: string; message: string };
+  expect(wire, label).toMatchObject({ ok: false, error: "INVALID_ARGUMENT" });
+  expect(answer.structuredContent, `${label}: structuredContent as for every engram error`).toEqual(wire);
+  for (const m of mentions) expect(wire.message, `${label}: names ${m}`).toContain(m);
+}
+
+describe("a tool name the server does not have", () => {
+  const UNKNOWN = [{ name: "memory_nope", arguments: { key: "k" } }, { name: "Memory_Read", arguments: { key: "k" } }, { name: "" }, { name: "memory_delete" }];
+
+  it("is engram's INVALID_ARGUMENT naming the known tools, as a tool error, with nothing written", async () => {
+    const { answers, listed, moved } = await answersTo(UNKNOWN);
+    expect(listed.length).toBeGreaterThan(5);
+    for (const [i, a] of answers.entries()) expectEngramRefusal(a, ["unknown tool", ...listed], `call ${JSON.stringify(UNKNOWN[i])}`);
+    expect(moved, "nothing written").toBe(false);
+  });
+
+  it("a mutating tool of a read-only server (not listed there) is engram's INVALID_ARGUMENT saying the server is read-only", async () => {
+    const { answers, listed, moved } = await answersTo([{ name: "memory_write", arguments: { key: "k", value: "v" } }, { name: "memory_forget", arguments: { key: "k" } }], { readOnly: true });
+    expect(listed).not.toContain("memory_write");
+    for (const a of answers) expectEngramRefusal(a, ["read-only"], "read-only");
+    expect(moved, "nothing written").toBe(false);
+  });
+
+  it("twin: answered by McpServer itself, it is the SDK's -32602 text with no engram code", async () => {
+    unsafeMcpForTests.sdkUnknownTool = true;
+    const { answers } = await answersTo(UNKNOWN.slice(0, 1));
+    const a = answers[0] as Awaited<ReturnType<Client["callTool"]>>;
+    expect(a.isError).toBe(true);
+    expect((a.content as Array<{ text: string }>)[0]?.text).toMatch(/MCP error -32602: Tool memory_nope not found/);
+    expect(a.structuredContent).toBeUndefined();
   });
 });
 
