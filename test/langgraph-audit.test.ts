@@ -23,8 +23,20 @@
  * with nothing written, through listNamespaces, search and batch alike; each such case also runs
  * on the reference, which must answer without an error (the misbehaviour refused here).
  *
+ * Values JSON changes (fifty-fifth session): LangGraph's own durable store, PostgresStore, writes
+ * `JSON.stringify(value)` into a jsonb column (libs/checkpoint-postgres, crud-operations.ts), so
+ * NaN and ±Infinity come back null, a Date its ISO string, a Map or Set `{}`, and undefined or
+ * function fields are dropped; EngramStore does the same, documented, rather than refusing such
+ * values. A value holding each of these is put, read by get, search and a batch that puts it over
+ * an existing item and gets it in the same batch, then read again after a reopen: every answer
+ * must equal `JSON.parse(JSON.stringify(value))`, what PostgresStore would return (the in-batch
+ * get returned the caller's own objects before). The reference InMemoryStore, which hands back the
+ * very objects it was given, is run beside it to show the departure. A value JSON cannot hold at
+ * all (a function, a symbol) is INVALID_ARGUMENT with nothing written.
+ *
  * Property stressed: bad input is typed and writes nothing; puts from several instances never
- * fail on contention; counts answer as the reference or are refused.
+ * fail on contention; counts answer as the reference or are refused; a value reads back as JSON
+ * made it, the same from every call and across reopens.
  */
 import { InMemoryStore, InvalidNamespaceError, type Operation } from "@langchain/langgraph-checkpoint";
 import { afterEach, describe, expect, it } from "vitest";
@@ -58,6 +70,8 @@ const BAD: Call[] = [
   ["put of a BigInt", (s) => s.put(["a"], "k", { b: 1n }), InvalidArgumentError],
   ["put of a cycle", (s) => s.put(["a"], "k", cyclic()), InvalidArgumentError],
   ["put of undefined", (s) => s.put(["a"], "k", undefined as unknown as Record<string, unknown>), InvalidArgumentError],
+  ["put of a function", (s) => s.put(["a"], "k", (() => 1) as unknown as Record<string, unknown>), InvalidArgumentError],
+  ["put of a symbol", (s) => s.put(["a"], "k", Symbol("v") as unknown as Record<string, unknown>), InvalidArgumentError],
   ["batch with a BigInt after a good put", (s) => s.batch([{ namespace: ["ok"], key: "k", value: { x: 1 } }, { namespace: ["a"], key: "k", value: { b: 2n } }]), InvalidArgumentError],
 ];
 
@@ -210,5 +224,54 @@ describe("counts beside the reference", () => {
       }
       expect(await store.listNamespaces(), "the batches' puts were not written").toEqual(await ref.listNamespaces());
     });
+  });
+});
+
+/** A value holding everything JSON changes: non-finite numbers, a Date, a Map, a Set, undefined and function fields, a toJSON, -0. */
+function jsonChanged(): Record<string, unknown> {
+  return {
+    nan: NaN,
+    inf: Infinity,
+    ninf: -Infinity,
+    date: new Date(Date.UTC(2026, 11, 7)),
+    map: new Map([["a", 1]]),
+    set: new Set([1, 2]),
+    undef: undefined,
+    fn: () => 1,
+    arr: [1, undefined, NaN, () => 1, new Date(0)],
+    negZero: -0,
+    nested: { when: new Date(1000), inf: -Infinity },
+    custom: { toJSON: () => "custom" },
+    plain: "kept",
+  };
+}
+
+describe("values JSON changes, as LangGraph's PostgresStore stores them", () => {
+  it("read back by get, search, an in-batch get and after a reopen as JSON.parse(JSON.stringify(value))", async () => {
+    const dir = tempDir("lg-json");
+    const asPostgres = JSON.parse(JSON.stringify(jsonChanged())) as Record<string, unknown>;
+    expect(asPostgres).toMatchObject({ nan: null, date: "2026-12-07T00:00:00.000Z", map: {}, set: {}, arr: [1, null, null, null, "1970-01-01T00:00:00.000Z"], custom: "custom" });
+    expect("fn" in asPostgres || "undef" in asPostgres).toBe(false);
+    let engram = await Engram.open(dir, { compaction: { workers: 0 } });
+    try {
+      const store = new EngramStore(engram);
+      await store.put(["j"], "k", jsonChanged());
+      expect((await store.get(["j"], "k"))?.value, "get").toStrictEqual(asPostgres);
+      expect((await store.search(["j"]))[0]?.value, "search").toStrictEqual(asPostgres);
+      await store.put(["j"], "again", { x: 1 });
+      const [got] = await store.batch([{ namespace: ["j"], key: "again" }, { namespace: ["j"], key: "again", value: jsonChanged() }] as const);
+      expect(got?.value, "a get in the batch that replaces the item").toStrictEqual(asPostgres);
+      expect((await store.get(["j"], "again"))?.value, "a get after it").toStrictEqual(asPostgres);
+      const ref = new InMemoryStore();
+      const given = jsonChanged();
+      await ref.put(["j"], "k", given);
+      expect((await ref.get(["j"], "k"))?.value["date"], "the reference hands back the Date it was given").toBe(given["date"]);
+      await engram.close();
+      engram = await Engram.open(dir, { compaction: { workers: 0 } });
+      const reopened = new EngramStore(engram);
+      for (const key of ["k", "again"]) expect((await reopened.get(["j"], key))?.value, `${key} after a reopen`).toStrictEqual(asPostgres);
+    } finally {
+      await engram.close();
+    }
   });
 });

@@ -13,7 +13,9 @@
  *   are refused with a typed error before anything is written (InMemoryStore keeps them as given
  *   or fails later with a TypeError);
  * - a `maxDepth`, `limit` or `offset` that is not a whole number ≥ 0 (or Infinity) is refused
- *   with INVALID_ARGUMENT (InMemoryStore slices with it: negative counts from the end).
+ *   with INVALID_ARGUMENT (InMemoryStore slices with it: negative counts from the end);
+ * - a value comes back as JSON made it, as from LangGraph's PostgresStore (NaN is null, a Date
+ *   its ISO string, a Map `{}`); InMemoryStore hands back the objects it was given.
  *
  * Layout, all in one engram scope (default "langgraph"): an item is the key
  * `i<label>/<label>/|<key>` (each part escaped so that the mapping is injective and a label
@@ -156,16 +158,21 @@ function validateKey(key: unknown): asserts key is string {
 }
 
 /**
- * Refuses a value that cannot be stored as JSON (a BigInt, a cycle) or that JSON would lose
- * (`undefined`), before anything is written; the reference keeps such values in memory as given.
+ * Refuses a value that cannot be stored as JSON (a BigInt, a cycle) or that JSON would lose whole
+ * (`undefined`, a function, a symbol), before anything is written; the reference keeps such values
+ * in memory as given. Inside a value, JSON's own conversions apply, as in LangGraph's PostgresStore
+ * (JSON.stringify into jsonb): NaN and ±Infinity become null, a Date its ISO string, a Map or Set
+ * `{}`, an undefined or function field is dropped (null in an array) — docs/API.md "Integrations".
  */
 function validateValue(value: unknown): void {
   if (value === undefined) throw new InvalidArgumentError("LangGraph store: value must be an object (or null to delete), got undefined");
+  let json: string | undefined;
   try {
-    JSON.stringify(value);
+    json = JSON.stringify(value);
   } catch (err) {
     throw new InvalidArgumentError(`LangGraph store: value cannot be stored as JSON (${err instanceof Error ? err.message : String(err)}); convert BigInts and cycles first`);
   }
+  if (json === undefined) throw new InvalidArgumentError(`LangGraph store: value must be an object (or null to delete), got a ${typeof value}, which JSON cannot hold`);
 }
 
 /**
@@ -532,8 +539,10 @@ export class EngramStore extends BaseStore {
       if (old !== null) stored.order = old.order;
       const v = vectors.get(idOf(op.namespace, op.key));
       if (v !== undefined) stored.vectors = v;
-      ops.push({ op: "write", key, value: JSON.stringify(stored), scope: this.scope, expectedVersion: old?.version ?? null });
-      if (old !== null) updated.set(idOf(op.namespace, op.key), stored);
+      const json = JSON.stringify(stored);
+      ops.push({ op: "write", key, value: json, scope: this.scope, expectedVersion: old?.version ?? null });
+      // As a later get reads it (JSON's conversions applied: a Date is its string), not as given.
+      if (old !== null) updated.set(idOf(op.namespace, op.key), JSON.parse(json) as StoredItem);
     }
     if (ops.length > 0) await this.#store.batch(ops);
     return updated;
