@@ -10,11 +10,14 @@
  */
 import type { Engram } from "./engram.js";
 import type { ExportEntry } from "./types.js";
+import { errnoOf, OutputError, writeChunk } from "./cli-io.js";
 
 /** The format version written in the header line. */
 export const EXPORT_FORMAT = 1;
 /** Progress goes to stderr every this many slots, for stores at least this large. */
 const PROGRESS_EVERY = 10_000;
+/** An interrupt is noticed within this many slots. */
+const CHECK_EVERY = 1000;
 
 /** The header line. */
 export interface ExportHeader {
@@ -67,35 +70,66 @@ export function lineOf(e: ExportEntry): ValueLine | RetentionLine {
 /** Lines are written to the stream in chunks of about this many characters (one write call each). */
 const CHUNK_CHARS = 64 * 1024;
 
-/** Buffers lines and writes them in chunks, waiting when the stream's buffer is full. */
+/** Buffers lines and writes them in chunks, one at a time, each taken by the stream before the next. */
 class LineWriter {
   #pending: string[] = [];
   #chars = 0;
-  constructor(private readonly out: NodeJS.WritableStream) {}
+  /** Lines handed to the stream so far. */
+  written = 0;
+  #queued = 0;
+  constructor(
+    private readonly out: NodeJS.WritableStream,
+    private readonly where: string,
+    private readonly lost: string,
+    private readonly stop?: AbortSignal,
+  ) {}
 
   /** Queues one JSON line; writes the chunk once it is large enough. */
   async line(doc: unknown): Promise<void> {
     const text = `${JSON.stringify(doc)}\n`;
     this.#pending.push(text);
     this.#chars += text.length;
+    this.#queued += 1;
     if (this.#chars >= CHUNK_CHARS) await this.flush();
   }
 
-  /** Writes everything queued. */
+  /**
+   * Writes everything queued. A stream that fails (a reader that closed the pipe, a full disk) is
+   * an OutputError saying how far the output got, never an uncaught 'error' event.
+   */
   async flush(): Promise<void> {
     if (this.#pending.length === 0) return;
     const chunk = this.#pending.join("");
     this.#pending = [];
     this.#chars = 0;
-    if (!this.out.write(chunk)) await new Promise<void>((resolve) => this.out.once("drain", resolve));
+    try {
+      await writeChunk(this.out, chunk, this.stop);
+    } catch (err) {
+      if (err === this.stop?.reason) throw err;
+      throw new OutputError(errnoOf(err), this.where, `the export stopped after ${this.written} lines written; ${this.lost}`);
+    }
+    this.written += this.#queued;
+    this.#queued = 0;
   }
 }
 
-/** Exports `scope`'s subtree of `store` to `out`; reports progress on `err` for large stores. Returns the counts. */
-export async function exportStore(store: Engram, scope: string, out: NodeJS.WritableStream, err: NodeJS.WritableStream, progress?: boolean): Promise<EndLine> {
+/**
+ * Where the export goes and how it reports: `where` names the output in errors and `lost` says
+ * what a failed write leaves there; `stop` aborts it (an interrupt).
+ */
+export interface ExportSink {
+  out: NodeJS.WritableStream;
+  err: NodeJS.WritableStream;
+  where: string;
+  lost: string;
+  stop?: AbortSignal;
+}
+
+/** Exports `scope`'s subtree of `store` to `sink.out`; reports progress on `sink.err` for large stores. Returns the counts. */
+export async function exportStore(store: Engram, scope: string, sink: ExportSink, progress?: boolean): Promise<EndLine> {
   const stats = store.stats();
   const header: ExportHeader = { engram: "export", format: EXPORT_FORMAT, scope, sequence: stats.sequence };
-  const w = new LineWriter(out);
+  const w = new LineWriter(sink.out, sink.where, sink.lost, sink.stop);
   await w.line(header);
   const show = progress ?? stats.slots >= PROGRESS_EVERY;
   let values = 0;
@@ -104,8 +138,10 @@ export async function exportStore(store: Engram, scope: string, out: NodeJS.Writ
     await w.line(lineOf(e));
     if (e.kind === "value") values += 1;
     else retention += 1;
-    if (show && (values + retention) % PROGRESS_EVERY === 0) err.write(`engram export: ${values + retention} of about ${stats.slots} slots\n`);
+    if ((values + retention) % CHECK_EVERY === 0) sink.stop?.throwIfAborted();
+    if (show && (values + retention) % PROGRESS_EVERY === 0) sink.err.write(`engram export: ${values + retention} of about ${stats.slots} slots\n`);
   }
+  sink.stop?.throwIfAborted();
   const end: EndLine = { kind: "end", values, retention, sequence: store.stats().sequence };
   await w.line(end);
   await w.flush();

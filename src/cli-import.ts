@@ -18,21 +18,27 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import * as readline from "node:readline";
 import { pipeline } from "node:stream/promises";
-import { InvalidArgumentError } from "../rules/errors.js";
+import { EngramError, InvalidArgumentError } from "../rules/errors.js";
+import { Interrupted } from "./cli-io.js";
 import { assertKey, assertScope } from "../rules/names.js";
 import type { Engram } from "./engram.js";
 import { EXPORT_FORMAT } from "./cli-export.js";
 import type { BatchOp } from "./types.js";
 
-/** Longest line accepted (a 16 MiB value in base64 with its fields fits easily). */
-const LINE_CHARS_MAX = 64 * 1024 * 1024;
+/**
+ * Longest line accepted, in bytes: a 16 MiB string value whose every byte JSON escapes as \uXXXX
+ * (6 characters), with its key and fields. Longer lines are refused while being read, before
+ * they are held in memory whole.
+ */
+const LINE_BYTES_MAX = 6 * 16 * 1024 * 1024 + 64 * 1024;
 /** Operations and value bytes per import batch (each batch is atomic). */
 const BATCH_OPS_MAX = 1000;
 const BATCH_VALUE_BYTES_MAX = 8 * 1024 * 1024;
 /** Progress goes to stderr every this many lines. */
 const PROGRESS_EVERY = 10_000;
+/** The first pass notices an interrupt within this many lines. */
+const CHECK_EVERY = 1000;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 /** Largest value accepted: the default valueBytesMax of the store import opens (16 MiB). */
 const VALUE_BYTES_MAX = 16 * 1024 * 1024;
@@ -74,7 +80,7 @@ function fields(n: number, d: Doc, required: string[], optional: string[] = []):
 function int(n: number, d: Doc, f: string, min: number, nullable: boolean): number | null {
   const v = d[f];
   if (v === null && nullable) return null;
-  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min) throw bad(n, `"${f}" must be ${nullable ? "null or " : ""}an integer >= ${min}, got ${JSON.stringify(v)}`);
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < min) throw bad(n, `"${f}" must be ${nullable ? "null or " : ""}an integer >= ${min}, got ${typeof v === "number" ? String(v) : JSON.stringify(v)}`);
   return v;
 }
 
@@ -110,18 +116,68 @@ function checkRetention(n: number, d: Doc): number {
   return Math.max(int(n, d, "version", 1, true) ?? 0, int(n, d, "tombstoneSeq", 1, true) ?? 0);
 }
 
-/** The lines of a file with their numbers (1-based). */
-async function* linesOf(file: string): AsyncGenerator<[number, string]> {
-  const rl = readline.createInterface({ input: fs.createReadStream(file, { encoding: "utf8" }), crlfDelay: Infinity });
-  let n = 0;
-  for await (const line of rl) {
-    n += 1;
-    if (line.length > LINE_CHARS_MAX) throw bad(n, `longer than ${LINE_CHARS_MAX} characters`);
-    yield [n, line];
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+/** One line's bytes as text: a byte-order mark on line 1 and a CR before the newline are dropped; bad UTF-8 is refused. */
+function textOf(n: number, bytes: Buffer): string {
+  let b = n === 1 && bytes.subarray(0, 3).equals(BOM) ? bytes.subarray(3) : bytes;
+  if (b.length > 0 && b[b.length - 1] === 0x0d) b = b.subarray(0, b.length - 1);
+  try {
+    return UTF8.decode(b);
+  } catch {
+    throw bad(n, "not valid UTF-8 (an export is UTF-8 JSON; was the file re-encoded?)");
   }
 }
 
-/** Parses a line as a JSON object. */
+/**
+ * The lines of a file with their numbers (1-based), split on bytes: a line is refused once it
+ * passes LINE_BYTES_MAX, before the rest of it is read (a file without newlines never has to
+ * fit in memory), and each line is decoded as strict UTF-8.
+ */
+async function* linesOf(file: string): AsyncGenerator<[number, string]> {
+  let parts: Buffer[] = [];
+  let held = 0;
+  let n = 0;
+  for await (const chunk of fs.createReadStream(file, { highWaterMark: 1024 * 1024 }) as AsyncIterable<Buffer>) {
+    let from = 0;
+    for (let nl = chunk.indexOf(0x0a); nl !== -1; nl = chunk.indexOf(0x0a, from)) {
+      n += 1;
+      if (held + nl - from > LINE_BYTES_MAX) throw bad(n, `longer than ${LINE_BYTES_MAX} bytes`);
+      parts.push(chunk.subarray(from, nl));
+      yield [n, textOf(n, Buffer.concat(parts))];
+      parts = [];
+      held = 0;
+      from = nl + 1;
+    }
+    held += chunk.length - from;
+    if (held > LINE_BYTES_MAX) throw bad(n + 1, `longer than ${LINE_BYTES_MAX} bytes`);
+    if (from < chunk.length) parts.push(chunk.subarray(from));
+  }
+  if (held > 0) yield [n + 1, textOf(n + 1, Buffer.concat(parts))];
+}
+
+/**
+ * The names of a JSON object's fields as written, a repeated one twice (JSON.parse keeps only the
+ * last, so `{"key":"a","key":"b"}` would import "b" silently). `text` is valid JSON.
+ */
+function writtenFields(text: string): string[] {
+  const names: string[] = [];
+  let depth = 0;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (text[j] !== '"') j += text[j] === "\\" ? 2 : 1;
+      if (depth === 1 && /^\s*:/.test(text.slice(j + 1, j + 64))) names.push(JSON.parse(text.slice(i, j + 1)) as string);
+      i = j;
+    } else if (c === "{" || c === "[") depth += 1;
+    else if (c === "}" || c === "]") depth -= 1;
+  }
+  return names;
+}
+
+/** Parses a line as a JSON object whose fields each appear once. */
 function parse(n: number, line: string): Doc {
   let d: unknown;
   try {
@@ -130,11 +186,16 @@ function parse(n: number, line: string): Doc {
     throw bad(n, `not JSON (${(err as Error).message})`);
   }
   if (typeof d !== "object" || d === null || Array.isArray(d)) throw bad(n, "not a JSON object");
+  const names = writtenFields(line);
+  if (names.length !== Object.keys(d).length) {
+    const twice = names.find((f, i) => names.indexOf(f) !== i);
+    throw bad(n, `field ${JSON.stringify(twice)} appears twice`);
+  }
   return d as Doc;
 }
 
-/** The first pass: every line checked, nothing written. */
-export async function checkExport(file: string): Promise<Checked> {
+/** The first pass: every line checked, nothing written; `stop` (an interrupt) is honoured every CHECK_EVERY lines. */
+export async function checkExport(file: string, stop?: AbortSignal): Promise<Checked> {
   const seen = new Set<string>();
   let floor = 0;
   let values = 0;
@@ -143,6 +204,7 @@ export async function checkExport(file: string): Promise<Checked> {
   let last = 0;
   for await (const [n, line] of linesOf(file)) {
     last = n;
+    if (n % CHECK_EVERY === 0) stop?.throwIfAborted();
     if (ended > 0) throw bad(n, `a line after the end line (line ${ended})`);
     const d = parse(n, line);
     if (n === 1) {
@@ -173,14 +235,21 @@ export async function checkExport(file: string): Promise<Checked> {
   }
   if (last === 0) throw bad(1, "the file is empty");
   if (ended === 0) throw bad(last, "the file ends without its end line (a truncated export?)");
+  // Each value takes a sequence and each batch one more: they must all stay below 2^53.
+  if (floor > Number.MAX_SAFE_INTEGER - 2 * (values + 1)) throw bad(ended, `sequence ${floor} leaves no room below 2^53 for ${values} values`);
   return { values, retention, floor };
 }
 
-/** Copies stdin to a private temporary file; returns its path. */
-export async function spoolStdin(): Promise<string> {
+/** Copies stdin to a private temporary file; returns its path. An interrupt (`stop`) removes the file and throws. */
+export async function spoolStdin(stop?: AbortSignal): Promise<string> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "engram-import-"));
   const file = path.join(dir, `${randomUUID()}.jsonl`);
-  await pipeline(process.stdin, fs.createWriteStream(file, { mode: 0o600, flags: "wx" }));
+  try {
+    await pipeline(process.stdin, fs.createWriteStream(file, { mode: 0o600, flags: "wx" }), stop === undefined ? {} : { signal: stop });
+  } catch (err) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw stop?.aborted === true ? stop.reason : err;
+  }
   return file;
 }
 
@@ -192,22 +261,61 @@ function assertEmpty(store: Engram): void {
   }
 }
 
-/** The second pass: raises the sequence, then writes the values in atomic batches. */
-export async function importExport(store: Engram, file: string, checked: Checked, err: NodeJS.WritableStream, everyBatch = false): Promise<ImportReport> {
+/** How the second pass reports and stops: progress on `err`, every batch with `everyBatch`; `stop` aborts it between batches (an interrupt). */
+export interface ImportSink {
+  err: NodeJS.WritableStream;
+  everyBatch?: boolean;
+  stop?: AbortSignal;
+}
+
+/**
+ * The error of an import that stopped after committing something, saying what the store now
+ * holds and what to do: the batches before it are in the store (each batch is atomic), the rest
+ * is not, and since import only fills an empty store the way on is a new directory.
+ */
+function stoppedAfter(err: unknown, dir: string, report: ImportReport, line: number): unknown {
+  const what =
+    `${report.values} values in ${report.batches} batches (the file's lines up to ${line}) were committed to ${dir} before it stopped, ` +
+    `and its sequence raised to ${report.floor}; the store is partial: delete ${dir} and import the whole file again into a new directory`;
+  if (err instanceof Interrupted) return new Interrupted(err.signal, what);
+  if (err instanceof EngramError) return new EngramError(err.code, `${err.message}. ${what}`);
+  return new Error(`${(err as Error).message ?? String(err)}. ${what}`);
+}
+
+/** The second pass: raises the sequence, then writes the values in atomic batches; a stop after the floor is raised says what was committed. */
+export async function importExport(store: Engram, file: string, checked: Checked, sink: ImportSink): Promise<ImportReport> {
   assertEmpty(store);
-  const floor = await store.raiseSequence(checked.floor);
-  const report: ImportReport = { values: 0, retention: 0, expired: 0, floor, batches: 0 };
+  const report: ImportReport = { values: 0, retention: 0, expired: 0, floor: 0, batches: 0 };
+  let committedLine = 1;
+  let raised = false;
+  try {
+    report.floor = await store.raiseSequence(checked.floor);
+    raised = true;
+    await writeValues(store, file, report, sink, (n) => (committedLine = n));
+  } catch (err) {
+    throw raised ? stoppedAfter(err, store.dir, report, committedLine) : err;
+  }
+  return report;
+}
+
+/** Writes the value lines in batches; `committed(n)` learns the last line of each committed batch. */
+async function writeValues(store: Engram, file: string, report: ImportReport, sink: ImportSink, committed: (line: number) => void): Promise<void> {
   let ops: BatchOp[] = [];
   let bytes = 0;
-  const flush = async (): Promise<void> => {
-    if (ops.length === 0) return;
-    await store.batch(ops);
-    report.batches += 1;
-    if (everyBatch) err.write(`engram import: batch ${report.batches} committed (${report.values} values)\n`);
+  let values = 0;
+  const flush = async (line: number): Promise<void> => {
+    sink.stop?.throwIfAborted();
+    if (ops.length > 0) await store.batch(ops);
+    if (ops.length > 0) report.batches += 1;
+    report.values = values;
+    committed(line);
+    if (sink.everyBatch === true && ops.length > 0) sink.err.write(`engram import: batch ${report.batches} committed (${report.values} values)\n`);
     ops = [];
     bytes = 0;
   };
+  let last = 1;
   for await (const [n, line] of linesOf(file)) {
+    last = n;
     if (n === 1) continue;
     const d = parse(n, line);
     if (d["kind"] === "retention") report.retention += 1;
@@ -220,11 +328,10 @@ export async function importExport(store: Engram, file: string, checked: Checked
       continue;
     }
     ops.push({ op: "write", key: d["key"] as string, value, scope: d["scope"] as string, ttlMs });
-    report.values += 1;
+    values += 1;
     bytes += typeof value === "string" ? value.length * 3 : value.length;
-    if (ops.length >= BATCH_OPS_MAX || bytes >= BATCH_VALUE_BYTES_MAX) await flush();
-    if (n % PROGRESS_EVERY === 0) err.write(`engram import: ${n} lines\n`);
+    if (ops.length >= BATCH_OPS_MAX || bytes >= BATCH_VALUE_BYTES_MAX) await flush(n);
+    if (n % PROGRESS_EVERY === 0) sink.err.write(`engram import: ${n} lines\n`);
   }
-  await flush();
-  return report;
+  await flush(last);
 }

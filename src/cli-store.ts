@@ -8,6 +8,7 @@ import { isPostgresUrl } from "../postgres/index.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
 import { hintFor } from "./cli-format.js";
+import { Interrupted, signalExit } from "./cli-io.js";
 import { isWireError } from "./tools.js";
 import type { WireResult } from "./tools.js";
 
@@ -77,9 +78,17 @@ export function reportError(code: string, message: string, json: boolean): numbe
   return EXIT.ENGRAM;
 }
 
-/** Maps any thrown value to printed output and an exit code. */
+/**
+ * Maps any thrown value to printed output and an exit code: an engram error exits 2, an interrupt
+ * 130 (SIGINT) or 143 (SIGTERM) as a shell reports a killed command, anything else 1.
+ */
 export function reportFailure(err: unknown, json: boolean): number {
   if (err instanceof EngramError) return reportError(err.code, err.message, json);
+  if (err instanceof Interrupted) {
+    if (json) printJson({ ok: false, error: "INTERRUPTED", message: err.message });
+    else process.stderr.write(`engram: ${err.message}\n`);
+    return signalExit(err.signal);
+  }
   const message = err instanceof Error ? err.message : String(err);
   if (json) printJson({ ok: false, error: err instanceof UsageError ? "USAGE" : "INTERNAL", message });
   else process.stderr.write(`engram: ${message}\n`);

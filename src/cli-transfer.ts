@@ -8,12 +8,15 @@ import type { Command, Option } from "commander";
 import { Engram } from "./engram.js";
 import { exportStore } from "./cli-export.js";
 import { checkExport, importExport, spoolStdin } from "./cli-import.js";
+import { AtomicFile, errnoOf, interruptible, OutputError } from "./cli-io.js";
 import { EXIT, printJson, requireDir, UsageError, withStore } from "./cli-store.js";
 import type { GlobalOptions } from "./cli-store.js";
 
 /** Options of `export`. */
 export interface ExportOptions extends GlobalOptions {
   scope?: string;
+  /** Write into this file (atomically) instead of stdout. */
+  output?: string;
   progress?: boolean;
 }
 
@@ -27,37 +30,82 @@ export async function cmdBackup(target: string, o: GlobalOptions): Promise<numbe
   });
 }
 
-/** `engram export --dir DIR [--scope S]`: JSON Lines on stdout, progress on stderr. */
-export async function cmdExport(o: ExportOptions): Promise<number> {
-  return withStore(o, true, async (store) => {
-    const end = await exportStore(store, o.scope ?? "global", process.stdout, process.stderr, o.progress);
-    process.stderr.write(`engram export: ${end.values} values, ${end.retention} retention records, sequence ${end.sequence}\n`);
-    return EXIT.OK;
-  });
+/** Opens FILE's temporary twin for `export --output`; a directory that is missing or unwritable is a usage error. */
+async function openOutput(file: string): Promise<AtomicFile> {
+  try {
+    return await AtomicFile.open(file);
+  } catch (err) {
+    throw new UsageError(`cannot write ${file}: ${errnoOf(err)} creating its temporary file in ${path.dirname(file)}; choose a path in an existing, writable directory`);
+  }
 }
 
-/** `engram import --dir NEW [FILE]`: checks the whole file, then imports it (stdin when FILE is omitted or -). */
+/** Renames the finished export onto FILE; a failure (a full disk at the last sync) is an OutputError and leaves FILE as it was. */
+async function commitOutput(file: AtomicFile): Promise<void> {
+  try {
+    await file.commit();
+  } catch (err) {
+    throw new OutputError(errnoOf(err), file.target, `${file.target} was not replaced; free space and export again`);
+  }
+}
+
+/**
+ * `engram export --dir DIR [--scope S] [--output FILE]`: JSON Lines on stdout or into FILE (written
+ * under a temporary name and renamed when complete, so FILE never holds a partial export), progress
+ * on stderr. SIGINT / SIGTERM stop it cleanly: the store is closed, the temporary file removed.
+ */
+export async function cmdExport(o: ExportOptions): Promise<number> {
+  return interruptible((stop) =>
+    withStore(o, true, async (store) => {
+      const file = o.output === undefined || o.output === "-" ? null : await openOutput(o.output);
+      try {
+        const lost = file === null ? "the output is incomplete (it has no end line, so import refuses it)" : `${file.target} was not written (left as it was)`;
+        const sink = { out: file?.stream ?? process.stdout, err: process.stderr, where: file?.target ?? "stdout", lost, stop };
+        const end = await exportStore(store, o.scope ?? "global", sink, o.progress);
+        if (file !== null) await commitOutput(file);
+        process.stderr.write(`engram export: ${end.values} values, ${end.retention} retention records, sequence ${end.sequence}${file === null ? "" : ` in ${file.target}`}\n`);
+        return EXIT.OK;
+      } catch (err) {
+        file?.discard();
+        throw err;
+      }
+    }),
+  );
+}
+
+/** The path of an import's FILE, or a usage error when it is missing or not a file. */
+function importFile(file: string): string {
+  if (!fs.existsSync(file)) throw new UsageError(`no file ${file}`);
+  if (fs.statSync(file).isDirectory()) throw new UsageError(`${file} is a directory; give the export file`);
+  return file;
+}
+
+/**
+ * `engram import --dir NEW [FILE]`: checks the whole file, then imports it (stdin when FILE is
+ * omitted or -). A failure or an interrupt after the first batch says what was committed.
+ */
 export async function cmdImport(file: string | undefined, o: GlobalOptions & { progress?: boolean }): Promise<number> {
   const dir = requireDir(o);
   const fromStdin = file === undefined || file === "-";
   if (fromStdin && process.stdin.isTTY === true) throw new UsageError("give FILE or pipe an export on stdin");
-  if (!fromStdin && !fs.existsSync(file)) throw new UsageError(`no file ${file}`);
-  const source = fromStdin ? await spoolStdin() : file;
-  try {
-    const checked = await checkExport(source); // a bad file is refused here, before the store is opened
-    const store = await Engram.open(dir);
-    let report;
+  if (!fromStdin) importFile(file);
+  return interruptible(async (stop) => {
+    const source = fromStdin ? await spoolStdin(stop) : file;
     try {
-      report = await importExport(store, source, checked, process.stderr, o.progress === true);
+      const checked = await checkExport(source, stop); // a bad file is refused here, before the store is opened
+      const store = await Engram.open(dir);
+      let report;
+      try {
+        report = await importExport(store, source, checked, { err: process.stderr, everyBatch: o.progress === true, stop });
+      } finally {
+        await store.close();
+      }
+      if (o.json === true) printJson({ ok: true, ...report });
+      else process.stdout.write(`imported ${report.values} values into ${dir} (${report.retention} retention records, ${report.expired} expired on the way), versions above ${report.floor}\n`);
+      return EXIT.OK;
     } finally {
-      await store.close();
+      if (fromStdin) fs.rmSync(path.dirname(source), { recursive: true, force: true });
     }
-    if (o.json === true) printJson({ ok: true, ...report });
-    else process.stdout.write(`imported ${report.values} values into ${dir} (${report.retention} retention records, ${report.expired} expired on the way), versions above ${report.floor}\n`);
-    return EXIT.OK;
-  } finally {
-    if (fromStdin) fs.rmSync(path.dirname(source), { recursive: true, force: true });
-  }
+  });
 }
 
 /** The CLI's action wrapper (cli.ts `run`). */
@@ -75,6 +123,7 @@ export function addTransferCommands(program: Command, run: Run, scopeOption: () 
     .command("export")
     .description("write the store (or --scope's subtree) as JSON Lines on stdout")
     .addOption(scopeOption())
+    .option("--output <file>", "write into FILE (complete or not at all: a temporary file renamed when done) instead of stdout")
     .option("--progress", "report progress on stderr even for small stores")
     .action(run((_o: unknown, cmd: Command) => cmdExport(opts(cmd))));
   program

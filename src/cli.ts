@@ -4,7 +4,7 @@
  * Exit codes: 0 ok, 1 usage or unexpected failure, 2 an engram error (its code is printed),
  * 3 `get` found nothing.
  */
-import { readFileSync, realpathSync } from "node:fs";
+import { realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { Command, CommanderError, InvalidArgumentError as CommanderArgumentError, Option } from "commander";
 import type { PutOptions } from "./cli-commands.js";
@@ -21,8 +21,9 @@ import {
   cmdUndelete,
   cmdVerify,
 } from "./cli-commands.js";
-import { EXIT, openStore, reportError, reportFailure, UsageError } from "./cli-store.js";
+import { EXIT, openStore, printJson, reportError, reportFailure, UsageError } from "./cli-store.js";
 import { addTransferCommands } from "./cli-transfer.js";
+import { guardStdout, Interrupted, readStdinBytes } from "./cli-io.js";
 import type { GlobalOptions } from "./cli-store.js";
 import { isValidScope } from "./tools.js";
 import { VERSION } from "./version.js";
@@ -59,9 +60,9 @@ function parseScope(raw: string): string {
  * are valid UTF-8, otherwise the bytes themselves — binary input is stored exactly, never
  * replaced by U+FFFD (issue 9, defect 15).
  */
-function readStdin(): string | Uint8Array {
+async function readStdin(): Promise<string | Uint8Array> {
   if (process.stdin.isTTY === true) throw new UsageError("give VALUE or pipe it on stdin");
-  const bytes = readFileSync(0);
+  const bytes = await readStdinBytes();
   try {
     return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
@@ -69,7 +70,7 @@ function readStdin(): string | Uint8Array {
   }
 }
 
-/** Runs an action, maps its result or failure to the process exit code. */
+/** Runs an action, maps its result or failure to the process exit code; an interrupted action exits at once. */
 function run<A extends unknown[]>(action: (...args: A) => Promise<number>): (...args: A) => Promise<void> {
   return async (...args: A) => {
     const cmd = args[args.length - 1] as Command;
@@ -78,6 +79,8 @@ function run<A extends unknown[]>(action: (...args: A) => Promise<number>): (...
       process.exitCode = await action(...args);
     } catch (err) {
       process.exitCode = reportFailure(err, json);
+      // The store is closed by now; output still queued for a reader that stopped reading must not keep an interrupted command alive.
+      if (err instanceof Interrupted) process.exit();
     }
   };
 }
@@ -99,7 +102,7 @@ function addKeyCommands(program: Command): void {
     .option("--expected-version <n>", 'compare-and-set on this version ("none": no live value)', parseIntegerOrNone("--expected-version", 0))
     .option("--clear-tombstone", "explicitly supersede a tombstone on this key")
     .option("--ttl <ms>", "expire after this many milliseconds", parseInteger("--ttl", 1))
-    .action(run((key: string, value: string | undefined, _o: unknown, cmd: Command) => cmdPut(key, value === undefined || value === "-" ? readStdin() : value, putOptions(cmd))));
+    .action(run(async (key: string, value: string | undefined, _o: unknown, cmd: Command) => cmdPut(key, value === undefined || value === "-" ? await readStdin() : value, putOptions(cmd))));
   program
     .command("get")
     .description("print a value (exit 3 when not found)")
@@ -222,12 +225,14 @@ function reportParseError(err: CommanderError, json: boolean): number {
   if (err.code === "commander.invalidArgument") {
     return reportError("INVALID_ARGUMENT", text.replace(/^error: /, ""), json);
   }
-  process.stderr.write(`${text}\n(run with --help for usage)\n`);
+  if (json) printJson({ ok: false, error: "USAGE", message: text.replace(/^error: /, "") });
+  else process.stderr.write(`${text}\n(run with --help for usage)\n`);
   return EXIT.USAGE;
 }
 
 /** Runs the CLI on `argv` (as in process.argv). */
 export async function main(argv: string[]): Promise<void> {
+  guardStdout();
   try {
     await buildProgram().parseAsync(argv);
   } catch (err) {
