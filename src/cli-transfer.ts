@@ -7,6 +7,8 @@ import * as path from "node:path";
 import type { Command, Option } from "commander";
 import { Engram } from "./engram.js";
 import { exportStore } from "./cli-export.js";
+import type { EndLine } from "./cli-export.js";
+import { EngramError, ErrorCode } from "../rules/errors.js";
 import { checkExport, importExport, spoolStdin } from "./cli-import.js";
 import { AtomicFile, errnoOf, interruptible, OutputError } from "./cli-io.js";
 import { EXIT, printJson, requireDir, UsageError, withStore } from "./cli-store.js";
@@ -48,6 +50,55 @@ async function commitOutput(file: AtomicFile): Promise<void> {
   }
 }
 
+/** How many times `export --output` starts again after the store's owner went away mid-export. */
+const EXPORT_ATTEMPTS = 5;
+
+/** True for the error of a call cut off because the shared store's owner (another engram process) went away. */
+function ownerLost(err: unknown): boolean {
+  return err instanceof EngramError && err.code === ErrorCode.OWNER_LOST;
+}
+
+/** One pass of an export into stdout or `file`; returns the end line. */
+async function exportOnce(store: Engram, o: ExportOptions, file: AtomicFile | null, stop: AbortSignal): Promise<EndLine> {
+  const lost = file === null ? "the output is incomplete (it has no end line, so import refuses it)" : `${file.target} was not written (left as it was)`;
+  const sink = { out: file?.stream ?? process.stdout, err: process.stderr, where: file?.target ?? "stdout", lost, stop };
+  const end = await exportStore(store, o.scope ?? "global", sink, o.progress);
+  if (file !== null) await commitOutput(file);
+  return end;
+}
+
+/**
+ * Exports with `--output`: an export cut off because the store's owner went away (it attached to
+ * another engram process that then closed; docs/SHARING.md: an export does not survive a
+ * handover) starts again into a fresh temporary file, by then usually as the owner itself.
+ */
+async function exportToFile(store: Engram, o: ExportOptions, target: string, stop: AbortSignal): Promise<EndLine> {
+  for (let attempt = 1; ; attempt += 1) {
+    const file = await openOutput(target);
+    try {
+      return await exportOnce(store, o, file, stop);
+    } catch (err) {
+      file.discard();
+      if (!ownerLost(err) || attempt >= EXPORT_ATTEMPTS) throw err;
+      process.stderr.write(`engram export: the store's owner (another engram process on ${store.dir}) closed mid-export (OWNER_LOST); starting again\n`);
+    }
+  }
+}
+
+/** Exports to stdout, which cannot start again: an owner that went away is said in export's own words. */
+async function exportToStdout(store: Engram, o: ExportOptions, stop: AbortSignal): Promise<EndLine> {
+  try {
+    return await exportOnce(store, o, null, stop);
+  } catch (err) {
+    if (!ownerLost(err)) throw err;
+    throw new EngramError(
+      ErrorCode.OWNER_LOST,
+      `the store's owner (another engram process on ${store.dir}) closed during the export, which cannot go on across the handover: ` +
+        `stdout holds a partial export without its end line; export again, or use --output FILE, which starts again by itself`,
+    );
+  }
+}
+
 /**
  * `engram export --dir DIR [--scope S] [--output FILE]`: JSON Lines on stdout or into FILE (written
  * under a temporary name and renamed when complete, so FILE never holds a partial export), progress
@@ -56,18 +107,10 @@ async function commitOutput(file: AtomicFile): Promise<void> {
 export async function cmdExport(o: ExportOptions): Promise<number> {
   return interruptible((stop) =>
     withStore(o, true, async (store) => {
-      const file = o.output === undefined || o.output === "-" ? null : await openOutput(o.output);
-      try {
-        const lost = file === null ? "the output is incomplete (it has no end line, so import refuses it)" : `${file.target} was not written (left as it was)`;
-        const sink = { out: file?.stream ?? process.stdout, err: process.stderr, where: file?.target ?? "stdout", lost, stop };
-        const end = await exportStore(store, o.scope ?? "global", sink, o.progress);
-        if (file !== null) await commitOutput(file);
-        process.stderr.write(`engram export: ${end.values} values, ${end.retention} retention records, sequence ${end.sequence}${file === null ? "" : ` in ${file.target}`}\n`);
-        return EXIT.OK;
-      } catch (err) {
-        file?.discard();
-        throw err;
-      }
+      const toFile = o.output !== undefined && o.output !== "-";
+      const end = toFile ? await exportToFile(store, o, o.output as string, stop) : await exportToStdout(store, o, stop);
+      process.stderr.write(`engram export: ${end.values} values, ${end.retention} retention records, sequence ${end.sequence}${toFile ? ` in ${o.output as string}` : ""}\n`);
+      return EXIT.OK;
     }),
   );
 }

@@ -2,9 +2,10 @@
  * The `engram` command under the conditions a user of a storage engine meets: a value piped in by
  * a writer that is still writing, a stdout whose reader goes away or whose disk is full, a full
  * disk under an import or an export file, SIGINT / SIGTERM in the middle of a long import or
- * export, and import files that are damaged in the ways files get damaged (a byte-order mark, a
- * field written twice, bytes that are not UTF-8, a huge file without a newline, a sequence at the
- * edge of 2^53, a directory instead of a file).
+ * export, an export attached to another process's store whose owner closes mid-way, and import
+ * files that are damaged in the ways files get damaged (a byte-order mark, a field written twice,
+ * bytes that are not UTF-8, a huge file without a newline, a sequence at the edge of 2^53, a
+ * directory instead of a file) or merely large (a valid line of 96 MiB).
  *
  * How it works: every case runs the built CLI (dist/bin/engram.js) as a real child process, with
  * a deadline on every wait (`run` kills a child that overstays and fails the case). Stores are
@@ -12,7 +13,8 @@
  * an exclusive open proves the child released the lock, and counting values proves what it
  * committed. The pipe case waits, by polling /proc/PID/fdinfo/0, until the child has made its
  * stdin non-blocking (the moment the old synchronous read failed with EAGAIN) before writing a
- * byte, so it does not depend on timing. The full-disk cases mount a 2 MiB tmpfs (root only;
+ * byte, so it does not depend on timing. The owner-closes cases hold the store in this process
+ * (share: true) and close it once the export child has reported 10000 slots. The full-disk cases mount a 2 MiB tmpfs (root only;
  * skipped with a message otherwise) and unmount it in `finally`. Each case was seen to fail with
  * its fix reverted (docs/TESTING.md).
  *
@@ -267,6 +269,46 @@ describe("export --output FILE is complete or absent", () => {
   });
 });
 
+describe("an export attached to another process's store whose owner closes mid-way (docs/SHARING.md)", () => {
+  /**
+   * This test's process owns the store (share: true), so the export child attaches to it; once the
+   * child has reported 10000 slots, the owner closes: the export's cursor cannot survive the handover.
+   */
+  async function exportWhileOwnerCloses(args: string[]): Promise<Ran> {
+    const owner = await Engram.open(big, { share: true, compaction: { workers: 0 } });
+    let closed = false;
+    try {
+      const child = start(["export", "--dir", big, "--progress", ...args]);
+      const done = finished(child);
+      await stderrMatch(child, /engram export: 10000 of about/);
+      await owner.close();
+      closed = true;
+      return await done;
+    } finally {
+      if (!closed) await owner.close();
+    }
+  }
+
+  it("--output: the export starts again (now as the owner) and FILE is complete", async () => {
+    const dir = fresh("handover");
+    fs.mkdirSync(dir);
+    const file = path.join(dir, "e.jsonl");
+    const r = await exportWhileOwnerCloses(["--output", file]);
+    expect(r.stderr).toMatch(/closed mid-export \(OWNER_LOST\); starting again/);
+    expect(r.stderr).not.toMatch(/^engram: /m);
+    expect(r.status).toBe(0);
+    expect(fs.readdirSync(dir)).toEqual(["e.jsonl"]);
+    expect(fs.readFileSync(file, "utf8")).toBe(fs.readFileSync(bigExport, "utf8"));
+  });
+
+  it("stdout, which cannot start again: OWNER_LOST in export's own words, exit 2, no stack trace", async () => {
+    const r = await exportWhileOwnerCloses([]);
+    expectNoStack(r);
+    expect(r.stderr).toMatch(/^engram: OWNER_LOST: the store's owner \(another engram process on .*\) closed during the export.*export again, or use --output FILE/m);
+    expect(r.status).toBe(2);
+  });
+});
+
 describe("an import that stops says what it committed", () => {
   /** The values the message says were committed. */
   function committed(stderr: string): number {
@@ -322,6 +364,33 @@ describe("damaged import files", () => {
     const { r, dir } = await importBytes(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(`${header}\n${value}\n${end}\n`)]));
     expect(r.status, r.stderr).toBe(0);
     expect((await run(["get", "--dir", dir, "--scope", "user:x", "b"])).stdout).toBe("bin\n");
+  });
+
+  it("a valid export whose line passes 64 Mi characters (a 16 MiB string of control bytes, escaped 6-fold) imports", async () => {
+    const src = fresh("ctl");
+    const s = await Engram.open(src, { compaction: { workers: 0 } });
+    try {
+      await s.write("k", "\u0001".repeat(16 * 1024 * 1024));
+    } finally {
+      await s.close();
+    }
+    const file = fresh("ctl.jsonl");
+    const fd = fs.openSync(file, "w");
+    expect((await run(["export", "--dir", src], ["ignore", fd, "pipe"])).status).toBe(0);
+    fs.closeSync(fd);
+    expect(fs.statSync(file).size).toBeGreaterThan(96 * 1024 * 1024);
+    const dir = fresh("imp");
+    const r = await run(["import", "--dir", dir, file]);
+    fs.rmSync(file);
+    expect(r.stderr).toBe("");
+    expect(r.status).toBe(0);
+    const back = await Engram.open(dir, { compaction: { workers: 0 } });
+    try {
+      const v = await back.read("k");
+      expect(v.status === "OK" && typeof v.value === "string" && v.value.length).toBe(16 * 1024 * 1024);
+    } finally {
+      await back.close();
+    }
   });
 
   const refused: Array<[string, () => Buffer | string, RegExp]> = [
