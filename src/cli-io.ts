@@ -6,16 +6,27 @@
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { EngramError, ErrorCode } from "../rules/errors.js";
+import { EngramError, ErrorCode, InvalidArgumentError } from "../rules/errors.js";
 
 /**
- * Reads the whole of stdin as bytes. Asynchronous on purpose: once process.stdin exists its pipe
- * is non-blocking, and a synchronous read of an empty pipe whose writer is still going fails with
- * EAGAIN (`(sleep 1; echo v) | engram put k` used to fail that way).
+ * Reads the whole of stdin as bytes, refusing (INVALID_ARGUMENT) once it passes `max` bytes
+ * without reading the rest: memory stays bounded whatever is piped in. Asynchronous on purpose:
+ * once process.stdin exists its pipe is non-blocking, and a synchronous read of an empty pipe
+ * whose writer is still going fails with EAGAIN (`(sleep 1; echo v) | engram put k` used to fail
+ * that way).
  */
-export async function readStdinBytes(): Promise<Buffer> {
+export async function readStdinBytes(max: number): Promise<Buffer> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(typeof chunk === "string" ? Buffer.from(chunk, "utf8") : (chunk as Buffer));
+  let bytes = 0;
+  for await (const chunk of process.stdin) {
+    const b = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : (chunk as Buffer);
+    bytes += b.length;
+    if (bytes > max) {
+      process.stdin.destroy();
+      throw new InvalidArgumentError(`the value on stdin is more than ${max} bytes, more than any store accepts (valueBytesMax is at most ${max}); nothing was written`);
+    }
+    chunks.push(b);
+  }
   return Buffer.concat(chunks);
 }
 

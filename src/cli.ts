@@ -27,6 +27,7 @@ import { guardStdout, Interrupted, readStdinBytes } from "./cli-io.js";
 import type { GlobalOptions } from "./cli-store.js";
 import { isValidScope } from "./tools.js";
 import { VERSION } from "./version.js";
+import { VALUE_BYTES_MAX } from "../rules/limits.js";
 
 function parseInteger(name: string, min: number): (raw: string) => number {
   return (raw) => {
@@ -62,7 +63,7 @@ function parseScope(raw: string): string {
  */
 async function readStdin(): Promise<string | Uint8Array> {
   if (process.stdin.isTTY === true) throw new UsageError("give VALUE or pipe it on stdin");
-  const bytes = await readStdinBytes();
+  const bytes = await readStdinBytes(VALUE_BYTES_MAX); // the store refuses above its valueBytesMax (16 MiB unless configured)
   try {
     return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {

@@ -8,7 +8,8 @@
  * directory instead of a file) or merely large (a valid line of 96 MiB).
  *
  * How it works: every case runs the built CLI (dist/bin/engram.js) as a real child process, with
- * a deadline on every wait (`run` kills a child that overstays and fails the case). Stores are
+ * a deadline on every wait (`run` kills a child that overstays and fails the case). (Also: a put
+ * whose stdin passes 256 MiB, the most any store accepts, is refused without reading the rest.) Stores are
  * seeded in-process through the library, once, and read back in-process after the child exits:
  * an exclusive open proves the child released the lock, and counting values proves what it
  * committed. The pipe case waits, by polling /proc/PID/fdinfo/0, until the child has made its
@@ -181,6 +182,23 @@ describe("put reads stdin to its end", () => {
     expect(r.status).toBe(0);
     const got = await run(["get", "--dir", dir, "k"]);
     expect(got.stdout).toBe("first half, second half\n");
+  });
+});
+
+describe("put refuses a value on stdin larger than any store accepts", () => {
+  it("600 MiB on stdin: INVALID_ARGUMENT, exit 2, read no further than 256 MiB, nothing created", async () => {
+    const file = fresh("huge-stdin");
+    fs.writeFileSync(file, "");
+    fs.truncateSync(file, 600 * 1024 * 1024); // sparse
+    const fd = fs.openSync(file, "r");
+    const dir = fresh("put-huge");
+    const r = await run(["put", "--dir", dir, "k"], [fd, "pipe", "pipe"]);
+    fs.closeSync(fd);
+    fs.rmSync(file);
+    expectNoStack(r);
+    expect(r.stderr).toMatch(/^engram: INVALID_ARGUMENT: the value on stdin is more than 268435456 bytes/m);
+    expect(r.status).toBe(2);
+    expect(fs.existsSync(dir)).toBe(false);
   });
 });
 
