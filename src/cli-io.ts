@@ -1,7 +1,8 @@
 /**
- * The CLI's own input and output: stdin read to its end without blocking reads, stdout that a
- * reader may close (`engram export | head -1`), an output file that appears complete or not at
- * all, and SIGINT / SIGTERM turned into a flag that long commands poll between batches.
+ * The CLI's own input and output: stdin read to its end without blocking reads (and no further
+ * than a limit), stdout that a reader may close (`engram export | head -1`) or a full disk may
+ * refuse, an output file that appears complete or not at all, and SIGINT / SIGTERM turned into an
+ * AbortSignal that long commands check between batches and pending output writes obey.
  */
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
