@@ -90,6 +90,14 @@ export interface SourceResult {
   droppedScopes: string[];
   droppedKeys: string[];
   droppedOffsets: number[];
+  /**
+   * Every TOMBSTONE, CLEAR and SCOPE_ERASE record dropped: its type and names (an erasure's key is
+   * ""), so that the main thread counts it gone (Slot.tombRecords, clearRecords; EraseRecord.records),
+   * the latest of its slot or scope and the older ones no pointer names alike.
+   */
+  killTypes: number[];
+  killScopes: string[];
+  killKeys: string[];
   /** The source file's size. */
   bytesBefore: number;
 }
@@ -494,7 +502,7 @@ class SurvivorCopy {
     this.order = ordered.order;
     if (ordered.order !== null) survivorOrders.reordered += 1;
     this.fileOffsets = new Uint32Array(src.live.length / 2);
-    this.source = { segmentId: src.segmentId, newOffsets: this.fileOffsets, droppedScopes: [], droppedKeys: [], droppedOffsets: [], bytesBefore: 0 };
+    this.source = { segmentId: src.segmentId, newOffsets: this.fileOffsets, droppedScopes: [], droppedKeys: [], droppedOffsets: [], killTypes: [], killScopes: [], killKeys: [], bytesBefore: 0 };
   }
 
   /** Walks `piece` from file offset `from` (see walkSealedPiece), copying its survivors; returns where the walk stopped. */
@@ -575,6 +583,11 @@ class SurvivorCopy {
         this.source.droppedScopes.push(names.scope);
         this.source.droppedKeys.push(names.key);
         this.source.droppedOffsets.push(offset);
+      } else if (type === C.RecordType.TOMBSTONE || type === C.RecordType.CLEAR || type === C.RecordType.SCOPE_ERASE) {
+        const names = recordNamesAt(this.bytes, offset - this.base, this.version);
+        this.source.killTypes.push(type);
+        this.source.killScopes.push(names.scope);
+        this.source.killKeys.push(names.key);
       }
       return;
     }

@@ -858,9 +858,34 @@ export class Compactor {
       dies = Math.min(dies, this.deathAfterDrop(slot, now));
       touched.push(slot);
     }
+    this.killRecordsGone(result);
     if (touched.length > 0) this.reclaims.reclaimed();
     this.noteDeathAt(dies);
     return touched;
+  }
+
+  /**
+   * Counts the TOMBSTONE, CLEAR and SCOPE_ERASE records the compaction dropped gone (the worker
+   * names every one): the latest record of a slot or scope is held while an older one is on disk
+   * (gc-policy.ts olderKillOnDisk), and goes at a pass after this one. A slot no longer held (a
+   * test twin's old rule dropped it first) has nothing to count: skipped, as a scope with no
+   * erasure left.
+   */
+  private killRecordsGone(result: SourceResult): void {
+    const keydir = this.host.keydir;
+    for (let i = 0; i < result.killTypes.length; i++) {
+      const type = result.killTypes[i];
+      const scope = elementAt(result.killScopes, i, "a scope per dropped kill record");
+      if (type === C.RecordType.SCOPE_ERASE) {
+        const e = keydir.erases.get(scope);
+        if (e !== undefined && e.records > 0) e.records -= 1;
+        continue;
+      }
+      const slot = keydir.get(scope, elementAt(result.killKeys, i, "a key per dropped kill record"));
+      if (slot === undefined) continue;
+      if (type === C.RecordType.TOMBSTONE && slot.tombRecords > 0) slot.tombRecords -= 1;
+      if (type === C.RecordType.CLEAR && slot.clearRecords > 0) slot.clearRecords -= 1;
+    }
   }
 
   /**

@@ -11,6 +11,14 @@
  * remains in any segment, and for `tombstoneRetentionMs` after the last one went (I6): dropping it
  * earlier could resurrect an older value at the next recovery. A TOMBSTONE a later PUT superseded
  * goes once that PUT is the only value record left (tombstoneRecordLive).
+ *
+ * The keydir points at each slot's latest TOMBSTONE and CLEAR and each scope's latest SCOPE_ERASE
+ * only; older ones stay on disk, named by no pointer, until their segments are compacted, and a
+ * restart replays them. So the latest record of each kind stays while an older record of the same
+ * kind and slot (scope) is on disk (olderKillOnDisk: Slot.tombRecords, clearRecords,
+ * EraseRecord.records count them), and an expired value stays while a TOMBSTONE of its slot is:
+ * the next recovery then always finds the latest record, which wins over the older ones by
+ * sequence, and builds what memory holds (fifty-fifth session).
  */
 import { isExpired, type EraseRecord, type Keydir, type Slot } from "./keydir.js";
 import { parentScope } from "../rules/names.js";
@@ -37,8 +45,32 @@ export function valueRecordLiveUnder(slot: Slot, scopeEraseSeq: number, now: num
   // An expired value may go only when it is the slot's last PUT record (dropping it while an older
   // PUT survives elsewhere would let that older value win at the next recovery), and only once the
   // retention window after its expiry has passed: until then it is the slot's retention record.
-  if (isExpired(slot, now) && slot.physical <= 1 && now >= slot.expiresAt + retentionMs) return listedByRetainedErasure(slot, scopeEraseSeq);
+  if (isExpired(slot, now) && slot.physical <= 1 && now >= slot.expiresAt + retentionMs) return listedByRetainedErasure(slot, scopeEraseSeq) || tombstoneUnder(slot);
   return true;
+}
+
+/**
+ * True when a TOMBSTONE record of the slot, older than its expired value (a later one would have
+ * killed it), is still on disk: the latest, which a later PUT superseded and which goes once that
+ * PUT is the only value record, or an older one no pointer names. Without the value the next
+ * recovery would rebuild the slot from that tombstone: tombstoned at its older version and
+ * generation, while memory holds the value's version, not tombstoned (fifty-fifth session).
+ */
+function tombstoneUnder(slot: Slot): boolean {
+  return slot.tombRecords > 0 && !unsafeTombstoneForTests.ignoreOlder;
+}
+
+/**
+ * True when more records of one kind of a slot (a scope) are on disk, `onDisk`, than the latest
+ * ones the keydir points at, `latest`: an older one would be what the next recovery finds if the
+ * latest went first — a tombstone at an older version and generation, a CLEAR at an older
+ * generation, an erasure's older list — where memory, which forgets a slot's kill or undelete (a
+ * scope's erasure) with its latest record, has none. The latest stays until the older ones went
+ * at their segments' compactions (fifty-fifth session; `unsafeTombstoneForTests.ignoreOlder`
+ * restores the rule before).
+ */
+export function olderKillOnDisk(onDisk: number, latest: number): boolean {
+  return onDisk > latest && !unsafeTombstoneForTests.ignoreOlder;
 }
 
 /**
@@ -67,6 +99,9 @@ export function retentionLive(slot: Slot, now: number, retentionMs: number): boo
  */
 export function tombstoneRecordLive(slot: Slot, now: number, retentionMs: number, keydir?: Keydir): boolean {
   if (slot.tombSeg === 0) return false;
+  // Before supersession: a superseded kill dropped while an older one is on disk comes back at the
+  // next recovery as the slot's tombstoneSeq (and, its PUT expired and gone, as a standing kill).
+  if (olderKillOnDisk(slot.tombRecords, 1)) return true;
   if (tombstoneSuperseded(slot) && !unsafeTombstoneForTests.keepSuperseded) return false;
   // An older erasure still on disk that lists the slot would, without this tombstone, be what the
   // next recovery rebuilds the slot from: at that erasure's older version and generation.
@@ -131,9 +166,12 @@ export function forgetUnnamedKill(keydir: Keydir, slot: Slot): void {
  * in memory after its TOMBSTONE record went with the value it killed (tombstoneDropped);
  * `keepGeneration` leaves a slot held by its CLEAR alone at the
  * generation of records gone (forgetUnnamedKill); `dropOverlapping` lets an erasure go while an
- * older one of an ancestor or descendant scope remains (eraseRecordLive).
+ * older one of an ancestor or descendant scope remains (eraseRecordLive). The fifty-fifth
+ * session's (test/older-kill-records.test.ts): `ignoreOlder` lets a slot's latest TOMBSTONE or
+ * CLEAR, or a scope's latest SCOPE_ERASE, go while an older one of the same slot or scope is on
+ * disk, and an expired value go while a TOMBSTONE of its slot is (olderKillOnDisk, tombstoneUnder).
  */
-export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: false, keepDroppedKill: false, keepGeneration: false, dropOverlapping: false };
+export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: false, keepDroppedKill: false, keepGeneration: false, dropOverlapping: false, ignoreOlder: false };
 
 /**
  * True when the slot's latest CLEAR record must survive. A CLEAR lives as long as any older kill
@@ -144,6 +182,7 @@ export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: fal
  */
 export function clearRecordLive(slot: Slot, now: number, retentionMs: number, keydir?: Keydir): boolean {
   if (slot.clearSeg === 0) return false;
+  if (olderKillOnDisk(slot.clearRecords, 1)) return true;
   const olderErasure = keydir !== undefined && olderErasurePresent(keydir, slot.scope, slot.clearSeq);
   return clearRecordHeld(slot.tombSeg !== 0, slot.tombSeq, slot.clearSeq, olderErasure, retentionLive(slot, now, retentionMs));
 }
@@ -159,6 +198,9 @@ function olderErasurePresent(keydir: Keydir, scope: string, seq: number): boolea
  * value record in its subtree remains or its retention window is open.
  */
 export function eraseRecordLive(keydir: Keydir, scope: string, erase: EraseRecord, now: number, retentionMs: number): boolean {
+  // Even when an ancestor's later erasure supersedes it: dropped first, the older erasure of the
+  // same scope would come back at the next recovery as the scope's, with its list.
+  if (olderKillOnDisk(erase.records, 1 + (erase.more?.length ?? 0))) return true;
   for (let s = parentScope(scope); s !== null; s = parentScope(s)) {
     if ((keydir.erases.get(s)?.seq ?? 0) > erase.seq) return false;
   }

@@ -32,6 +32,8 @@ class SlotRare {
   clearLen = 0;
   listedSeq = 0;
   reclaimedAt = 0;
+  tombRecords = 0;
+  clearRecords = 0;
 
   constructor() {
     // A time (ms since epoch) is no small integer: had the field started as one, the first real
@@ -122,6 +124,16 @@ export class Slot {
   /** When `physical` last reached zero (ms, engine clock); 0 while records remain. */
   get reclaimedAt(): number { return this.rare === null ? 0 : this.rare.reclaimedAt; }
   set reclaimedAt(v: number) { if (v !== 0 || this.rare !== null) this.more().reclaimedAt = v; }
+  /**
+   * TOMBSTONE and CLEAR records of this slot still physically in segment files — the latest ones
+   * the fields above point at and any older ones — counted as `physical` counts PUTs: one more per
+   * record applied, one fewer per record a compaction drops. More records than the latest on disk
+   * hold the latest (engine/gc-policy.ts olderKillOnDisk): a restart must find it, not an older one.
+   */
+  get tombRecords(): number { return this.rare === null ? 0 : this.rare.tombRecords; }
+  set tombRecords(v: number) { if (v !== 0 || this.rare !== null) this.more().tombRecords = v; }
+  get clearRecords(): number { return this.rare === null ? 0 : this.rare.clearRecords; }
+  set clearRecords(v: number) { if (v !== 0 || this.rare !== null) this.more().clearRecords = v; }
 }
 
 /**
@@ -182,6 +194,12 @@ export interface EraseRecord {
   len: number;
   /** The other records of a chunked erasure (same sequence, same batch), if any. */
   more?: Location[];
+  /**
+   * SCOPE_ERASE records of this scope still physically in segment files: this erasure's chunks and
+   * those of older erasures of the same scope, which no pointer names. More than this erasure's own
+   * hold it (engine/gc-policy.ts eraseRecordLive): a restart must find it, not an older list.
+   */
+  records: number;
 }
 
 /** Where a record lies. */
@@ -1049,6 +1067,7 @@ export function applyPut(slot: Slot, seq: number, gen: number, expiresAt: number
  * versions must survive restarts.
  */
 export function applyTombstone(slot: Slot, seq: number, gen: number, version: number, loc: Location): void {
+  slot.tombRecords += 1; // every record counts, the latest or an older one replayed after it
   if (version > slot.putSeq) {
     slot.putSeq = version;
     slot.putGen = gen;
@@ -1065,6 +1084,7 @@ export function applyTombstone(slot: Slot, seq: number, gen: number, version: nu
 
 /** Applies a CLEAR (undelete) record that moved the slot to generation `gen`. */
 export function applyClear(slot: Slot, seq: number, gen: number, loc: Location): void {
+  slot.clearRecords += 1; // every record counts, the latest or an older one replayed after it
   if (gen > slot.generation) slot.generation = gen;
   if (seq <= slot.clearSeq) return;
   slot.clearSeq = seq;
@@ -1089,11 +1109,17 @@ export function applyErase(keydir: Keydir, scope: string, seq: number, committed
   const old = keydir.erases.get(scope);
   if (old !== undefined && old.seq === seq) {
     // Another chunk of the same erasure (segments/erase-list.ts): keep its location too.
-    if (old.seg !== loc.seg || old.off !== loc.off) (old.more ??= []).push({ seg: loc.seg, off: loc.off, len: loc.len });
+    if (old.seg !== loc.seg || old.off !== loc.off) {
+      (old.more ??= []).push({ seg: loc.seg, off: loc.off, len: loc.len });
+      old.records += 1;
+    }
     return;
   }
-  if (old !== undefined && old.seq > seq) return;
-  keydir.erases.set(scope, { seq, committedAt, seg: loc.seg, off: loc.off, len: loc.len });
+  if (old !== undefined && old.seq > seq) {
+    old.records += 1; // an older erasure's record: no pointer names it, the count holds the latest
+    return;
+  }
+  keydir.erases.set(scope, { seq, committedAt, seg: loc.seg, off: loc.off, len: loc.len, records: (old?.records ?? 0) + 1 });
 }
 
 /** The sequence of the latest kill (tombstone or erasure) of a slot, 0 for none. */

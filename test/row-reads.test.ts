@@ -150,7 +150,7 @@ function rowsAgreeWithSlots(): number {
         loadWithin: () => undefined,
         loadStep: () => true,
       });
-      if (eraseSeq > 0) keydir.erases.set("user:a", { seq: eraseSeq, committedAt: 0, seg: 1, off: 200, len: 30 });
+      if (eraseSeq > 0) keydir.erases.set("user:a", { seq: eraseSeq, committedAt: 0, seg: 1, off: 200, len: 30, records: 1 });
       const row = keydir.readRef("user:a/s", "k");
       expect(typeof row).toBe("number");
       const asRow = keydir.rowReadable(row as number, "user:a/s");
