@@ -129,6 +129,80 @@ describe("tombstones, clears and erasures (I6)", () => {
   });
 });
 
+describe("older kill records on disk (fifty-fifth session: olderKillOnDisk, tombstoneUnder)", () => {
+  /** Runs `check` with `unsafeTombstoneForTests.ignoreOlder` set (the rule before), then clears it. */
+  function ignoringOlder(check: () => void): void {
+    P.unsafeTombstoneForTests.ignoreOlder = true;
+    try {
+      check();
+    } finally {
+      P.unsafeTombstoneForTests.ignoreOlder = false;
+    }
+  }
+
+  it("counts every TOMBSTONE and CLEAR applied, an older one replayed after the latest too", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "k");
+    applyTombstone(slot, 6, 2, 5, at(3, 128)); // the latest first (a copy-on-write output's higher id)
+    applyTombstone(slot, 3, 1, 1, at(2, 128));
+    applyClear(slot, 4, 2, at(2, 228));
+    expect([slot.tombSeq, slot.tombRecords, slot.clearRecords]).toEqual([6, 2, 1]);
+  });
+
+  it("keeps the latest tombstone, past its window and even superseded, while an older one is on disk", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "k");
+    applyTombstone(slot, 3, 1, 1, at(2, 128)); // T1, v1 gone
+    applyTombstone(slot, 6, 2, 5, at(3, 128)); // T2, v2 gone
+    slot.reclaimedAt = NOW;
+    expect(P.tombstoneRecordLive(slot, NOW + 2 * DAY, DAY)).toBe(true);
+    applyPut(slot, 8, 3, 0, at(4, 128)); // v3 over T2: superseded
+    expect(P.tombstoneRecordLive(slot, NOW + 2 * DAY, DAY)).toBe(true);
+    ignoringOlder(() => expect(P.tombstoneRecordLive(slot, NOW + 2 * DAY, DAY)).toBe(false));
+    slot.tombRecords = 1; // T1's segment compacted
+    expect(P.tombstoneRecordLive(slot, NOW + 2 * DAY, DAY)).toBe(false);
+  });
+
+  it("keeps an expired value while a tombstone of its slot is on disk", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "k");
+    applyTombstone(slot, 2, 1, 1, at(1, 128)); // v1 gone
+    applyPut(slot, 3, 2, NOW - DAY, at(2, 128)); // v2 over it, expired a window ago
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(true);
+    ignoringOlder(() => expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(false));
+    slot.tombRecords = 0; // the tombstone went (superseded)
+    slot.tombSeg = 0;
+    expect(P.valueRecordLive(kd, slot, NOW, DAY)).toBe(false);
+  });
+
+  it("keeps the latest CLEAR while an older one is on disk", () => {
+    const kd = new Keydir();
+    const slot = kd.ensure("global", "k");
+    applyClear(slot, 4, 2, at(2, 128));
+    applyClear(slot, 9, 3, at(3, 128));
+    slot.reclaimedAt = NOW;
+    expect(P.clearRecordLive(slot, NOW + 2 * DAY, DAY)).toBe(true);
+    ignoringOlder(() => expect(P.clearRecordLive(slot, NOW + 2 * DAY, DAY)).toBe(false));
+    slot.clearRecords = 1;
+    expect(P.clearRecordLive(slot, NOW + 2 * DAY, DAY)).toBe(false);
+  });
+
+  it("keeps a scope's latest erasure, even superseded, while an older one of the scope is on disk; its own chunks do not hold it", () => {
+    const kd = new Keydir();
+    applyErase(kd, "a/b", 6, NOW - 2 * DAY, at(3, 128), []); // the latest first
+    applyErase(kd, "a/b", 6, NOW - 2 * DAY, at(3, 328), []); // its second chunk
+    const erase = kd.erases.get("a/b");
+    if (erase === undefined) throw new Error("erase not applied");
+    expect(P.eraseRecordLive(kd, "a/b", erase, NOW, DAY), "its chunks alone").toBe(false);
+    applyErase(kd, "a/b", 3, NOW - 3 * DAY, at(2, 128), []); // an older one
+    expect([kd.erases.get("a/b")?.seq, erase.records]).toEqual([6, 3]);
+    expect(P.eraseRecordLive(kd, "a/b", erase, NOW, DAY)).toBe(true);
+    applyErase(kd, "a", 8, NOW - 2 * DAY, at(4, 128), []); // an ancestor's later erasure supersedes it
+    expect(P.eraseRecordLive(kd, "a/b", erase, NOW, DAY)).toBe(true);
+    ignoringOlder(() => expect(P.eraseRecordLive(kd, "a/b", erase, NOW, DAY)).toBe(false));
+  });
+});
+
 describe("the unsafe tombstone-sequence sweep (seed 000's GC)", () => {
   it("reclaims the rewritten value of a slot whose tombstone is below the watermark", () => {
     const { kd, slot } = seedSlot();
