@@ -5,7 +5,8 @@
  * The apply* functions are the single way state changes from records, used both by recovery
  * (replaying segments, possibly out of order after copy-on-write compaction) and by the commit
  * path (after a group is written): each is guarded by sequence numbers, so order does not matter
- * and replay is idempotent except for the physical-record count, which counts every PUT seen.
+ * and replay is idempotent except for the record counts: `physical` counts every PUT seen,
+ * `tombRecords`, `clearRecords` and an erasure's `records` every TOMBSTONE, CLEAR and SCOPE_ERASE.
  */
 import type { ErasedSlot } from "../segments/erase-list.js";
 import { expiredAt, killStands, versionSurvivesKill } from "../rules/gc-rule.js";

@@ -22,8 +22,10 @@
  * anything); an expired value over a tombstone in another segment was "reclaimed" at its own
  * version before and tombstoned at the older one after (a plain write refused under
  * require-clear); an older undelete and older erasures (of the same scope, or of a descendant
- * under an ancestor's erasure) rebuilt a slot memory had dropped. No case found a forgotten value
- * readable again or a written value lost.
+ * under an ancestor's erasure) rebuilt a slot memory had dropped; and an erasure that listed a
+ * slot went while an older tombstone of the slot stayed, which a restart rebuilt the slot from
+ * (memory: version 2 not killed; the restart: tombstoned at version 1, a plain write refused).
+ * No case found a forgotten value readable again or a written value lost.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, safeRewrite, type OpenOptions, type ProbeResult } from "../src/index.js";
@@ -300,6 +302,59 @@ async function olderErasure(name: string, nested: boolean): Promise<Laid> {
   if (nested) await t.compactHolding("E a 8");
   return t;
 }
+
+/**
+ * k in s: v1, forget T1, v2 (clears T1: generation 2), s erased (E, listing k at v2) — each in a
+ * segment of its own, under require-clear; v1's and v2's segments are compacted, then, past the
+ * window, E's: T1, older than E, lies in a segment no pass touched.
+ */
+async function tombstoneUnderErasure(name: string): Promise<Laid> {
+  const t = await laid(name, { tombstoneWrites: "require-clear" });
+  await t.s.write("k", "v1", { scope: "s" });
+  await t.rotate();
+  await t.s.forget("k", { scope: "s" });
+  await t.rotate();
+  await t.s.write("k", "v2", { scope: "s", clearTombstone: true });
+  await t.rotate();
+  await t.s.forgetScope("s");
+  await t.rotate();
+  await t.compactHolding("P s/k 1");
+  await t.compactHolding("P s/k 5");
+  t.pass();
+  await t.compactHolding("E s 7");
+  return t;
+}
+
+/** probe of k in s across a restart, and what a plain write after it does ("ok" or the code). */
+async function plainWriteInScope(t: Laid): Promise<{ before: ProbeResult; after: ProbeResult; plainAfter: string }> {
+  const { before, after, reopened } = await acrossRestart(t, "s");
+  const plainAfter = await reopened.write("k", "v3", { scope: "s" }).then(
+    () => "ok",
+    (e: unknown) => String((e as { code?: string }).code),
+  );
+  await reopened.close();
+  return { before, after, plainAfter };
+}
+
+describe("a tombstone older than an erasure that lists its slot", () => {
+  it("holds the erasure: the slot keeps the list's version and the erasure's kill across a restart", async () => {
+    const t = await tombstoneUnderErasure("tomb-under-erase");
+    expect(onDisk(t.dir, "E s 7") && onDisk(t.dir, "T s/k 3")).toBe(true);
+    const { before, after, plainAfter } = await plainWriteInScope(t);
+    expect(after).toEqual(before);
+    expect(before).toMatchObject({ state: "reclaimed", version: 5, generation: 2, tombstoneSeq: 7 });
+    expect(plainAfter, "the erasure's kill stands: require-clear refuses a plain write, as before the restart").toBe("TOMBSTONED");
+  });
+
+  it("twin: the erasure goes first; memory says v2 outlived its kill, a restart rebuilds the slot from the tombstone at version 1", async () => {
+    unsafeTombstoneForTests.ignoreOlder = true;
+    const t = await tombstoneUnderErasure("tomb-under-erase-twin");
+    const { before, after, plainAfter } = await plainWriteInScope(t);
+    expect(before).toMatchObject({ state: "reclaimed", version: 5, generation: 2, tombstoneSeq: 3 });
+    expect(after).toMatchObject({ state: "reclaimed", version: 1, generation: 1, tombstoneSeq: 3 });
+    expect(plainAfter).toBe("TOMBSTONED");
+  });
+});
 
 describe("an older erasure in a segment not compacted", () => {
   it("of the same scope holds the latest: the slot it lists is the same across a restart and not readable", async () => {
