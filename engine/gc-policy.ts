@@ -246,15 +246,17 @@ function mayHoldRecordBefore(keydir: Keydir, ref: Slot | number, seq: number): b
 
 /**
  * True when the slot's TOMBSTONE record, older than sequence `seq` (an erasure over its scope), is
- * still on disk. The erasure's list named the slot at a later version than the one that tombstone
- * killed; dropped first, it would leave the tombstone as what the next recovery rebuilds the slot
- * from — at the tombstone's older version and generation, and tombstoned — while memory keeps the
- * list's (found by the partial-compaction variant of test/reopen-probe-check.test.ts, seed 119).
- * The tombstone, superseded by the values the erasure killed, goes at its segment's next
- * compaction, and the erasure at the pass after (fifty-fifth session; `ignoreOlder` off).
+ * still on disk and a value written after it (`putSeq`) superseded it: the erasure's list then
+ * names the slot at a later version than the one that tombstone killed, and dropped first it
+ * would leave the tombstone as what the next recovery rebuilds the slot from — at the tombstone's
+ * older version and generation, and tombstoned — while memory keeps the list's (found by the
+ * partial-compaction variant of test/reopen-probe-check.test.ts, seed 119). Superseded, with the
+ * values the erasure killed gone, the tombstone goes at its segment's next compaction, and the
+ * erasure at the pass after (fifty-fifth session; `ignoreOlder` off). A tombstone no later value
+ * superseded names the version the list names: the erasure goes with it, as on PostgreSQL.
  */
 function tombstoneBefore(slot: Slot, seq: number): boolean {
-  return slot.tombSeg !== 0 && slot.tombSeq < seq && !unsafeTombstoneForTests.ignoreOlder;
+  return slot.tombSeg !== 0 && slot.tombSeq < seq && slot.putSeq > slot.tombSeq && !unsafeTombstoneForTests.ignoreOlder;
 }
 
 /**

@@ -16,8 +16,12 @@
  * and 126 are among them, one of each kind test/reopen-kill-records.test.ts pins down); no seed
  * found a read, list or answer that differs from the model. The twin runs the same seeds with
  * every `unsafeTombstoneForTests` rule off (`keepSuperseded`, `keepUnnamed`, `keepDroppedKill`,
- * `dropOverlapping`, `keepGeneration`: the rules before those two sessions) and must find a
- * probe that a restart changed.
+ * `dropOverlapping`, `keepGeneration`, `ignoreOlder`: the rules before those sessions) and must
+ * find a probe that a restart changed. The fifty-fifth session added a partial-compaction variant
+ * (run's `partial`: every gc or compact step compacts a random third of the sealed segments), in
+ * which a slot's older kill records stay in segments no pass touched while the latest one's rule
+ * runs — layouts a full pass never leaves. It runs seeds 100–107; all of 100–199 pass. Its twin
+ * sets `ignoreOlder` alone (the rule before that session) and must find a changed probe.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, type BatchOp, type OpenOptions, type Value } from "../src/index.js";
