@@ -21,7 +21,7 @@ import { makeStoreDir, Store } from "../engine/store.js";
 import { readLockNote, type LockNote } from "../engine/lock.js";
 import { resolveOptions } from "../engine/options.js";
 import { Link, ProtocolMismatchError, type LinkEnd, type Sent } from "./link.js";
-import { ShareServer } from "./server.js";
+import { OWNER_REPLY_HELD_CONNECTIONS, REPLY_HELD_FRAMES, ShareServer } from "./server.js";
 import { frameBytesMaxFor } from "./protocol.js";
 import { checkOwnDir, checkSocketOwner, socketPathFor } from "./paths.js";
 
@@ -275,7 +275,9 @@ export class SharedStore implements T.Backend {
     try {
       const frameBytesMax = frameBytesMaxFor(store.options.valueBytesMax);
       const unsafeAckBeforeCommit = this.options.unsafe?.shareAckBeforeCommit === true;
-      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, stallMs: STALL_MS, unsafeAckBeforeCommit, gatherMs: GATHER_MS };
+      const replyBytesHeldMax = REPLY_HELD_FRAMES * frameBytesMax;
+      const ownerReplyBytesHeldMax = OWNER_REPLY_HELD_CONNECTIONS * replyBytesHeldMax;
+      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, replyBytesHeldMax, ownerReplyBytesHeldMax, stallMs: STALL_MS, unsafeAckBeforeCommit, gatherMs: GATHER_MS };
       this.server = await ShareServer.listen(store, socket, limits);
       this.server.onReject = (why) => this.onEvent?.(`cut off a client: ${why}`);
     } catch (err) {

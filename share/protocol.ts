@@ -205,31 +205,56 @@ export function encodeFrame(message: Message, frameBytesMax: number): Buffer {
   return frame;
 }
 
+/** The socket a FrameWriter writes to (a net.Socket). */
+export interface FrameSink {
+  write(chunk: Buffer, done?: (err?: Error | null) => void): boolean;
+  end(): void;
+  readonly destroyed: boolean;
+  /** Bytes handed to the socket and not yet taken by the kernel. */
+  readonly writableLength: number;
+}
+
 /**
  * Queues frames for one socket and writes every frame queued in one turn as one buffer, in one
  * write: the replies of one commit group (owner) or the calls issued in one turn (client) cost
  * one trip through the socket's stream machinery and one syscall, not one each. The flush runs on
  * process.nextTick, so nothing waits for a later turn of the event loop.
+ *
+ * With `sliceBytes` (the owner), a turn's buffer larger than that is handed to the socket one
+ * slice at a time, the next once the socket holds less than a slice: each slice the kernel takes
+ * calls `onWritten`, so a reader that takes a 16 MiB reply slowly shows progress every slice (one
+ * write of the whole buffer reports only its end, and a socket merges the writes queued behind a
+ * busy one into one writev that reports only its end as well). The slices not yet handed over
+ * count in queuedBytes.
  */
 export class FrameWriter {
-  private readonly socket: { write(chunk: Buffer, done?: () => void): boolean; readonly destroyed: boolean };
+  private readonly socket: FrameSink;
   private readonly frameBytesMax: number;
   /** Called when a written chunk has been handed to the kernel (the peer is taking bytes: flow control). */
   private readonly onWritten: (() => void) | undefined;
+  /** Largest piece handed to the socket at once (Infinity: a turn's buffer whole). */
+  private readonly sliceBytes: () => number;
   private frames: Buffer[] = [];
   private bytes = 0;
   private scheduled = false;
+  /** Slices flushed but not yet handed to the socket (it still holds a slice or more). */
+  private slices: Buffer[] = [];
+  private sliceQueued = 0;
+  /** end() was called: the socket ends once the last slice is handed to it. */
+  private ending = false;
+  private ended = false;
 
-  constructor(socket: { write(chunk: Buffer, done?: () => void): boolean; readonly destroyed: boolean }, frameBytesMax: number, onWritten?: () => void) {
+  constructor(socket: FrameSink, frameBytesMax: number, onWritten?: () => void, sliceBytes: () => number = () => Infinity) {
     assert(frameBytesMax > 0, "frame limit must be positive");
     this.socket = socket;
     this.frameBytesMax = frameBytesMax;
     this.onWritten = onWritten;
+    this.sliceBytes = sliceBytes;
   }
 
-  /** Frames queued and not yet handed to the socket. */
+  /** Frames queued and not yet handed to the socket (slices waiting included). */
   get queuedBytes(): number {
-    return this.bytes;
+    return this.bytes + this.sliceQueued;
   }
 
   /** Encodes `message` and queues it; throws LimitExceededError (nothing queued) past the frame limit. */
@@ -242,19 +267,52 @@ export class FrameWriter {
     process.nextTick(() => this.flush());
   }
 
-  /** Hands every queued frame to the socket as one buffer. */
+  /** Hands every queued frame to the socket as one buffer (in slices of at most sliceBytes, see the class). */
   flush(): void {
     this.scheduled = false;
     const frames = this.frames;
     const bytes = this.bytes;
     this.frames = [];
     this.bytes = 0;
-    if (frames.length === 0 || this.socket.destroyed) return;
+    if (frames.length === 0 || this.socket.destroyed) return this.pump();
     const chunk = frames.length === 1 ? (frames[0] as Buffer) : Buffer.concat(frames, bytes);
     assert(chunk.length === bytes, "one write carries exactly the frames queued");
-    if (this.onWritten === undefined) this.socket.write(chunk);
-    else this.socket.write(chunk, this.onWritten);
+    if (this.onWritten === undefined) return void this.socket.write(chunk);
+    const slice = this.sliceBytes();
+    for (let at = 0; at < chunk.length; at += slice) this.slices.push(chunk.subarray(at, at + slice));
+    this.sliceQueued += chunk.length;
+    this.pump();
   }
+
+  /** Ends the socket once every frame queued so far has been handed to it. */
+  end(): void {
+    this.ending = true;
+    this.flush();
+  }
+
+  /** Hands slices to the socket while it holds less than one slice; ends it after the last one if asked. */
+  private pump(): void {
+    if (this.socket.destroyed) {
+      this.slices = [];
+      this.sliceQueued = 0;
+      return;
+    }
+    const slice = this.sliceBytes();
+    while (this.slices.length > 0 && this.socket.writableLength < slice) {
+      const piece = this.slices.shift() as Buffer;
+      this.sliceQueued -= piece.length;
+      this.socket.write(piece, this.afterSlice);
+    }
+    if (!this.ending || this.ended || this.slices.length > 0) return;
+    this.ended = true;
+    this.socket.end();
+  }
+
+  /** A slice reached the kernel: hand over the next one, then tell the owner (progress). */
+  private readonly afterSlice = (): void => {
+    this.pump();
+    this.onWritten?.();
+  };
 }
 
 /** Decodes one frame body; throws ProtocolError on bytes that are not one msgpack value. */

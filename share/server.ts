@@ -72,11 +72,49 @@ const COMMIT_OPS: ReadonlySet<string> = new Set(["write", "forget", "forgetScope
 /** Most arguments of a call (write has three). */
 const ARGS_MAX = 4;
 
-/** One accepted call: its id, its checked operation, its arguments. */
+/**
+ * Largest piece of a connection's reply bytes handed to its socket at once: each piece the kernel
+ * takes is progress the write stall timer sees, so a reader slowly taking a 16 MiB reply is not
+ * taken for one that takes nothing (see FrameWriter).
+ */
+export const REPLY_SLICE_BYTES = 1024 * 1024;
+/**
+ * Reply bytes held for a call whose result is small whatever it is asked (a write's version, a
+ * forget's, a probe, or the error any call may end in: messages name at most a key and a scope).
+ */
+export const SMALL_REPLY_BYTES = 16 * 1024;
+/** Reply bytes held per operation of a batch (its result is one WriteResult or ForgetResult each). */
+const BATCH_REPLY_BYTES_PER_OP = 512;
+/** Operations whose result is small whatever their arguments (SMALL_REPLY_BYTES each). */
+const SMALL_REPLY_OPS: ReadonlySet<string> = new Set(["write", "forget", "forgetScope", "undelete", "probe", "flush", "raiseSequence", "listClose"]);
+/**
+ * The default bound of reply bytes one connection holds (ServerLimits.replyBytesHeldMax), in
+ * frame limits: its queued replies up to writeBufferBytesMax (2 frames) and two results of up to
+ * a frame each being computed — about 68 MiB with the default 17 MiB frame.
+ */
+export const REPLY_HELD_FRAMES = 4;
+/** The default bound of reply bytes all connections hold together (ServerLimits.ownerReplyBytesHeldMax), in per-connection bounds. */
+export const OWNER_REPLY_HELD_CONNECTIONS = 4;
+
+/** One accepted call: its id, its checked operation, its arguments, and the reply bytes held for it while it runs. */
 interface Call {
   id: number;
   op: string;
   args: unknown[];
+  reserve: number;
+}
+
+/**
+ * The most bytes the reply of `call` can take once framed: small for the operations that answer a
+ * few numbers, one per operation of a batch, else a whole frame (a read, a list or export page,
+ * stats, a report: a result larger than a frame becomes its caller's LIMIT_EXCEEDED).
+ */
+function replyReserveOf(op: string, args: unknown[], frameBytesMax: number): number {
+  const whole = frameBytesMax + SMALL_REPLY_BYTES;
+  if (SMALL_REPLY_OPS.has(op)) return SMALL_REPLY_BYTES;
+  const ops = args[0];
+  if (op === "batch" && Array.isArray(ops)) return Math.min(whole, SMALL_REPLY_BYTES + ops.length * BATCH_REPLY_BYTES_PER_OP);
+  return whole;
 }
 
 /** A call's checked operation name; throws ProtocolError for anything outside the API. */
@@ -108,7 +146,7 @@ function callsOf(msg: Record<string, unknown>): Call[] {
   if (ops.length > CALLS_PER_FRAME_MAX) throw new ProtocolError(`a calls frame of ${ops.length} calls exceeds the limit of ${CALLS_PER_FRAME_MAX}`);
   const first = idOf(msg["id"], ops.length);
   const calls: Call[] = new Array<Call>(ops.length);
-  for (let i = 0; i < ops.length; i++) calls[i] = { id: first + i, op: opOf(ops[i]), args: argsOf(args[i]) };
+  for (let i = 0; i < ops.length; i++) calls[i] = { id: first + i, op: opOf(ops[i]), args: argsOf(args[i]), reserve: 0 };
   return calls;
 }
 
@@ -134,8 +172,23 @@ export interface ServerLimits {
    */
   writeBufferBytesMax: number;
   /**
+   * Reply bytes one connection may hold at once: its queued replies, and for each call running the
+   * most its reply can take (replyReserveOf: a frame for a read or a page, 16 KiB for a write). A
+   * call starts only if its reply fits: the owner's memory for one client is bounded whatever the
+   * client does. At least frameBytesMax + writeBufferBytesMax (a drained connection can always
+   * start any call, so a client that reads gets every answer).
+   */
+  replyBytesHeldMax: number;
+  /**
+   * Reply bytes all connections may hold together, counted the same way (at least
+   * replyBytesHeldMax). While a call waits for room here, a connection whose queued replies take
+   * no byte for stallMs is cut off: a client that does not read cannot keep the others waiting.
+   */
+  ownerReplyBytesHeldMax: number;
+  /**
    * How long a half-sent frame or a missing hello may linger, and how long a client whose replies
-   * are above writeBufferBytesMax may take no byte of them (then it does not read its replies).
+   * are above writeBufferBytesMax (or queued while others wait for room) may take no byte of them
+   * (then it does not read its replies). Progress is a slice (REPLY_SLICE_BYTES) reaching the kernel.
    */
   stallMs: number;
   /** unsafe.shareAckBeforeCommit: answer writes when queued (the failure the ack rule prevents). */
@@ -173,6 +226,12 @@ export interface ServerCounts {
   inFlightMax: number;
   /** `held` frames sent (keep-alives of connections the owner was not reading). */
   heldFrames: number;
+  /** The most reply bytes one connection held at once, queued and held for calls running (never above replyBytesHeldMax). */
+  replyBytesHeldMax: number;
+  /** The most reply bytes one connection had queued at once (encoded or settled, not yet taken by the kernel). */
+  replyBytesQueuedMax: number;
+  /** The most reply bytes all connections held together (never above ownerReplyBytesHeldMax). */
+  ownerReplyBytesHeldMax: number;
 }
 
 /** A backend that can say which sequence its last queued write took (the engine's Store). */
@@ -288,6 +347,13 @@ class Connection {
   /** Results settled this turn and not yet framed: flat triples of id, ok, result or WireError. */
   private replies: unknown[] = [];
   private replyBytes = 0;
+  /** Reply bytes held for the calls running: the most each one's reply can take (replyReserveOf). */
+  private reserved = 0;
+  /** The same for the calls answered into `replies` and not yet framed (framed, their exact bytes count instead). */
+  private unframedHeld = 0;
+  /** This connection's part of the server's heldBytes, as last noted (noteHeld). */
+  private heldNoted = 0;
+  private closed = false;
   private repliesScheduled = false;
   private lastSendError: unknown = null;
   private stallTimer: NodeJS.Timeout | null = null;
@@ -298,7 +364,7 @@ class Connection {
     this.socket = socket;
     this.server = server;
     this.decoder = new FrameDecoder(server.limits.frameBytesMax);
-    this.writer = new FrameWriter(socket, server.limits.frameBytesMax, this.onWritten);
+    this.writer = new FrameWriter(socket, server.limits.frameBytesMax, this.onWritten, replySliceBytes);
     socket.on("data", (chunk: Buffer) => this.onData(chunk));
     socket.on("error", () => undefined); // a reset peer: 'close' follows
     socket.on("close", () => this.onClose());
@@ -348,7 +414,7 @@ class Connection {
       return;
     }
     if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
-    const call = { id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]) };
+    const call = { id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]), reserve: 0 };
     counts.callFrames += 1;
     counts.calls += 1;
     this.onCall(call);
@@ -360,10 +426,9 @@ class Connection {
       // An engram of another version: say so before the connection closes (its open() then fails with this reason).
       const message = versionMessage(msg["version"]);
       this.send({ t: "refused", version: PROTOCOL_VERSION, message });
-      this.flush();
       this.refused = true;
       this.server.onReject?.(message);
-      this.socket.end(); // after the refusal has been written; whatever the peer sends next is ignored
+      this.end(); // after the refusal has been written; whatever the peer sends next is ignored
       return;
     }
     if (msg["t"] !== "hello" || msg["version"] !== PROTOCOL_VERSION) throw new ProtocolError(`expected hello of protocol version ${PROTOCOL_VERSION}`);
@@ -397,14 +462,40 @@ class Connection {
   private onCall(call: Call): void {
     this.expectedBack = false; // it came back
     if (this.server.closing) return this.send({ t: "retry", id: call.id });
-    if (this.waiting.length === 0 && (this.hasRoom() || unsafeShareFlowForTests.limitPerRead)) this.start(call);
+    call.reserve = replyReserveOf(call.op, call.args, this.server.limits.frameBytesMax);
+    if (this.waiting.length === 0 && (this.hasRoom(call) || unsafeShareFlowForTests.limitPerRead)) this.start(call);
     else this.waiting.push(call);
     this.flow();
   }
 
-  /** Whether one more call may start: fewer than CALLS_IN_FLIGHT_MAX in flight, replies under their bound. */
-  private hasRoom(): boolean {
-    return this.inFlight < CALLS_IN_FLIGHT_MAX && this.queuedReplyBytes() <= this.server.limits.writeBufferBytesMax;
+  /**
+   * Whether `call` may start: fewer than CALLS_IN_FLIGHT_MAX in flight, queued replies under
+   * writeBufferBytesMax, and room for the most its reply can take under this connection's and
+   * the owner's bounds of reply bytes held (a call already running is answered whatever its
+   * result, so its reply is counted before it starts).
+   */
+  private hasRoom(call: Call): boolean {
+    const limits = this.server.limits;
+    if (this.inFlight >= CALLS_IN_FLIGHT_MAX || this.queuedReplyBytes() > limits.writeBufferBytesMax) return false;
+    if (unsafeShareFlowForTests.unboundedReplies) return true;
+    if (this.heldBytes() + call.reserve > limits.replyBytesHeldMax) return false;
+    return this.server.roomFor(this, call.reserve);
+  }
+
+  /** Reply bytes this connection holds: queued, and held for the calls running or answered and not yet framed. */
+  private heldBytes(): number {
+    return this.reserved + this.unframedHeld + this.writer.queuedBytes + this.socket.writableLength;
+  }
+
+  /** Brings the server's total of reply bytes held (and the counters of the most held) up to date with this connection's. */
+  noteHeld(): void {
+    const held = this.closed ? 0 : this.heldBytes();
+    const counts = this.server.counts;
+    if (held > counts.replyBytesHeldMax) counts.replyBytesHeldMax = held;
+    const queued = this.closed ? 0 : this.queuedReplyBytes();
+    if (queued > counts.replyBytesQueuedMax) counts.replyBytesQueuedMax = queued;
+    this.server.addHeld(held - this.heldNoted);
+    this.heldNoted = held;
   }
 
   /** Reply bytes of this connection not yet handed to the kernel (results not yet framed included). */
@@ -415,6 +506,7 @@ class Connection {
   /** Starts one call: it is in flight from now until answered. */
   private start(call: Call): void {
     this.inFlight += 1;
+    this.reserved += call.reserve;
     const counts = this.server.counts;
     if (this.inFlight > counts.inFlightMax) counts.inFlightMax = this.inFlight;
     // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
@@ -425,20 +517,39 @@ class Connection {
 
   /**
    * Flow control, after anything that changes the calls in flight or the reply bytes queued:
-   * starts waiting calls while there is room; stops reading the socket at CALLS_IN_FLIGHT_MAX
-   * calls (in flight and waiting) or reply bytes over their bound, and reads it again once both
-   * are down to half; watches a client whose replies are over the bound for progress.
+   * starts waiting calls while there is room (hasRoom); stops reading the socket at
+   * CALLS_IN_FLIGHT_MAX calls (in flight and waiting) or reply bytes over their bound, and reads
+   * it again once both are down to half; notes the reply bytes held; watches a client whose
+   * replies are over the bound (or queued while others starve) for progress.
    */
   private flow(): void {
     if (this.socket.destroyed) return;
     if (this.server.closing) this.retryWaiting();
-    while (this.waiting.length > 0 && this.hasRoom()) this.start(this.waiting.shift() as Call);
+    while (this.waiting.length > 0 && this.hasRoom(this.waiting[0] as Call)) this.start(this.waiting.shift() as Call);
     const calls = this.inFlight + this.waiting.length;
     const bytes = this.queuedReplyBytes();
     const bound = this.server.limits.writeBufferBytesMax;
     if (!this.paused && (calls >= CALLS_IN_FLIGHT_MAX || bytes > bound)) this.pause();
     else if (this.paused && calls < CALLS_IN_FLIGHT_MAX / 2 && bytes <= bound / 2) this.resume();
-    this.watchWrites(bytes > bound);
+    this.noteHeld();
+    this.rewatch();
+  }
+
+  /**
+   * Arms the write stall timer while this client's queued replies are over writeBufferBytesMax,
+   * or queued at all while another connection waits for room under the owner's bound (a client
+   * that does not read must not hold that room forever); disarms it otherwise.
+   */
+  rewatch(): void {
+    if (this.socket.destroyed) return;
+    const bytes = this.queuedReplyBytes();
+    const starving = this.server.starving && !unsafeShareFlowForTests.noStarvedCutOff;
+    this.watchWrites(bytes > this.server.limits.writeBufferBytesMax || (starving && bytes > 0));
+  }
+
+  /** Tries the waiting calls again (the owner's bound of reply bytes held has room again). */
+  flowAgain(): void {
+    this.flow();
   }
 
   /** A closing owner runs no waiting call: each is answered `retry` (not run: the client resends it to the next owner). */
@@ -516,28 +627,30 @@ class Connection {
     }
     if (this.server.limits.unsafeAckBeforeCommit && call.op === "write") {
       outcome.catch(() => undefined); // unsafe: the caller already heard "ok"
-      return this.answer(call.id, true, { ok: true, version: this.server.store.sequence ?? 0, generation: 0 }, true);
+      return this.answer(call, true, { ok: true, version: this.server.store.sequence ?? 0, generation: 0 }, true);
     }
-    const id = call.id;
     const commit = COMMIT_OPS.has(call.op);
     outcome.then(
-      (result) => this.answer(id, true, result, commit),
-      (err: unknown) => this.answer(id, false, errorToWire(err), commit),
+      (result) => this.answer(call, true, result, commit),
+      (err: unknown) => this.answer(call, false, errorToWire(err), commit),
     );
   }
 
   /**
-   * Queues the outcome of call `id` into this turn's `replies` frame (framed on process.nextTick:
+   * Queues the outcome of `call` into this turn's `replies` frame (framed on process.nextTick:
    * the results of one commit group reach this client in one frame and one write). `commit`: it
    * went through the commit log (a client answered down to nothing after one is expected back).
+   * The reply bytes held for it stay held until it is framed, then its frame's bytes count.
    */
-  private answer(id: number, ok: boolean, result: unknown, commit: boolean): void {
+  private answer(call: Call, ok: boolean, result: unknown, commit: boolean): void {
     this.inFlight -= 1;
     assert(this.inFlight >= 0, "calls in flight never go below zero");
     const bytes = roughBytes(result);
     if (this.replies.length >= 3 * CALLS_PER_FRAME_MAX || this.replyBytes + bytes > BATCH_BYTES_TARGET) this.frameReplies();
-    this.replies.push(id, ok, result);
+    this.replies.push(call.id, ok, result);
     this.replyBytes += bytes;
+    this.reserved -= call.reserve;
+    this.unframedHeld += call.reserve;
     if (!this.repliesScheduled) {
       this.repliesScheduled = true;
       process.nextTick(this.frameRepliesTick);
@@ -551,6 +664,7 @@ class Connection {
     this.repliesScheduled = false;
     this.frameReplies();
     this.writer.flush(); // already at the end of this turn's results: no second tick for the write
+    this.flow(); // framed, the replies count their own bytes, less than was held for them: room for waiting calls
   };
 
   /**
@@ -562,6 +676,7 @@ class Connection {
     if (r.length === 0) return;
     this.replies = [];
     this.replyBytes = 0;
+    this.unframedHeld = 0; // from here the frames' own bytes count (queued in the writer, then the socket)
     this.server.counts.replyFrames += 1;
     if (this.trySend({ t: "replies", r })) return;
     for (let i = 0; i < r.length; i += 3) {
@@ -603,14 +718,21 @@ class Connection {
   private sendNow(message: Message): void {
     if (this.socket.destroyed) return;
     this.writer.send(message);
+    this.noteHeld();
     // The twin: the rule before, a client with too many reply bytes queued is cut off, reading or not.
     if (unsafeShareFlowForTests.cutOffUnread && this.queuedReplyBytes() > this.server.limits.writeBufferBytesMax) this.kill("does not read its replies");
   }
 
-  /** Hands every queued frame to the socket now (before end(): a write after end is an error). */
+  /** Hands every queued frame to the socket now. */
   flush(): void {
     this.frameReplies();
     this.writer.flush();
+  }
+
+  /** Ends the connection once every frame queued so far (replies, then the bye or refusal) has reached the socket. */
+  end(): void {
+    this.frameReplies();
+    this.writer.end();
   }
 
   /** The owner's stats, shared by every client for STATS_CACHE_MS unless `fresh`. */
@@ -686,6 +808,8 @@ class Connection {
   }
 
   private onClose(): void {
+    this.closed = true;
+    this.noteHeld(); // its reply bytes are the socket's garbage now; calls still running hold nothing either
     if (this.stallTimer !== null) clearTimeout(this.stallTimer);
     if (this.writeStall !== null) clearTimeout(this.writeStall);
     this.stopKeepAlive();
@@ -704,7 +828,7 @@ export class ShareServer {
   /** Called with the reason whenever a connection is cut off (tests, logs). */
   onReject: ((why: string) => void) | null = null;
   /** Frames and calls taken in, reply frames sent, since listen. */
-  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0, inFlightMax: 0, heldFrames: 0 };
+  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0, inFlightMax: 0, heldFrames: 0, replyBytesHeldMax: 0, replyBytesQueuedMax: 0, ownerReplyBytesHeldMax: 0 };
   closing = false;
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
@@ -720,6 +844,12 @@ export class ShareServer {
   private recheck: NodeJS.Immediate | null = null;
   private statsAt = 0;
   private statsValue: StoreStats | null = null;
+  /** Reply bytes all connections hold (each connection's heldBytes as last noted). */
+  private heldBytes = 0;
+  /** Connections whose next call waits for room under ownerReplyBytesHeldMax. */
+  private readonly starved = new Set<Connection>();
+  private starvedRecheck: NodeJS.Immediate | null = null;
+  private recheckingStarved = false;
 
   private constructor(store: ServedStore, socketPath: string, limits: ServerLimits) {
     this.store = store;
@@ -736,6 +866,8 @@ export class ShareServer {
    * there by a dead owner is stale and is removed first.
    */
   static async listen(store: ServedStore, socketPath: string, limits: ServerLimits): Promise<ShareServer> {
+    const whole = replyReserveOf("read", [], limits.frameBytesMax);
+    assert(limits.replyBytesHeldMax >= whole && limits.ownerReplyBytesHeldMax >= limits.replyBytesHeldMax, "a drained connection can always start any call");
     fs.rmSync(socketPath, { force: true });
     const s = new ShareServer(store, socketPath, limits);
     await new Promise<void>((resolve, reject) => {
@@ -842,6 +974,55 @@ export class ShareServer {
     open?.();
   }
 
+  /** Whether a connection waits for room under ownerReplyBytesHeldMax (then every connection's queued replies must progress). */
+  get starving(): boolean {
+    return this.starved.size > 0;
+  }
+
+  /**
+   * Whether `bytes` more reply bytes fit under ownerReplyBytesHeldMax for `conn`; if not, `conn`
+   * waits for room (it is rechecked as soon as any connection holds fewer bytes).
+   */
+  roomFor(conn: Connection, bytes: number): boolean {
+    conn.noteHeld();
+    if (this.heldBytes + bytes <= this.limits.ownerReplyBytesHeldMax) {
+      if (this.starved.delete(conn) && this.starved.size === 0) this.scheduleStarvedRecheck(); // disarm the others' watch
+      return true;
+    }
+    if (this.starved.has(conn)) return false;
+    this.starved.add(conn);
+    if (this.starved.size === 1) this.scheduleStarvedRecheck(); // arm every connection's watch
+    return false;
+  }
+
+  /** Adds `delta` to the reply bytes held (noted by a connection); less held may let a starved connection go on. */
+  addHeld(delta: number): void {
+    this.heldBytes += delta;
+    assert(this.heldBytes >= 0, "reply bytes held never go below zero");
+    if (this.heldBytes > this.counts.ownerReplyBytesHeldMax) this.counts.ownerReplyBytesHeldMax = this.heldBytes;
+    if (delta < 0 && this.starved.size > 0) this.scheduleStarvedRecheck();
+  }
+
+  private scheduleStarvedRecheck(): void {
+    if (this.recheckingStarved) return;
+    this.starvedRecheck ??= setImmediate(this.recheckStarved);
+  }
+
+  /**
+   * Lets the starved connections try again (in the order they started waiting; those still
+   * without room wait on), then re-evaluates every connection's write stall watch against the
+   * outcome.
+   */
+  private readonly recheckStarved = (): void => {
+    this.starvedRecheck = null;
+    this.recheckingStarved = true;
+    const waiting = [...this.starved];
+    this.starved.clear();
+    for (const c of waiting) c.flowAgain();
+    this.recheckingStarved = false;
+    for (const c of this.connections) c.rewatch();
+  };
+
   /** Clients connected now. */
   get clientCount(): number {
     return this.connections.size;
@@ -849,6 +1030,7 @@ export class ShareServer {
 
   forget(conn: Connection): void {
     this.connections.delete(conn);
+    if (this.starved.delete(conn)) this.scheduleStarvedRecheck();
     this.settled();
   }
 
@@ -892,8 +1074,7 @@ export class ShareServer {
     });
     for (const c of this.connections) {
       c.send({ t: "bye" });
-      c.flush();
-      c.socket.end();
+      c.end();
     }
     fs.rmSync(this.socketPath, { force: true });
     // A client that does not read would hold its connection (and this close) open forever.
@@ -920,5 +1101,22 @@ export const unsafeSharePagesForTests = { overfill: false };
  * or not; `noKeepAlive` sends no `held` frames while a connection is paused; `stallWhilePaused`
  * runs the half-frame timer while the owner itself is not reading; `limitPerRead` starts every
  * call one socket read delivered, however many (the in-flight limit then holds per read only).
+ * And of the fifty-fifth session (test/share-reply-memory.test.ts): `unboundedReplies` starts calls
+ * without counting their replies against replyBytesHeldMax and ownerReplyBytesHeldMax;
+ * `unsliced` hands a turn's reply bytes to the socket whole (progress seen only at their end);
+ * `noStarvedCutOff` never cuts off a non-reader that holds room other connections wait for.
  */
-export const unsafeShareFlowForTests = { cutOffUnread: false, noKeepAlive: false, stallWhilePaused: false, limitPerRead: false };
+export const unsafeShareFlowForTests = {
+  cutOffUnread: false,
+  noKeepAlive: false,
+  stallWhilePaused: false,
+  limitPerRead: false,
+  unboundedReplies: false,
+  unsliced: false,
+  noStarvedCutOff: false,
+};
+
+/** The slice of reply bytes a connection hands its socket at once (the `unsliced` twin: a turn's bytes whole, as before). */
+function replySliceBytes(): number {
+  return unsafeShareFlowForTests.unsliced ? Infinity : REPLY_SLICE_BYTES;
+}

@@ -23,7 +23,7 @@
  * declared lost, while the in-flight limit holds per call.
  */
 import * as net from "node:net";
-import { frame, raw } from "./helpers/share-raw.js";
+import { frame, raw, stateAfter, until, within } from "./helpers/share-raw.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, OwnerLostError, type FaultPoint } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
@@ -66,22 +66,6 @@ async function pair(held: boolean, shareTimeoutMs = 10_000): Promise<Pair> {
   return { dir, server, ownerHandle, owner: Engram.fromBackend(ownerHandle), client, rejects };
 }
 
-/** Resolves with `p`, or fails after `ms`. */
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
-}
-
-/** "pending" if `p` has not settled within `ms` (the owner holding it that long is the property checked), else "settled". */
-async function stateAfter(p: Promise<unknown>, ms: number): Promise<string> {
-  let timer: NodeJS.Timeout | undefined;
-  const pending = new Promise<string>((resolve) => (timer = setTimeout(() => resolve("pending"), ms)));
-  const state = await Promise.race([pending, p.then(() => "settled")]);
-  clearTimeout(timer);
-  return state;
-}
-
 /** Releases POINT each time a commit group pauses there, until `all` settled (bounded by `ms`). */
 async function releaseUntil(h: SharedStore, all: Promise<unknown>, ms: number): Promise<void> {
   let done = false;
@@ -107,15 +91,6 @@ function tally(outcomes: string[]): Record<string, number> {
   return t;
 }
 
-
-/** Waits (bounded) until `pred` holds, polling each 5 ms. */
-async function until(pred: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
 
 const MiB = 1024 * 1024;
 

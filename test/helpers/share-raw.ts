@@ -32,3 +32,28 @@ export async function raw(socketPath: string): Promise<{ s: net.Socket; messages
   });
   return { s, messages, closed };
 }
+
+/** Resolves with `p`, or fails after `ms` naming `what`. */
+export function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
+}
+
+/** Waits (bounded by `ms`) until `pred` holds, polling each 5 ms. */
+export async function until(pred: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** "pending" if `p` has not settled within `ms` (the owner holding it that long is the property checked), else "settled". */
+export async function stateAfter(p: Promise<unknown>, ms: number): Promise<string> {
+  let timer: NodeJS.Timeout | undefined;
+  const pending = new Promise<string>((resolve) => (timer = setTimeout(() => resolve("pending"), ms)));
+  const state = await Promise.race([pending, p.then(() => "settled")]);
+  clearTimeout(timer);
+  return state;
+}

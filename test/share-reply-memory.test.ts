@@ -1,0 +1,239 @@
+/**
+ * The owner's memory for replies, and the stall rule for a slow reader (fifty-fifth session, two
+ * findings of the fifty-fourth): a client may make the owner hold only a bounded number of reply
+ * bytes whatever it does, and a client that takes a large reply slowly but steadily is never cut off.
+ *
+ * How it works: an owner handle in this process serves over its real Unix socket (its
+ * ShareServer's limits are tightened on the live server where a case needs it, and its counters
+ * report the most reply bytes one connection held — queued, and held for calls running at the
+ * most their reply can take — the most it had queued, and the most all connections held); raw
+ * sockets speak the protocol by hand (test/helpers/share-raw.ts) so that a client can flood calls
+ * and never read, or read at a set rate. Cases: (1) a client that sends 300 reads of a 1 MiB value
+ * and never reads makes the owner hold at most replyBytesHeldMax (68 MiB by default; 256 MiB
+ * before), then is cut off; (2) a reading client at the smallest budget still gets 3 × 15 MiB and
+ * 64 × 1 MiB; (3) a non-reader that sits under writeBufferBytesMax but holds the owner-wide
+ * room another client waits for is cut off after the stall limit and the other is served;
+ * (4) a client that takes a 15 MiB reply at 6 MiB/s (2.5 s, the stall limit 400 ms) gets it
+ * whole, while one that stops after 2 MiB is cut off. Each protection has a twin that turns it off
+ * with `unsafeShareFlowForTests` (unboundedReplies, noStarvedCutOff, unsliced) and must see the
+ * failure. Waits that stand for "the owner holds it this long" are the property itself, and the
+ * reader's pauses are its rate, never synchronization.
+ *
+ * Property stressed: the owner's reply bytes are bounded per connection and in all, and only a
+ * client that takes no byte is cut off.
+ */
+import * as net from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { Engram } from "../src/index.js";
+import { SharedStore } from "../share/handle.js";
+import { readLockNote } from "../engine/lock.js";
+import { shareFixture } from "./helpers/share-fixture.js";
+import { frame, raw, stateAfter, until, within } from "./helpers/share-raw.js";
+import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
+import { SMALL_REPLY_BYTES, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
+
+const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
+const { storeDir, open } = shareFixture("share-mem");
+const MiB = 1024 * 1024;
+const HELLO = frame({ t: "hello", version: PROTOCOL_VERSION, pid: process.pid, deadlineMs: 10_000 });
+
+/** The slow readers' sockets (one that stopped reading never sees its close): destroyed after each case. */
+const readers: net.Socket[] = [];
+
+afterEach(() => {
+  for (const s of readers.splice(0)) s.destroy();
+  unsafeShareFlowForTests.unboundedReplies = false;
+  unsafeShareFlowForTests.noStarvedCutOff = false;
+  unsafeShareFlowForTests.unsliced = false;
+});
+
+interface Owner {
+  server: ShareServer;
+  owner: Engram;
+  client: Engram;
+  socketPath: string;
+  rejects: string[];
+}
+
+/** An owner handle (its server observable, `stallMs` set on it) and a client handle. */
+async function serve(stallMs: number): Promise<Owner> {
+  const dir = storeDir();
+  const ownerHandle = await SharedStore.open(dir, { ...OPTS, share: true });
+  open.push(ownerHandle);
+  const client = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true }));
+  open.push(client);
+  expect([ownerHandle.role, client.role]).toEqual(["owner", "client"]);
+  const server = ownerHandle.shareServer as ShareServer;
+  server.limits.stallMs = stallMs;
+  const rejects: string[] = [];
+  server.onReject = (why) => rejects.push(why);
+  return { server, owner: Engram.fromBackend(ownerHandle), client, socketPath: readLockNote(dir)?.socket as string, rejects };
+}
+
+/**
+ * A raw connection that says hello, sends `n` reads of `key` and never reads a byte (nor sees its
+ * own close, then: the owner's onReject reports the cut-off).
+ */
+async function floodUnread(socketPath: string, key: string, n: number): Promise<Awaited<ReturnType<typeof raw>>> {
+  const c = await raw(socketPath);
+  c.s.pause();
+  const call = (i: number): Buffer => frame({ t: "call", id: i + 1, op: "read", args: [key, null] });
+  c.s.write(Buffer.concat([HELLO, ...Array.from({ length: n }, (_, i) => call(i))]));
+  return c;
+}
+
+/** Reads `keys` from the client all at once: the byte length of each value, or the error code. */
+function readAll(client: Engram, keys: string[]): Promise<Array<number | string>> {
+  return Promise.all(keys.map((k) => client.read(k).then((r) => (r.status === "OK" && r.value instanceof Uint8Array ? r.value.length : r.status), (e: unknown) => String((e as { code?: unknown }).code ?? e))));
+}
+
+describe("the owner's reply bytes are bounded per connection and in all", () => {
+  it("(1) a client that floods 300 reads of 1 MiB and never reads: the owner holds at most replyBytesHeldMax, then cuts it off", async () => {
+    const o = await serve(1000);
+    await o.owner.write("v", new Uint8Array(MiB).fill(3));
+    const limits = o.server.limits;
+    const c = await floodUnread(o.socketPath, "v", 300);
+    await until(() => o.rejects.some((r) => /does not read its replies/.test(r)), 30_000, "the non-reader cut off");
+    c.s.destroy();
+    const counts = o.server.counts;
+    expect(counts.replyBytesQueuedMax).toBeGreaterThan(limits.writeBufferBytesMax); // it did flood past the bound of queued bytes
+    expect(counts.replyBytesHeldMax).toBeLessThanOrEqual(limits.replyBytesHeldMax);
+    expect(counts.replyBytesQueuedMax).toBeLessThanOrEqual(limits.replyBytesHeldMax);
+    expect(counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(limits.ownerReplyBytesHeldMax);
+    expect(limits.replyBytesHeldMax).toBeLessThan(100 * MiB); // the default: 4 frames, about 68 MiB
+    expect((await o.client.write("after", "served")).ok).toBe(true);
+  }, 60_000);
+
+  it("(1) twin: replies not counted before they start (unboundedReplies), the same flood makes the owner hold ~256 MiB", async () => {
+    const o = await serve(1000);
+    await o.owner.write("v", new Uint8Array(MiB).fill(3));
+    unsafeShareFlowForTests.unboundedReplies = true;
+    const c = await floodUnread(o.socketPath, "v", 300);
+    await until(() => o.rejects.some((r) => /does not read its replies/.test(r)), 30_000, "the non-reader cut off");
+    c.s.destroy();
+    expect(o.server.counts.replyBytesQueuedMax).toBeGreaterThan(o.server.limits.replyBytesHeldMax);
+    expect(o.server.counts.replyBytesQueuedMax).toBeGreaterThan(200 * MiB);
+  }, 60_000);
+
+  it("(2) at the smallest budget (one frame's reply per connection and in all) a reading client gets 3 × 15 MiB and 64 × 1 MiB", async () => {
+    const o = await serve(10_000);
+    const big = ["b0", "b1", "b2"];
+    const small = Array.from({ length: 64 }, (_, i) => `s${i}`);
+    for (const k of big) await o.owner.write(k, new Uint8Array(15 * MiB).fill(1));
+    for (const k of small) await o.owner.write(k, new Uint8Array(MiB).fill(2));
+    const limits = o.server.limits;
+    limits.replyBytesHeldMax = limits.frameBytesMax + SMALL_REPLY_BYTES; // one read at a time
+    limits.ownerReplyBytesHeldMax = limits.replyBytesHeldMax;
+    const got = await within(Promise.all([readAll(o.client, big), readAll(o.client, small)]), 60_000, "every answer");
+    expect(got).toEqual([big.map(() => 15 * MiB), small.map(() => MiB)]);
+    expect(o.rejects).toEqual([]);
+    expect(o.server.counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(limits.ownerReplyBytesHeldMax);
+    expect(o.server.counts.replyBytesHeldMax).toBeGreaterThan(limits.frameBytesMax); // the budget was in use
+  }, 90_000);
+
+  /**
+   * The owner-wide case: a per-connection budget of a frame + 8 MiB and the same owner-wide, so a
+   * non-reader of 1 MiB reads holds 8–9 MiB (under writeBufferBytesMax, never cut off for that)
+   * and another client's read of a frame's size cannot start beside it.
+   */
+  async function starvedByNonReader(o: Owner): Promise<{ c: Awaited<ReturnType<typeof raw>>; read: Promise<Array<number | string>> }> {
+    await o.owner.write("v", new Uint8Array(MiB).fill(3));
+    const limits = o.server.limits;
+    limits.replyBytesHeldMax = limits.frameBytesMax + SMALL_REPLY_BYTES + 8 * MiB;
+    limits.ownerReplyBytesHeldMax = limits.replyBytesHeldMax;
+    limits.writeBufferBytesMax = 64 * MiB;
+    const c = await floodUnread(o.socketPath, "v", 100);
+    await until(() => o.server.counts.replyBytesQueuedMax > 7 * MiB, 10_000, "the non-reader holds 7–9 MiB of replies");
+    return { c, read: readAll(o.client, ["v", "v"]) };
+  }
+
+  it("(3) a non-reader holding the owner-wide room another client waits for is cut off after stallMs; the other is served", async () => {
+    const o = await serve(500);
+    const { c, read } = await starvedByNonReader(o);
+    expect(await within(read, 10_000, "the other client's reads")).toEqual([MiB, MiB]);
+    expect(o.rejects.some((r) => /does not read its replies/.test(r))).toBe(true);
+    c.s.destroy();
+    expect(o.server.counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(o.server.limits.ownerReplyBytesHeldMax);
+  }, 60_000);
+
+  it("(3) twin: without the cut-off while others wait (noStarvedCutOff) the other client waits as long as the non-reader stays", async () => {
+    const o = await serve(500);
+    unsafeShareFlowForTests.noStarvedCutOff = true;
+    const { c, read } = await starvedByNonReader(o);
+    expect(await stateAfter(read, 3 * 500)).toBe("pending");
+    expect(o.rejects).toEqual([]);
+    c.s.destroy(); // the room comes back with the non-reader gone: the reads were only waiting for it
+    expect(await within(read, 10_000, "the reads once the non-reader left")).toEqual([MiB, MiB]);
+  }, 60_000);
+});
+
+/**
+ * A raw client that asks for `key` and takes the reply at `bytesPerSec` (pausing its socket when
+ * ahead of that rate), or stops taking anything after `stopAfter` bytes. Resolves with the bytes
+ * of the value it got (or -1), how long it took, and whether the owner closed the connection.
+ */
+async function slowRead(socketPath: string, key: string, bytesPerSec: number, stopAfter = Infinity): Promise<{ valueBytes: number; ms: number; closed: boolean }> {
+  const s = net.createConnection(socketPath);
+  readers.push(s);
+  s.on("error", () => undefined);
+  await new Promise<void>((resolve, reject) => s.once("connect", resolve).once("error", reject));
+  const decoder = new FrameDecoder(FRAME_BYTES_MIN);
+  const started = Date.now();
+  let got = 0;
+  return await new Promise((resolve) => {
+    const finish = (valueBytes: number, closed: boolean): void => {
+      resolve({ valueBytes, ms: Date.now() - started, closed });
+      s.destroy();
+    };
+    s.on("close", () => finish(-1, true));
+    s.on("data", (d: Buffer) => {
+      got += d.length;
+      for (const body of decoder.push(d)) {
+        const m = decodeBody(body) as { t: string; r?: unknown[] };
+        const value = m.t === "replies" ? (m.r?.[2] as { value?: Uint8Array } | undefined)?.value : undefined;
+        if (value !== undefined) return finish(value.length, false);
+      }
+      if (got >= stopAfter) return void s.pause(); // a reader that stopped: never resumed
+      const ahead = (got / bytesPerSec) * 1000 - (Date.now() - started);
+      if (ahead <= 0) return;
+      s.pause();
+      setTimeout(() => s.resume(), ahead); // the reader's rate, not a wait for the owner
+    });
+    s.write(Buffer.concat([HELLO, frame({ t: "call", id: 1, op: "read", args: [key, null] })]));
+  });
+}
+
+describe("a reader that takes a large reply slowly but steadily is not cut off", () => {
+  const STALL_MS = 400;
+  const RATE = 6 * MiB; // a 1 MiB slice every ~170 ms: faster than the stall limit per slice, 2.5 s in all
+
+  async function bigValueOwner(): Promise<Owner> {
+    const o = await serve(STALL_MS);
+    await o.owner.write("big", new Uint8Array(15 * MiB).fill(9));
+    o.server.limits.writeBufferBytesMax = 4 * MiB; // the 15 MiB reply is over the bound: the stall watch runs
+    return o;
+  }
+
+  it("(4) a 15 MiB reply taken at 6 MiB/s with a 400 ms stall limit arrives whole", async () => {
+    const o = await bigValueOwner();
+    const r = await within(slowRead(o.socketPath, "big", RATE), 30_000, "the slow read");
+    expect(r.valueBytes).toBe(15 * MiB);
+    expect(r.ms).toBeGreaterThan(3 * STALL_MS); // slower than the stall limit in all
+    expect(o.rejects).toEqual([]);
+  }, 60_000);
+
+  it("(4) a reader that stops after 2 MiB of the same reply is still cut off", async () => {
+    const o = await bigValueOwner();
+    const read = slowRead(o.socketPath, "big", RATE, 2 * MiB);
+    await until(() => o.rejects.some((x) => /does not read its replies/.test(x)), 10_000, "the stopped reader cut off");
+    expect(await stateAfter(read, 0)).toBe("pending"); // it never got the value (a paused socket sees no close)
+  }, 60_000);
+
+  it("(4) twin: the reply handed to the socket whole (unsliced), the same steady reader is cut off", async () => {
+    const o = await bigValueOwner();
+    unsafeShareFlowForTests.unsliced = true;
+    const r = await within(slowRead(o.socketPath, "big", RATE), 30_000, "the slow read");
+    expect(r).toMatchObject({ valueBytes: -1, closed: true });
+    expect(o.rejects.some((x) => /does not read its replies/.test(x))).toBe(true);
+  }, 60_000);
+});
