@@ -22,6 +22,13 @@ import { assert } from "../rules/assert.js";
  * it `held` keep-alives, since it cannot read the client's pings then.
  */
 export const PROTOCOL_VERSION = 4;
+/**
+ * Versions an owner serves as its own. Version 3 differs from 4 only in what 4 added — the hello's
+ * `deadlineMs` and the `held` frame — and a version-3 client counts any frame as hearing from the
+ * owner and ignores a message it does not know, so it is served (a rolling upgrade needs no
+ * stop); its keep-alives come at the period for a client that names no deadline.
+ */
+export const SERVED_VERSIONS: ReadonlySet<number> = new Set([3, PROTOCOL_VERSION]);
 /** Most calls in one `calls` frame, and most results in one `replies` frame. */
 export const CALLS_PER_FRAME_MAX = 256;
 /**

@@ -29,6 +29,7 @@ import {
   ProtocolError,
   PROTOCOL_VERSION,
   roughBytes,
+  SERVED_VERSIONS,
   type Message,
   type WireError,
 } from "./protocol.js";
@@ -38,8 +39,13 @@ import {
  * past it wait at the owner, and the socket is not read again until half of them are answered.
  */
 export const CALLS_IN_FLIGHT_MAX = 256;
-/** Keep-alive period towards a client whose hello names no deadline (the default shareTimeoutMs / 10). */
-export const KEEP_ALIVE_MS_DEFAULT = 1000;
+/**
+ * Keep-alive period towards a client whose hello names no deadline (one of protocol 3, before
+ * `deadlineMs`): short enough for any deadline from 100 ms (its pings after half of it go unread
+ * while the owner pauses), and sent only while paused. Until the fifty-fifth session such a
+ * client was refused, and the period was 1 s.
+ */
+export const KEEP_ALIVE_MS_DEFAULT = 25;
 /** Bounds of the keep-alive period (a quarter of the client's deadline, as its own watchdog's period). */
 const KEEP_ALIVE_MS_MIN = 5;
 const KEEP_ALIVE_MS_MAX = 1000;
@@ -152,7 +158,7 @@ function callsOf(msg: Record<string, unknown>): Call[] {
 
 /** The keep-alive period for a client whose hello names `deadlineMs` (its shareTimeoutMs): a quarter of it, bounded. */
 function keepAliveMsOf(deadlineMs: unknown): number {
-  if (typeof deadlineMs !== "number" || !Number.isFinite(deadlineMs) || deadlineMs <= 0) return KEEP_ALIVE_MS_DEFAULT;
+  if (typeof deadlineMs !== "number" || !Number.isFinite(deadlineMs) || deadlineMs <= 0) return unsafeShareFlowForTests.slowKeepAliveV3 ? 1000 : KEEP_ALIVE_MS_DEFAULT;
   return Math.min(KEEP_ALIVE_MS_MAX, Math.max(KEEP_ALIVE_MS_MIN, Math.floor(deadlineMs / 4)));
 }
 
@@ -422,7 +428,7 @@ class Connection {
 
   private onHello(msg: Record<string, unknown>): void {
     if (msg["t"] === "hello" && typeof msg["version"] === "number" && LEGACY_VERSIONS.has(msg["version"]) && this.server.limits.unsafeRefuseLegacyByFrame !== true) return this.welcomeLegacy(msg["version"]);
-    if (msg["t"] === "hello" && typeof msg["version"] === "number" && msg["version"] !== PROTOCOL_VERSION) {
+    if (msg["t"] === "hello" && typeof msg["version"] === "number" && !this.served(msg["version"])) {
       // An engram of another version: say so before the connection closes (its open() then fails with this reason).
       const message = versionMessage(msg["version"]);
       this.send({ t: "refused", version: PROTOCOL_VERSION, message });
@@ -431,11 +437,16 @@ class Connection {
       this.end(); // after the refusal has been written; whatever the peer sends next is ignored
       return;
     }
-    if (msg["t"] !== "hello" || msg["version"] !== PROTOCOL_VERSION) throw new ProtocolError(`expected hello of protocol version ${PROTOCOL_VERSION}`);
+    if (msg["t"] !== "hello" || typeof msg["version"] !== "number" || !this.served(msg["version"])) throw new ProtocolError(`expected hello of protocol version ${PROTOCOL_VERSION}`);
     this.greeted = true;
     this.keepAliveMs = keepAliveMsOf(msg["deadlineMs"]);
     const limits = this.server.limits;
     this.send({ t: "welcome", version: PROTOCOL_VERSION, pid: process.pid, frameBytesMax: limits.frameBytesMax, maxValueBytes: limits.maxValueBytes, stats: this.stats() });
+  }
+
+  /** Whether a client of protocol `version` is served as a current one (SERVED_VERSIONS; the twin refuses 3). */
+  private served(version: number): boolean {
+    return SERVED_VERSIONS.has(version) && !(version === 3 && unsafeShareFlowForTests.refuseV3);
   }
 
   /**
@@ -1104,7 +1115,9 @@ export const unsafeSharePagesForTests = { overfill: false };
  * And of the fifty-fifth session (test/share-reply-memory.test.ts): `unboundedReplies` starts calls
  * without counting their replies against replyBytesHeldMax and ownerReplyBytesHeldMax;
  * `unsliced` hands a turn's reply bytes to the socket whole (progress seen only at their end);
- * `noStarvedCutOff` never cuts off a non-reader that holds room other connections wait for.
+ * `noStarvedCutOff` never cuts off a non-reader that holds room other connections wait for;
+ * `refuseV3` refuses a protocol-3 hello (as the fifty-fourth session did); `slowKeepAliveV3` sends
+ * a client that names no deadline its keep-alives every second (the period before).
  */
 export const unsafeShareFlowForTests = {
   cutOffUnread: false,
@@ -1114,6 +1127,8 @@ export const unsafeShareFlowForTests = {
   unboundedReplies: false,
   unsliced: false,
   noStarvedCutOff: false,
+  refuseV3: false,
+  slowKeepAliveV3: false,
 };
 
 /** The slice of reply bytes a connection hands its socket at once (the `unsliced` twin: a turn's bytes whole, as before). */

@@ -14,8 +14,11 @@
  * client's ping, so it sends `held` keep-alives); (3) 5,000 writes held with a 300 ms stall limit
  * are not cut off as "stalled mid-frame" (the half-frame timer does not run while the owner is the
  * one not reading); (4) 1,000 calls in one socket read never put more than CALLS_IN_FLIGHT_MAX in
- * flight, the rest wait at the owner and are all answered. And the protocol bump: a version-3
- * hello gets the `refused` frame it knows, naming both versions. Each protection has a twin that
+ * flight, the rest wait at the owner and are all answered. And the protocol bump (fifty-fifth
+ * session): (5) a version-3 client (no `deadlineMs`, no `held` in its protocol) is served, and while
+ * 300 of its writes are held the owner's frames reach it at least every ~25 ms (KEEP_ALIVE_MS_DEFAULT),
+ * so the real version-3 link (any frame is hearing from the owner; unknown messages are ignored)
+ * keeps any deadline from 100 ms; another version is still refused. Each protection has a twin that
  * turns it off with `unsafeShareFlowForTests` and must see the failure. Waits that stand for "the
  * owner holds it this long" are the property itself (a deadline passing), never synchronization.
  *
@@ -37,6 +40,8 @@ const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const { storeDir, open } = shareFixture("share-flow");
 
 afterEach(() => {
+  unsafeShareFlowForTests.refuseV3 = false;
+  unsafeShareFlowForTests.slowKeepAliveV3 = false;
   unsafeShareFlowForTests.cutOffUnread = false;
   unsafeShareFlowForTests.noKeepAlive = false;
   unsafeShareFlowForTests.stallWhilePaused = false;
@@ -222,15 +227,60 @@ describe("flow control: the owner's backpressure is a pause the client can see",
     c.s.destroy();
   }, 90_000);
 
-  it("a version-3 client (before held frames) gets the refused frame it knows, naming both versions", async () => {
+  /**
+   * A version-3 client by hand (its hello names no deadline) sends 300 writes while writes are held:
+   * the longest silence it hears while they wait (600 ms after the owner paused it), and whether
+   * all 300 are then answered.
+   */
+  async function versionThreeHeld(p: Pair): Promise<{ silentMs: number; answered: number }> {
+    const c = await raw(readLockNote(p.dir)?.socket as string);
+    const heard: number[] = [];
+    c.s.on("data", () => heard.push(Date.now()));
+    const calls = (first: number, n: number): Buffer => frame({ t: "calls", id: first, ops: Array.from({ length: n }, () => "write"), args: Array.from({ length: n }, (_, i) => [`v3-${first + i}`, "x", null]) });
+    c.s.write(Buffer.concat([frame({ t: "hello", version: 3, pid: process.pid }), calls(1, 256), calls(257, 44)]));
+    await within(p.ownerHandle.faults.waitFor(POINT), 10_000, "a group held at the fault point");
+    await until(() => c.messages.some((m) => m["t"] === "held"), 10_000, "the owner pauses the connection");
+    const from = Date.now();
+    const done = until(() => answered(c.messages) === 300, 60_000, "300 replies");
+    expect(await stateAfter(done, 600)).toBe("pending"); // held: the client's calls wait
+    const to = Date.now();
+    const marks = [from, ...heard.filter((t) => t > from && t < to), to];
+    let silentMs = 0;
+    for (let i = 1; i < marks.length; i++) silentMs = Math.max(silentMs, (marks[i] as number) - (marks[i - 1] as number));
+    await releaseUntil(p.ownerHandle, done, 60_000);
+    c.s.destroy();
+    expect(c.messages[0]).toMatchObject({ t: "welcome", version: 4 });
+    return { silentMs, answered: answered(c.messages) };
+  }
+
+  it("(5) a version-3 client is served: while its writes are held it hears the owner every ~25 ms, and all 300 are answered", async () => {
+    const p = await pair(true);
+    const r = await versionThreeHeld(p);
+    expect(r.silentMs).toBeLessThan(150); // a version-3 link with a deadline from 300 ms never even pings
+    expect(r.answered).toBe(300);
+    expect((await p.owner.read("v3-300")).status).toBe("OK");
+    expect(p.rejects).toEqual([]);
+  }, 90_000);
+
+  it("(5) twin: keep-alives every second to a client that names no deadline (slowKeepAliveV3): silences a version-3 deadline under 1 s would not survive", async () => {
+    const p = await pair(true);
+    unsafeShareFlowForTests.slowKeepAliveV3 = true;
+    const r = await versionThreeHeld(p);
+    expect(r.silentMs).toBeGreaterThanOrEqual(500);
+  }, 90_000);
+
+  it("(5) the hello of another version (5, or 3 with refuseV3 as before) gets the refused frame, naming both versions", async () => {
     const { dir, client } = await pair(false);
     expect(PROTOCOL_VERSION).toBe(4);
-    const c = await raw(readLockNote(dir)?.socket as string);
-    c.s.write(frame({ t: "hello", version: 3, pid: process.pid }));
-    await until(() => c.messages.length > 0, 10_000, "the answer to a version-3 hello");
-    expect(c.messages[0]).toMatchObject({ t: "refused", version: 4 });
-    expect(String(c.messages[0]?.["message"])).toMatch(/speaks share protocol version 4, this client 3: run the same engram version/);
+    for (const version of [5, 3]) {
+      unsafeShareFlowForTests.refuseV3 = version === 3;
+      const c = await raw(readLockNote(dir)?.socket as string);
+      c.s.write(frame({ t: "hello", version, pid: process.pid }));
+      await until(() => c.messages.length > 0, 10_000, `the answer to a version-${version} hello`);
+      expect(c.messages[0]).toMatchObject({ t: "refused", version: 4 });
+      expect(String(c.messages[0]?.["message"])).toMatch(new RegExp(`speaks share protocol version 4, this client ${version}: run the same engram version`));
+      c.s.destroy();
+    }
     expect((await client.write("current", "served")).ok).toBe(true);
-    c.s.destroy();
   });
 });
