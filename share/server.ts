@@ -6,8 +6,10 @@
  * Every connection is bounded: frames by the frame limit (checked on the length prefix), calls in
  * flight (counted per call: past the limit the calls already read wait at the owner and the socket
  * stops being read — TCP-style backpressure), the reply bytes queued for it (above the bound the
- * owner takes no new call from it until they drain), list cursors, and the time a half-sent frame,
- * a missing hello or a reader that makes no progress may linger. While the owner itself is not
+ * owner takes no new call from it until they drain), the reply bytes it holds — queued, and the
+ * most each running call's reply can take, counted before the call starts — per connection and
+ * for all of them, list cursors, and the time a half-sent frame, a missing hello or a reader that
+ * takes no slice of its replies may linger. While the owner itself is not
  * reading a connection it sends `held` frames, so the client knows the owner is alive (it cannot
  * read the client's pings then). A peer that breaks any rule loses its connection; nobody else notices.
  * Only the operations of the API can be called, with arguments the Store checks as its own.
