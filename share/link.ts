@@ -28,6 +28,7 @@ import {
   FrameWriter,
   PROTOCOL_VERSION,
   roughBytes,
+  SERVED_VERSIONS,
   type Refused,
   type Welcome,
   type WireError,
@@ -105,9 +106,12 @@ export class Link {
 
   /**
    * Connects to `socketPath` and says hello; rejects when nobody answers within `connectMs`.
-   * Once attached, the owner must be heard from every `deadlineMs` while a call waits.
+   * Once attached, the owner must be heard from every `deadlineMs` while a call waits. An owner
+   * that refuses this version but speaks one this process also serves (SERVED_VERSIONS: a
+   * version-3 owner during a rolling upgrade) is asked again in its version, once.
    */
-  static connect(socketPath: string, connectMs: number, deadlineMs: number): Promise<Link> {
+  static connect(socketPath: string, connectMs: number, deadlineMs: number, version = PROTOCOL_VERSION): Promise<Link> {
+    const started = Date.now();
     return new Promise((resolve, reject) => {
       const socket = net.createConnection(socketPath);
       const decoder = new FrameDecoder(frameBytesMaxFor(VALUE_BYTES_MAX)); // the owner's own limit is not known before its welcome
@@ -122,12 +126,18 @@ export class Link {
       const timer = setTimeout(() => fail(new InternalError(`no welcome from ${socketPath} within ${connectMs} ms`)), connectMs);
       socket.once("error", fail);
       socket.once("close", () => fail(new InternalError("the owner closed the connection before its welcome")));
-      socket.once("connect", () => socket.write(encodeFrame({ t: "hello", version: PROTOCOL_VERSION, pid: process.pid, deadlineMs }, FRAME_BYTES_MIN)));
+      socket.once("connect", () => socket.write(encodeFrame({ t: "hello", version, pid: process.pid, deadlineMs }, FRAME_BYTES_MIN)));
       const onData = (chunk: Buffer): void => {
         try {
           const bodies = decoder.push(chunk);
           if (bodies.length === 0) return;
           const welcome = decodeBody(bodies[0] as Buffer) as Welcome | Refused;
+          if (welcome.t === "refused" && Link.speaksAlso(version, welcome.version) && !unsafeLinkForTests.noFallback) {
+            done = true;
+            clearTimeout(timer);
+            socket.destroy();
+            return resolve(Link.connect(socketPath, Math.max(1, connectMs - (Date.now() - started)), deadlineMs, welcome.version));
+          }
           if (welcome.t === "refused") throw new ProtocolMismatchError(`the owner of the shared store refused this process: ${String(welcome.message)}`);
           if (welcome.t !== "welcome") throw new InternalError(`expected welcome, got ${String((welcome as { t: unknown }).t)}`);
           done = true;
@@ -142,6 +152,11 @@ export class Link {
       };
       socket.on("data", onData);
     });
+  }
+
+  /** Whether a hello of `asked` refused by an owner of version `theirs` should be sent again in `theirs` (once: only from the current version). */
+  private static speaksAlso(asked: number, theirs: unknown): theirs is number {
+    return asked === PROTOCOL_VERSION && typeof theirs === "number" && theirs !== asked && SERVED_VERSIONS.has(theirs);
   }
 
   private attach(early: Buffer[]): void {
@@ -315,3 +330,9 @@ export class Link {
     this.socket.destroy();
   }
 }
+
+/**
+ * Test switch, never set by the engine or any option (test/share-flow-control.test.ts):
+ * `noFallback` fails a connect refused by a version-3 owner, as before the fifty-fifth session.
+ */
+export const unsafeLinkForTests = { noFallback: false };

@@ -26,7 +26,8 @@ export const PROTOCOL_VERSION = 4;
  * Versions an owner serves as its own. Version 3 differs from 4 only in what 4 added — the hello's
  * `deadlineMs` and the `held` frame — and a version-3 client counts any frame as hearing from the
  * owner and ignores a message it does not know, so it is served (a rolling upgrade needs no
- * stop); its keep-alives come at the period for a client that names no deadline.
+ * stop); its keep-alives come at the period for a client that names no deadline. A client refused
+ * by an owner of a version in this set says hello again in that version (Link.connect).
  */
 export const SERVED_VERSIONS: ReadonlySet<number> = new Set([3, PROTOCOL_VERSION]);
 /** Most calls in one `calls` frame, and most results in one `replies` frame. */

@@ -18,7 +18,9 @@
  * session): (5) a version-3 client (no `deadlineMs`, no `held` in its protocol) is served, and while
  * 300 of its writes are held the owner's frames reach it at least every ~25 ms (KEEP_ALIVE_MS_DEFAULT),
  * so the real version-3 link (any frame is hearing from the owner; unknown messages are ignored)
- * keeps any deadline from 100 ms; another version is still refused. Each protection has a twin that
+ * keeps any deadline from 100 ms; another version is still refused; and a current client meeting a
+ * version-3 owner (one by hand, answering as share/server.ts of 4c2d1fd^ did) says hello again in
+ * version 3 and is served. Each protection has a twin that
  * turns it off with `unsafeShareFlowForTests` and must see the failure. Waits that stand for "the
  * owner holds it this long" are the property itself (a deadline passing), never synchronization.
  *
@@ -26,13 +28,15 @@
  * declared lost, while the in-flight limit holds per call.
  */
 import * as net from "node:net";
+import * as path from "node:path";
 import { frame, raw, stateAfter, until, within } from "./helpers/share-raw.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, OwnerLostError, type FaultPoint } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
 import { shareFixture } from "./helpers/share-fixture.js";
-import { PROTOCOL_VERSION } from "../share/protocol.js";
+import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
+import { Link, unsafeLinkForTests } from "../share/link.js";
 import { CALLS_IN_FLIGHT_MAX, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
 
 const POINT: FaultPoint = "write:after-sync";
@@ -40,6 +44,7 @@ const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const { storeDir, open } = shareFixture("share-flow");
 
 afterEach(() => {
+  unsafeLinkForTests.noFallback = false;
   unsafeShareFlowForTests.refuseV3 = false;
   unsafeShareFlowForTests.slowKeepAliveV3 = false;
   unsafeShareFlowForTests.cutOffUnread = false;
@@ -282,5 +287,58 @@ describe("flow control: the owner's backpressure is a pause the client can see",
       c.s.destroy();
     }
     expect((await client.write("current", "served")).ok).toBe(true);
+  });
+
+  /**
+   * An owner of protocol 3 by hand, as share/server.ts of 4c2d1fd^ answered: a hello of another
+   * version gets `refused` naming version 3, a version-3 hello a `welcome`, each `call` an ok reply.
+   */
+  async function versionThreeOwner(socketPath: string): Promise<{ server: net.Server; hellos: unknown[] }> {
+    const hellos: unknown[] = [];
+    const server = net.createServer((s) => {
+      s.on("error", () => undefined);
+      const decoder = new FrameDecoder(FRAME_BYTES_MIN);
+      s.on("data", (d: Buffer) => {
+        for (const body of decoder.push(d)) {
+          const m = decodeBody(body) as Record<string, unknown>;
+          if (m["t"] === "call") s.write(frame({ t: "replies", r: [m["id"], true, { ok: true, version: 7, generation: 1 }] }));
+          if (m["t"] !== "hello") continue;
+          hellos.push(m["version"]);
+          if (m["version"] !== 3) return void s.end(frame({ t: "refused", version: 3, message: `speaks share protocol version 3, this client ${String(m["version"])}` }));
+          s.write(frame({ t: "welcome", version: 3, pid: 1, frameBytesMax: FRAME_BYTES_MIN, maxValueBytes: 16 * 1024 * 1024, stats: null }));
+        }
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(socketPath, resolve));
+    return { server, hellos };
+  }
+
+  /** Connects a Link to a version-3 owner by hand and writes once: the write's result, or the connect's error. */
+  async function attachToVersionThree(): Promise<{ result: unknown; hellos: unknown[] }> {
+    const { server, hellos } = await versionThreeOwner(path.join(path.dirname(storeDir()), "v3.sock"));
+    try {
+      const link = await within(Link.connect(server.address() as string, 5000, 5000), 10_000, "the connect");
+      const written = new Promise((resolve, reject) => link.call({ op: "write", args: ["k", "v", undefined], resolve, reject }));
+      const result = await within(written, 10_000, "the write");
+      link.close();
+      return { result, hellos };
+    } catch (err) {
+      return { result: err, hellos };
+    } finally {
+      server.close();
+    }
+  }
+
+  it("(5) a current client meeting a version-3 owner (a rolling upgrade) says hello again in version 3 and is served", async () => {
+    const { result, hellos } = await attachToVersionThree();
+    expect(hellos).toEqual([PROTOCOL_VERSION, 3]);
+    expect(result).toMatchObject({ ok: true, version: 7 });
+  });
+
+  it("(5) twin: without the second hello (noFallback) the same connect fails NOT_SUPPORTED", async () => {
+    unsafeLinkForTests.noFallback = true;
+    const { result, hellos } = await attachToVersionThree();
+    expect(hellos).toEqual([PROTOCOL_VERSION]);
+    expect(result).toMatchObject({ code: "NOT_SUPPORTED" });
   });
 });
