@@ -7,8 +7,8 @@
  * flight (counted per call: past the limit the calls already read wait at the owner and the socket
  * stops being read — TCP-style backpressure), the reply bytes queued for it (above the bound the
  * owner takes no new call from it until they drain), the reply bytes it holds — queued, and the
- * most each running call's reply can take, counted before the call starts — per connection and
- * for all of them, list cursors, and the time a half-sent frame, a missing hello or a reader that
+ * most each running call's reply can take (for a read or page, a running estimate of its kind),
+ * counted before the call starts — per connection and for all of them, list cursors, and the time a half-sent frame, a missing hello or a reader that
  * takes no slice of its replies may linger. While the owner itself is not
  * reading a connection it sends `held` frames, so the client knows the owner is alive (it cannot
  * read the client's pings then). A peer that breaks any rule loses its connection; nobody else notices.
@@ -20,6 +20,7 @@ import { InvalidArgumentError, LimitExceededError, NotSupportedError } from "../
 import type { Backend, ListEntry, StoreStats } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX } from "../rules/limits.js";
+import { ReplyEstimate } from "./reply-estimate.js";
 import {
   BATCH_BYTES_TARGET,
   CALLS_PER_FRAME_MAX,
@@ -103,19 +104,43 @@ const SMALL_REPLY_OPS: ReadonlySet<string> = new Set(["write", "forget", "forget
 export const REPLY_HELD_FRAMES = 4;
 /** The default bound of reply bytes all connections hold together (ServerLimits.ownerReplyBytesHeldMax), in per-connection bounds. */
 export const OWNER_REPLY_HELD_CONNECTIONS = 4;
+/**
+ * Operations whose reply is as large as the values they return (a read, a list or export page):
+ * each holds the owner's running estimate of its kind (ReplyEstimate) plus SMALL_REPLY_BYTES,
+ * not a whole frame, so that small-value reads run up to CALLS_IN_FLIGHT_MAX at a time.
+ */
+const ESTIMATED_REPLY_OPS: ReadonlySet<string> = new Set(["read", "listOpen", "listNext", "exportOpen"]);
+/** The estimate of a kind before any reply of it was seen in the last two windows (a value of 1 MiB fits it). */
+export const REPLY_ESTIMATE_INITIAL_BYTES = 1024 * 1024;
+/** The window of the estimate: the largest reply of the current one or the one before it (it falls back within 2 s). */
+export const REPLY_ESTIMATE_WINDOW_MS = 1000;
+/**
+ * Calls one connection may run at once under an estimate smaller than a frame (ServerLimits.
+ * estimatedCallsMax): when the replies jump past the estimate, at most these many are already
+ * running under it, which bounds what the owner holds past replyBytesHeldMax (see that limit).
+ */
+export const ESTIMATED_CALLS_MAX = 64;
+/** The same for all connections together (ServerLimits.ownerEstimatedCallsMax). */
+export const OWNER_ESTIMATED_CALLS_MAX = 128;
 
-/** One accepted call: its id, its checked operation, its arguments, and the reply bytes held for it while it runs. */
+/**
+ * One accepted call: its id, its checked operation, its arguments, the reply bytes held for it
+ * while it runs, and whether that is an estimate smaller than a frame (counted against
+ * estimatedCallsMax while it runs).
+ */
 interface Call {
   id: number;
   op: string;
   args: unknown[];
   reserve: number;
+  estimated: boolean;
 }
 
 /**
  * The most bytes the reply of `call` can take once framed: small for the operations that answer a
  * few numbers, one per operation of a batch, else a whole frame (a read, a list or export page,
- * stats, a report: a result larger than a frame becomes its caller's LIMIT_EXCEEDED).
+ * stats, a report: a result larger than a frame becomes its caller's LIMIT_EXCEEDED). The owner
+ * holds less for ESTIMATED_REPLY_OPS (ShareServer.reserveOf).
  */
 function replyReserveOf(op: string, args: unknown[], frameBytesMax: number): number {
   const whole = frameBytesMax + SMALL_REPLY_BYTES;
@@ -154,7 +179,7 @@ function callsOf(msg: Record<string, unknown>): Call[] {
   if (ops.length > CALLS_PER_FRAME_MAX) throw new ProtocolError(`a calls frame of ${ops.length} calls exceeds the limit of ${CALLS_PER_FRAME_MAX}`);
   const first = idOf(msg["id"], ops.length);
   const calls: Call[] = new Array<Call>(ops.length);
-  for (let i = 0; i < ops.length; i++) calls[i] = { id: first + i, op: opOf(ops[i]), args: argsOf(args[i]), reserve: 0 };
+  for (let i = 0; i < ops.length; i++) calls[i] = { id: first + i, op: opOf(ops[i]), args: argsOf(args[i]), reserve: 0, estimated: false };
   return calls;
 }
 
@@ -187,6 +212,20 @@ export interface ServerLimits {
    * start any call, so a client that reads gets every answer).
    */
   replyBytesHeldMax: number;
+  /**
+   * Calls one connection may run at once whose reply bytes held are an estimate smaller than a
+   * frame (ESTIMATED_CALLS_MAX by default). A read or page holds the owner's running estimate of
+   * its kind — the largest reply of that kind of the last 1–2 s, plus SMALL_REPLY_BYTES — so the
+   * bounds of reply bytes held are exact while replies fit their estimate. A reply larger than
+   * its estimate counts its real size once answered (the bytes held go over the bound; no call
+   * starts until they drain under it) and raises the estimate at once; the calls already running
+   * under the smaller estimate may do the same, at most this many: a connection holds at most
+   * replyBytesHeldMax + estimatedCallsMax × a frame (64 × 17 MiB by default), and only when
+   * replies jump from small to large.
+   */
+  estimatedCallsMax: number;
+  /** The same for all connections together (OWNER_ESTIMATED_CALLS_MAX): the owner holds at most ownerReplyBytesHeldMax + this many frames. */
+  ownerEstimatedCallsMax: number;
   /**
    * Reply bytes all connections may hold together, counted the same way (at least
    * replyBytesHeldMax). While a call waits for room here, a connection whose queued replies take
@@ -234,12 +273,14 @@ export interface ServerCounts {
   inFlightMax: number;
   /** `held` frames sent (keep-alives of connections the owner was not reading). */
   heldFrames: number;
-  /** The most reply bytes one connection held at once, queued and held for calls running (never above replyBytesHeldMax). */
+  /** The most reply bytes one connection held at once, queued and held for calls running (above replyBytesHeldMax only by replies larger than their estimate). */
   replyBytesHeldMax: number;
   /** The most reply bytes one connection had queued at once (encoded or settled, not yet taken by the kernel). */
   replyBytesQueuedMax: number;
-  /** The most reply bytes all connections held together (never above ownerReplyBytesHeldMax). */
+  /** The most reply bytes all connections held together (above ownerReplyBytesHeldMax only by replies larger than their estimate). */
   ownerReplyBytesHeldMax: number;
+  /** Replies larger than the bytes held for them (started under an estimate that was too small). */
+  repliesOverEstimate: number;
 }
 
 /** A backend that can say which sequence its last queued write took (the engine's Store). */
@@ -361,6 +402,8 @@ class Connection {
   private unframedHeld = 0;
   /** This connection's part of the server's heldBytes, as last noted (noteHeld). */
   private heldNoted = 0;
+  /** Calls running whose reply bytes held are an estimate smaller than a frame (estimatedCallsMax). */
+  private estimatedRunning = 0;
   private closed = false;
   private repliesScheduled = false;
   private lastSendError: unknown = null;
@@ -422,7 +465,7 @@ class Connection {
       return;
     }
     if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
-    const call = { id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]), reserve: 0 };
+    const call = { id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]), reserve: 0, estimated: false };
     counts.callFrames += 1;
     counts.calls += 1;
     this.onCall(call);
@@ -475,7 +518,6 @@ class Connection {
   private onCall(call: Call): void {
     this.expectedBack = false; // it came back
     if (this.server.closing) return this.send({ t: "retry", id: call.id });
-    call.reserve = replyReserveOf(call.op, call.args, this.server.limits.frameBytesMax);
     if (this.waiting.length === 0 && (this.hasRoom(call) || unsafeShareFlowForTests.limitPerRead)) this.start(call);
     else this.waiting.push(call);
     this.flow();
@@ -483,16 +525,19 @@ class Connection {
 
   /**
    * Whether `call` may start: fewer than CALLS_IN_FLIGHT_MAX in flight, queued replies under
-   * writeBufferBytesMax, and room for the most its reply can take under this connection's and
-   * the owner's bounds of reply bytes held (a call already running is answered whatever its
-   * result, so its reply is counted before it starts).
+   * writeBufferBytesMax, and room for the bytes its reply is held at (ShareServer.reserveOf: the
+   * most it can take, or the estimate of its kind) under this connection's and the owner's bounds
+   * of reply bytes held, and of calls running under an estimate (a call already running is
+   * answered whatever its result, so its reply is counted before it starts).
    */
   private hasRoom(call: Call): boolean {
     const limits = this.server.limits;
     if (this.inFlight >= CALLS_IN_FLIGHT_MAX || this.queuedReplyBytes() > limits.writeBufferBytesMax) return false;
     if (unsafeShareFlowForTests.unboundedReplies) return true;
+    this.server.reserveOf(call);
     if (this.heldBytes() + call.reserve > limits.replyBytesHeldMax) return false;
-    return this.server.roomFor(this, call.reserve);
+    if (call.estimated && this.estimatedRunning >= limits.estimatedCallsMax && !unsafeShareFlowForTests.noEstimatedCallsCap) return false;
+    return this.server.roomFor(this, call.reserve, call.estimated);
   }
 
   /** Reply bytes this connection holds: queued, and held for the calls running or answered and not yet framed. */
@@ -520,6 +565,10 @@ class Connection {
   private start(call: Call): void {
     this.inFlight += 1;
     this.reserved += call.reserve;
+    if (call.estimated) {
+      this.estimatedRunning += 1;
+      this.server.estimatedStarted(1);
+    }
     const counts = this.server.counts;
     if (this.inFlight > counts.inFlightMax) counts.inFlightMax = this.inFlight;
     // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
@@ -663,7 +712,8 @@ class Connection {
     this.replies.push(call.id, ok, result);
     this.replyBytes += bytes;
     this.reserved -= call.reserve;
-    this.unframedHeld += call.reserve;
+    this.unframedHeld += this.server.answered(call, bytes);
+    if (call.estimated) this.estimatedRunning -= 1;
     if (!this.repliesScheduled) {
       this.repliesScheduled = true;
       process.nextTick(this.frameRepliesTick);
@@ -841,7 +891,7 @@ export class ShareServer {
   /** Called with the reason whenever a connection is cut off (tests, logs). */
   onReject: ((why: string) => void) | null = null;
   /** Frames and calls taken in, reply frames sent, since listen. */
-  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0, inFlightMax: 0, heldFrames: 0, replyBytesHeldMax: 0, replyBytesQueuedMax: 0, ownerReplyBytesHeldMax: 0 };
+  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0, inFlightMax: 0, heldFrames: 0, replyBytesHeldMax: 0, replyBytesQueuedMax: 0, ownerReplyBytesHeldMax: 0, repliesOverEstimate: 0 };
   closing = false;
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
@@ -859,6 +909,10 @@ export class ShareServer {
   private statsValue: StoreStats | null = null;
   /** Reply bytes all connections hold (each connection's heldBytes as last noted). */
   private heldBytes = 0;
+  /** Calls running under an estimate, on all connections (ownerEstimatedCallsMax). */
+  private estimatedRunning = 0;
+  /** The running estimate of the reply of each of ESTIMATED_REPLY_OPS, shared by every connection. */
+  private readonly estimates = new Map([...ESTIMATED_REPLY_OPS].map((op) => [op, new ReplyEstimate(REPLY_ESTIMATE_INITIAL_BYTES, REPLY_ESTIMATE_WINDOW_MS)]));
   /** Connections whose next call waits for room under ownerReplyBytesHeldMax. */
   private readonly starved = new Set<Connection>();
   private starvedRecheck: NodeJS.Immediate | null = null;
@@ -987,18 +1041,53 @@ export class ShareServer {
     open?.();
   }
 
+  /**
+   * Sets the reply bytes held for `call` while it runs (call.reserve): the most its reply can take
+   * (replyReserveOf), or for a read or page (ESTIMATED_REPLY_OPS) the estimate of its kind plus
+   * SMALL_REPLY_BYTES when that is less (call.estimated).
+   */
+  reserveOf(call: Call): void {
+    const most = replyReserveOf(call.op, call.args, this.limits.frameBytesMax);
+    const estimate = this.estimates.get(call.op);
+    const held = estimate === undefined || unsafeShareFlowForTests.wholeFrameReserve ? most : Math.min(most, estimate.bytes + SMALL_REPLY_BYTES);
+    call.reserve = held;
+    call.estimated = held < most;
+  }
+
+  /**
+   * Notes that `call`, whose reply takes about `bytes`, was answered (its kind's estimate, the
+   * calls running under an estimate); returns the bytes held for it until it is framed: its
+   * reservation, or its real size when larger (then the bytes held go over their bounds until it drains).
+   */
+  answered(call: Call, bytes: number): number {
+    this.estimates.get(call.op)?.note(bytes);
+    if (call.estimated) this.estimatedStarted(-1);
+    if (bytes <= call.reserve) return call.reserve;
+    this.counts.repliesOverEstimate += 1;
+    return bytes;
+  }
+
+  /** Counts calls started (+1) or answered (-1) under an estimate; one answered may let a starved connection go on. */
+  estimatedStarted(delta: number): void {
+    this.estimatedRunning += delta;
+    assert(this.estimatedRunning >= 0, "calls running under an estimate never go below zero");
+    if (delta < 0 && this.starved.size > 0) this.scheduleStarvedRecheck();
+  }
+
   /** Whether a connection waits for room under ownerReplyBytesHeldMax (then every connection's queued replies must progress). */
   get starving(): boolean {
     return this.starved.size > 0;
   }
 
   /**
-   * Whether `bytes` more reply bytes fit under ownerReplyBytesHeldMax for `conn`; if not, `conn`
-   * waits for room (it is rechecked as soon as any connection holds fewer bytes).
+   * Whether `bytes` more reply bytes fit under ownerReplyBytesHeldMax for `conn` (and, for a call
+   * held at an estimate, one more under ownerEstimatedCallsMax); if not, `conn` waits for room (it
+   * is rechecked as soon as any connection holds fewer bytes or a call under an estimate ends).
    */
-  roomFor(conn: Connection, bytes: number): boolean {
+  roomFor(conn: Connection, bytes: number, estimated: boolean): boolean {
     conn.noteHeld();
-    if (this.heldBytes + bytes <= this.limits.ownerReplyBytesHeldMax) {
+    const countRoom = !estimated || this.estimatedRunning < this.limits.ownerEstimatedCallsMax || unsafeShareFlowForTests.noEstimatedCallsCap;
+    if (countRoom && this.heldBytes + bytes <= this.limits.ownerReplyBytesHeldMax) {
       if (this.starved.delete(conn) && this.starved.size === 0) this.scheduleStarvedRecheck(); // disarm the others' watch
       return true;
     }
@@ -1120,6 +1209,10 @@ export const unsafeSharePagesForTests = { overfill: false };
  * `noStarvedCutOff` never cuts off a non-reader that holds room other connections wait for;
  * `refuseV3` refuses a protocol-3 hello (as the fifty-fourth session did); `slowKeepAliveV3` sends
  * a client that names no deadline its keep-alives every second (the period before).
+ * `noEstimatedCallsCap` starts calls held at an estimate without estimatedCallsMax and
+ * ownerEstimatedCallsMax (a jump from small to large replies overshoots by every call running);
+ * `wholeFrameReserve` holds a whole frame for every read or page (as before the estimate: reads
+ * ran about four at a time per connection).
  */
 export const unsafeShareFlowForTests = {
   cutOffUnread: false,
@@ -1131,6 +1224,8 @@ export const unsafeShareFlowForTests = {
   noStarvedCutOff: false,
   refuseV3: false,
   slowKeepAliveV3: false,
+  noEstimatedCallsCap: false,
+  wholeFrameReserve: false,
 };
 
 /** The slice of reply bytes a connection hands its socket at once (the `unsliced` twin: a turn's bytes whole, as before). */

@@ -14,9 +14,14 @@
  * 64 × 1 MiB; (3) a non-reader that sits under writeBufferBytesMax but holds the owner-wide
  * room another client waits for is cut off after the stall limit and the other is served;
  * (4) a client that takes a 15 MiB reply at 6 MiB/s (2.5 s, the stall limit 400 ms) gets it
- * whole, while one that stops after 2 MiB is cut off. Each protection has a twin that turns it off
- * with `unsafeShareFlowForTests` (unboundedReplies, noStarvedCutOff, unsliced) and must see the
- * failure. Waits that stand for "the owner holds it this long" are the property itself, and the
+ * whole, while one that stops after 2 MiB is cut off; (5) a read holds the owner's estimate of
+ * its reply (ReplyEstimate, checked on its own with a hand clock), not a frame: 200 small reads
+ * run 64 at a time on one connection (about 4 before), and when the replies jump from small to
+ * 1 MiB the owner holds past its bounds at most the calls already running under the small
+ * estimate (estimatedCallsMax, ownerEstimatedCallsMax; one non-reader and two). Each protection
+ * has a twin that turns it off with `unsafeShareFlowForTests` (unboundedReplies, noStarvedCutOff,
+ * unsliced, noEstimatedCallsCap; wholeFrameReserve shows the reads' concurrency as before) and
+ * must see the failure. Waits that stand for "the owner holds it this long" are the property itself, and the
  * reader's pauses are its rate, never synchronization.
  *
  * Property stressed: the owner's reply bytes are bounded per connection and in all, and only a
@@ -31,6 +36,7 @@ import { shareFixture } from "./helpers/share-fixture.js";
 import { frame, raw, stateAfter, until, within } from "./helpers/share-raw.js";
 import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
 import { SMALL_REPLY_BYTES, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
+import { ReplyEstimate } from "../share/reply-estimate.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const { storeDir, open } = shareFixture("share-mem");
@@ -45,6 +51,8 @@ afterEach(() => {
   unsafeShareFlowForTests.unboundedReplies = false;
   unsafeShareFlowForTests.noStarvedCutOff = false;
   unsafeShareFlowForTests.unsliced = false;
+  unsafeShareFlowForTests.noEstimatedCallsCap = false;
+  unsafeShareFlowForTests.wholeFrameReserve = false;
 });
 
 interface Owner {
@@ -124,11 +132,14 @@ describe("the owner's reply bytes are bounded per connection and in all", () => 
     const limits = o.server.limits;
     limits.replyBytesHeldMax = limits.frameBytesMax + SMALL_REPLY_BYTES; // one read at a time
     limits.ownerReplyBytesHeldMax = limits.replyBytesHeldMax;
+    limits.estimatedCallsMax = 1; // and one under an estimate (the 15 MiB reads start under the initial 1 MiB one)
+    limits.ownerEstimatedCallsMax = 1;
     const got = await within(Promise.all([readAll(o.client, big), readAll(o.client, small)]), 60_000, "every answer");
     expect(got).toEqual([big.map(() => 15 * MiB), small.map(() => MiB)]);
     expect(o.rejects).toEqual([]);
-    expect(o.server.counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(limits.ownerReplyBytesHeldMax);
-    expect(o.server.counts.replyBytesHeldMax).toBeGreaterThan(limits.frameBytesMax); // the budget was in use
+    // Past the bound by at most the one reply running under an estimate smaller than it (estimatedCallsMax).
+    expect(o.server.counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(limits.ownerReplyBytesHeldMax + limits.frameBytesMax);
+    expect(o.server.counts.replyBytesHeldMax).toBeGreaterThan(15 * MiB); // the budget was in use (a 15 MiB reply held)
   }, 90_000);
 
   /**
@@ -236,4 +247,91 @@ describe("a reader that takes a large reply slowly but steadily is not cut off",
     expect(r).toMatchObject({ valueBytes: -1, closed: true });
     expect(o.rejects.some((x) => /does not read its replies/.test(x))).toBe(true);
   }, 60_000);
+});
+
+describe("a read holds an estimate of its reply: small reads keep their concurrency, a jump to large replies stays bounded", () => {
+  it("(5) the estimate: initial before any reply, up at once with a larger reply, down within two windows after it", () => {
+    let now = 0;
+    const e = new ReplyEstimate(MiB, 1000, () => now);
+    expect(e.bytes).toBe(MiB);
+    e.note(100);
+    expect(e.bytes).toBe(100);
+    e.note(5 * MiB);
+    expect(e.bytes).toBe(5 * MiB);
+    now = 1500; // the next window: the large reply is still remembered
+    e.note(200);
+    expect(e.bytes).toBe(5 * MiB);
+    now = 2600; // two windows on: only the replies of the last one count
+    expect(e.bytes).toBe(200);
+    now = 10_000; // a quiet spell forgets everything
+    expect(e.bytes).toBe(MiB);
+  });
+
+  /** Reads `key` `n` times at once from the client; every answer's value length. */
+  async function readMany(o: Owner, key: string, n: number): Promise<Array<number | string>> {
+    return within(readAll(o.client, Array.from({ length: n }, () => key)), 30_000, `${n} reads`);
+  }
+
+  it("(5) 200 small reads at once on one connection run at least 64 at a time (a whole frame each: about 4)", async () => {
+    const o = await serve(10_000);
+    await o.owner.write("s", "small");
+    expect(await readMany(o, "s", 200)).toEqual(Array.from({ length: 200 }, () => "OK"));
+    expect(o.server.counts.inFlightMax).toBeGreaterThanOrEqual(64); // ESTIMATED_CALLS_MAX
+    expect(o.server.counts.repliesOverEstimate).toBe(0);
+  }, 60_000);
+
+  it("(5) twin: a whole frame held for every read (wholeFrameReserve), the same reads run about 4 at a time", async () => {
+    const o = await serve(10_000);
+    await o.owner.write("s", "small");
+    unsafeShareFlowForTests.wholeFrameReserve = true;
+    expect(await readMany(o, "s", 200)).toHaveLength(200);
+    expect(o.server.counts.inFlightMax).toBeLessThan(8);
+  }, 60_000);
+
+  /**
+   * The jump: the owner learns small replies (reads of "s"), then `flooders` raw non-readers each
+   * send 60 reads of a 1 MiB value at once, at budgets of a frame + 4 MiB, 4 MiB of queued
+   * replies, and 8 calls under an estimate per connection and in all. Resolves once each is cut off.
+   */
+  async function jump(o: Owner, flooders: number): Promise<void> {
+    await o.owner.write("s", "small");
+    await o.owner.write("v", new Uint8Array(MiB).fill(5));
+    await readMany(o, "s", 50);
+    o.server.counts.replyBytesHeldMax = 0; // measured from the jump on (the 50 reads above held the initial estimate each)
+    o.server.counts.ownerReplyBytesHeldMax = 0;
+    const limits = o.server.limits;
+    limits.replyBytesHeldMax = limits.frameBytesMax + SMALL_REPLY_BYTES + 4 * MiB;
+    limits.ownerReplyBytesHeldMax = limits.replyBytesHeldMax;
+    limits.writeBufferBytesMax = 4 * MiB; // the non-readers are over it: cut off after stallMs
+    limits.estimatedCallsMax = 8;
+    limits.ownerEstimatedCallsMax = 8;
+    const cs = await Promise.all(Array.from({ length: flooders }, () => floodUnread(o.socketPath, "v", 60)));
+    await until(() => o.rejects.filter((r) => /does not read its replies/.test(r)).length === flooders, 30_000, "every non-reader cut off");
+    for (const c of cs) c.s.destroy();
+  }
+
+  /** What the owner may hold past its bounds after the jump: 8 replies of 1 MiB (and their frames' few bytes). */
+  const OVER = 8 * (MiB + SMALL_REPLY_BYTES);
+
+  for (const flooders of [1, 2]) {
+    it(`(5) ${flooders} non-reader(s) jumping from small replies to 1 MiB: the owner holds at most its bounds + 8 replies`, async () => {
+      const o = await serve(500);
+      await jump(o, flooders);
+      const counts = o.server.counts;
+      expect(counts.repliesOverEstimate).toBeGreaterThan(0); // the jump did overshoot the small estimate
+      expect(counts.repliesOverEstimate).toBeLessThanOrEqual(8);
+      expect(counts.replyBytesHeldMax).toBeLessThanOrEqual(o.server.limits.replyBytesHeldMax + OVER);
+      expect(counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(o.server.limits.ownerReplyBytesHeldMax + OVER);
+      expect((await o.client.write("after", "served")).ok).toBe(true);
+    }, 60_000);
+
+    it(`(5) twin: ${flooders} non-reader(s), no cap on calls under an estimate (noEstimatedCallsCap): every read runs under it, the owner holds far more`, async () => {
+      const o = await serve(500);
+      unsafeShareFlowForTests.noEstimatedCallsCap = true;
+      await jump(o, flooders);
+      const counts = o.server.counts;
+      expect(counts.repliesOverEstimate).toBeGreaterThan(8 * flooders);
+      expect(counts.ownerReplyBytesHeldMax).toBeGreaterThan(o.server.limits.ownerReplyBytesHeldMax + OVER);
+    }, 60_000);
+  }
 });
