@@ -38,6 +38,8 @@ export const QUEUED_CALLS_MAX = 65_536;
 export const STATS_REFRESH_MS = 250;
 /** Reopens of one list() iteration at most: each one follows an owner change (docs/SHARING.md). */
 export const LIST_REOPENS_MAX = 64;
+/** Times one pass of a list or export opens its cursor again when an owner change cut the open (see cursorPass). */
+const CURSOR_OPENS_MAX = 4;
 /** Backoff bounds of the attach-or-own loop. */
 const RETRY_MS_MIN = 2;
 const RETRY_MS_MAX = 50;
@@ -510,25 +512,31 @@ export class SharedStore implements T.Backend {
   /**
    * One pass of a cursor: the local iterator when this process owns, else pages of a cursor at
    * the owner (opened with `openOp` on `options` and `after`). Returns "done" at the end, or
-   * "lost" when a call failed with OwnerLostError across an owner change (the caller may reopen);
-   * any other error is thrown.
+   * "lost" when a page failed with OwnerLostError across an owner change (the caller may reopen);
+   * any other error is thrown. An open lost across an owner change is tried again (up to
+   * CURSOR_OPENS_MAX times) before any entry is yielded: where the store is now — in this
+   * process when it took the store over while the open was queued (the open then finds no
+   * cursor operation in its own store), else at the new owner.
    */
   private async *cursorPass<E>(openOp: string, options: unknown, after: string | null, local: (store: Store) => AsyncIterable<E>): AsyncGenerator<E, "done" | "lost"> {
-    if (this.state === "owner" && this.store !== null) {
-      yield* local(this.store);
-      return "done";
-    }
-    const epoch = this.epoch;
     type Page = { cursor: number; entries: E[]; done: boolean };
-    let page: Page;
-    let link: Link | null;
-    try {
-      page = await this.call<Page>(openOp, after === null ? [options] : [options, after]);
-      link = this.state === "client" ? this.link : null; // the cursor lives in the connection that answered
-    } catch (err) {
-      if (err instanceof OwnerLostError && this.epoch !== epoch) return "lost";
-      throw err;
+    let opened: { page: Page; link: Link | null } | null = null;
+    for (let opens = 1; opened === null; opens++) {
+      if (this.state === "owner" && this.store !== null) {
+        yield* local(this.store);
+        return "done";
+      }
+      const epoch = this.epoch;
+      try {
+        const first = await this.call<Page>(openOp, after === null ? [options] : [options, after]);
+        opened = { page: first, link: this.state === "client" ? this.link : null }; // the cursor lives in the connection that answered
+      } catch (err) {
+        if (!(err instanceof OwnerLostError) || this.epoch === epoch) throw err;
+        if (opens >= CURSOR_OPENS_MAX || unsafeHandoverForTests.noReopenLostOpen) return "lost";
+      }
     }
+    const link = opened.link;
+    let page = opened.page;
     let open = !page.done;
     try {
       for (;;) {
@@ -641,3 +649,11 @@ export class SharedStore implements T.Backend {
     while (link.inFlight > 0 && link.open && Date.now() < deadline) await sleep(2);
   }
 }
+
+/**
+ * Test switch, never set by the engine or any option (test/share-list-handover.test.ts):
+ * `noReopenLostOpen` gives up a list or export whose cursor open was cut by an owner change, as
+ * before the fifty-fifth session (an export retried during a handover its process wins failed
+ * with OWNER_LOST a second time).
+ */
+export const unsafeHandoverForTests = { noReopenLostOpen: false };

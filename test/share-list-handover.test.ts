@@ -14,13 +14,18 @@
  * limit is kept across a reopen even when a key was written before the position meanwhile (a
  * limit applied at the owner before skipping would count that key, and come up one short). The twin is an export, which does not reopen: the same kill
  * mid-export rejects it with OWNER_LOST — proof that the kill does interrupt a live cursor, which
- * is what the list survives. Every child is SIGKILLed when the file ends.
+ * is what the list survives. A fifth case, in one process, retries an export cut by its owner's
+ * clean close at once — while the handover is still under way (the handle's events say so) —
+ * and the retrying process wins the store: its export, queued during the handover, must run on
+ * its own store (until the fifty-fifth session the queued open found no cursor operation there
+ * and failed with OWNER_LOST a second time); its twin turns the retried open off
+ * (`unsafeHandoverForTests.noReopenLostOpen`) and must see that OWNER_LOST. Every child is SIGKILLed when the file ends.
  *
  * Property stressed: a list iteration spanning an owner change returns each key once, in order.
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { Engram, OwnerLostError } from "../src/index.js";
-import { SharedStore } from "../share/handle.js";
+import { SharedStore, unsafeHandoverForTests } from "../share/handle.js";
 import { ShareProc, spawnedProcs, storeDir } from "./helpers/share-proc.js";
 
 const KEYS = 1500;
@@ -134,5 +139,54 @@ describe("list() spanning a handover", () => {
       err = e;
     }
     expect(err).toBeInstanceOf(OwnerLostError);
+  });
+
+  /**
+   * An owner handle and a client handle of KEYS keys; the client's export is cut after PAUSE_AT
+   * entries by the owner's close and retried at once, during the handover. Resolves with the
+   * retry's keys (or its error), once the close is done; the client then owns.
+   */
+  async function exportRetriedDuringHandover(label: string): Promise<unknown> {
+    const dir = storeDir(label);
+    const owner = await SharedStore.open(dir, { ...OPTS, share: true });
+    const backend = await SharedStore.open(dir, { ...OPTS, share: true });
+    const client = Engram.fromBackend(backend);
+    handles.push(client);
+    expect(client.role).toBe("client");
+    const events: string[] = [];
+    backend.onEvent = (e) => events.push(e);
+    await client.batch(Array.from({ length: KEYS }, (_, i) => ({ op: "write" as const, key: `k${i}`, value: "v", scope: SCOPE })));
+    const all = async (): Promise<string[]> => {
+      const keys: string[] = [];
+      for await (const e of client.exportEntries({ scope: SCOPE })) keys.push(e.key);
+      return keys;
+    };
+    const first = client.exportEntries({ scope: SCOPE })[Symbol.asyncIterator]();
+    for (let i = 0; i < PAUSE_AT; i++) expect((await first.next()).done).toBe(false);
+    const closed = owner.close(); // bye: the client's export is cut (it does not survive an owner change)
+    const cut = await (async () => {
+      for (let r = await first.next(); r.done !== true; r = await first.next());
+    })().catch((e: unknown) => e); // the rest of the page in hand, then the next page is lost
+    expect(cut).toBeInstanceOf(OwnerLostError);
+    expect(events.at(-1)).toBe("owner closed: handover"); // the retry below starts during the handover
+    const retried = await all().catch((e: unknown) => e);
+    await closed;
+    expect(client.role).toBe("owner");
+    expect(events).toContain("owner");
+    return retried;
+  }
+
+  it("an export retried during the handover its process wins runs on its own store (not OWNER_LOST a second time)", async () => {
+    const retried = await exportRetriedDuringHandover("share-lh-export-retry");
+    expect(Array.isArray(retried) ? [...(retried as string[])].sort() : retried).toEqual(expectedKeys());
+  });
+
+  it("twin: the cursor open lost across the owner change not tried again (noReopenLostOpen), the retry fails with OWNER_LOST", async () => {
+    unsafeHandoverForTests.noReopenLostOpen = true;
+    try {
+      expect(await exportRetriedDuringHandover("share-lh-export-retry-twin")).toBeInstanceOf(OwnerLostError);
+    } finally {
+      unsafeHandoverForTests.noReopenLostOpen = false;
+    }
   });
 });
