@@ -287,7 +287,8 @@ export class FrameWriter {
     assert(chunk.length === bytes, "one write carries exactly the frames queued");
     if (this.onWritten === undefined) return void this.socket.write(chunk);
     const slice = this.sliceBytes();
-    for (let at = 0; at < chunk.length; at += slice) this.slices.push(chunk.subarray(at, at + slice));
+    if (chunk.length <= slice) this.slices.push(chunk); // the usual case: no view to make
+    else for (let at = 0; at < chunk.length; at += slice) this.slices.push(chunk.subarray(at, at + slice));
     this.sliceQueued += chunk.length;
     this.pump();
   }

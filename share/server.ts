@@ -461,7 +461,8 @@ class Connection {
       const calls = callsOf(msg);
       counts.callFrames += 1;
       counts.calls += calls.length;
-      for (const call of calls) this.onCall(call);
+      for (const call of calls) this.onCall(call, false);
+      this.flow(); // once per frame: what it decides depends on the whole frame's calls, not on each
       return;
     }
     if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
@@ -515,12 +516,13 @@ class Connection {
   }
 
   /** Takes one call read from the socket: started now if there is room, else it waits (in order). */
-  private onCall(call: Call): void {
+  /** Starts `call` if it has room (else it waits, in order); `flowAfter`: run flow control now (a `calls` frame runs it once, after its last call). */
+  private onCall(call: Call, flowAfter = true): void {
     this.expectedBack = false; // it came back
     if (this.server.closing) return this.send({ t: "retry", id: call.id });
     if (this.waiting.length === 0 && (this.hasRoom(call) || unsafeShareFlowForTests.limitPerRead)) this.start(call);
     else this.waiting.push(call);
-    this.flow();
+    if (flowAfter) this.flow();
   }
 
   /**
@@ -912,7 +914,9 @@ export class ShareServer {
   /** Calls running under an estimate, on all connections (ownerEstimatedCallsMax). */
   private estimatedRunning = 0;
   /** The running estimate of the reply of each of ESTIMATED_REPLY_OPS, shared by every connection. */
-  private readonly estimates = new Map([...ESTIMATED_REPLY_OPS].map((op) => [op, new ReplyEstimate(REPLY_ESTIMATE_INITIAL_BYTES, REPLY_ESTIMATE_WINDOW_MS)]));
+  private readonly estimates = new Map([...ESTIMATED_REPLY_OPS].map((op) => [op, new ReplyEstimate(REPLY_ESTIMATE_INITIAL_BYTES)]));
+  /** Ends each estimate's window every REPLY_ESTIMATE_WINDOW_MS (unref'd; stopped by close and abort). */
+  private readonly estimateWindows: NodeJS.Timeout;
   /** Connections whose next call waits for room under ownerReplyBytesHeldMax. */
   private readonly starved = new Set<Connection>();
   private starvedRecheck: NodeJS.Immediate | null = null;
@@ -922,6 +926,10 @@ export class ShareServer {
     this.store = store;
     this.socketPath = socketPath;
     this.limits = limits;
+    this.estimateWindows = setInterval(() => {
+      for (const e of this.estimates.values()) e.rotate();
+    }, REPLY_ESTIMATE_WINDOW_MS);
+    this.estimateWindows.unref();
     this.server = net.createServer({ allowHalfOpen: false, pauseOnConnect: false }, (socket) => {
       if (this.closing || this.connections.size >= CONNECTIONS_MAX) return void socket.destroy();
       this.connections.add(new Connection(socket, this));
@@ -1088,7 +1096,7 @@ export class ShareServer {
     conn.noteHeld();
     const countRoom = !estimated || this.estimatedRunning < this.limits.ownerEstimatedCallsMax || unsafeShareFlowForTests.noEstimatedCallsCap;
     if (countRoom && this.heldBytes + bytes <= this.limits.ownerReplyBytesHeldMax) {
-      if (this.starved.delete(conn) && this.starved.size === 0) this.scheduleStarvedRecheck(); // disarm the others' watch
+      if (this.starved.size > 0 && this.starved.delete(conn) && this.starved.size === 0) this.scheduleStarvedRecheck(); // disarm the others' watch
       return true;
     }
     if (this.starved.has(conn)) return false;
@@ -1155,6 +1163,7 @@ export class ShareServer {
    */
   abort(): void {
     this.closing = true;
+    clearInterval(this.estimateWindows);
     this.server.close();
     for (const c of this.connections) c.socket.destroy();
     fs.rmSync(this.socketPath, { force: true });
@@ -1167,6 +1176,7 @@ export class ShareServer {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    clearInterval(this.estimateWindows);
     this.release(); // calls run meanwhile were accepted: their group starts now, and they are answered before the bye
     for (const c of this.connections) c.retryWaiting(); // read but not started: not run, resent to the next owner
     const listening = new Promise<void>((resolve) => this.server.close(() => resolve()));

@@ -15,7 +15,7 @@
  * room another client waits for is cut off after the stall limit and the other is served;
  * (4) a client that takes a 15 MiB reply at 6 MiB/s (2.5 s, the stall limit 400 ms) gets it
  * whole, while one that stops after 2 MiB is cut off; (5) a read holds the owner's estimate of
- * its reply (ReplyEstimate, checked on its own with a hand clock), not a frame: 200 small reads
+ * its reply (ReplyEstimate, checked on its own, its windows ended by hand), not a frame: 200 small reads
  * run 64 at a time on one connection (about 4 before), and when the replies jump from small to
  * 1 MiB the owner holds past its bounds at most the calls already running under the small
  * estimate (estimatedCallsMax, ownerEstimatedCallsMax; one non-reader and two). Each protection
@@ -250,20 +250,19 @@ describe("a reader that takes a large reply slowly but steadily is not cut off",
 });
 
 describe("a read holds an estimate of its reply: small reads keep their concurrency, a jump to large replies stays bounded", () => {
-  it("(5) the estimate: initial before any reply, up at once with a larger reply, down within two windows after it", () => {
-    let now = 0;
-    const e = new ReplyEstimate(MiB, 1000, () => now);
+  it("(5) the estimate: initial before any reply, up at once with a larger reply, down two windows after it", () => {
+    const e = new ReplyEstimate(MiB);
     expect(e.bytes).toBe(MiB);
     e.note(100);
     expect(e.bytes).toBe(100);
     e.note(5 * MiB);
     expect(e.bytes).toBe(5 * MiB);
-    now = 1500; // the next window: the large reply is still remembered
+    e.rotate(); // the next window: the large reply is still remembered
     e.note(200);
     expect(e.bytes).toBe(5 * MiB);
-    now = 2600; // two windows on: only the replies of the last one count
+    e.rotate(); // two windows on: only the replies of the last one count
     expect(e.bytes).toBe(200);
-    now = 10_000; // a quiet spell forgets everything
+    e.rotate(); // a quiet spell forgets everything
     expect(e.bytes).toBe(MiB);
   });
 
