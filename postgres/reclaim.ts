@@ -145,13 +145,19 @@ async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, erasures
 function slotAfterPass(pre: R.SlotFacts, post: R.SlotFacts, scope: string, erasures: PassErasures, now: number, windowMs: number): R.SlotFacts | null {
   const open = R.retentionWindowOpen(pre.physicalRecords, pre.reclaimedAt, now, windowMs);
   const tombLive = post.tombSeq > 0 && (open || R.tombstoneHeldByErasure(pre.listedSeq, post.tombSeq, olderErasurePresent(erasures.found, scope, post.tombSeq)));
+  const clearLive = clearRecordPresent(pre) && R.clearRecordHeld(pre.tombSeq > 0, pre.tombSeq, pre.clearSeq, olderErasurePresent(erasures.found, scope, pre.clearSeq), open);
   if (post.physicalRecords > 0 || tombLive || R.heldByListingErasure(post.listedSeq, eraseSeqOf(erasures.kept, scope))) {
     // The forget's record goes while the slot stays: the slot forgets it, as a restarted engine,
     // which finds no record of it, does (probe's tombstoneSeq; the undelete's record then follows
     // its window). The kill itself stays in kill_seq: the value it killed is still dead.
-    return tombLive || post.tombSeq === 0 ? post : { ...post, tombSeq: 0 };
+    const kept = tombLive || post.tombSeq === 0 ? post : { ...post, tombSeq: 0 };
+    // So does the undelete's record (the engine's CLEAR, clearRecordLive), while something else
+    // holds the slot: clear_gen 0 says it went, and the slot, emptied later, no longer waits for it
+    // (before, the row outlived the engine's slot by a pass, at the undelete's generation).
+    // clear_seq stays, as the engine's in-memory clearSeq does: no answer reads it once the
+    // record went (a kill it cancelled is held by a record that holds the CLEAR too).
+    return clearLive || !clearRecordPresent(post) || unsafeReclaimForTests.keepClear ? kept : { ...kept, clearGeneration: 0 };
   }
-  const clearLive = pre.clearSeq > 0 && R.clearRecordHeld(pre.tombSeq > 0, pre.tombSeq, pre.clearSeq, olderErasurePresent(erasures.found, scope, pre.clearSeq), open);
   if (!clearLive) return null;
   // Only the undelete's record is left: the slot takes its generation, not that of a value or an
   // erasure list whose records went (the engine's forgetUnnamedKill, fifty-fourth session).
@@ -207,9 +213,20 @@ function heldByOlderOverlapping(scope: string, seq: number, found: ReadonlyMap<s
  * cases, run on PostgreSQL): `dropOverlapping` lets an erasure go while an older one of an
  * ancestor or descendant scope is retained, and `keepGeneration` leaves a slot held by its
  * undelete alone at the generation of values and erasures gone (the rules before the engine's
- * fifty-fourth session; each makes a parity case fail).
+ * fifty-fourth session; each makes a parity case fail); `keepClear` keeps an undelete's record
+ * (clear_gen) while something else holds its slot, after the engine's rule let it go (the rule
+ * before the fifty-fifth session: the row then outlived the engine's slot by a pass).
  */
-export const unsafeReclaimForTests = { dropOverlapping: false, keepGeneration: false };
+export const unsafeReclaimForTests = { dropOverlapping: false, keepGeneration: false, keepClear: false };
+
+/**
+ * True while the slot's undelete has its record (the engine's CLEAR on disk): an undelete sets
+ * clear_gen to the generation it moved the slot to (at least 1); a pass sets it to 0 when the
+ * record would go while the slot stays (slotAfterPass).
+ */
+function clearRecordPresent(f: R.SlotFacts): boolean {
+  return f.clearSeq > 0 && f.clearGeneration > 0;
+}
 
 /** True when an ancestor of `scope` has an erasure later than `seq`. */
 function superseded(scope: string, seq: number, seqOf: ReadonlyMap<string, number>): boolean {

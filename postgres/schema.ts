@@ -69,26 +69,44 @@ export function ddl(t: Tables): string[] {
   ];
 }
 
-/** Selects a row when engram_slots already has the fifty-fourth session's columns, tomb_seq and clear_gen the last of each round (else the store needs upgrade()). */
-export function upgradedQuery(t: Tables): { sql: string; params: string[] } {
-  return { sql: `SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'engram_slots' AND column_name IN ('tomb_seq', 'clear_gen') HAVING count(*) = 2`, params: [t.schema] };
+/** The slot columns added after format 1's first stores (upgrade() adds them). */
+const ADDED_COLUMNS = ["listed_seq", "older_values", "tomb_seq", "clear_gen"];
+
+/**
+ * Selects a row when engram_slots has every added column and none of them has a default (as a
+ * fresh store's: else the store needs upgrade(), which a store upgraded before the fifty-fifth
+ * session also needs — it kept the defaults, and rows written without the columns got -1).
+ */
+export function upgradedQuery(t: Tables): { sql: string; params: unknown[] } {
+  return {
+    sql: `SELECT 1 FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'engram_slots' AND column_name::text = ANY($2::text[]) AND column_default IS NULL HAVING count(*) = $3`,
+    params: [t.schema, ADDED_COLUMNS, ADDED_COLUMNS.length],
+  };
 }
 
 /**
- * Adds the fifty-fourth session's slot columns to a store made before (idempotent, so racing
- * openers may both run it): listed_seq and older_values zero, tomb_seq the row's kill_seq (an
- * older store's kills count as the slot's own forgets: kept the longer, never dropped early), and
- * (third round) clear_gen the row's generation where it was undeleted, else zero (a later write
- * may have raised it: then the slot's generation is kept, never lowered, when only its undelete
- * is left).
+ * Adds the slot columns of the fifty-fourth session to a store made before, with the values the
+ * rules need, and leaves the table as a fresh store's (idempotent, so racing openers may both run
+ * it). A column is added NOT NULL with a default only to fill the rows already there: listed_seq
+ * and older_values 0; tomb_seq and clear_gen -1, "not known yet", which the backfill then
+ * replaces — tomb_seq by the row's kill_seq (an older store's kills count as the slot's own
+ * forgets: kept the longer, never dropped early), clear_gen by the row's generation where it was
+ * undeleted (its undelete's record counts as present), else 0. The defaults are dropped before
+ * the backfill, so that no row can keep -1 — no code reads -1 as "unknown": as tomb_seq it would
+ * drop the forget's record early, as clear_gen it would be a generation — and a row that a writer
+ * of an older version inserts without the columns is refused (NOT NULL), not silently given one.
+ * Separate statements, with no transaction around them (a distributed engine may not run a
+ * schema change and a write of the new column in one): a row inserted between an ADD COLUMN and
+ * its DROP DEFAULT is caught by the backfill after it.
  */
 export function upgrade(t: Tables): string[] {
   return [
     `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS listed_seq BIGINT NOT NULL DEFAULT 0`,
     `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS older_values SMALLINT NOT NULL DEFAULT 0`,
     `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS tomb_seq BIGINT NOT NULL DEFAULT -1`,
-    `UPDATE ${t.slots} SET tomb_seq = kill_seq WHERE tomb_seq = -1`,
     `ALTER TABLE ${t.slots} ADD COLUMN IF NOT EXISTS clear_gen BIGINT NOT NULL DEFAULT -1`,
+    ...ADDED_COLUMNS.map((c) => `ALTER TABLE ${t.slots} ALTER COLUMN ${c} DROP DEFAULT`),
+    `UPDATE ${t.slots} SET tomb_seq = kill_seq WHERE tomb_seq = -1`,
     `UPDATE ${t.slots} SET clear_gen = CASE WHEN clear_seq > 0 THEN generation ELSE 0 END WHERE clear_gen = -1`,
   ];
 }

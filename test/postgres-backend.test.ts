@@ -25,7 +25,11 @@
  * `dropOverlapping` an erasure goes while an older erasure of an ancestor stays (probe of a slot
  * it named reports the older one), with `keepGeneration` a slot left with only its undelete keeps
  * a later write's generation (3, not the undelete's 2) — each the answer the engine gave before
- * its fifty-fourth session, and the case's check fails.
+ * its fifty-fourth session, and the case's check fails; with `keepClear` (fifty-fifth session) an
+ * undelete's record a later forget made unneeded is kept while that forget holds the slot, and
+ * the slot, emptied later, outlives the engine's by a pass at the undelete's generation; (14) the
+ * upgrade leaves no column default (a fresh store's catalog), and a store upgraded before that
+ * (defaults of -1 left, rows written without the columns holding -1) is repaired at its next open.
  * Skipped, visibly, when no server could start.
  */
 import { existsSync, rmSync } from "node:fs";
@@ -358,6 +362,67 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
     }
   });
 
+  /** The defaults of the slot columns added after format 1's first stores (null: none, as a fresh store's). */
+  async function addedDefaults(schema: string): Promise<Record<string, string | null>> {
+    const r = await (inspect as pg.Pool).query(
+      `SELECT column_name, column_default FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'engram_slots'
+       AND column_name IN ('listed_seq', 'older_values', 'tomb_seq', 'clear_gen') ORDER BY column_name`,
+      [schema],
+    );
+    return Object.fromEntries((r.rows as Array<{ column_name: string; column_default: string | null }>).map((x) => [x.column_name, x.column_default]));
+  }
+
+  it("the upgrade leaves no default on the columns it adds: a row inserted without them is refused, never given -1", async () => {
+    const schema = `${tag}_upgrade_nodef`;
+    const s = await Engram.open(storeUrl(schema), { durability: "none" });
+    await s.write("k", "v1");
+    await s.close();
+    const db = inspect as pg.Pool;
+    for (const col of ["listed_seq", "older_values", "tomb_seq", "clear_gen"]) await db.query(`ALTER TABLE "${schema}".engram_slots DROP COLUMN ${col}`);
+    const again = await Engram.open(storeUrl(schema), { durability: "none" });
+    try {
+      expect(await addedDefaults(schema)).toEqual({ clear_gen: null, listed_seq: null, older_values: null, tomb_seq: null });
+      const insert = db.query(
+        `INSERT INTO "${schema}".engram_slots (tenant, scope, key, version, value_gen, generation, kill_seq, killed_gen, clear_seq, expires_at, reclaimed_at)
+         VALUES ('global', 'global', 'old', 1, 1, 1, 0, 0, 0, 0, 0)`,
+      );
+      await expect(insert, "a writer of an older version, which does not know the columns").rejects.toMatchObject({ code: "23502" });
+      expect(await again.probe("k")).toMatchObject({ state: "live", version: 1 });
+    } finally {
+      await again.close();
+    }
+  });
+
+  it("a store upgraded with the defaults left (rows holding -1) is repaired at its next open", async () => {
+    const schema = `${tag}_upgrade_repair`;
+    const s = await Engram.open(storeUrl(schema), { durability: "none" });
+    await s.write("k", "v1");
+    await s.forget("k");
+    await s.undelete("k");
+    await s.write("j", "v1");
+    await s.forget("j");
+    await s.close();
+    const db = inspect as pg.Pool;
+    // What the upgrade before the fifty-fifth session left, and rows a writer of an older version then inserted.
+    for (const [col, d] of [["listed_seq", 0], ["older_values", 0], ["tomb_seq", -1], ["clear_gen", -1]] as const) {
+      await db.query(`ALTER TABLE "${schema}".engram_slots ALTER COLUMN ${col} SET DEFAULT ${d}`);
+    }
+    await db.query(`UPDATE "${schema}".engram_slots SET tomb_seq = -1, clear_gen = -1`);
+    const again = await Engram.open(storeUrl(schema), { durability: "none" });
+    try {
+      expect(await addedDefaults(schema)).toEqual({ clear_gen: null, listed_seq: null, older_values: null, tomb_seq: null });
+      const rows = await db.query(`SELECT key, kill_seq, tomb_seq, generation, clear_gen FROM "${schema}".engram_slots ORDER BY key`);
+      expect(rows.rows).toEqual([
+        { key: "j", kill_seq: "5", tomb_seq: "5", generation: "1", clear_gen: "0" },
+        { key: "k", kill_seq: "2", tomb_seq: "2", generation: "2", clear_gen: "2" },
+      ]);
+      expect(await again.probe("k")).toMatchObject({ state: "absent", generation: 2 });
+      expect(await again.probe("j")).toMatchObject({ state: "tombstoned", tombstoneSeq: 5 });
+    } finally {
+      await again.close();
+    }
+  });
+
   /** A store under a clock that `pass` moves past the 10 s retention window. */
   async function clocked(name: string): Promise<{ s: Engram; pass: () => void }> {
     const clock = { now: 1_700_000_000_000 };
@@ -401,6 +466,33 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
       expect(await s.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, generation: 3 });
     } finally {
       unsafeReclaimForTests.keepGeneration = false;
+      await s.close();
+    }
+  });
+
+  it("twin (keepClear): an undelete's record kept while a later forget holds its slot outlives the engine's slot by a pass", async () => {
+    unsafeReclaimForTests.keepClear = true;
+    const { s, pass } = await clocked("keepclear_twin");
+    try {
+      const o = { scope: "t" };
+      await s.write("k", "v1", o);
+      await s.forget("k", o);
+      await s.undelete("k", o);
+      await s.write("k", "v2", o);
+      await s.forget("k", o);
+      await s.gc();
+      await s.write("k", "v3", o);
+      await s.gc();
+      await s.gc();
+      await s.forgetScope("t");
+      pass();
+      await s.gc();
+      await s.gc();
+      // The parity case expects no retention record (the engine dropped the undelete's at the first gc).
+      expect(await s.probe("k", o)).toMatchObject({ state: "absent", retentionPresent: true, generation: 2 });
+      expect((await s.write("k", "v4", o)).generation).toBe(2);
+    } finally {
+      unsafeReclaimForTests.keepClear = false;
       await s.close();
     }
   });

@@ -18,7 +18,8 @@
  * engine's fifty-fourth session reopen rules (docs/ENGINE.md "The GC rule"): a forget whose record
  * went with the value it killed is forgotten (a later write shows no tombstoneSeq), an erasure
  * stays while an older erasure of an ancestor does, and a slot left with only its undelete takes
- * the undelete's generation.
+ * the undelete's generation. The fifty-fifth session's: an undelete's record that a later forget
+ * made unneeded goes while something else holds the slot (the slot, emptied later, goes at once).
  *
  * Property stressed: the same operations give the same answers on every backend.
  */
@@ -267,6 +268,27 @@ export function backendParityCases(h: Harness): void {
         await store.gc();
         await store.gc();
         expect(await store.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, version: null, generation: 2, tombstoneSeq: null });
+      }),
+    );
+
+    h.it("an undelete's record that a later forget made unneeded goes while the slot stays: the slot, emptied later, goes with its last record", () =>
+      clocked(h, async ({ store, advance }) => {
+        const o = { scope: "t" };
+        await store.write("k", "v1", o);
+        await store.forget("k", o);
+        expect((await store.undelete("k", o)).generation).toBe(2);
+        await store.write("k", "v2", o);
+        await store.forget("k", o); // a forget later than the undelete: the undelete guards nothing now
+        await store.gc(); // the undelete's record goes; the forget holds the slot
+        expect((await store.write("k", "v3", o)).generation).toBe(3);
+        await store.gc();
+        await store.gc(); // the forget, superseded by v3, goes
+        await store.forgetScope("t");
+        advance(RETENTION_MS + 1);
+        await store.gc(); // v3 goes (the erasure stays: v3 was older than it as the pass began)
+        await store.gc(); // the erasure goes, and with it the slot's last record
+        expect(await store.probe("k", o)).toMatchObject({ state: "absent", retentionPresent: false, generation: null });
+        expect((await store.write("k", "v4", o)).generation).toBe(1);
       }),
     );
   });
