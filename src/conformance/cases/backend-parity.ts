@@ -19,7 +19,9 @@
  * went with the value it killed is forgotten (a later write shows no tombstoneSeq), an erasure
  * stays while an older erasure of an ancestor does, and a slot left with only its undelete takes
  * the undelete's generation. The fifty-fifth session's: an undelete's record that a later forget
- * made unneeded goes while something else holds the slot (the slot, emptied later, goes at once).
+ * made unneeded goes while something else holds the slot (the slot, emptied later, goes at once),
+ * and a descendant's erasure that an ancestor's later one supersedes goes at the next gc on both
+ * (the engine's gc recounts every file, so the one holding that record is rewritten too).
  *
  * Property stressed: the same operations give the same answers on every backend.
  */
@@ -291,5 +293,38 @@ export function backendParityCases(h: Harness): void {
         expect((await store.write("k", "v4", o)).generation).toBe(1);
       }),
     );
+
+    h.itWith(["reopen"], "a descendant's erasure that an ancestor's later one supersedes goes at the next gc, and the ancestor's a pass later, before and after a reopen", async () => {
+      let now = 1_700_000_000_000;
+      const options: OpenOptions = { durability: "none", clock: () => now, retention: { tombstoneRetentionMs: RETENTION_MS } };
+      let store = await h.open(options);
+      const dir = store;
+      try {
+        await store.write("x", "live", { scope: "global" });
+        await store.write("k", "v1", { scope: "a/b" });
+        // Eager: on the engine the erasure's record is left in a rewritten file beside x, with no other garbage.
+        await store.forgetScope("a/b", { reclaim: "eager" });
+        await store.write("j", "v1", { scope: "a" });
+        await store.forgetScope("a"); // supersedes the erasure of a/b
+        now += RETENTION_MS + 1;
+        await store.gc(); // a/b's goes (superseded); a's stays: a/b's was retained as the pass began, and j was there
+        expect((await store.write("n", "v1", { scope: "a" })).version).toBe(6);
+        expect(await store.probe("n", { scope: "a" })).toMatchObject({ state: "live", tombstoneSeq: 5 });
+        expect(await store.probe("k", { scope: "a/b" })).toMatchObject({ state: "reclaimed", retentionPresent: true, tombstoneSeq: 5 });
+        await store.gc(); // a's goes, and the slots only it held
+        const after = async (): Promise<void> => {
+          expect(await store.probe("n", { scope: "a" })).toMatchObject({ state: "live", tombstoneSeq: null });
+          expect(await store.probe("k", { scope: "a/b" })).toMatchObject({ state: "absent", retentionPresent: false });
+          expect(await store.probe("j", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
+        };
+        await after();
+        await store.close();
+        store = await h.reopen(dir, options);
+        await after();
+        expect((await store.write("k", "v2", { scope: "a/b" })).generation).toBe(1);
+      } finally {
+        await store.close();
+      }
+    });
   });
 }
