@@ -1,6 +1,10 @@
 // Differential check: the same seeded random operations against an engine store and a PostgreSQL
 // store (both with an injected clock), comparing every call's answer and then read/probe/list of
 // every (scope, key) after every step (docs/SCALE-OUT.md "Allowed differences": what it tolerates).
+// The operations: writes (TTLs, cleared tombstones, expected versions), forgets, undeletes,
+// safeRewrite, lazy and eager erasures at three depths (a, a/b, a/b/c), batches of mixed rows,
+// clock advances (TTL expiry, retention windows), gc, compact and (--reopen) close/open; each
+// step's snapshot also lists every scope whole, a page (limit 2) of its inherited view and a prefix.
 // Usage, after npm run build, with a PostgreSQL server at $PG:
 //   node scripts/backend-diff.mjs FROM TO [STEPS] [--verbose] [--trace] [--continue] [--reopen]
 //     [--lazy] [--gc2] [--no-tseq] [--strict-eager]
@@ -9,13 +13,14 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 const WT = process.env.WT ?? path.join(path.dirname(new URL(import.meta.url).pathname), "..");
-const { Engram } = await import(path.join(WT, "dist/src/index.js"));
+const { Engram, safeRewrite } = await import(path.join(WT, "dist/src/index.js"));
 const PG = process.env.PG ?? "postgresql://engram@127.0.0.1:55432/postgres";
 const args = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const flags = new Set(process.argv.slice(2).filter((a) => a.startsWith("--")));
 const FROM = Number(args[0] ?? 1), TO = Number(args[1] ?? FROM), STEPS = Number(args[2] ?? 150);
 const RET = 10_000;
-const SCOPES = ["global", "a", "a/b", "a/c", "d"];
+// Three depths under "a" (an erasure of a/b/c, a/b or a supersedes or overlaps the others).
+const SCOPES = ["global", "a", "a/b", "a/b/c", "a/c", "d"];
 const KEYS = ["k1", "k2", "k3"];
 
 function gen(seed) {
@@ -36,11 +41,19 @@ function randomOp(r) {
     const ops = [];
     for (let i = 0; i < n; i++) {
       const s = pick(r, SCOPES), k = pick(r, KEYS);
-      ops.push(r() < 0.7 ? { op: "write", scope: s, key: k, value: `b${Math.floor(r() * 1000)}` } : { op: "forget", scope: s, key: k });
+      // Mixed rows: plain writes, writes with a TTL, a cleared tombstone or an expected version
+      // (null: absent; 1: usually a conflict, refusing the whole batch), and forgets.
+      const q = r();
+      if (q < 0.45) ops.push({ op: "write", scope: s, key: k, value: `b${Math.floor(r() * 1000)}` });
+      else if (q < 0.55) ops.push({ op: "write", scope: s, key: k, value: `t${Math.floor(r() * 1000)}`, ttlMs: Math.floor(r() * 2 * RET) });
+      else if (q < 0.62) ops.push({ op: "write", scope: s, key: k, value: `c${Math.floor(r() * 1000)}`, clearTombstone: true });
+      else if (q < 0.7) ops.push({ op: "write", scope: s, key: k, value: `e${Math.floor(r() * 1000)}`, expectedVersion: r() < 0.5 ? null : 1 });
+      else ops.push({ op: "forget", scope: s, key: k });
     }
     return { t: "batch", ops };
   }
-  if (p < 0.82) return { t: "advance", ms: pick(r, [1, 100, RET / 2, RET + 1, 3 * RET]) };
+  if (p < 0.80) return { t: "advance", ms: pick(r, [1, 100, RET / 2, RET + 1, 3 * RET]) };
+  if (p < 0.82) return { t: "safeRewrite", scope, key, value: `s${Math.floor(r() * 1000)}`, clear: r() < 0.3 };
   if (p < 0.93) return { t: "gc" };
   if (p < 0.97) return { t: "compact" };
   return { t: "reopen" };
@@ -75,6 +88,7 @@ class Side {
         case "undelete": return norm(await s.undelete(op.key, { scope: op.scope }));
         case "forgetScope": return norm(await s.forgetScope(op.scope, { reclaim: op.reclaim }));
         case "batch": return (await s.batch(op.ops)).map(norm);
+        case "safeRewrite": return norm(await safeRewrite(s, op.key, op.value, { scope: op.scope, clearTombstone: op.clear }));
         case "advance": return null;
         case "gc": await s.gc(); if (flags.has("--gc2")) await s.gc(); return null;
         case "compact": await s.compact(); return null;
@@ -94,8 +108,29 @@ class Side {
       const l = [];
       for await (const e of this.s.list({ scope: sc })) l.push([e.key, e.scope, e.version]);
       out[`list ${sc}`] = l;
+      // A page (limit) of the inherited view, and a prefix.
+      const page = [];
+      for await (const e of this.s.list({ scope: sc, inherit: true, limit: 2 })) page.push([e.key, e.scope, e.version]);
+      out[`list ${sc} inherit limit 2`] = page;
+      const pre = [];
+      for await (const e of this.s.list({ scope: sc, prefix: "k2", inherit: true })) pre.push([e.key, e.scope, e.version]);
+      out[`list ${sc} prefix k2`] = pre;
     }
     return out;
+  }
+}
+
+// gc passes on both sides, at the same clock, until neither side's snapshot changes (at least two,
+// at most SETTLE_MAX): the engine's eager erasure may have done some of the passes' work already,
+// so the two sides may need different numbers of passes to reach the same settled state.
+const SETTLE_MAX = 6;
+async function settle(eng, pg) {
+  let prev = null;
+  for (let i = 0; i < SETTLE_MAX; i++) {
+    await eng.run({ t: "gc" }); await pg.run({ t: "gc" });
+    const now = JSON.stringify([await eng.snapshot(), await pg.snapshot()]);
+    if (i >= 1 && now === prev) return;
+    prev = now;
   }
 }
 
@@ -125,9 +160,7 @@ for (let seed = FROM; seed <= TO; seed++) {
     // compacts whole segment files, so it also reclaims other garbage those files hold, which
     // depends on the file layout. Two gc passes on both sides, at the same clock, settle it (the
     // second one for what the engine drops a pass after the first: superseded tombstones, erasures).
-    if (op.t === "forgetScope" && op.reclaim === "eager" && !flags.has("--strict-eager")) {
-      for (let i = 0; i < 2; i++) { await eng.run({ t: "gc" }); await pg.run({ t: "gc" }); }
-    }
+    if (op.t === "forgetScope" && op.reclaim === "eager" && !flags.has("--strict-eager")) await settle(eng, pg);
     const sa = await eng.snapshot(), sb = await pg.snapshot();
     if (process.env.SHOW) console.log(step, JSON.stringify(op).slice(0, 100), "\n   e", JSON.stringify(sa[process.env.SHOW]), "\n   p", JSON.stringify(sb[process.env.SHOW]));
     for (const k of Object.keys(sa)) {
