@@ -7,7 +7,7 @@
 // step's snapshot also lists every scope whole, a page (limit 2) of its inherited view and a prefix.
 // Usage, after npm run build, with a PostgreSQL server at $PG:
 //   node scripts/backend-diff.mjs FROM TO [STEPS] [--verbose] [--trace] [--continue] [--reopen]
-//     [--lazy] [--gc2] [--no-tseq] [--strict-eager]
+//     [--lazy] [--gc2] [--no-tseq] [--strict-eager] [--strict-reopen]
 // SCRIPT=ops.json replays fixed operations instead; SHOW="scope|key" prints that slot every step.
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -136,6 +136,21 @@ async function settle(eng, pg) {
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "p54diff-"));
 let failures = 0;
+let toleratedReopen = 0;
+
+// Allowed difference (docs/SCALE-OUT.md): after a reopen the engine gives a slot with no value left
+// its segment's latest reclaim time (engine/reclaim-clock.ts: never early, may be later), so a
+// retention record PostgreSQL drops at its exact window may stay on the engine until at most a
+// window after the open. True when every differing entry is such a slot and the window since the
+// last reopen is still running: the seed stops there (later answers follow from the kept record).
+function reopenClockDifference(sa, sb, now, reopenedAt) {
+  if (reopenedAt === null || now >= reopenedAt + RET) return false;
+  const keys = Object.keys(sa).filter((k) => JSON.stringify(sa[k]) !== JSON.stringify(sb[k]));
+  return keys.length > 0 && keys.every((k) => {
+    const e = sa[k].probe, p = sb[k]?.probe;
+    return e !== undefined && p !== undefined && JSON.stringify(sa[k].read) === JSON.stringify(sb[k].read) && e.retentionPresent && !e.valuePresent && !p.retentionPresent;
+  });
+}
 for (let seed = FROM; seed <= TO; seed++) {
   const clock = { now: 1_700_000_000_000 };
   const opts = { clock: () => clock.now, retention: { tombstoneRetentionMs: RET }, durability: "none" };
@@ -147,12 +162,15 @@ for (let seed = FROM; seed <= TO; seed++) {
   const r = gen(seed);
   const hist = [];
   let bad = null;
+  let reopenedAt = null;
+  let tolerated = false;
   const scripted = process.env.SCRIPT ? JSON.parse(fs.readFileSync(process.env.SCRIPT, "utf8")) : null;
   for (let step = 0; step < (scripted?.length ?? STEPS) && (bad === null || flags.has("--continue")); step++) {
     let op = scripted ? scripted[step] : randomOp(r);
     if (op.t === "reopen" && !flags.has("--reopen")) op = { t: "gc" };
     hist.push(op);
     if (op.t === "advance") clock.now += op.ms;
+    if (op.t === "reopen") reopenedAt = clock.now;
     const a = await eng.run(op), b = await pg.run(op);
     if (flags.has("--trace")) console.log(step, JSON.stringify(op), "->", JSON.stringify(a), JSON.stringify(b));
     if (JSON.stringify(a) !== JSON.stringify(b)) { bad = { step, what: "answer", engine: a, pg: b }; break; }
@@ -162,6 +180,7 @@ for (let seed = FROM; seed <= TO; seed++) {
     // second one for what the engine drops a pass after the first: superseded tombstones, erasures).
     if (op.t === "forgetScope" && op.reclaim === "eager" && !flags.has("--strict-eager")) await settle(eng, pg);
     const sa = await eng.snapshot(), sb = await pg.snapshot();
+    if (!flags.has("--strict-reopen") && reopenClockDifference(sa, sb, clock.now, reopenedAt)) { tolerated = true; break; }
     if (process.env.SHOW) console.log(step, JSON.stringify(op).slice(0, 100), "\n   e", JSON.stringify(sa[process.env.SHOW]), "\n   p", JSON.stringify(sb[process.env.SHOW]));
     for (const k of Object.keys(sa)) {
       if (JSON.stringify(sa[k]) !== JSON.stringify(sb[k])) {
@@ -172,12 +191,15 @@ for (let seed = FROM; seed <= TO; seed++) {
     }
   }
   await eng.s.close(); await pg.s.close();
-  if (bad !== null) {
+  if (tolerated) {
+    toleratedReopen++;
+    if (flags.has("--verbose")) console.log(`seed ${seed}: stopped at step ${hist.length - 1}: the engine's reclaim time after a reopen (allowed)`);
+  } else if (bad !== null) {
     failures++;
     console.log(`seed ${seed}: step ${bad.step} ${bad.what}\n  engine ${JSON.stringify(bad.engine)}\n  pg     ${JSON.stringify(bad.pg)}`);
     if (flags.has("--verbose")) for (const [i, o] of hist.entries()) console.log(`   ${i}: ${JSON.stringify(o)}`);
   } else if (flags.has("--verbose")) console.log(`seed ${seed}: ok`);
 }
 fs.rmSync(tmp, { recursive: true, force: true });
-console.log(`${TO - FROM + 1 - failures}/${TO - FROM + 1} seeds agree`);
+console.log(`${TO - FROM + 1 - failures}/${TO - FROM + 1} seeds agree${toleratedReopen > 0 ? ` (${toleratedReopen} of them stopped at the engine's later reclaim time after a reopen)` : ""}`);
 process.exit(failures === 0 ? 0 : 1);
