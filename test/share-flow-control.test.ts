@@ -43,7 +43,14 @@ const POINT: FaultPoint = "write:after-sync";
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const { storeDir, open } = shareFixture("share-flow");
 
-afterEach(() => {
+/** Owner handles opened with writes pausing at POINT, closed after each case while POINT is released. */
+const heldOwners: SharedStore[] = [];
+
+afterEach(async () => {
+  // A held owner may still have groups paused at POINT once its client gave up on them (the
+  // twins' OWNER_LOST) or went away: its close drains its calls in flight, so it is released
+  // until closed — left to the fixture's close, it waited for ever (a CI run under load).
+  for (const h of heldOwners.splice(0)) await releaseUntil(h, h.close(), 30_000);
   unsafeLinkForTests.noFallback = false;
   unsafeShareFlowForTests.refuseV3 = false;
   unsafeShareFlowForTests.slowKeepAliveV3 = false;
@@ -67,6 +74,7 @@ async function pair(held: boolean, shareTimeoutMs = 10_000): Promise<Pair> {
   const dir = storeDir();
   const ownerHandle = await SharedStore.open(dir, { ...OPTS, share: true, ...(held ? { faults: { pauseAt: [POINT] } } : {}) });
   open.push(ownerHandle);
+  if (held) heldOwners.push(ownerHandle);
   const client = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true, shareTimeoutMs }));
   open.push(client);
   expect([ownerHandle.role, client.role]).toEqual(["owner", "client"]);
