@@ -29,7 +29,7 @@
  */
 import * as net from "node:net";
 import * as path from "node:path";
-import { frame, raw, stateAfter, until, within } from "./helpers/share-raw.js";
+import { frame, raw, resetShareFlowSwitches, stateAfter, until, within } from "./helpers/share-raw.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, OwnerLostError, type FaultPoint } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
@@ -52,12 +52,7 @@ afterEach(async () => {
   // until closed — left to the fixture's close, it waited for ever (a CI run under load).
   for (const h of heldOwners.splice(0)) await releaseUntil(h, h.close(), 30_000);
   unsafeLinkForTests.noFallback = false;
-  unsafeShareFlowForTests.refuseV3 = false;
-  unsafeShareFlowForTests.slowKeepAliveV3 = false;
-  unsafeShareFlowForTests.cutOffUnread = false;
-  unsafeShareFlowForTests.noKeepAlive = false;
-  unsafeShareFlowForTests.stallWhilePaused = false;
-  unsafeShareFlowForTests.limitPerRead = false;
+  resetShareFlowSwitches();
 });
 
 interface Pair {

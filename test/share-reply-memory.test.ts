@@ -33,7 +33,7 @@ import { Engram } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
 import { shareFixture } from "./helpers/share-fixture.js";
-import { frame, raw, stateAfter, until, within } from "./helpers/share-raw.js";
+import { frame, raw, resetShareFlowSwitches, stateAfter, until, within } from "./helpers/share-raw.js";
 import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
 import { SMALL_REPLY_BYTES, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
 import { ReplyEstimate } from "../share/reply-estimate.js";
@@ -48,11 +48,7 @@ const readers: net.Socket[] = [];
 
 afterEach(() => {
   for (const s of readers.splice(0)) s.destroy();
-  unsafeShareFlowForTests.unboundedReplies = false;
-  unsafeShareFlowForTests.noStarvedCutOff = false;
-  unsafeShareFlowForTests.unsliced = false;
-  unsafeShareFlowForTests.noEstimatedCallsCap = false;
-  unsafeShareFlowForTests.wholeFrameReserve = false;
+  resetShareFlowSwitches();
 });
 
 interface Owner {

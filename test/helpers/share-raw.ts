@@ -6,6 +6,7 @@
 import * as net from "node:net";
 import { pack } from "msgpackr";
 import { decodeBody, FrameDecoder, FRAME_BYTES_MIN } from "../../share/protocol.js";
+import { unsafeShareFlowForTests } from "../../share/server.js";
 
 /** One frame: the 4-byte big-endian length, then `message` packed with msgpackr. */
 export function frame(message: unknown): Buffer {
@@ -56,4 +57,9 @@ export async function stateAfter(p: Promise<unknown>, ms: number): Promise<strin
   const state = await Promise.race([pending, p.then(() => "settled")]);
   clearTimeout(timer);
   return state;
+}
+
+/** Turns every flow-control test switch off (an afterEach of the files that set them: none is forgotten when one is added). */
+export function resetShareFlowSwitches(): void {
+  for (const name of Object.keys(unsafeShareFlowForTests) as Array<keyof typeof unsafeShareFlowForTests>) unsafeShareFlowForTests[name] = false;
 }
