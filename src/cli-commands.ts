@@ -2,12 +2,11 @@
  * The actions behind the CLI subcommands. Key-level commands go through handleToolCall, so the CLI
  * validates exactly like the agent tools and `--json` prints the same snake_case wire shapes.
  */
-import { existsSync } from "node:fs";
 import { Engram } from "./engram.js";
 import { formatBytes, formatPairs, formatPercent, formatTable, ProgressBar } from "./cli-format.js";
 import type { Cell } from "./cli-format.js";
 import { isPostgresUrl } from "../postgres/index.js";
-import { EXIT, printJson, reportWireError, requireDir, UsageError, withStore } from "./cli-store.js";
+import { EXIT, printJson, reportWireError, requireDir, requireStoreDir, withStore } from "./cli-store.js";
 import type { GlobalOptions } from "./cli-store.js";
 import { handleToolCall, isWireError } from "./tools.js";
 import type {
@@ -228,7 +227,7 @@ export async function cmdInspect(opts: GlobalOptions): Promise<number> {
   return EXIT.OK;
 }
 
-/** Makes the verify progress callback: a bar when forced, or on a terminal once the work is slow. */
+/** Makes the verify progress callback: a bar when forced, or on a terminal once the work is slow; `false` (--no-progress, --quiet) never draws. */
 function verifyProgress(force: boolean | undefined): { onProgress: (done: number, total: number) => void; finish: () => void } {
   const bar = new ProgressBar(process.stderr, "verify");
   const started = Date.now();
@@ -257,8 +256,8 @@ function printVerify(report: VerifyReport): void {
 export async function cmdVerify(opts: VerifyOptions): Promise<number> {
   const dir = requireDir(opts);
   const url = isPostgresUrl(dir);
-  if (!url && !existsSync(dir)) throw new UsageError(`no store at ${dir}`);
-  const progress = verifyProgress(opts.progress);
+  if (!url) requireStoreDir(dir); // a path that holds no store is a usage error (exit 1), as for inspect
+  const progress = verifyProgress(opts.quiet === true ? false : opts.progress);
   let report: VerifyReport;
   try {
     // A database is checked through an open handle (its rows against the rules); a directory's files without opening it.

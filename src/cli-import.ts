@@ -261,10 +261,12 @@ function assertEmpty(store: Engram): void {
   }
 }
 
-/** How the second pass reports and stops: progress on `err`, every batch with `everyBatch`; `stop` aborts it between batches (an interrupt). */
+/** How the second pass reports and stops: progress on `err`, every batch with `everyBatch`, none with `quiet`; `stop` aborts it between batches (an interrupt). */
 export interface ImportSink {
   err: NodeJS.WritableStream;
   everyBatch?: boolean;
+  /** `--quiet`: no progress lines at all (`everyBatch` included). */
+  quiet?: boolean;
   stop?: AbortSignal;
 }
 
@@ -309,7 +311,7 @@ async function writeValues(store: Engram, file: string, report: ImportReport, si
     if (ops.length > 0) report.batches += 1;
     report.values = values;
     committed(line);
-    if (sink.everyBatch === true && ops.length > 0) sink.err.write(`engram import: batch ${report.batches} committed (${report.values} values)\n`);
+    if (sink.everyBatch === true && sink.quiet !== true && ops.length > 0) sink.err.write(`engram import: batch ${report.batches} committed (${report.values} values)\n`);
     ops = [];
     bytes = 0;
   };
@@ -331,7 +333,7 @@ async function writeValues(store: Engram, file: string, report: ImportReport, si
     values += 1;
     bytes += typeof value === "string" ? value.length * 3 : value.length;
     if (ops.length >= BATCH_OPS_MAX || bytes >= BATCH_VALUE_BYTES_MAX) await flush(n);
-    if (n % PROGRESS_EVERY === 0) sink.err.write(`engram import: ${n} lines\n`);
+    if (n % PROGRESS_EVERY === 0 && sink.quiet !== true) sink.err.write(`engram import: ${n} lines\n`);
   }
   await flush(last);
 }

@@ -1,24 +1,31 @@
 /**
  * How the CLI opens a store, prints results and turns failures into exit codes.
  */
-import { existsSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { EngramError } from "../rules/errors.js";
 import { isPostgresUrl } from "../postgres/index.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
 import { hintFor } from "./cli-format.js";
+import { faultsFromEnv } from "./cli-faults.js";
 import { Interrupted, signalExit } from "./cli-io.js";
 import { isWireError } from "./tools.js";
 import type { WireResult } from "./tools.js";
 
-/** Exit codes: 0 ok, 1 usage or unexpected failure, 2 an engram error (code printed), 3 key not found. */
+/**
+ * Exit codes: 0 ok; 1 usage (the command line, or a `--dir` that names no store) or an unexpected
+ * failure; 2 an engram error, its code printed (INVALID_ARGUMENT for a refused argument value,
+ * IO_ERROR when the disk or device failed, CORRUPTION for damage, ...); 3 key not found.
+ */
 export const EXIT = { OK: 0, USAGE: 1, ENGRAM: 2, NOT_FOUND: 3 } as const;
 
-/** Options every store command receives (global `--dir`, `--json`). */
+/** Options every store command receives (global `--dir`, `--json`, `--quiet`). */
 export interface GlobalOptions {
   dir?: string;
   json?: boolean;
+  /** `--quiet` / `-q`: no progress on stderr; results and errors still print. */
+  quiet?: boolean;
 }
 
 /** A usage problem found by the CLI itself (exit 1). */
@@ -39,11 +46,28 @@ export function requireDir(opts: GlobalOptions): string {
  */
 export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
   const dir = requireDir(opts);
-  if (mustExist && !isPostgresUrl(dir) && !existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
-  // An existing directory that is not a store is left untouched: opening would create LOCK and segments/ in it.
-  if (mustExist && !isPostgresUrl(dir) && !existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
+  const options = withEnvFaults(extra); // a bad ENGRAM_FAULTS is refused before anything is opened
+  if (mustExist && !isPostgresUrl(dir)) requireStoreDir(dir);
   // Every command shares the directory (API.md "Sharing"): it attaches when an MCP server or another command holds it.
-  return Engram.open(dir, isPostgresUrl(dir) ? extra : { share: true, ...extra });
+  return Engram.open(dir, isPostgresUrl(dir) ? options : { share: true, ...options });
+}
+
+/** `extra` with the `faults` of ENGRAM_FAULTS (for tests; docs/CLI-MCP.md), or `extra` itself when it is unset. */
+export function withEnvFaults(extra: OpenOptions = {}): OpenOptions {
+  const faults = faultsFromEnv();
+  return faults === undefined ? extra : { ...extra, faults };
+}
+
+/**
+ * Throws a UsageError (exit 1) unless `dir` is a store's directory: one with segments/ in it. Every
+ * command that reads says the same of a missing path, a file and a directory that is no store —
+ * verify too. An existing directory that is not a store is left untouched: opening would create
+ * LOCK and segments/ in it.
+ */
+export function requireStoreDir(dir: string): void {
+  if (!existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
+  if (!statSync(dir).isDirectory()) throw new UsageError(`${dir} is a file, not an engram store; --dir names a store's directory`);
+  if (!existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
 }
 
 /** Opens the store, runs `fn`, and always closes the store afterwards. */

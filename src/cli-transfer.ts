@@ -2,16 +2,18 @@
  * The CLI commands that move a whole store: `backup` (an online copy), `export` (JSON Lines on
  * stdout) and `import` (from a file or stdin into a new store). docs/CLI-MCP.md describes them.
  */
+import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Command, Option } from "commander";
 import { Engram } from "./engram.js";
 import { exportStore } from "./cli-export.js";
 import type { EndLine } from "./cli-export.js";
-import { EngramError, ErrorCode } from "../rules/errors.js";
+import { EngramError, ErrorCode, InvalidArgumentError } from "../rules/errors.js";
+import { isPostgresUrl } from "../postgres/index.js";
 import { checkExport, importExport, spoolStdin } from "./cli-import.js";
 import { AtomicFile, errnoOf, interruptible, OutputError } from "./cli-io.js";
-import { EXIT, printJson, requireDir, UsageError, withStore } from "./cli-store.js";
+import { EXIT, printJson, requireDir, UsageError, withEnvFaults, withStore } from "./cli-store.js";
 import type { GlobalOptions } from "./cli-store.js";
 
 /** Options of `export`. */
@@ -22,8 +24,44 @@ export interface ExportOptions extends GlobalOptions {
   progress?: boolean;
 }
 
-/** `engram backup --dir DIR TARGET`. */
+/** System errors of a failing device, not of a bad path: the backup goes on and reports them itself (IO_ERROR). */
+const DEVICE_ERRNOS: ReadonlySet<string> = new Set(["ENOSPC", "EDQUOT", "EIO"]);
+
+/** The refusal of a backup TARGET that cannot be made where it is named. */
+function notWritable(target: string, parent: string, why: string): InvalidArgumentError {
+  return new InvalidArgumentError(
+    `backup target ${target} cannot be made: ${parent} is not a writable directory (${why}); choose another TARGET, a new path in an existing directory you can write to`,
+  );
+}
+
+/**
+ * Refuses (INVALID_ARGUMENT, before the store is opened) a TARGET whose parent is missing, is a
+ * file, or takes no new directory (/proc, a read-only mount, no permission): a directory made and
+ * removed there tells. Without this the backup failed deep inside with the device's advice ("free
+ * space or fix the device") or a bare ENOTDIR.
+ */
+function checkBackupTarget(target: string): void {
+  const parent = path.dirname(path.resolve(target));
+  let isDir: boolean;
+  try {
+    isDir = fs.statSync(parent).isDirectory();
+  } catch (err) {
+    throw notWritable(target, parent, errnoOf(err) === "ENOENT" ? "it does not exist" : errnoOf(err));
+  }
+  if (!isDir) throw notWritable(target, parent, "it is a file");
+  const probe = path.join(parent, `.engram-probe-${randomUUID().slice(0, 8)}`);
+  try {
+    fs.mkdirSync(probe, { mode: 0o700 }); // not recursive: node 20's recursive mkdir spins for ever under /proc
+  } catch (err) {
+    if (DEVICE_ERRNOS.has(errnoOf(err))) return;
+    throw notWritable(target, parent, `a directory cannot be made in it: ${errnoOf(err)}`);
+  }
+  fs.rmdirSync(probe);
+}
+
+/** `engram backup --dir DIR TARGET`; a TARGET that cannot be made is INVALID_ARGUMENT with nothing opened. */
 export async function cmdBackup(target: string, o: GlobalOptions): Promise<number> {
+  if (!isPostgresUrl(requireDir(o))) checkBackupTarget(target); // PostgreSQL refuses backup itself (NOT_SUPPORTED)
   return withStore(o, true, async (store) => {
     const r = await store.backup(target);
     if (o.json === true) printJson({ ok: true, ...r, verify: { ok: r.verify.ok, segments: r.verify.segments, records: r.verify.records } });
@@ -62,7 +100,7 @@ function ownerLost(err: unknown): boolean {
 async function exportOnce(store: Engram, o: ExportOptions, file: AtomicFile | null, stop: AbortSignal): Promise<EndLine> {
   const lost = file === null ? "the output is incomplete (it has no end line, so import refuses it)" : `${file.target} was not written (left as it was)`;
   const sink = { out: file?.stream ?? process.stdout, err: process.stderr, where: file?.target ?? "stdout", lost, stop };
-  const end = await exportStore(store, o.scope ?? "global", sink, o.progress);
+  const end = await exportStore(store, o.scope ?? "global", sink, o.quiet === true ? false : o.progress);
   if (file !== null) await commitOutput(file);
   return end;
 }
@@ -128,6 +166,7 @@ function importFile(file: string): string {
  */
 export async function cmdImport(file: string | undefined, o: GlobalOptions & { progress?: boolean }): Promise<number> {
   const dir = requireDir(o);
+  const options = withEnvFaults(); // a bad ENGRAM_FAULTS is refused before anything is read or made
   const fromStdin = file === undefined || file === "-";
   if (fromStdin && process.stdin.isTTY === true) throw new UsageError("give FILE or pipe an export on stdin");
   if (!fromStdin) importFile(file);
@@ -135,10 +174,11 @@ export async function cmdImport(file: string | undefined, o: GlobalOptions & { p
     const source = fromStdin ? await spoolStdin(stop) : file;
     try {
       const checked = await checkExport(source, stop); // a bad file is refused here, before the store is opened
-      const store = await Engram.open(dir);
+      const store = await Engram.open(dir, options);
       let report;
       try {
-        report = await importExport(store, source, checked, { err: process.stderr, everyBatch: o.progress === true, stop });
+        const sink = { err: process.stderr, everyBatch: o.progress === true, quiet: o.quiet === true, stop };
+        report = await importExport(store, source, checked, sink);
       } finally {
         await store.close();
       }

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `engram` command line: store subcommands over `--dir DIR`, the demo, and the MCP server.
- * Exit codes: 0 ok, 1 usage or unexpected failure, 2 an engram error (its code is printed),
+ * Exit codes: 0 ok, 1 usage (the command line, or a `--dir` that names no store) or an unexpected
+ * failure, 2 an engram error (its code is printed: INVALID_ARGUMENT, IO_ERROR, CORRUPTION, ...),
  * 3 `get` found nothing.
  */
 import { realpathSync } from "node:fs";
@@ -204,6 +205,7 @@ export function buildProgram(): Command {
     .version(VERSION)
     .option("--dir <dir>", "store directory or postgresql:// URL (or ENGRAM_DIR)")
     .option("--json", "machine-readable output on stdout")
+    .option("-q, --quiet", "no progress on stderr (results and errors still print)")
     .exitOverride()
     .configureOutput({ outputError: (text) => void (parseErrorText += text) });
   addKeyCommands(program);
