@@ -41,6 +41,7 @@ function notWritable(target: string, parent: string, why: string): InvalidArgume
  * space or fix the device") or a bare ENOTDIR.
  */
 function checkBackupTarget(target: string): void {
+  if (target === "") return; // the library refuses it ("backup needs a target directory path"); resolved, it would name the working directory
   const parent = path.dirname(path.resolve(target));
   let isDir: boolean;
   try {
