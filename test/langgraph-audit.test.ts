@@ -19,9 +19,14 @@
  * so must the edge values it handles sensibly (`maxDepth` beyond the deepest namespace or
  * Infinity, `limit: 0`, an offset past the end). A `maxDepth`, `limit` or `offset` the reference
  * mishandles — negative (it slices from the end: `maxDepth: -1` lists namespaces of one empty
- * label), fractional (truncated), NaN, null, a string — must be refused with INVALID_ARGUMENT
- * with nothing written, through listNamespaces, search and batch alike; each such case also runs
- * on the reference, which must answer without an error (the misbehaviour refused here).
+ * label), fractional (truncated), NaN, a string, a null maxDepth (cut to no label, as 0) — must
+ * be refused with INVALID_ARGUMENT with nothing written, through listNamespaces, search and batch
+ * alike; each such case also runs on the reference, which must answer without an error (the
+ * misbehaviour refused here). A null `limit` or `offset` (fifty-sixth session; refused before) is
+ * read as the reference reads it, `op.limit ?? default`: over 105 namespaces and 11 items, every
+ * mix of null and numbers through listNamespaces, search and batch must give the reference's
+ * answer (listNamespaces all 105 — BaseStore's 100 applies only to a limit left out — and
+ * search 10), times aside.
  *
  * Values JSON changes (fifty-fifth session): LangGraph's own durable store, PostgresStore, writes
  * `JSON.stringify(value)` into a jsonb column (libs/checkpoint-postgres, crud-operations.ts), so
@@ -38,7 +43,7 @@
  * fail on contention; counts answer as the reference or are refused; a value reads back as JSON
  * made it, the same from every call and across reopens.
  */
-import { InMemoryStore, InvalidNamespaceError, type Operation } from "@langchain/langgraph-checkpoint";
+import { InMemoryStore, InvalidNamespaceError, type Operation, type SearchItem } from "@langchain/langgraph-checkpoint";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, InvalidArgumentError } from "../src/index.js";
 import { EngramStore, unsafeLangGraphForTests } from "../src/integrations/langgraph.js";
@@ -169,12 +174,10 @@ const MISHANDLED: Array<Record<string, unknown>> = [
   { limit: -1 },
   { limit: 1.5 },
   { limit: NaN },
-  { limit: null },
   { limit: "2" },
   { offset: -1 },
   { offset: 1.5 },
   { offset: NaN },
-  { offset: null },
   { offset: "1" },
 ];
 
@@ -223,6 +226,49 @@ describe("counts beside the reference", () => {
         expect(engram.stats().sequence, `${label}: nothing written`).toBe(before);
       }
       expect(await store.listNamespaces(), "the batches' puts were not written").toEqual(await ref.listNamespaces());
+    });
+  });
+});
+
+/** Search results without their times (each store stamps its own). */
+function untimed(items: SearchItem[]): unknown[] {
+  return items.map(({ namespace, key, value, score }) => ({ namespace, key, value, score }));
+}
+
+/** Null counts: the reference reads a null limit or offset with `??`, as the operation's default. */
+const NULLS: Array<Record<string, unknown>> = [{ limit: null }, { offset: null }, { limit: null, offset: null }, { limit: null, offset: 2 }, { limit: 3, offset: null }];
+
+describe("a null limit or offset, as the reference reads it", () => {
+  // 105 namespaces (past listNamespaces' default limit of 100) and 12 items under ["s"] (past
+  // search's 10): a null limit is no limit for listNamespaces and 10 for search, in both stores.
+  const many = [...Array.from({ length: 104 }, (_, i) => ["n", `l${String(i).padStart(3, "0")}`]), ["s"]];
+
+  it("listNamespaces, search and batch answer as InMemoryStore, with nothing refused", async () => {
+    await sideBySide(async (ref, store) => {
+      for (let i = 0; i < 11; i += 1) {
+        await ref.put(["s"], `k${i}`, { i });
+        await store.put(["s"], `k${i}`, { i });
+      }
+      expect(await ref.listNamespaces({ limit: null } as unknown as ListOptions), "the reference: no limit").toHaveLength(105);
+      expect(await ref.search(["s"], { limit: null } as unknown as { limit: number }), "the reference: 10").toHaveLength(10);
+      for (const o of NULLS) {
+        const label = JSON.stringify(o);
+        expect(await store.listNamespaces(o as ListOptions), `listNamespaces ${label}`).toEqual(await ref.listNamespaces(o as ListOptions));
+        expect(untimed(await store.search(["s"], o as { limit?: number })), `search ${label}`).toEqual(untimed(await ref.search(["s"], o as { limit?: number })));
+        const ops = [{ matchConditions: undefined, maxDepth: undefined, ...o }, { namespacePrefix: ["s"], filter: undefined, query: undefined, ...o }] as unknown as Operation[];
+        const [mine, theirs] = [await store.batch(ops), await ref.batch(ops)] as unknown as Array<[string[][], SearchItem[]]>;
+        expect(mine?.[0], `batch listNamespaces ${label}`).toEqual(theirs?.[0]);
+        expect(untimed(mine?.[1] ?? []), `batch search ${label}`).toEqual(untimed(theirs?.[1] ?? []));
+      }
+    }, many);
+  });
+
+  it("a null maxDepth stays INVALID_ARGUMENT: the reference cuts to no label with it, as with 0", async () => {
+    await sideBySide(async (ref, store) => {
+      expect(await ref.listNamespaces({ maxDepth: null } as unknown as ListOptions)).toEqual([[""]]);
+      const refused = await failure(store.listNamespaces({ maxDepth: null } as unknown as ListOptions));
+      expect(refused).toBeInstanceOf(InvalidArgumentError);
+      expect((refused as Error).message).toMatch(/maxDepth .* got null; .*leave it out for no cut/);
     });
   });
 });

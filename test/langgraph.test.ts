@@ -6,7 +6,8 @@
  * explicit fields), delete, get, search (namespace prefixes of every length including [],
  * filters with $eq $ne $gt $gte $lt $lte and plain values, limit, offset, and `query` over a
  * deterministic fake embeddings function), listNamespaces (prefix and suffix with "*", maxDepth 0-3,
- * limit, offset) and mixed `batch` calls — runs against both stores; every result and every
+ * limit, offset; a limit or offset is now and then null, which both stores read as the default)
+ * and mixed `batch` calls — runs against both stores; every result and every
  * refusal is compared with toEqual, Dates included (Date is faked and advanced per call so both
  * stores see the same clock). Namespaces include spaces, non-ASCII, 90-character labels, 10
  * levels, a 10-level non-ASCII namespace whose key is too long for engram (the hashed layout),
@@ -113,8 +114,9 @@ function generator(r: () => number): () => Call {
     const o: Record<string, unknown> = {};
     const f = filter();
     if (f) o["filter"] = f;
-    if (r() < 0.5) o["limit"] = 1 + Math.floor(r() * 4);
-    if (r() < 0.4) o["offset"] = Math.floor(r() * 3);
+    // null too: the reference reads it as the default (`op.limit ?? 10`), and so must EngramStore.
+    if (r() < 0.5) o["limit"] = r() < 0.15 ? null : 1 + Math.floor(r() * 4);
+    if (r() < 0.4) o["offset"] = r() < 0.15 ? null : Math.floor(r() * 3);
     if (r() < 0.5) o["query"] = pick(TEXTS);
     return o;
   };
@@ -123,8 +125,8 @@ function generator(r: () => number): () => Call {
     if (r() < 0.4) o["prefix"] = prefix().map((l) => (r() < 0.2 ? "*" : l));
     if (r() < 0.3) o["suffix"] = pick(NAMESPACES).slice(-1 - Math.floor(r() * 2)).map((l) => (r() < 0.2 ? "*" : l));
     if (r() < 0.4) o["maxDepth"] = Math.floor(r() * 4); // 0 too: the reference answers [[""]]
-    if (r() < 0.3) o["limit"] = 1 + Math.floor(r() * 4);
-    if (r() < 0.3) o["offset"] = Math.floor(r() * 3);
+    if (r() < 0.3) o["limit"] = r() < 0.15 ? null : 1 + Math.floor(r() * 4);
+    if (r() < 0.3) o["offset"] = r() < 0.15 ? null : Math.floor(r() * 3);
     return o;
   };
   const index = (): false | string[] | undefined => pick([undefined, undefined, false, ["text"], ["chapters[*].content"], ["text", "tag"]]);

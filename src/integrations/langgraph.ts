@@ -13,7 +13,8 @@
  *   are refused with a typed error before anything is written (InMemoryStore keeps them as given
  *   or fails later with a TypeError);
  * - a `maxDepth`, `limit` or `offset` that is not a whole number ≥ 0 (or Infinity) is refused
- *   with INVALID_ARGUMENT (InMemoryStore slices with it: negative counts from the end);
+ *   with INVALID_ARGUMENT (InMemoryStore slices with it: negative counts from the end), except a
+ *   null `limit` or `offset`, which both read as the operation's default (InMemoryStore's `??`);
  * - a value comes back as JSON made it, as from LangGraph's PostgresStore (NaN is null, a Date
  *   its ISO string, a Map `{}`); InMemoryStore hands back the objects it was given.
  *
@@ -177,15 +178,20 @@ function validateValue(value: unknown): void {
 
 /**
  * Refuses a `maxDepth`, `limit` or `offset` (of `what`) that is neither absent nor a whole number
- * ≥ 0 (or Infinity: no cut, no limit), before anything is read or written. The reference slices
- * with whatever it is given: a negative maxDepth cuts labels from the end and lists namespaces of
- * one empty label, a negative limit or offset counts from the end, a fraction is truncated, and
- * NaN, null and strings act as 0 or as a number.
+ * ≥ 0 (or Infinity: no cut, no limit), before anything is read or written. A null `limit` or
+ * `offset` counts as absent, as the reference reads it (`op.limit ?? default`): search's limit is
+ * then 10, listNamespaces' no limit (BaseStore's default of 100 applies only to a limit left out,
+ * as in the reference), an offset 0. The reference slices with whatever else it is given: a
+ * negative maxDepth cuts labels from the end and lists namespaces of one empty label, a null
+ * maxDepth cuts to no label (`[[""]]`, as 0), a negative limit or offset counts from the end, a
+ * fraction is truncated, and NaN and strings act as 0 or as a number.
  */
-function validateCount(what: string, name: string, x: unknown): void {
+function validateCount(what: string, name: "maxDepth" | "limit" | "offset", x: unknown): void {
   if (x === undefined || x === Infinity || (typeof x === "number" && Number.isInteger(x) && x >= 0)) return;
+  if (x === null && name !== "maxDepth") return;
   const got = typeof x === "number" ? String(x) : x === null ? "null" : `${typeof x} ${JSON.stringify(x)}`;
-  throw new InvalidArgumentError(`LangGraph store: ${what} ${name} must be a whole number ≥ 0 (or Infinity), got ${got}; pass an integer such as 0, 1, 10, or leave it out`);
+  const absent = name === "maxDepth" ? "leave it out for no cut" : "leave it out (or pass null) for the default";
+  throw new InvalidArgumentError(`LangGraph store: ${what} ${name} must be a whole number ≥ 0 (or Infinity), got ${got}; pass an integer such as 0, 1, 10, or ${absent}`);
 }
 
 /** The tail of the batches run on each backing store: batches of every EngramStore over one store run one at a time. */
