@@ -16,7 +16,9 @@
  *   with INVALID_ARGUMENT (InMemoryStore slices with it: negative counts from the end), except a
  *   null `limit` or `offset`, which both read as the operation's default (InMemoryStore's `??`);
  * - a value comes back as JSON made it, as from LangGraph's PostgresStore (NaN is null, a Date
- *   its ISO string, a Map `{}`); InMemoryStore hands back the objects it was given.
+ *   its ISO string, a Map `{}`); InMemoryStore hands back the objects it was given. Unlike
+ *   PostgresStore, a string holding U+0000 is kept (its jsonb column refuses `\u0000`; engram
+ *   stores the JSON as bytes on both backends), as InMemoryStore keeps it.
  *
  * Layout, all in one engram scope (default "langgraph"): an item is the key
  * `i<label>/<label>/|<key>` (each part escaped so that the mapping is injective and a label
