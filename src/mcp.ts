@@ -4,8 +4,10 @@
  */
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, type CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import * as z from "zod";
+import { LimitedStdioServerTransport } from "./mcp-stdio.js";
 import { handleToolCall, isWireError, listTools } from "./tools.js";
 import { VERSION } from "./version.js";
 import type { MemoryStore, ToolContext, ToolDefinition, WireResult } from "./tools.js";
@@ -80,11 +82,23 @@ export function createMcpServer(store: MemoryStore, context: ToolContext = {}, v
 }
 
 /**
- * Test switch, never set by the server or any option (test/mcp-audit.test.ts): `sdkUnknownTool`
+ * Test switches, never set by the server or any option. `sdkUnknownTool` (test/mcp-audit.test.ts)
  * leaves tools/call to McpServer, as before the fifty-fifth session: a name that is no tool of
  * the server gets the SDK's "MCP error -32602: Tool … not found" text, without an engram code.
+ * `sdkStdioTransport` (test/mcp-oversize.test.ts) serves on the SDK's StdioServerTransport, as
+ * before the fifty-sixth session: a request line over 10 MiB gets no reply and closes the
+ * connection (the server then exits).
  */
-export const unsafeMcpForTests = { sdkUnknownTool: false };
+export const unsafeMcpForTests = { sdkUnknownTool: false, sdkStdioTransport: false };
+
+/** The stdio transport: engram's, which answers an oversized request (src/mcp-stdio.ts), or the SDK's under the test switch. */
+function stdioTransport(): Transport {
+  if (unsafeMcpForTests.sdkStdioTransport) return new StdioServerTransport();
+  const transport = new LimitedStdioServerTransport();
+  transport.onoversized = (line) =>
+    logStderr(`refused a line of ${line.bytes} bytes (${line.kind}; over the 10 MiB limit)${line.kind === "notification" || line.kind === "response" ? ", no reply" : `, answered LIMIT_EXCEEDED to id ${JSON.stringify(line.id)}`}`);
+  return transport;
+}
 
 /**
  * Serves `store` on stdin/stdout until stdin ends or SIGTERM/SIGINT arrives, then closes the
@@ -92,7 +106,7 @@ export const unsafeMcpForTests = { sdkUnknownTool: false };
  */
 export async function serveStdio(store: ClosableMemoryStore, context: ToolContext = {}, version?: string): Promise<void> {
   const server = createMcpServer(store, context, version);
-  const transport = new StdioServerTransport();
+  const transport = stdioTransport();
   let resolveDone: () => void = () => {};
   const done = new Promise<void>((resolve) => (resolveDone = resolve));
   let closing = false;
@@ -112,9 +126,10 @@ export async function serveStdio(store: ClosableMemoryStore, context: ToolContex
   process.once("SIGINT", () => shutdown("SIGINT"));
   transport.onerror = (err: Error) => logStderr(`transport error: ${err.message}`);
   await server.connect(transport);
-  // The SDK's transport closes itself on a message over its 10 MiB read buffer and stops reading
-  // stdin, so "end" never comes: without this the process would linger, holding the store (and
-  // its owner role when shared) while answering nothing.
+  // A transport that closes itself stops reading stdin, so "end" never comes: without this the
+  // process would linger, holding the store (and its owner role when shared) while answering
+  // nothing. The SDK's stdio transport did so on a line over its 10 MiB read buffer; engram's
+  // answers such a line instead, but any other close still ends the server.
   server.server.onclose = () => shutdown("the MCP connection closed");
   const names = listTools(context).map((t) => t.name);
   logStderr(`ready (scope ${context.defaultScope ?? "global"}${context.readOnly === true ? ", read-only" : ""}): ${names.join(", ")}`);
