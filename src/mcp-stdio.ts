@@ -9,13 +9,15 @@
  * wherever it stands, and at its newline the request is answered with a JSON-RPC error (code
  * -32600, Invalid Request) whose `data` is engram's wire error `{ ok: false, error:
  * "LIMIT_EXCEEDED", message }`. An `id` that cannot be found or parsed is answered with id null,
- * as JSON-RPC 2.0 says; a notification or a response (no id to answer) is only logged.
+ * as JSON-RPC 2.0 says; a notification or a response (no id to answer) is only logged. A line
+ * within the limit that is not JSON, or no JSON-RPC request, is answered too (-32700 Parse error,
+ * -32600 Invalid Request: malformedReply), where the SDK's transport only logged it.
  */
 import process from "node:process";
 import { deserializeMessage, serializeMessage, STDIO_DEFAULT_MAX_BUFFER_SIZE } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { LimitExceededError } from "../rules/errors.js";
+import { InvalidArgumentError, LimitExceededError } from "../rules/errors.js";
 import { toWireError } from "./tools.js";
 
 /** Most bytes of one message line (the SDK's own stdio limit, 10 MiB). */
@@ -248,6 +250,40 @@ export function oversizedReply(line: OversizedLine, maxLineBytes: number): strin
   return `${JSON.stringify({ jsonrpc: "2.0", id: line.id, error: { code: INVALID_REQUEST, message: err.message, data } })}\n`;
 }
 
+/** JSON-RPC 2.0's code for a line that is not JSON. */
+const PARSE_ERROR = -32700;
+
+/**
+ * The reply to a line of at most the limit that is no JSON-RPC message, or null for none: text
+ * that is not JSON gets Parse error (-32700) with id null; JSON that is no valid message gets
+ * Invalid Request (-32600) with its top-level id when that is a string or number, else id null.
+ * A blank line, and what looks like a notification or a response (a method and no id; a result or
+ * an error and no method, whatever its id), get nothing: nobody waits for their answer. `data` is engram's wire
+ * error (INVALID_ARGUMENT), its message saying what to send instead.
+ */
+export function malformedReply(text: string): string | null {
+  if (text.trim() === "") return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    return errorLine(null, PARSE_ERROR, `MCP message line is not JSON (${(err as Error).message}); send one JSON-RPC 2.0 message per line`);
+  }
+  const obj = parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : null;
+  const notification = obj !== null && "method" in obj && !("id" in obj);
+  const response = obj !== null && !("method" in obj) && ("result" in obj || "error" in obj);
+  if (notification || response) return null;
+  const id = obj?.["id"];
+  const answerId = typeof id === "string" || (typeof id === "number" && Number.isFinite(id)) ? id : null;
+  return errorLine(answerId, INVALID_REQUEST, "MCP message line is JSON but no JSON-RPC 2.0 request (it needs jsonrpc \"2.0\", a string method and a string or number id); batches are not supported");
+}
+
+/** One JSON-RPC error line whose `data` is engram's INVALID_ARGUMENT wire error. */
+function errorLine(id: string | number | null, code: number, message: string): string {
+  const data = toWireError(new InvalidArgumentError(message));
+  return `${JSON.stringify({ jsonrpc: "2.0", id, error: { code, message, data } })}\n`;
+}
+
 /**
  * A Transport on stdin/stdout as the SDK's StdioServerTransport (same framing, same
  * deserialization), with the line limit answered instead of closing the connection.
@@ -280,10 +316,24 @@ export class LimitedStdioServerTransport implements Transport {
     this.#stdin.on("error", this.#onerror);
   }
 
-  /** Parses one line as the SDK does and hands it on; a line that is no JSON-RPC message, or a handler that throws, goes to onerror, as there. */
+  /**
+   * Parses one line as the SDK does and hands it on. A line that is no JSON-RPC message goes to
+   * onerror, as there, and is answered as JSON-RPC 2.0 asks (malformedReply), where the SDK's
+   * transport left the client waiting for ever; a handler that throws goes to onerror.
+   */
   #message(line: Buffer): void {
+    const text = line.toString("utf8").replace(/\r$/, "");
+    let message: JSONRPCMessage;
     try {
-      this.onmessage?.(deserializeMessage(line.toString("utf8").replace(/\r$/, "")));
+      message = deserializeMessage(text);
+    } catch (err) {
+      this.onerror?.(err instanceof Error ? err : new Error(String(err)));
+      const reply = malformedReply(text);
+      if (reply !== null) this.#stdout.write(reply);
+      return;
+    }
+    try {
+      this.onmessage?.(message);
     } catch (err) {
       this.onerror?.(err instanceof Error ? err : new Error(String(err)));
     }

@@ -19,8 +19,12 @@
  * whole would grow by more than the line. The twin runs test/helpers/mcp-child.ts with
  * `unsafeMcpForTests.sdkStdioTransport` (the SDK's StdioServerTransport, the rule before): the
  * oversized request gets no reply and the server exits (its transport closed), after which the
- * store opens exclusively — the fifty-fourth session's protection, kept for any close. Every
- * wait has a deadline.
+ * store opens exclusively — the fifty-fourth session's protection, kept for any close. Lines
+ * within the limit that are no JSON-RPC message: `malformedReply` in process (-32700 id null for
+ * no JSON, -32600 with the id for JSON that is no request, nothing for a blank line, a notification
+ * or a response), then raw to the built CLI, where the replies in order must be exactly
+ * `[0, null, 5, 7]`, and to the twin, where they are `[0, 7]` (the SDK's transport only logs
+ * them). Every wait has a deadline.
  *
  * Property stressed: every request gets an answer, an oversized one an engram code; one
  * oversized line never costs the connection, nor memory beyond the limit.
@@ -32,7 +36,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { LineSplitter, type OversizedLine } from "../src/mcp-stdio.js";
+import { LineSplitter, malformedReply, type OversizedLine } from "../src/mcp-stdio.js";
 import { assertBuilt, CLI_BIN, ROOT } from "./helpers/built.js";
 import { tempDir } from "./helpers/tmp.js";
 
@@ -83,6 +87,25 @@ describe("the line splitter", () => {
     expect(Buffer.byteLength(at)).toBe(1024);
     expect(split(`${at}\n`, 1024)).toMatchObject({ lines: [at], oversized: [] });
     expect(split(`${at} \n`, 1024)).toMatchObject({ lines: [], oversized: [{ bytes: 1025 }] });
+  });
+});
+
+describe("a line within the limit that is no JSON-RPC message", () => {
+  it("is answered as JSON-RPC 2.0 asks: -32700 with id null, -32600 with its id; nothing for a blank line, a notification or a response", () => {
+    const reply = (text: string): Record<string, unknown> | null => {
+      const line = malformedReply(text);
+      return line === null ? null : (JSON.parse(line) as Record<string, unknown>);
+    };
+    expect(reply("not json")).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700, data: { ok: false, error: "INVALID_ARGUMENT" } } });
+    expect(reply('{"id":4,"method":')).toMatchObject({ id: null, error: { code: -32700 } });
+    expect(reply('{"jsonrpc":"1.0","id":5,"method":"x"}')).toMatchObject({ id: 5, error: { code: -32600, data: { error: "INVALID_ARGUMENT" } } });
+    expect(reply('{"jsonrpc":"2.0","id":"s","method":7}')).toMatchObject({ id: "s", error: { code: -32600 } });
+    expect(reply('{"jsonrpc":"2.0","id":{"a":1},"method":"m"}')).toMatchObject({ id: null, error: { code: -32600 } });
+    expect(reply("[1,2]")).toMatchObject({ id: null, error: { code: -32600 } });
+    expect(reply("42")).toMatchObject({ id: null, error: { code: -32600 } });
+    expect(reply("   ")).toBeNull();
+    expect(reply('{"jsonrpc":"1.0","method":"notifications/x"}')).toBeNull();
+    expect(reply('{"id":3,"result":"no jsonrpc field"}')).toBeNull();
   });
 });
 
@@ -252,5 +275,31 @@ describe("a request over 10 MiB, to the built `engram mcp`", () => {
     expect(s.log()).toContain("ReadBuffer exceeded maximum size");
     const store = await Engram.open(dir, { compaction: { workers: 0 } });
     await store.close();
+  }, 120_000);
+  /** Writes a line that is not JSON, a JSON object that is no request, a blank line, a malformed notification, then a request: returns the reply ids in order. */
+  async function malformedLines(s: Server): Promise<Array<unknown>> {
+    await write(s, INIT);
+    await s.until(() => s.replies.length === 1, "initialize answered");
+    await write(s, 'not json at all\n{"jsonrpc":"1.0","id":5,"method":"tools/list"}\n\n{"jsonrpc":"2.0","method":7}\n');
+    await write(s, toolCall(7, "memory_write", { key: "k", value: "v" }));
+    await s.until(() => s.replies.some((r) => r["id"] === 7), "the good request answered");
+    return s.replies.map((r) => r["id"]);
+  }
+
+  it("raw lines within the limit: no JSON gets -32700 (id null), no request gets -32600 (its id), and the next request is answered", async () => {
+    assertBuilt();
+    const s = start([CLI_BIN, "mcp", "--dir", tempDir("mcp-malformed")]);
+    expect(await malformedLines(s), "replies in order; none to the blank line or the notification").toEqual([0, null, 5, 7]);
+    expect(s.replies[1]?.["error"]).toMatchObject({ code: -32700, data: { ok: false, error: "INVALID_ARGUMENT" } });
+    expect(s.replies[2]?.["error"]).toMatchObject({ code: -32600, data: { ok: false, error: "INVALID_ARGUMENT" } });
+    s.child.stdin?.end();
+    expect(await s.exited).toBe(0);
+  }, 120_000);
+
+  it("twin: on the SDK's stdio transport the same malformed lines get no reply at all", async () => {
+    const s = start(["--import", "tsx", "test/helpers/mcp-child.ts", tempDir("mcp-malformed-twin"), "sdk-transport"]);
+    expect(await malformedLines(s), "the SDK's transport only logs them: their senders wait for ever").toEqual([0, 7]);
+    s.child.stdin?.end();
+    expect(await s.exited).toBe(0);
   }, 120_000);
 });
