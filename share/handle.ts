@@ -21,7 +21,7 @@ import { makeStoreDir, Store } from "../engine/store.js";
 import { readLockNote, type LockNote } from "../engine/lock.js";
 import { resolveOptions } from "../engine/options.js";
 import { Link, ProtocolMismatchError, type LinkEnd, type Sent } from "./link.js";
-import { ESTIMATED_CALLS_MAX, OWNER_ESTIMATED_CALLS_MAX, OWNER_REPLY_HELD_CONNECTIONS, REPLY_HELD_FRAMES, ShareServer } from "./server.js";
+import { OWNER_REPLY_HELD_CONNECTIONS, REPLY_HELD_FRAMES, ShareServer } from "./server.js";
 import { frameBytesMaxFor } from "./protocol.js";
 import { checkOwnDir, checkSocketOwner, socketPathFor } from "./paths.js";
 
@@ -279,7 +279,7 @@ export class SharedStore implements T.Backend {
       const unsafeAckBeforeCommit = this.options.unsafe?.shareAckBeforeCommit === true;
       const replyBytesHeldMax = REPLY_HELD_FRAMES * frameBytesMax;
       const ownerReplyBytesHeldMax = OWNER_REPLY_HELD_CONNECTIONS * replyBytesHeldMax;
-      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, replyBytesHeldMax, ownerReplyBytesHeldMax, estimatedCallsMax: ESTIMATED_CALLS_MAX, ownerEstimatedCallsMax: OWNER_ESTIMATED_CALLS_MAX, stallMs: STALL_MS, unsafeAckBeforeCommit, gatherMs: GATHER_MS };
+      const limits = { frameBytesMax, maxValueBytes: store.options.valueBytesMax, writeBufferBytesMax: 2 * frameBytesMax, replyBytesHeldMax, ownerReplyBytesHeldMax, stallMs: STALL_MS, unsafeAckBeforeCommit, gatherMs: GATHER_MS };
       this.server = await ShareServer.listen(store, socket, limits);
       this.server.onReject = (why) => this.onEvent?.(`cut off a client: ${why}`);
     } catch (err) {

@@ -154,6 +154,30 @@ export interface Held {
 
 export type Message = Hello | Welcome | Refused | LegacyReply | Call | Calls | Replies | Retry | Bye | Ping | Pong | Held;
 
+/**
+ * Reply bytes held for a call whose result is small whatever it is asked (a write's version, a
+ * forget's, a probe, or the error any call may end in: messages name at most a key and a scope).
+ */
+export const SMALL_REPLY_BYTES = 16 * 1024;
+/** Reply bytes held per operation of a batch (its result is one WriteResult or ForgetResult each). */
+const BATCH_REPLY_BYTES_PER_OP = 512;
+/** Operations whose result is small whatever their arguments (SMALL_REPLY_BYTES each). */
+const SMALL_REPLY_OPS: ReadonlySet<string> = new Set(["write", "forget", "forgetScope", "undelete", "probe", "flush", "raiseSequence", "listClose"]);
+/**
+ * The most bytes the reply of a call of `op` with `args` can take once framed: small for the
+ * operations that answer a few numbers, one per operation of a batch, else a whole frame (a read,
+ * a list or export page, stats, a report: a result larger than a frame becomes its caller's
+ * LIMIT_EXCEEDED). The owner holds it for each call it runs (share/server.ts); a client of a
+ * version-3 owner keeps the sum of its calls in flight under that owner's cut-off (share/link.ts).
+ */
+export function replyReserveOf(op: string, args: unknown[], frameBytesMax: number): number {
+  const whole = frameBytesMax + SMALL_REPLY_BYTES;
+  if (SMALL_REPLY_OPS.has(op)) return SMALL_REPLY_BYTES;
+  const ops = args[0];
+  if (op === "batch" && Array.isArray(ops)) return Math.min(whole, SMALL_REPLY_BYTES + ops.length * BATCH_REPLY_BYTES_PER_OP);
+  return whole;
+}
+
 /** Depth to which roughBytes looks into arrays and objects (a batch's ops and their values). */
 const ROUGH_DEPTH_MAX = 3;
 

@@ -6,9 +6,9 @@
  * Every connection is bounded: frames by the frame limit (checked on the length prefix), calls in
  * flight (counted per call: past the limit the calls already read wait at the owner and the socket
  * stops being read — TCP-style backpressure), the reply bytes queued for it (above the bound the
- * owner takes no new call from it until they drain), the reply bytes it holds — queued, and the
- * most each running call's reply can take (for a read or page, a running estimate of its kind),
- * counted before the call starts — per connection and for all of them, list cursors, and the time a half-sent frame, a missing hello or a reader that
+ * owner takes no new call from it until they drain), the reply bytes it holds — queued, the most
+ * each running call's reply can take (counted before the call starts), and an answered call's
+ * reply at its size — per connection and for all of them, exactly, list cursors, and the time a half-sent frame, a missing hello or a reader that
  * takes no slice of its replies may linger. While the owner itself is not
  * reading a connection it sends `held` frames, so the client knows the owner is alive (it cannot
  * read the client's pings then). A peer that breaks any rule loses its connection; nobody else notices.
@@ -20,7 +20,6 @@ import { InvalidArgumentError, LimitExceededError, NotSupportedError } from "../
 import type { Backend, ListEntry, StoreStats } from "../rules/types.js";
 import { assert } from "../rules/assert.js";
 import { KEY_BYTES_MAX } from "../rules/limits.js";
-import { ReplyEstimate } from "./reply-estimate.js";
 import {
   BATCH_BYTES_TARGET,
   CALLS_PER_FRAME_MAX,
@@ -31,8 +30,10 @@ import {
   LEGACY_VERSIONS,
   ProtocolError,
   PROTOCOL_VERSION,
+  replyReserveOf,
   roughBytes,
   SERVED_VERSIONS,
+  SMALL_REPLY_BYTES,
   type Message,
   type WireError,
 } from "./protocol.js";
@@ -87,15 +88,7 @@ const ARGS_MAX = 4;
  * taken for one that takes nothing (see FrameWriter).
  */
 export const REPLY_SLICE_BYTES = 1024 * 1024;
-/**
- * Reply bytes held for a call whose result is small whatever it is asked (a write's version, a
- * forget's, a probe, or the error any call may end in: messages name at most a key and a scope).
- */
-export const SMALL_REPLY_BYTES = 16 * 1024;
-/** Reply bytes held per operation of a batch (its result is one WriteResult or ForgetResult each). */
-const BATCH_REPLY_BYTES_PER_OP = 512;
-/** Operations whose result is small whatever their arguments (SMALL_REPLY_BYTES each). */
-const SMALL_REPLY_OPS: ReadonlySet<string> = new Set(["write", "forget", "forgetScope", "undelete", "probe", "flush", "raiseSequence", "listClose"]);
+export { SMALL_REPLY_BYTES };
 /**
  * The default bound of reply bytes one connection holds (ServerLimits.replyBytesHeldMax), in
  * frame limits: its queued replies up to writeBufferBytesMax (2 frames) and two results of up to
@@ -105,49 +98,23 @@ export const REPLY_HELD_FRAMES = 4;
 /** The default bound of reply bytes all connections hold together (ServerLimits.ownerReplyBytesHeldMax), in per-connection bounds. */
 export const OWNER_REPLY_HELD_CONNECTIONS = 4;
 /**
- * Operations whose reply is as large as the values they return (a read, a list or export page):
- * each holds the owner's running estimate of its kind (ReplyEstimate) plus SMALL_REPLY_BYTES,
- * not a whole frame, so that small-value reads run up to CALLS_IN_FLIGHT_MAX at a time.
+ * Operations whose reply is as large as the values they return (a read, a list or export page),
+ * and whose result is flat enough for roughBytes to bound its encoded size from above (strings,
+ * bytes and numbers at most three levels deep). Each holds a whole frame while it runs — the most
+ * its reply can take, whatever the store holds — and, once answered, only its reply's size
+ * (SettledReply): a small read gives its frame back in the same turn, so the next one starts at
+ * once and a turn's small reads still leave in one `replies` frame.
  */
-const ESTIMATED_REPLY_OPS: ReadonlySet<string> = new Set(["read", "listOpen", "listNext", "exportOpen"]);
-/** The estimate of a kind before any reply of it was seen in the last two windows (a value of 1 MiB fits it). */
-export const REPLY_ESTIMATE_INITIAL_BYTES = 1024 * 1024;
-/** The window of the estimate: the largest reply of the current one or the one before it (it falls back within 2 s). */
-export const REPLY_ESTIMATE_WINDOW_MS = 1000;
-/**
- * Calls one connection may run at once under an estimate smaller than a frame (ServerLimits.
- * estimatedCallsMax): when the replies jump past the estimate, at most these many are already
- * running under it, which bounds what the owner holds past replyBytesHeldMax (see that limit).
- */
-export const ESTIMATED_CALLS_MAX = 64;
-/** The same for all connections together (ServerLimits.ownerEstimatedCallsMax). */
-export const OWNER_ESTIMATED_CALLS_MAX = 128;
+const MEASURED_REPLY_OPS: ReadonlySet<string> = new Set(["read", "listOpen", "listNext", "exportOpen"]);
+/** Bytes counted per answered reply besides its result's roughBytes: its id, its ok flag, its share of the frame's envelope. */
+const REPLY_ENVELOPE_BYTES = 64;
 
-/**
- * One accepted call: its id, its checked operation, its arguments, the reply bytes held for it
- * while it runs, and whether that is an estimate smaller than a frame (counted against
- * estimatedCallsMax while it runs).
- */
+/** One accepted call: its id, its checked operation, its arguments, and the reply bytes held for it while it runs. */
 interface Call {
   id: number;
   op: string;
   args: unknown[];
   reserve: number;
-  estimated: boolean;
-}
-
-/**
- * The most bytes the reply of `call` can take once framed: small for the operations that answer a
- * few numbers, one per operation of a batch, else a whole frame (a read, a list or export page,
- * stats, a report: a result larger than a frame becomes its caller's LIMIT_EXCEEDED). The owner
- * holds less for ESTIMATED_REPLY_OPS (ShareServer.reserveOf).
- */
-function replyReserveOf(op: string, args: unknown[], frameBytesMax: number): number {
-  const whole = frameBytesMax + SMALL_REPLY_BYTES;
-  if (SMALL_REPLY_OPS.has(op)) return SMALL_REPLY_BYTES;
-  const ops = args[0];
-  if (op === "batch" && Array.isArray(ops)) return Math.min(whole, SMALL_REPLY_BYTES + ops.length * BATCH_REPLY_BYTES_PER_OP);
-  return whole;
 }
 
 /** A call's checked operation name; throws ProtocolError for anything outside the API. */
@@ -179,7 +146,7 @@ function callsOf(msg: Record<string, unknown>): Call[] {
   if (ops.length > CALLS_PER_FRAME_MAX) throw new ProtocolError(`a calls frame of ${ops.length} calls exceeds the limit of ${CALLS_PER_FRAME_MAX}`);
   const first = idOf(msg["id"], ops.length);
   const calls: Call[] = new Array<Call>(ops.length);
-  for (let i = 0; i < ops.length; i++) calls[i] = { id: first + i, op: opOf(ops[i]), args: argsOf(args[i]), reserve: 0, estimated: false };
+  for (let i = 0; i < ops.length; i++) calls[i] = { id: first + i, op: opOf(ops[i]), args: argsOf(args[i]), reserve: 0 };
   return calls;
 }
 
@@ -205,31 +172,20 @@ export interface ServerLimits {
    */
   writeBufferBytesMax: number;
   /**
-   * Reply bytes one connection may hold at once: its queued replies, and for each call running the
-   * most its reply can take (replyReserveOf: a frame for a read or a page, 16 KiB for a write). A
-   * call starts only if its reply fits: the owner's memory for one client is bounded whatever the
-   * client does. At least frameBytesMax + writeBufferBytesMax (a drained connection can always
+   * Reply bytes one connection may hold at once: its queued replies, for each call running the
+   * most its reply can take (replyReserveOf: a frame for a read or a page, 16 KiB for a write),
+   * and for each call answered and not yet framed its reply's size (a read or page) or what was
+   * held for it. A call starts only if that fits, so the bound is exact whatever the client does
+   * and however the replies' sizes jump. At least a frame's reply (a drained connection can always
    * start any call, so a client that reads gets every answer).
    */
   replyBytesHeldMax: number;
   /**
-   * Calls one connection may run at once whose reply bytes held are an estimate smaller than a
-   * frame (ESTIMATED_CALLS_MAX by default). A read or page holds the owner's running estimate of
-   * its kind — the largest reply of that kind of the last 1–2 s, plus SMALL_REPLY_BYTES — so the
-   * bounds of reply bytes held are exact while replies fit their estimate. A reply larger than
-   * its estimate counts its real size once answered (the bytes held go over the bound; no call
-   * starts until they drain under it) and raises the estimate at once; the calls already running
-   * under the smaller estimate may do the same, at most this many: a connection holds at most
-   * replyBytesHeldMax + estimatedCallsMax × a frame (64 × 17 MiB by default), and only when
-   * replies jump from small to large.
-   */
-  estimatedCallsMax: number;
-  /** The same for all connections together (OWNER_ESTIMATED_CALLS_MAX): the owner holds at most ownerReplyBytesHeldMax + this many frames. */
-  ownerEstimatedCallsMax: number;
-  /**
    * Reply bytes all connections may hold together, counted the same way (at least
-   * replyBytesHeldMax). While a call waits for room here, a connection whose queued replies take
-   * no byte for stallMs is cut off: a client that does not read cannot keep the others waiting.
+   * replyBytesHeldMax). While a call waits for room here that other connections' queued replies
+   * hold (it would fit were they taken), a connection whose queued replies take no byte for
+   * stallMs is cut off: a client that does not read cannot keep the others waiting. A call that
+   * waits only for calls running elsewhere starves nobody: no one is cut off for it.
    */
   ownerReplyBytesHeldMax: number;
   /**
@@ -273,14 +229,14 @@ export interface ServerCounts {
   inFlightMax: number;
   /** `held` frames sent (keep-alives of connections the owner was not reading). */
   heldFrames: number;
-  /** The most reply bytes one connection held at once, queued and held for calls running (above replyBytesHeldMax only by replies larger than their estimate). */
+  /** The most reply bytes one connection held at once, queued and held for calls running (never above replyBytesHeldMax). */
   replyBytesHeldMax: number;
   /** The most reply bytes one connection had queued at once (encoded or settled, not yet taken by the kernel). */
   replyBytesQueuedMax: number;
-  /** The most reply bytes all connections held together (above ownerReplyBytesHeldMax only by replies larger than their estimate). */
+  /** The most reply bytes all connections held together (never above ownerReplyBytesHeldMax). */
   ownerReplyBytesHeldMax: number;
-  /** Replies larger than the bytes held for them (started under an estimate that was too small). */
-  repliesOverEstimate: number;
+  /** Replies larger than the bytes held for them while their call ran (0 but under the twin `optimisticReserve`). */
+  repliesOverReserve: number;
 }
 
 /** A backend that can say which sequence its last queued write took (the engine's Store). */
@@ -402,8 +358,8 @@ class Connection {
   private unframedHeld = 0;
   /** This connection's part of the server's heldBytes, as last noted (noteHeld). */
   private heldNoted = 0;
-  /** Calls running whose reply bytes held are an estimate smaller than a frame (estimatedCallsMax). */
-  private estimatedRunning = 0;
+  /** This connection's part of the server's queuedBytes, as last noted (noteHeld). */
+  queuedNoted = 0;
   private closed = false;
   private repliesScheduled = false;
   private lastSendError: unknown = null;
@@ -466,7 +422,7 @@ class Connection {
       return;
     }
     if (msg["t"] !== "call") throw new ProtocolError(`unexpected message ${String(msg["t"])}`);
-    const call = { id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]), reserve: 0, estimated: false };
+    const call = { id: idOf(msg["id"], 0), op: opOf(msg["op"]), args: argsOf(msg["args"]), reserve: 0 };
     counts.callFrames += 1;
     counts.calls += 1;
     this.onCall(call);
@@ -527,9 +483,8 @@ class Connection {
 
   /**
    * Whether `call` may start: fewer than CALLS_IN_FLIGHT_MAX in flight, queued replies under
-   * writeBufferBytesMax, and room for the bytes its reply is held at (ShareServer.reserveOf: the
-   * most it can take, or the estimate of its kind) under this connection's and the owner's bounds
-   * of reply bytes held, and of calls running under an estimate (a call already running is
+   * writeBufferBytesMax, and room for the most its reply can take (ShareServer.reserveOf) under
+   * this connection's and the owner's bounds of reply bytes held (a call already running is
    * answered whatever its result, so its reply is counted before it starts).
    */
   private hasRoom(call: Call): boolean {
@@ -538,8 +493,7 @@ class Connection {
     if (unsafeShareFlowForTests.unboundedReplies) return true;
     this.server.reserveOf(call);
     if (this.heldBytes() + call.reserve > limits.replyBytesHeldMax) return false;
-    if (call.estimated && this.estimatedRunning >= limits.estimatedCallsMax && !unsafeShareFlowForTests.noEstimatedCallsCap) return false;
-    return this.server.roomFor(this, call.reserve, call.estimated);
+    return this.server.roomFor(this, call.reserve);
   }
 
   /** Reply bytes this connection holds: queued, and held for the calls running or answered and not yet framed. */
@@ -554,7 +508,9 @@ class Connection {
     if (held > counts.replyBytesHeldMax) counts.replyBytesHeldMax = held;
     const queued = this.closed ? 0 : this.queuedReplyBytes();
     if (queued > counts.replyBytesQueuedMax) counts.replyBytesQueuedMax = queued;
-    this.server.addHeld(held - this.heldNoted);
+    const queuedDelta = queued - this.queuedNoted;
+    this.queuedNoted = queued;
+    this.server.addHeld(held - this.heldNoted, queuedDelta);
     this.heldNoted = held;
   }
 
@@ -567,10 +523,6 @@ class Connection {
   private start(call: Call): void {
     this.inFlight += 1;
     this.reserved += call.reserve;
-    if (call.estimated) {
-      this.estimatedRunning += 1;
-      this.server.estimatedStarted(1);
-    }
     const counts = this.server.counts;
     if (this.inFlight > counts.inFlightMax) counts.inFlightMax = this.inFlight;
     // A call behind a deferred one is deferred too: one connection's calls run in the order sent.
@@ -601,13 +553,13 @@ class Connection {
 
   /**
    * Arms the write stall timer while this client's queued replies are over writeBufferBytesMax,
-   * or queued at all while another connection waits for room under the owner's bound (a client
-   * that does not read must not hold that room forever); disarms it otherwise.
+   * or queued at all while another connection waits for room under the owner's bound that
+   * queued replies hold (a client that does not read must not hold that room forever); disarms it otherwise.
    */
   rewatch(): void {
     if (this.socket.destroyed) return;
     const bytes = this.queuedReplyBytes();
-    const starving = this.server.starving && !unsafeShareFlowForTests.noStarvedCutOff;
+    const starving = this.server.starvingBesides(this) && !unsafeShareFlowForTests.noStarvedCutOff;
     this.watchWrites(bytes > this.server.limits.writeBufferBytesMax || (starving && bytes > 0));
   }
 
@@ -704,7 +656,8 @@ class Connection {
    * Queues the outcome of `call` into this turn's `replies` frame (framed on process.nextTick:
    * the results of one commit group reach this client in one frame and one write). `commit`: it
    * went through the commit log (a client answered down to nothing after one is expected back).
-   * The reply bytes held for it stay held until it is framed, then its frame's bytes count.
+   * Until it is framed it holds its reply's size (a read or page) or what was held for it
+   * (ShareServer.answered); framed, its frame's bytes count.
    */
   private answer(call: Call, ok: boolean, result: unknown, commit: boolean): void {
     this.inFlight -= 1;
@@ -715,7 +668,6 @@ class Connection {
     this.replyBytes += bytes;
     this.reserved -= call.reserve;
     this.unframedHeld += this.server.answered(call, bytes);
-    if (call.estimated) this.estimatedRunning -= 1;
     if (!this.repliesScheduled) {
       this.repliesScheduled = true;
       process.nextTick(this.frameRepliesTick);
@@ -893,7 +845,7 @@ export class ShareServer {
   /** Called with the reason whenever a connection is cut off (tests, logs). */
   onReject: ((why: string) => void) | null = null;
   /** Frames and calls taken in, reply frames sent, since listen. */
-  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0, inFlightMax: 0, heldFrames: 0, replyBytesHeldMax: 0, replyBytesQueuedMax: 0, ownerReplyBytesHeldMax: 0, repliesOverEstimate: 0 };
+  readonly counts: ServerCounts = { callFrames: 0, calls: 0, replyFrames: 0, inFlightMax: 0, heldFrames: 0, replyBytesHeldMax: 0, replyBytesQueuedMax: 0, ownerReplyBytesHeldMax: 0, repliesOverReserve: 0 };
   closing = false;
   private readonly server: net.Server;
   private readonly connections = new Set<Connection>();
@@ -911,13 +863,15 @@ export class ShareServer {
   private statsValue: StoreStats | null = null;
   /** Reply bytes all connections hold (each connection's heldBytes as last noted). */
   private heldBytes = 0;
-  /** Calls running under an estimate, on all connections (ownerEstimatedCallsMax). */
-  private estimatedRunning = 0;
-  /** The running estimate of the reply of each of ESTIMATED_REPLY_OPS, shared by every connection. */
-  private readonly estimates = new Map([...ESTIMATED_REPLY_OPS].map((op) => [op, new ReplyEstimate(REPLY_ESTIMATE_INITIAL_BYTES)]));
-  /** Ends each estimate's window every REPLY_ESTIMATE_WINDOW_MS (unref'd; stopped by close and abort). */
-  private readonly estimateWindows: NodeJS.Timeout;
-  /** Connections whose next call waits for room under ownerReplyBytesHeldMax. */
+  /** The part of heldBytes queued (each connection's replies not yet taken by the kernel, as last noted). */
+  private queuedBytes = 0;
+  /** Connections whose next call waits for room under ownerReplyBytesHeldMax (rechecked whenever less is held). */
+  private readonly waitingRoom = new Set<Connection>();
+  /**
+   * Those of waitingRoom whose call would fit were the other connections' queued replies taken:
+   * they wait for clients that do not read (whose stall watch then runs). The others wait only
+   * for calls running (or for their own replies): nobody is cut off for that.
+   */
   private readonly starved = new Set<Connection>();
   private starvedRecheck: NodeJS.Immediate | null = null;
   private recheckingStarved = false;
@@ -926,10 +880,6 @@ export class ShareServer {
     this.store = store;
     this.socketPath = socketPath;
     this.limits = limits;
-    this.estimateWindows = setInterval(() => {
-      for (const e of this.estimates.values()) e.rotate();
-    }, REPLY_ESTIMATE_WINDOW_MS);
-    this.estimateWindows.unref();
     this.server = net.createServer({ allowHalfOpen: false, pauseOnConnect: false }, (socket) => {
       if (this.closing || this.connections.size >= CONNECTIONS_MAX) return void socket.destroy();
       this.connections.add(new Connection(socket, this));
@@ -1050,67 +1000,65 @@ export class ShareServer {
   }
 
   /**
-   * Sets the reply bytes held for `call` while it runs (call.reserve): the most its reply can take
-   * (replyReserveOf), or for a read or page (ESTIMATED_REPLY_OPS) the estimate of its kind plus
-   * SMALL_REPLY_BYTES when that is less (call.estimated).
+   * Sets the reply bytes held for `call` while it runs (call.reserve): the most its reply can
+   * take (replyReserveOf; the twin `optimisticReserve` holds SMALL_REPLY_BYTES for a read or page).
    */
   reserveOf(call: Call): void {
-    const most = replyReserveOf(call.op, call.args, this.limits.frameBytesMax);
-    const estimate = this.estimates.get(call.op);
-    const held = estimate === undefined || unsafeShareFlowForTests.wholeFrameReserve ? most : Math.min(most, estimate.bytes + SMALL_REPLY_BYTES);
-    call.reserve = held;
-    call.estimated = held < most;
+    const optimistic = unsafeShareFlowForTests.optimisticReserve && MEASURED_REPLY_OPS.has(call.op);
+    call.reserve = optimistic ? SMALL_REPLY_BYTES : replyReserveOf(call.op, call.args, this.limits.frameBytesMax);
   }
 
   /**
-   * Notes that `call`, whose reply takes about `bytes`, was answered (its kind's estimate, the
-   * calls running under an estimate); returns the bytes held for it until it is framed: its
-   * reservation, or its real size when larger (then the bytes held go over their bounds until it drains).
+   * The reply bytes `call`, answered with a reply of about `bytes` (roughBytes), holds until it is
+   * framed: for a read or page its reply's size (roughBytes bounds their flat results from above,
+   * and no frame exceeds the frame limit, so never more than was held), else what was held for it.
    */
   answered(call: Call, bytes: number): number {
-    this.estimates.get(call.op)?.note(bytes);
-    if (call.estimated) this.estimatedStarted(-1);
-    if (bytes <= call.reserve) return call.reserve;
-    this.counts.repliesOverEstimate += 1;
-    return bytes;
+    const whole = this.limits.frameBytesMax + SMALL_REPLY_BYTES;
+    const size = Math.min(bytes + REPLY_ENVELOPE_BYTES, whole);
+    if (size > call.reserve) this.counts.repliesOverReserve += 1;
+    if (!MEASURED_REPLY_OPS.has(call.op) || unsafeShareFlowForTests.wholeFrameReserve) return Math.max(size, call.reserve);
+    return size;
   }
 
-  /** Counts calls started (+1) or answered (-1) under an estimate; one answered may let a starved connection go on. */
-  estimatedStarted(delta: number): void {
-    this.estimatedRunning += delta;
-    assert(this.estimatedRunning >= 0, "calls running under an estimate never go below zero");
-    if (delta < 0 && this.starved.size > 0) this.scheduleStarvedRecheck();
-  }
-
-  /** Whether a connection waits for room under ownerReplyBytesHeldMax (then every connection's queued replies must progress). */
-  get starving(): boolean {
-    return this.starved.size > 0;
+  /** Whether a connection other than `conn` waits for room that queued replies hold (then every other connection's queued replies must progress). */
+  starvingBesides(conn: Connection): boolean {
+    return this.starved.size > 1 || (this.starved.size === 1 && !this.starved.has(conn));
   }
 
   /**
-   * Whether `bytes` more reply bytes fit under ownerReplyBytesHeldMax for `conn` (and, for a call
-   * held at an estimate, one more under ownerEstimatedCallsMax); if not, `conn` waits for room (it
-   * is rechecked as soon as any connection holds fewer bytes or a call under an estimate ends).
+   * Whether `bytes` more reply bytes fit under ownerReplyBytesHeldMax for `conn`; if not, `conn`
+   * waits for room (rechecked as soon as any connection holds fewer bytes), and counts as starved
+   * only when the other connections' queued replies are what it waits for.
    */
-  roomFor(conn: Connection, bytes: number, estimated: boolean): boolean {
+  roomFor(conn: Connection, bytes: number): boolean {
     conn.noteHeld();
-    const countRoom = !estimated || this.estimatedRunning < this.limits.ownerEstimatedCallsMax || unsafeShareFlowForTests.noEstimatedCallsCap;
-    if (countRoom && this.heldBytes + bytes <= this.limits.ownerReplyBytesHeldMax) {
-      if (this.starved.size > 0 && this.starved.delete(conn) && this.starved.size === 0) this.scheduleStarvedRecheck(); // disarm the others' watch
+    const cap = this.limits.ownerReplyBytesHeldMax;
+    if (this.heldBytes + bytes <= cap) {
+      if (this.waitingRoom.size > 0 && this.waitingRoom.delete(conn) && this.starved.delete(conn) && this.starved.size === 0) this.scheduleStarvedRecheck(); // disarm the others' watch
       return true;
     }
-    if (this.starved.has(conn)) return false;
-    this.starved.add(conn);
-    if (this.starved.size === 1) this.scheduleStarvedRecheck(); // arm every connection's watch
+    this.waitingRoom.add(conn);
+    const othersQueued = this.queuedBytes - conn.queuedNoted;
+    const byQueued = this.heldBytes - othersQueued + bytes <= cap || unsafeShareFlowForTests.starvedByAnyWait;
+    if (byQueued === this.starved.has(conn)) return false;
+    if (byQueued) this.starved.add(conn);
+    else this.starved.delete(conn);
+    this.scheduleStarvedRecheck(); // arm or disarm the others' watch
     return false;
   }
 
-  /** Adds `delta` to the reply bytes held (noted by a connection); less held may let a starved connection go on. */
-  addHeld(delta: number): void {
+  /**
+   * Adds `delta` to the reply bytes held and `queuedDelta` to those queued (noted by a
+   * connection). Less held may let a waiting connection go on; more queued may make one that
+   * waited only for calls running wait for a client that does not read (it is rechecked).
+   */
+  addHeld(delta: number, queuedDelta: number): void {
     this.heldBytes += delta;
-    assert(this.heldBytes >= 0, "reply bytes held never go below zero");
+    this.queuedBytes += queuedDelta;
+    assert(this.heldBytes >= 0 && this.queuedBytes >= 0, "reply bytes held never go below zero");
     if (this.heldBytes > this.counts.ownerReplyBytesHeldMax) this.counts.ownerReplyBytesHeldMax = this.heldBytes;
-    if (delta < 0 && this.starved.size > 0) this.scheduleStarvedRecheck();
+    if (this.waitingRoom.size > 0 && (delta < 0 || (queuedDelta > 0 && this.waitingRoom.size > this.starved.size))) this.scheduleStarvedRecheck();
   }
 
   private scheduleStarvedRecheck(): void {
@@ -1126,7 +1074,8 @@ export class ShareServer {
   private readonly recheckStarved = (): void => {
     this.starvedRecheck = null;
     this.recheckingStarved = true;
-    const waiting = [...this.starved];
+    const waiting = [...this.waitingRoom];
+    this.waitingRoom.clear();
     this.starved.clear();
     for (const c of waiting) c.flowAgain();
     this.recheckingStarved = false;
@@ -1140,7 +1089,8 @@ export class ShareServer {
 
   forget(conn: Connection): void {
     this.connections.delete(conn);
-    if (this.starved.delete(conn)) this.scheduleStarvedRecheck();
+    this.starved.delete(conn);
+    if (this.waitingRoom.delete(conn)) this.scheduleStarvedRecheck();
     this.settled();
   }
 
@@ -1163,7 +1113,6 @@ export class ShareServer {
    */
   abort(): void {
     this.closing = true;
-    clearInterval(this.estimateWindows);
     this.server.close();
     for (const c of this.connections) c.socket.destroy();
     fs.rmSync(this.socketPath, { force: true });
@@ -1176,7 +1125,6 @@ export class ShareServer {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    clearInterval(this.estimateWindows);
     this.release(); // calls run meanwhile were accepted: their group starts now, and they are answered before the bye
     for (const c of this.connections) c.retryWaiting(); // read but not started: not run, resent to the next owner
     const listening = new Promise<void>((resolve) => this.server.close(() => resolve()));
@@ -1219,10 +1167,13 @@ export const unsafeSharePagesForTests = { overfill: false };
  * `noStarvedCutOff` never cuts off a non-reader that holds room other connections wait for;
  * `refuseV3` refuses a protocol-3 hello (as the fifty-fourth session did); `slowKeepAliveV3` sends
  * a client that names no deadline its keep-alives every second (the period before).
- * `noEstimatedCallsCap` starts calls held at an estimate without estimatedCallsMax and
- * ownerEstimatedCallsMax (a jump from small to large replies overshoots by every call running);
- * `wholeFrameReserve` holds a whole frame for every read or page (as before the estimate: reads
- * ran about four at a time per connection).
+ And of the fifty-sixth: `optimisticReserve` holds SMALL_REPLY_BYTES for a running read or page
+ * instead of the most its reply can take (as the estimate of the fifty-fifth session did after
+ * small replies: a jump to large replies overshoots the bounds by every read running);
+ * `wholeFrameReserve` keeps an answered read's or page's whole frame held until it is framed (as
+ * before the estimate: reads ran about four per reply frame); `starvedByAnyWait` counts every
+ * connection that waits for the owner's room as starved, even when only calls running elsewhere
+ * hold it (a non-reader under writeBufferBytesMax was cut off for it).
  */
 export const unsafeShareFlowForTests = {
   cutOffUnread: false,
@@ -1234,8 +1185,9 @@ export const unsafeShareFlowForTests = {
   noStarvedCutOff: false,
   refuseV3: false,
   slowKeepAliveV3: false,
-  noEstimatedCallsCap: false,
+  optimisticReserve: false,
   wholeFrameReserve: false,
+  starvedByAnyWait: false,
 };
 
 /** The slice of reply bytes a connection hands its socket at once (the `unsliced` twin: a turn's bytes whole, as before). */

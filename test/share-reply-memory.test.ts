@@ -14,14 +14,17 @@
  * 64 × 1 MiB; (3) a non-reader that sits under writeBufferBytesMax but holds the owner-wide
  * room another client waits for is cut off after the stall limit and the other is served;
  * (4) a client that takes a 15 MiB reply at 6 MiB/s (2.5 s, the stall limit 400 ms) gets it
- * whole, while one that stops after 2 MiB is cut off; (5) a read holds the owner's estimate of
- * its reply (ReplyEstimate, checked on its own, its windows ended by hand), not a frame: 200 small reads
- * run 64 at a time on one connection (about 4 before), and when the replies jump from small to
- * 1 MiB the owner holds past its bounds at most the calls already running under the small
- * estimate (estimatedCallsMax, ownerEstimatedCallsMax; one non-reader and two). Each protection
- * has a twin that turns it off with `unsafeShareFlowForTests` (unboundedReplies, noStarvedCutOff,
- * unsliced, noEstimatedCallsCap; wholeFrameReserve shows the reads' concurrency as before) and
- * must see the failure. Waits that stand for "the owner holds it this long" are the property itself, and the
+ * whole, while one that stops after 2 MiB is cut off; (5) a running read holds a whole frame
+ * and an answered one only its reply's size, so the bounds are exact: 200 small reads at once
+ * still leave in at most two `replies` frames (about 60 when an answered read kept its frame until
+ * framed, as before the fifty-fifth session's estimate), and non-readers flooding 1 MiB reads
+ * right after small ones (one, two) never make the owner hold more than its bounds, where the
+ * estimate of the fifty-fifth session let them overshoot by every read running under it; (6) a
+ * client whose read waits only for a read running at the owner (paused at a fault point) does
+ * not count as starved, so a non-reader holding a reply under writeBufferBytesMax is not cut off
+ * for it. Each protection has a twin that turns it off with `unsafeShareFlowForTests`
+ * (unboundedReplies, noStarvedCutOff, unsliced, optimisticReserve, starvedByAnyWait;
+ * wholeFrameReserve shows the reply frames of small reads as before) and must see the failure. Waits that stand for "the owner holds it this long" are the property itself, and the
  * reader's pauses are its rate, never synchronization.
  *
  * Property stressed: the owner's reply bytes are bounded per connection and in all, and only a
@@ -29,14 +32,13 @@
  */
 import * as net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { Engram } from "../src/index.js";
+import { Engram, type FaultPoint } from "../src/index.js";
 import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
 import { shareFixture } from "./helpers/share-fixture.js";
 import { frame, raw, resetShareFlowSwitches, stateAfter, until, within } from "./helpers/share-raw.js";
 import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
 import { SMALL_REPLY_BYTES, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
-import { ReplyEstimate } from "../share/reply-estimate.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const { storeDir, open } = shareFixture("share-mem");
@@ -52,6 +54,7 @@ afterEach(() => {
 });
 
 interface Owner {
+  ownerHandle: SharedStore;
   server: ShareServer;
   owner: Engram;
   client: Engram;
@@ -59,10 +62,10 @@ interface Owner {
   rejects: string[];
 }
 
-/** An owner handle (its server observable, `stallMs` set on it) and a client handle. */
-async function serve(stallMs: number): Promise<Owner> {
+/** An owner handle (its server observable, `stallMs` set on it; reads pause at `pauseAt` if given) and a client handle. */
+async function serve(stallMs: number, pauseAt?: FaultPoint): Promise<Owner> {
   const dir = storeDir();
-  const ownerHandle = await SharedStore.open(dir, { ...OPTS, share: true });
+  const ownerHandle = await SharedStore.open(dir, { ...OPTS, share: true, ...(pauseAt === undefined ? {} : { faults: { pauseAt: [pauseAt] } }) });
   open.push(ownerHandle);
   const client = Engram.fromBackend(await SharedStore.open(dir, { ...OPTS, share: true }));
   open.push(client);
@@ -71,7 +74,7 @@ async function serve(stallMs: number): Promise<Owner> {
   server.limits.stallMs = stallMs;
   const rejects: string[] = [];
   server.onReject = (why) => rejects.push(why);
-  return { server, owner: Engram.fromBackend(ownerHandle), client, socketPath: readLockNote(dir)?.socket as string, rejects };
+  return { ownerHandle, server, owner: Engram.fromBackend(ownerHandle), client, socketPath: readLockNote(dir)?.socket as string, rejects };
 }
 
 /**
@@ -128,13 +131,10 @@ describe("the owner's reply bytes are bounded per connection and in all", () => 
     const limits = o.server.limits;
     limits.replyBytesHeldMax = limits.frameBytesMax + SMALL_REPLY_BYTES; // one read at a time
     limits.ownerReplyBytesHeldMax = limits.replyBytesHeldMax;
-    limits.estimatedCallsMax = 1; // and one under an estimate (the 15 MiB reads start under the initial 1 MiB one)
-    limits.ownerEstimatedCallsMax = 1;
     const got = await within(Promise.all([readAll(o.client, big), readAll(o.client, small)]), 60_000, "every answer");
     expect(got).toEqual([big.map(() => 15 * MiB), small.map(() => MiB)]);
     expect(o.rejects).toEqual([]);
-    // Past the bound by at most the one reply running under an estimate smaller than it (estimatedCallsMax).
-    expect(o.server.counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(limits.ownerReplyBytesHeldMax + limits.frameBytesMax);
+    expect(o.server.counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(limits.ownerReplyBytesHeldMax);
     expect(o.server.counts.replyBytesHeldMax).toBeGreaterThan(15 * MiB); // the budget was in use (a 15 MiB reply held)
   }, 90_000);
 
@@ -245,88 +245,136 @@ describe("a reader that takes a large reply slowly but steadily is not cut off",
   }, 60_000);
 });
 
-describe("a read holds an estimate of its reply: small reads keep their concurrency, a jump to large replies stays bounded", () => {
-  it("(5) the estimate: initial before any reply, up at once with a larger reply, down two windows after it", () => {
-    const e = new ReplyEstimate(MiB);
-    expect(e.bytes).toBe(MiB);
-    e.note(100);
-    expect(e.bytes).toBe(100);
-    e.note(5 * MiB);
-    expect(e.bytes).toBe(5 * MiB);
-    e.rotate(); // the next window: the large reply is still remembered
-    e.note(200);
-    expect(e.bytes).toBe(5 * MiB);
-    e.rotate(); // two windows on: only the replies of the last one count
-    expect(e.bytes).toBe(200);
-    e.rotate(); // a quiet spell forgets everything
-    expect(e.bytes).toBe(MiB);
-  });
-
+describe("a running read holds a frame and an answered one its size: small reads keep one reply frame per turn, a jump to large replies stays within the bounds", () => {
   /** Reads `key` `n` times at once from the client; every answer's value length. */
   async function readMany(o: Owner, key: string, n: number): Promise<Array<number | string>> {
     return within(readAll(o.client, Array.from({ length: n }, () => key)), 30_000, `${n} reads`);
   }
 
-  it("(5) 200 small reads at once on one connection run at least 64 at a time (a whole frame each: about 4)", async () => {
-    const o = await serve(10_000);
+  /** The `replies` frames the owner sent for 200 small reads made at once (one `calls` frame). */
+  async function replyFramesOf200(o: Owner): Promise<number> {
     await o.owner.write("s", "small");
+    const before = o.server.counts.replyFrames;
     expect(await readMany(o, "s", 200)).toEqual(Array.from({ length: 200 }, () => "OK"));
-    expect(o.server.counts.inFlightMax).toBeGreaterThanOrEqual(64); // ESTIMATED_CALLS_MAX
-    expect(o.server.counts.repliesOverEstimate).toBe(0);
+    return o.server.counts.replyFrames - before;
+  }
+
+  it("(5) 200 small reads at once leave in at most two replies frames (each read gives its frame back when answered)", async () => {
+    const o = await serve(10_000);
+    expect(await replyFramesOf200(o)).toBeLessThanOrEqual(2);
+    expect(o.server.counts.repliesOverReserve).toBe(0);
   }, 60_000);
 
-  it("(5) twin: a whole frame held for every read (wholeFrameReserve), the same reads run about 4 at a time", async () => {
+  it("(5) twin: an answered read keeps its whole frame until framed (wholeFrameReserve), the same reads take dozens of frames", async () => {
     const o = await serve(10_000);
-    await o.owner.write("s", "small");
     unsafeShareFlowForTests.wholeFrameReserve = true;
-    expect(await readMany(o, "s", 200)).toHaveLength(200);
-    expect(o.server.counts.inFlightMax).toBeLessThan(8);
+    expect(await replyFramesOf200(o)).toBeGreaterThan(20);
   }, 60_000);
 
   /**
-   * The jump: the owner learns small replies (reads of "s"), then `flooders` raw non-readers each
-   * send 60 reads of a 1 MiB value at once, at budgets of a frame + 4 MiB, 4 MiB of queued
-   * replies, and 8 calls under an estimate per connection and in all. Resolves once each is cut off.
+   * The jump: the owner answers small replies (reads of "s"), then `flooders` raw non-readers each
+   * send 60 reads of a 1 MiB value at once, at budgets of a frame + 4 MiB per connection and in
+   * all, and 4 MiB of queued replies. Resolves once each is cut off.
    */
   async function jump(o: Owner, flooders: number): Promise<void> {
     await o.owner.write("s", "small");
     await o.owner.write("v", new Uint8Array(MiB).fill(5));
     await readMany(o, "s", 50);
-    o.server.counts.replyBytesHeldMax = 0; // measured from the jump on (the 50 reads above held the initial estimate each)
+    o.server.counts.replyBytesHeldMax = 0; // measured from the jump on
     o.server.counts.ownerReplyBytesHeldMax = 0;
     const limits = o.server.limits;
     limits.replyBytesHeldMax = limits.frameBytesMax + SMALL_REPLY_BYTES + 4 * MiB;
     limits.ownerReplyBytesHeldMax = limits.replyBytesHeldMax;
     limits.writeBufferBytesMax = 4 * MiB; // the non-readers are over it: cut off after stallMs
-    limits.estimatedCallsMax = 8;
-    limits.ownerEstimatedCallsMax = 8;
     const cs = await Promise.all(Array.from({ length: flooders }, () => floodUnread(o.socketPath, "v", 60)));
     await until(() => o.rejects.filter((r) => /does not read its replies/.test(r)).length === flooders, 30_000, "every non-reader cut off");
     for (const c of cs) c.s.destroy();
   }
 
-  /** What the owner may hold past its bounds after the jump: 8 replies of 1 MiB (and their frames' few bytes). */
-  const OVER = 8 * (MiB + SMALL_REPLY_BYTES);
-
   for (const flooders of [1, 2]) {
-    it(`(5) ${flooders} non-reader(s) jumping from small replies to 1 MiB: the owner holds at most its bounds + 8 replies`, async () => {
+    it(`(5) ${flooders} non-reader(s) jumping from small replies to 1 MiB: the owner holds at most its bounds, exactly`, async () => {
       const o = await serve(500);
       await jump(o, flooders);
       const counts = o.server.counts;
-      expect(counts.repliesOverEstimate).toBeGreaterThan(0); // the jump did overshoot the small estimate
-      expect(counts.repliesOverEstimate).toBeLessThanOrEqual(8);
-      expect(counts.replyBytesHeldMax).toBeLessThanOrEqual(o.server.limits.replyBytesHeldMax + OVER);
-      expect(counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(o.server.limits.ownerReplyBytesHeldMax + OVER);
+      expect(counts.repliesOverReserve).toBe(0);
+      expect(counts.replyBytesHeldMax).toBeGreaterThan(4 * MiB); // the budget was in use
+      expect(counts.replyBytesHeldMax).toBeLessThanOrEqual(o.server.limits.replyBytesHeldMax);
+      expect(counts.ownerReplyBytesHeldMax).toBeLessThanOrEqual(o.server.limits.ownerReplyBytesHeldMax);
       expect((await o.client.write("after", "served")).ok).toBe(true);
     }, 60_000);
 
-    it(`(5) twin: ${flooders} non-reader(s), no cap on calls under an estimate (noEstimatedCallsCap): every read runs under it, the owner holds far more`, async () => {
+    it(`(5) twin: ${flooders} non-reader(s), a running read held at a small guess (optimisticReserve): the owner holds past its bounds`, async () => {
       const o = await serve(500);
-      unsafeShareFlowForTests.noEstimatedCallsCap = true;
+      unsafeShareFlowForTests.optimisticReserve = true;
       await jump(o, flooders);
       const counts = o.server.counts;
-      expect(counts.repliesOverEstimate).toBeGreaterThan(8 * flooders);
-      expect(counts.ownerReplyBytesHeldMax).toBeGreaterThan(o.server.limits.ownerReplyBytesHeldMax + OVER);
+      expect(counts.repliesOverReserve).toBeGreaterThan(8 * flooders);
+      expect(counts.ownerReplyBytesHeldMax).toBeGreaterThan(o.server.limits.ownerReplyBytesHeldMax + 8 * MiB);
     }, 60_000);
   }
+});
+
+describe("a connection that waits only for calls running elsewhere starves nobody", () => {
+  const POINT: FaultPoint = "read:after-authorize";
+  const STALL_MS = 400;
+
+  /**
+   * Budgets of a frame + 4 MiB per connection and in all: a raw non-reader S takes a 1 MiB reply
+   * and leaves most of it queued (under writeBufferBytesMax: never cut off for that); the client's
+   * read then runs and pauses at POINT, holding a frame; a second raw client D asks for a read,
+   * which cannot start beside the paused one even were S's bytes taken. Returns S, D, and the
+   * client's read (settled once POINT is released).
+   */
+  async function waitBehindRunningRead(o: Owner): Promise<{ s: Awaited<ReturnType<typeof raw>>; d: Awaited<ReturnType<typeof raw>>; read: Promise<Array<number | string>> }> {
+    const h = o.ownerHandle;
+    await o.owner.write("v", new Uint8Array(MiB).fill(7));
+    const limits = o.server.limits;
+    limits.replyBytesHeldMax = limits.frameBytesMax + SMALL_REPLY_BYTES + 4 * MiB;
+    limits.ownerReplyBytesHeldMax = limits.replyBytesHeldMax;
+    const paused = h.faults.waitFor(POINT);
+    const s = await floodUnread(o.socketPath, "v", 1);
+    await within(paused, 10_000, "S's read at the fault point");
+    h.faults.release(POINT);
+    await until(() => o.server.counts.replyBytesQueuedMax > 256 * 1024, 10_000, "S holds its reply queued");
+    const pausedAgain = h.faults.waitFor(POINT);
+    const read = readAll(o.client, ["v"]);
+    await within(pausedAgain, 10_000, "the client's read at the fault point");
+    const d = await raw(o.socketPath);
+    d.s.write(Buffer.concat([HELLO, frame({ t: "call", id: 1, op: "read", args: ["v", null] })]));
+    readers.push(s.s, d.s);
+    return { s, d, read };
+  }
+
+  /** Releases POINT until `done` holds (each read that starts meanwhile pauses there again). */
+  async function releaseUntil(o: Owner, done: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + 20_000;
+    while (!done()) {
+      if (Date.now() > deadline) throw new Error(`${what}: not within 20000 ms`);
+      o.ownerHandle.faults.release(POINT);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  it("(6) a read waiting only for a read running at the owner does not get a non-reader cut off; all are answered once it ends", async () => {
+    const o = await serve(STALL_MS, POINT);
+    const { s, d, read } = await waitBehindRunningRead(o);
+    expect(await stateAfter(read, 3 * STALL_MS)).toBe("pending"); // paused that long: the property
+    expect(o.rejects).toEqual([]);
+    expect(s.s.destroyed).toBe(false);
+    let got: Array<number | string> | null = null;
+    void read.then((r) => (got = r));
+    await releaseUntil(o, () => got !== null && d.messages.some((m) => m["t"] === "replies"), "the paused read and D's");
+    expect(got).toEqual([MiB]);
+    expect(o.rejects).toEqual([]);
+  }, 60_000);
+
+  it("(6) twin: every wait counted as starving (starvedByAnyWait), the non-reader is cut off after stallMs", async () => {
+    const o = await serve(STALL_MS, POINT);
+    unsafeShareFlowForTests.starvedByAnyWait = true;
+    const { d, read } = await waitBehindRunningRead(o);
+    await until(() => o.rejects.some((r) => /does not read its replies/.test(r)), 10_000, "the non-reader cut off");
+    let got = false;
+    void read.then(() => (got = true));
+    await releaseUntil(o, () => got && d.messages.some((m) => m["t"] === "replies"), "the paused read and D's"); // none left paused for the close
+  }, 60_000);
 });
