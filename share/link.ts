@@ -11,6 +11,12 @@
  * `silent`, and its unanswered calls are reported exactly like those of a vanished owner. Every
  * byte from the owner counts as hearing from it: replies, pongs, and the `held` keep-alives an
  * owner sends while it is not reading this connection (flow control: the pings wait unread then).
+ *
+ * A version-3 owner (a rolling upgrade) has no such flow control: it cuts off a client whose
+ * replies pile up past twice its frame limit, reading or not. On such a link the client keeps the
+ * most its calls in flight can be answered with under that bound (V3_REPLY_BUDGET_FRAMES), and
+ * holds back the calls past it, in order, until answers make room: a client that reads is never
+ * cut off by an old owner either.
  */
 import * as net from "node:net";
 import { InternalError, NotSupportedError } from "../rules/errors.js";
@@ -27,8 +33,10 @@ import {
   FrameDecoder,
   FrameWriter,
   PROTOCOL_VERSION,
+  replyReserveOf,
   roughBytes,
   SERVED_VERSIONS,
+  SMALL_REPLY_BYTES,
   type Refused,
   type Welcome,
   type WireError,
@@ -64,6 +72,14 @@ export interface Sent {
  */
 export type LinkEnd = { bye: boolean; silentMs: number; unanswered: Sent[] };
 
+/**
+ * What a version-3 owner lets pile up unread for one client before it cuts it off, in its frame
+ * limits (its writeBufferBytesMax: share/server.ts and handle.ts of 4c2d1fd^, checked on every
+ * frame it queues). A client of such an owner keeps the replies its calls in flight can take
+ * under it, less SMALL_REPLY_BYTES for pongs and frame envelopes.
+ */
+export const V3_REPLY_BUDGET_FRAMES = 2;
+
 /** Shortest and longest period of the deadline watchdog. */
 const WATCH_MS_MIN = 5;
 const WATCH_MS_MAX = 1000;
@@ -91,6 +107,16 @@ export class Link {
   private heardAt = Date.now();
   private watchedAt = Date.now();
   private pinged = false;
+  /**
+   * The most reply bytes this link's calls in flight may be answered with (Infinity but at a
+   * version-3 owner, which cuts off a client past V3_REPLY_BUDGET_FRAMES frames of unread replies).
+   */
+  private readonly replyBudget: number;
+  /** The most the replies of the calls sent and unanswered can take (replyReserveOf each), when replyBudget is finite. */
+  private replyOwed = 0;
+  private readonly owed = new Map<number, number>();
+  /** Calls not yet sent because their replies would not fit replyBudget beside those owed, in order. */
+  private readonly heldBack: Sent[] = [];
 
   private constructor(socket: net.Socket, decoder: FrameDecoder, welcome: Welcome, deadlineMs: number) {
     assert(Number.isInteger(deadlineMs) && deadlineMs >= 1, "a link's deadline is a positive number of ms");
@@ -102,6 +128,8 @@ export class Link {
     this.watchMs = Math.min(WATCH_MS_MAX, Math.max(WATCH_MS_MIN, Math.floor(deadlineMs / 4)));
     this.watch = setInterval(() => this.onWatch(), this.watchMs);
     this.watch.unref();
+    const v3 = welcome.version === 3 && !unsafeLinkForTests.noV3ReplyBudget;
+    this.replyBudget = v3 ? V3_REPLY_BUDGET_FRAMES * welcome.frameBytesMax - SMALL_REPLY_BYTES : Infinity;
   }
 
   /**
@@ -172,19 +200,42 @@ export class Link {
     this.onEnd = fn;
   }
 
-  /** Unanswered calls now. */
+  /** Unanswered calls now (held back ones included). */
   get inFlight(): number {
-    return this.sent.size;
+    return this.sent.size + this.heldBack.length;
   }
 
   /**
    * Sends one call; its promise settles with the owner's reply. The calls of one turn travel in
    * one `calls` frame (cut at CALLS_PER_FRAME_MAX calls or about BATCH_BYTES_TARGET bytes), framed
-   * on process.nextTick; a call that cannot be framed rejects with LimitExceededError, alone.
+   * on process.nextTick; a call that cannot be framed rejects with LimitExceededError, alone. At a
+   * version-3 owner a call whose reply would not fit replyBudget waits here, in order, until it does.
    */
   call(s: Sent): void {
     assert(!this.ended, "no call is sent on an ended link");
+    if (this.heldBack.length > 0 || !this.fits(s)) return void this.heldBack.push(s);
+    this.send(s);
+  }
+
+  /** Whether the reply of `s` fits replyBudget beside the replies owed (always when none is owed: a lone call goes whatever it asks). */
+  private fits(s: Sent): boolean {
+    if (this.replyBudget === Infinity || this.replyOwed === 0) return true;
+    return this.replyOwed + replyReserveOf(s.op, s.args, this.welcome.frameBytesMax) <= this.replyBudget;
+  }
+
+  /** Sends the calls held back while their replies fit replyBudget (answers made room). */
+  private sendHeldBack(): void {
+    while (this.heldBack.length > 0 && !this.ended && this.fits(this.heldBack[0] as Sent)) this.send(this.heldBack.shift() as Sent);
+  }
+
+  /** Frames `s` into this turn's batch (see call). */
+  private send(s: Sent): void {
     const id = this.nextId++;
+    if (this.replyBudget !== Infinity) {
+      const most = replyReserveOf(s.op, s.args, this.welcome.frameBytesMax);
+      this.owed.set(id, most);
+      this.replyOwed += most;
+    }
     if (this.sent.size === 0) this.heardAt = Date.now(); // silence counts from the first call that waits
     this.sent.set(id, s);
     const bytes = roughBytes(s.args);
@@ -240,7 +291,15 @@ export class Link {
   private refuse(id: number, err: unknown): void {
     const s = this.sent.get(id);
     this.sent.delete(id);
+    this.settleOwed(id);
     s?.reject(err);
+  }
+
+  /** Call `id` is answered (or was never sent): its reply no longer counts against replyBudget. */
+  private settleOwed(id: number): void {
+    if (this.replyBudget === Infinity) return;
+    this.replyOwed -= this.owed.get(id) ?? 0;
+    this.owed.delete(id);
   }
 
   /**
@@ -307,9 +366,11 @@ export class Link {
       const s = this.sent.get(id);
       if (s === undefined) continue;
       this.sent.delete(id);
+      this.settleOwed(id);
       if (r[i + 1] === true) s.resolve(r[i + 2]);
       else s.reject(errorFromWire(r[i + 2] as WireError));
     }
+    if (this.heldBack.length > 0) this.sendHeldBack();
   }
 
   /** Ends the link once (the socket closed, or `silentMs` of silence): reports the unanswered calls. */
@@ -319,7 +380,7 @@ export class Link {
     clearInterval(this.watch);
     this.batch = null; // its calls are in `sent`: reported below, never sent
     if (silentMs > 0) this.socket.destroy(); // a stalled owner that wakes finds this connection gone
-    const unanswered = [...this.sent.values()];
+    const unanswered = [...this.sent.values(), ...this.heldBack.splice(0)]; // held back: never sent, reported as the batch's are
     this.sent.clear();
     this.endedWith = { bye: this.bye, silentMs, unanswered };
     this.onEnd?.(this.endedWith);
@@ -332,7 +393,9 @@ export class Link {
 }
 
 /**
- * Test switch, never set by the engine or any option (test/share-flow-control.test.ts):
- * `noFallback` fails a connect refused by a version-3 owner, as before the fifty-fifth session.
+ * Test switches, never set by the engine or any option (test/share-flow-control.test.ts):
+ * `noFallback` fails a connect refused by a version-3 owner, as before the fifty-fifth session;
+ * `noV3ReplyBudget` sends every call to a version-3 owner at once, as before the fifty-sixth (its
+ * replies may pass that owner's cut-off, and the client is cut off reading).
  */
-export const unsafeLinkForTests = { noFallback: false };
+export const unsafeLinkForTests = { noFallback: false, noV3ReplyBudget: false };

@@ -20,8 +20,10 @@
  * so the real version-3 link (any frame is hearing from the owner; unknown messages are ignored)
  * keeps any deadline from 100 ms; another version is still refused; and a current client meeting a
  * version-3 owner (one by hand, answering as share/server.ts of 4c2d1fd^ did) says hello again in
- * version 3 and is served. Each protection has a twin that
- * turns it off with `unsafeShareFlowForTests` and must see the failure. Waits that stand for "the
+ * version 3 and is served, and keeps what its calls in flight can be answered with under that
+ * owner's cut-off (twice its frame limit unread, which the owner by hand applies as the old one
+ * did): 3 reads of 15 MiB asked for at once all arrive. Each protection has a twin that
+ * turns it off with `unsafeShareFlowForTests` (or `unsafeLinkForTests`) and must see the failure. Waits that stand for "the
  * owner holds it this long" are the property itself (a deadline passing), never synchronization.
  *
  * Property stressed: a client that reads its socket is never cut off and a live owner is never
@@ -36,7 +38,7 @@ import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
 import { shareFixture } from "./helpers/share-fixture.js";
 import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
-import { Link, unsafeLinkForTests } from "../share/link.js";
+import { Link, unsafeLinkForTests, type LinkEnd } from "../share/link.js";
 import { CALLS_IN_FLIGHT_MAX, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
 
 const POINT: FaultPoint = "write:after-sync";
@@ -52,6 +54,7 @@ afterEach(async () => {
   // until closed — left to the fixture's close, it waited for ever (a CI run under load).
   for (const h of heldOwners.splice(0)) await releaseUntil(h, h.close(), 30_000);
   unsafeLinkForTests.noFallback = false;
+  unsafeLinkForTests.noV3ReplyBudget = false;
   resetShareFlowSwitches();
 });
 
@@ -294,17 +297,30 @@ describe("flow control: the owner's backpressure is a pause the client can see",
 
   /**
    * An owner of protocol 3 by hand, as share/server.ts of 4c2d1fd^ answered: a hello of another
-   * version gets `refused` naming version 3, a version-3 hello a `welcome`, each `call` an ok reply.
+   * version gets `refused` naming version 3, a version-3 hello a `welcome`, each call (alone or in
+   * a `calls` frame) a reply — a write's version, a read's value of `valueBytes` — and, as that
+   * owner checked on every frame it queued, a client with more than twice its frame limit of
+   * replies unread is cut off (`cutOffs` counts them).
    */
-  async function versionThreeOwner(socketPath: string): Promise<{ server: net.Server; hellos: unknown[] }> {
+  async function versionThreeOwner(socketPath: string, valueBytes = 0): Promise<{ server: net.Server; hellos: unknown[]; cutOffs: number[] }> {
     const hellos: unknown[] = [];
+    const cutOffs: number[] = [];
+    const answer = (s: net.Socket, id: unknown, op: unknown): void => {
+      if (s.destroyed) return;
+      const result = op === "read" ? { status: "OK", value: Buffer.alloc(valueBytes, 1), version: 7, generation: 1, scope: "global" } : { ok: true, version: 7, generation: 1 };
+      s.write(frame({ t: "replies", r: [id, true, result] }));
+      if (s.writableLength <= 2 * FRAME_BYTES_MIN) return;
+      cutOffs.push(s.writableLength);
+      s.destroy();
+    };
     const server = net.createServer((s) => {
       s.on("error", () => undefined);
       const decoder = new FrameDecoder(FRAME_BYTES_MIN);
       s.on("data", (d: Buffer) => {
         for (const body of decoder.push(d)) {
           const m = decodeBody(body) as Record<string, unknown>;
-          if (m["t"] === "call") s.write(frame({ t: "replies", r: [m["id"], true, { ok: true, version: 7, generation: 1 }] }));
+          if (m["t"] === "call") answer(s, m["id"], m["op"]);
+          if (m["t"] === "calls") (m["ops"] as unknown[]).forEach((op, i) => answer(s, (m["id"] as number) + i, op));
           if (m["t"] !== "hello") continue;
           hellos.push(m["version"]);
           if (m["version"] !== 3) return void s.end(frame({ t: "refused", version: 3, message: `speaks share protocol version 3, this client ${String(m["version"])}` }));
@@ -313,7 +329,7 @@ describe("flow control: the owner's backpressure is a pause the client can see",
       });
     });
     await new Promise<void>((resolve) => server.listen(socketPath, resolve));
-    return { server, hellos };
+    return { server, hellos, cutOffs };
   }
 
   /** Connects a Link to a version-3 owner by hand and writes once: the write's result, or the connect's error. */
@@ -337,6 +353,38 @@ describe("flow control: the owner's backpressure is a pause the client can see",
     expect(hellos).toEqual([PROTOCOL_VERSION, 3]);
     expect(result).toMatchObject({ ok: true, version: 7 });
   });
+
+  /**
+   * Connects a Link to a version-3 owner by hand whose reads answer 15 MiB, and reads three times
+   * at once: the values' lengths, or how many calls the cut-off left unanswered; and the cut-offs.
+   */
+  async function readBigFromVersionThree(): Promise<{ outcome: { values: number[] } | { unanswered: number }; cutOffs: number[] }> {
+    const { server, cutOffs } = await versionThreeOwner(path.join(path.dirname(storeDir()), "v3big.sock"), 15 * MiB);
+    try {
+      const link = await within(Link.connect(server.address() as string, 5000, 5000), 10_000, "the connect");
+      const ended = new Promise<LinkEnd>((resolve) => link.whenEnded(resolve));
+      const read = (): Promise<{ value: Uint8Array }> => new Promise((resolve, reject) => link.call({ op: "read", args: ["big", undefined], resolve: (v) => resolve(v as { value: Uint8Array }), reject }));
+      const reads = Promise.all([read(), read(), read()]).then((rs) => ({ values: rs.map((r) => r.value.length) }));
+      const outcome = await within(Promise.race([reads, ended.then((e) => ({ unanswered: e.unanswered.length }))]), 30_000, "the reads, or the cut-off");
+      link.close();
+      return { outcome, cutOffs };
+    } finally {
+      server.close();
+    }
+  }
+
+  it("(5) a current client of a version-3 owner keeps what its calls can be answered with under that owner's cut-off: 3 reads of 15 MiB at once all arrive", async () => {
+    const { outcome, cutOffs } = await readBigFromVersionThree();
+    expect(cutOffs).toEqual([]);
+    expect(outcome).toEqual({ values: [15 * MiB, 15 * MiB, 15 * MiB] });
+  }, 60_000);
+
+  it("(5) twin: every call sent to the version-3 owner at once (noV3ReplyBudget), the same reads get the client cut off", async () => {
+    unsafeLinkForTests.noV3ReplyBudget = true;
+    const { outcome, cutOffs } = await readBigFromVersionThree();
+    expect(cutOffs.length).toBe(1);
+    expect(outcome).toMatchObject({ unanswered: expect.any(Number) });
+  }, 60_000);
 
   it("(5) twin: without the second hello (noFallback) the same connect fails NOT_SUPPORTED", async () => {
     unsafeLinkForTests.noFallback = true;
