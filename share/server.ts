@@ -354,7 +354,7 @@ class Connection {
   private replyBytes = 0;
   /** Reply bytes held for the calls running: the most each one's reply can take (replyReserveOf). */
   private reserved = 0;
-  /** The same for the calls answered into `replies` and not yet framed (framed, their exact bytes count instead). */
+  /** Reply bytes held for the calls answered into `replies` and not yet framed (ShareServer.answered; framed, their exact bytes count instead). */
   private unframedHeld = 0;
   /** This connection's part of the server's heldBytes, as last noted (noteHeld). */
   private heldNoted = 0;
