@@ -491,7 +491,7 @@ class Connection {
     const limits = this.server.limits;
     if (this.inFlight >= CALLS_IN_FLIGHT_MAX || this.queuedReplyBytes() > limits.writeBufferBytesMax) return false;
     if (unsafeShareFlowForTests.unboundedReplies) return true;
-    this.server.reserveOf(call);
+    if (call.reserve === 0) this.server.reserveOf(call); // once per call: a waiting call is checked again at each answer
     if (this.heldBytes() + call.reserve > limits.replyBytesHeldMax) return false;
     return this.server.roomFor(this, call.reserve);
   }
