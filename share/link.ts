@@ -293,6 +293,7 @@ export class Link {
     this.sent.delete(id);
     this.settleOwed(id);
     s?.reject(err);
+    if (this.heldBack.length > 0) this.sendHeldBack(); // it may have been what held them back
   }
 
   /** Call `id` is answered (or was never sent): its reply no longer counts against replyBudget. */
