@@ -171,8 +171,11 @@ export function forgetUnnamedKill(keydir: Keydir, slot: Slot): void {
  * CLEAR, or a scope's latest SCOPE_ERASE, go while an older one of the same slot or scope is on
  * disk, an expired value go while a TOMBSTONE of its slot is (olderKillOnDisk, tombstoneUnder), and
  * an erasure go while a TOMBSTONE older than it of a slot in its subtree is (tombstoneBefore).
+ * The fifty-sixth session's (test/reopen-kill-records.test.ts): `keepSupersededClear` holds an
+ * undelete's CLEAR that a later value superseded by that value's records and a window after them
+ * (clearSuperseded).
  */
-export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: false, keepDroppedKill: false, keepGeneration: false, dropOverlapping: false, ignoreOlder: false };
+export const unsafeTombstoneForTests = { keepSuperseded: false, keepUnnamed: false, keepDroppedKill: false, keepGeneration: false, dropOverlapping: false, ignoreOlder: false, keepSupersededClear: false };
 
 /**
  * True when the slot's latest CLEAR record must survive. A CLEAR lives as long as any older kill
@@ -185,7 +188,17 @@ export function clearRecordLive(slot: Slot, now: number, retentionMs: number, ke
   if (slot.clearSeg === 0) return false;
   if (olderKillOnDisk(slot.clearRecords, 1)) return true;
   const olderErasure = keydir !== undefined && olderErasurePresent(keydir, slot.scope, slot.clearSeq);
-  return clearRecordHeld(slot.tombSeg !== 0, slot.tombSeq, slot.clearSeq, olderErasure, retentionLive(slot, now, retentionMs));
+  return clearRecordHeld(slot.tombSeg !== 0, slot.tombSeq, slot.clearSeq, olderErasure, retentionLive(slot, now, retentionMs), clearSuperseded(slot));
+}
+
+/**
+ * True when a value written after the slot's latest undelete is its only value record left (or
+ * none is left): the undelete guards nothing more (rules/gc-rule.ts clearRecordHeld), and goes
+ * unless an older kill's record still needs it (fifty-sixth session; `keepSupersededClear` restores
+ * the rule before, which held it by the later value's records and a window after them).
+ */
+function clearSuperseded(slot: Slot): boolean {
+  return killSuperseded(slot.clearSeq, slot.putSeq, slot.physical, slot.seg !== 0) && !unsafeTombstoneForTests.keepSupersededClear;
 }
 
 /** True when a retained erasure of `scope` or an ancestor is older than sequence `seq` (the rule both backends share). */

@@ -145,7 +145,9 @@ async function reclaimPage(c: S.Queryable, t: Tables, rules: PassRules, erasures
 function slotAfterPass(pre: R.SlotFacts, post: R.SlotFacts, scope: string, erasures: PassErasures, now: number, windowMs: number): R.SlotFacts | null {
   const open = R.retentionWindowOpen(pre.physicalRecords, pre.reclaimedAt, now, windowMs);
   const tombLive = post.tombSeq > 0 && (open || R.tombstoneHeldByErasure(pre.listedSeq, post.tombSeq, olderErasurePresent(erasures.found, scope, post.tombSeq)));
-  const clearLive = clearRecordPresent(pre) && R.clearRecordHeld(pre.tombSeq > 0, pre.tombSeq, pre.clearSeq, olderErasurePresent(erasures.found, scope, pre.clearSeq), open);
+  // An undelete a later value superseded goes, as the engine's (gc-policy.ts clearSuperseded).
+  const clearSuperseded = R.killSuperseded(pre.clearSeq, pre.version, pre.physicalRecords, pre.physicalRecords > 0);
+  const clearLive = clearRecordPresent(pre) && R.clearRecordHeld(pre.tombSeq > 0, pre.tombSeq, pre.clearSeq, olderErasurePresent(erasures.found, scope, pre.clearSeq), open, clearSuperseded);
   if (post.physicalRecords > 0 || tombLive || R.heldByListingErasure(post.listedSeq, eraseSeqOf(erasures.kept, scope))) {
     // The forget's record goes while the slot stays: the slot forgets it, as a restarted engine,
     // which finds no record of it, does (probe's tombstoneSeq; the undelete's record then follows

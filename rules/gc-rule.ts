@@ -109,10 +109,17 @@ export function tombstoneHeldByErasure(listedSeq: number, tombSeq: number, older
  * record (`tombRecord`, at `tombSeq` below it), or a retained erasure older than it
  * (`olderErasurePresent`) could otherwise come back un-cancelled after a restart (an undelete lost
  * after GC, issue 9 defect 5); with no such kill left, while its slot's window is open (`windowOpen`).
+ * An undelete that a later value superseded (`superseded`: killSuperseded of its sequence) guards
+ * nothing against the forget — the later value outlives that kill at a restart, and while a
+ * TOMBSTONE is on disk the engine keeps an expired value (tombstoneUnder) — so neither the
+ * forget's record nor the window holds it. Held by the later value's records, it outlived the value
+ * by a window, the slot "absent" at the undelete's older generation: kept or not depending on
+ * whether a pass ran between the window's end and the write, which a restart's later reclaim time
+ * moved on the engine (backend-diff --reopen seed 32, fifty-sixth session).
  */
-export function clearRecordHeld(tombRecord: boolean, tombSeq: number, clearSeq: number, olderErasurePresent: boolean, windowOpen: boolean): boolean {
-  if (tombRecord && tombSeq < clearSeq) return true;
-  return olderErasurePresent || (clearSeq > tombSeq && windowOpen);
+export function clearRecordHeld(tombRecord: boolean, tombSeq: number, clearSeq: number, olderErasurePresent: boolean, windowOpen: boolean, superseded: boolean): boolean {
+  if (tombRecord && tombSeq < clearSeq && !superseded) return true;
+  return olderErasurePresent || (clearSeq > tombSeq && windowOpen && !superseded);
 }
 
 /**

@@ -19,10 +19,22 @@
  *   110, 113, 119, 122, 125, 128);
  * - a slot left with only its CLEAR kept the generation of a PUT and an erasure whose records
  *   went; a restart gave it the CLEAR's (forgetUnnamedKill; twin `keepGeneration`; seed 126).
+ *
+ * The fifty-sixth session's, from `node scripts/backend-diff.mjs 32 32 150 --reopen` (the engine
+ * against PostgreSQL; here engine-only, minimised by hand from the seed's 110 steps): an undelete's
+ * CLEAR whose window ended was dropped by the next pass, unless a value was written to its slot
+ * first — then that value's record held it (the window stays open while a value record is on disk)
+ * for the value's whole life and a window after, the slot "absent" at the CLEAR's older generation
+ * once the value went. Whether a pass ran between the window's end and the write decided it; on
+ * the engine a reopen's later reclaim time (engine/reclaim-clock.ts) moved that end past the pass
+ * PostgreSQL ran, and the two backends answered differently 40 s after the reopen. The cases run
+ * the sequence with and without that pass and must end the same (clearSuperseded; twin
+ * `keepSupersededClear`).
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Engram, type OpenOptions, type ProbeResult } from "../src/index.js";
 import { unsafeTombstoneForTests } from "../engine/gc-policy.js";
+import { segmentRecords } from "./helpers/segment-records.js";
 import { tempDir } from "./helpers/tmp.js";
 
 const RETENTION_MS = 86_400_000;
@@ -31,6 +43,7 @@ afterEach(() => {
   unsafeTombstoneForTests.keepDroppedKill = false;
   unsafeTombstoneForTests.dropOverlapping = false;
   unsafeTombstoneForTests.keepGeneration = false;
+  unsafeTombstoneForTests.keepSupersededClear = false;
 });
 
 /** A fresh store under an injected clock; `pass` moves the clock past the retention window. */
@@ -139,8 +152,15 @@ describe("an erasure that lists a slot, over an older erasure of an ancestor", (
   });
 });
 
-/** k in a written, forgotten, undeleted (generation 2), erased, written (generation 3), erased again; past the window, gc() twice. */
-async function clearOutlivesGeneration(name: string): Promise<{ before: ProbeResult; after: ProbeResult }> {
+/**
+ * k in a written, forgotten, undeleted (generation 2), erased, written (generation 3), erased
+ * again; past the window, gc() twice. Since the fifty-sixth session the later write supersedes the
+ * undelete, whose CLEAR then goes with the erasures (the slot is simply absent); `holdClear` keeps
+ * it as before (`keepSupersededClear`) to place the slot in the layout forgetUnnamedKill guards:
+ * only its CLEAR left, after records of a higher generation went.
+ */
+async function clearOutlivesGeneration(name: string, holdClear = true): Promise<{ before: ProbeResult; after: ProbeResult }> {
+  unsafeTombstoneForTests.keepSupersededClear = holdClear;
   const { s, dir, options, pass } = await fresh(name);
   await s.write("k", "v1", { scope: "a" });
   await s.forget("k", { scope: "a" });
@@ -169,5 +189,64 @@ describe("a slot left with only its CLEAR", () => {
     const { before, after } = await clearOutlivesGeneration("clear-generation-twin");
     expect(before).toMatchObject({ state: "absent", generation: 3 });
     expect(after).toMatchObject({ state: "absent", generation: 2 });
+  });
+
+  it("is not left at all when the later write superseded its CLEAR: it goes with the erasures", async () => {
+    const { before, after } = await clearOutlivesGeneration("clear-generation-superseded", false);
+    expect(after).toEqual(before);
+    expect(before).toMatchObject({ state: "absent", retentionPresent: false, generation: null });
+  });
+});
+
+/**
+ * k in a written, forgotten and undeleted (its CLEAR, generation 2); past the window gc() drops the
+ * value, and the CLEAR's window starts (the tombstone's too); past that window (gc() twice first
+ * when `passFirst`: the forget's record, then the CLEAR go) k is written with a 1 s TTL, and past
+ * its expiry and a window gc() runs twice. Returns probe of k before and after a restart, and the
+ * CLEAR records left on disk.
+ */
+async function undeleteThenLaterValue(name: string, passFirst: boolean): Promise<{ before: ProbeResult; after: ProbeResult; clears: number }> {
+  const { s, dir, options, pass } = await fresh(name);
+  await s.write("k", "v1", { scope: "a" });
+  await s.forget("k", { scope: "a" });
+  await s.undelete("k", { scope: "a" });
+  pass();
+  await s.gc();
+  await s.gc();
+  expect(await s.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, generation: 2 });
+  pass();
+  if (passFirst) {
+    await s.gc(); // the tombstone goes (its window ended too), which held the CLEAR in this pass
+    await s.gc(); // the CLEAR goes
+    expect(await s.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: false });
+  }
+  await s.write("k", "v2", { scope: "a", ttlMs: 1000 });
+  pass();
+  pass(); // past the expiry and a window after it
+  await s.gc();
+  await s.gc();
+  const clears = [...segmentRecords(dir).values()].flat().filter((l) => l.startsWith("C a/k ")).length;
+  const { before, after, reopened } = await acrossRestart(s, dir, options, "k", "a");
+  await reopened.close();
+  return { before, after, clears };
+}
+
+describe("an undelete whose window ended before a later write (backend-diff --reopen seed 32)", () => {
+  it("goes once the later value supersedes it: the slot is gone after the value, whether a pass ran before the write or not", async () => {
+    const plain = await undeleteThenLaterValue("clear-superseded", false);
+    const passed = await undeleteThenLaterValue("clear-superseded-pass", true);
+    expect(plain.after).toEqual(plain.before);
+    expect(plain.before).toEqual(passed.before);
+    expect(plain.before).toMatchObject({ state: "absent", retentionPresent: false, generation: null });
+    expect(plain.clears).toBe(0);
+  });
+
+  it("twin: held by the later value, it outlives it by a window: the slot stays absent at the undelete's generation", async () => {
+    unsafeTombstoneForTests.keepSupersededClear = true;
+    const plain = await undeleteThenLaterValue("clear-superseded-twin", false);
+    const passed = await undeleteThenLaterValue("clear-superseded-pass-twin", true);
+    expect(passed.before).toMatchObject({ state: "absent", retentionPresent: false });
+    expect(plain.before).toMatchObject({ state: "absent", retentionPresent: true, generation: 2 });
+    expect(plain.clears).toBe(1);
   });
 });
