@@ -194,8 +194,9 @@ export function clearRecordLive(slot: Slot, now: number, retentionMs: number, ke
 /**
  * True when a value written after the slot's latest undelete is its only value record left (or
  * none is left): the undelete guards nothing more (rules/gc-rule.ts clearRecordHeld), and goes
- * unless an older kill's record still needs it (fifty-sixth session; `keepSupersededClear` restores
- * the rule before, which held it by the later value's records and a window after them).
+ * unless an older erasure over the slot, or an older CLEAR of it, is still on disk (fifty-sixth
+ * session; `keepSupersededClear` restores the rule before, which held it by the forget's older
+ * record and by the later value's records and a window after them).
  */
 function clearSuperseded(slot: Slot): boolean {
   return killSuperseded(slot.clearSeq, slot.putSeq, slot.physical, slot.seg !== 0) && !unsafeTombstoneForTests.keepSupersededClear;

@@ -146,7 +146,7 @@ function slotAfterPass(pre: R.SlotFacts, post: R.SlotFacts, scope: string, erasu
   const open = R.retentionWindowOpen(pre.physicalRecords, pre.reclaimedAt, now, windowMs);
   const tombLive = post.tombSeq > 0 && (open || R.tombstoneHeldByErasure(pre.listedSeq, post.tombSeq, olderErasurePresent(erasures.found, scope, post.tombSeq)));
   // An undelete a later value superseded goes, as the engine's (gc-policy.ts clearSuperseded).
-  const clearSuperseded = R.killSuperseded(pre.clearSeq, pre.version, pre.physicalRecords, pre.physicalRecords > 0);
+  const clearSuperseded = R.killSuperseded(pre.clearSeq, pre.version, pre.physicalRecords, pre.physicalRecords > 0) && !unsafeReclaimForTests.keepSupersededClear;
   const clearLive = clearRecordPresent(pre) && R.clearRecordHeld(pre.tombSeq > 0, pre.tombSeq, pre.clearSeq, olderErasurePresent(erasures.found, scope, pre.clearSeq), open, clearSuperseded);
   if (post.physicalRecords > 0 || tombLive || R.heldByListingErasure(post.listedSeq, eraseSeqOf(erasures.kept, scope))) {
     // The forget's record goes while the slot stays: the slot forgets it, as a restarted engine,
@@ -217,9 +217,11 @@ function heldByOlderOverlapping(scope: string, seq: number, found: ReadonlyMap<s
  * undelete alone at the generation of values and erasures gone (the rules before the engine's
  * fifty-fourth session; each makes a parity case fail); `keepClear` keeps an undelete's record
  * (clear_gen) while something else holds its slot, after the engine's rule let it go (the rule
- * before the fifty-fifth session: the row then outlived the engine's slot by a pass).
+ * before the fifty-fifth session: the row then outlived the engine's slot by a pass);
+ * `keepSupersededClear` holds an undelete that a later value superseded by the forget's record
+ * and the window, as before the fifty-sixth session (the engine's `keepSupersededClear`).
  */
-export const unsafeReclaimForTests = { dropOverlapping: false, keepGeneration: false, keepClear: false };
+export const unsafeReclaimForTests = { dropOverlapping: false, keepGeneration: false, keepClear: false, keepSupersededClear: false };
 
 /**
  * True while the slot's undelete has its record (the engine's CLEAR on disk): an undelete sets

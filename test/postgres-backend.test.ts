@@ -451,6 +451,7 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
 
   it("twin (keepGeneration): a slot left with only its undelete keeps a later write's generation", async () => {
     unsafeReclaimForTests.keepGeneration = true;
+    unsafeReclaimForTests.keepSupersededClear = true; // since the fifty-sixth session the later write supersedes the undelete, which goes
     const { s, pass } = await clocked("cleargen_twin");
     try {
       await s.write("k", "v1", { scope: "a" });
@@ -466,12 +467,14 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
       expect(await s.probe("k", { scope: "a" })).toMatchObject({ state: "absent", retentionPresent: true, generation: 3 });
     } finally {
       unsafeReclaimForTests.keepGeneration = false;
+      unsafeReclaimForTests.keepSupersededClear = false;
       await s.close();
     }
   });
 
   it("twin (keepClear): an undelete's record kept while a later forget holds its slot outlives the engine's slot by a pass", async () => {
     unsafeReclaimForTests.keepClear = true;
+    unsafeReclaimForTests.keepSupersededClear = true; // since the fifty-sixth session v2 supersedes the undelete, which goes
     const { s, pass } = await clocked("keepclear_twin");
     try {
       const o = { scope: "t" };
@@ -493,6 +496,32 @@ describe.skipIf(skip !== null)(`the PostgreSQL backend${skip === null ? "" : ` [
       expect((await s.write("k", "v4", o)).generation).toBe(2);
     } finally {
       unsafeReclaimForTests.keepClear = false;
+      unsafeReclaimForTests.keepSupersededClear = false;
+      await s.close();
+    }
+  });
+
+  it("twin (keepSupersededClear): an undelete whose window ended, held by a value written before any pass, outlives it (backend-diff --reopen seed 32)", async () => {
+    unsafeReclaimForTests.keepSupersededClear = true;
+    const { s, pass } = await clocked("supersededclear_twin");
+    try {
+      const o = { scope: "a/b" };
+      await s.write("k", "v1", o);
+      await s.forget("k", o);
+      await s.undelete("k", o);
+      pass();
+      await s.gc();
+      await s.gc();
+      pass(); // the undelete's window ends; no pass runs before the write
+      await s.write("k", "v2", { ...o, ttlMs: 1000 });
+      pass();
+      pass();
+      await s.gc();
+      await s.gc();
+      // The parity case expects the slot gone with the value.
+      expect(await s.probe("k", o)).toMatchObject({ state: "absent", retentionPresent: true, generation: 2 });
+    } finally {
+      unsafeReclaimForTests.keepSupersededClear = false;
       await s.close();
     }
   });
