@@ -75,9 +75,11 @@ const REWRITES_IN_FLIGHT = 2;
  * check walks and schedules the next one as usual (its count and deadSeen tell a test when one ran
  * that found garbage) but sets no dead bytes and asks for no pass — the store before the checks
  * existed, where expired values and ended retention windows stayed on disk until something else
- * started a pass.
+ * started a pass. With `ignoreKillDrops`, a compaction that drops an older kill record arms no
+ * check (killRecordsGone): the latest record it held, droppable from then on, is garbage no estimate
+ * counts, and in a store left alone its segment was never compacted again (fifty-sixth session).
  */
-export const unsafeTimeCheckForTests = { off: false };
+export const unsafeTimeCheckForTests = { off: false, ignoreKillDrops: false };
 
 /**
  * Test switches, never set by the engine or any option (test/gradual-load.test.ts): `atOnce`
@@ -168,6 +170,12 @@ export class Compactor {
    */
   private lastDeathAt = -Infinity;
   private quietTimer: NodeJS.Timeout | null = null;
+  /**
+   * Slots of the publication under way whose CLEAR was live before a PUT record of theirs dropped:
+   * the drop may supersede it (gc-policy.ts clearSuperseded), and countReleasedClears then counts
+   * its bytes dead where it lies — no estimate counted them, the walks having found it live.
+   */
+  private clearsBeforeDrop: Slot[] = [];
   /** Sources unlinked in this pass whose unlink no directory fsync has followed yet. */
   private readonly unsynced: Segment[] = [];
   /** Segments of this pass whose in-place rewrite left its complete journal for the next one (CompactionResult.journalKept). */
@@ -363,6 +371,14 @@ export class Compactor {
   /** The pool's worker threads now (none before the first pass with workers): tests stop one to stand in for a thread that died. */
   workerThreadsForTests(): ReadonlyArray<{ terminate(): Promise<number> }> {
     return this.poolMade?.threads ?? [];
+  }
+
+  /**
+   * True when the background will start nothing without a call (tests): no pass running, no
+   * automatic check or time check scheduled, and no segment the space rule would choose now.
+   */
+  quiescentForTests(): boolean {
+    return this.passesRunning() === 0 && this.autoTimer === null && this.quietTimer === null && !this.checks.pending && this.chosenForSpace().length === 0;
   }
 
   /** Compactions of this store running now (0 or 1), as its pool's threads read it (`passes`; tests). */
@@ -647,6 +663,7 @@ export class Compactor {
   private publish(run: Running, result: CompactionResult, plans: ReadonlyMap<number, SegmentPlan>, now: number): T.CompactionReport {
     const { job, task } = run;
     const segs = job.group;
+    this.clearsBeforeDrop = [];
     const inPlace = task.mode === "in-place" && !result.empty;
     const keptScopes = new Set<string>();
     for (const seg of segs) addScopesOfPuts(plans.get(seg.id), keptScopes);
@@ -673,6 +690,7 @@ export class Compactor {
     });
     if (inPlace) this.publishInPlace(elementAt(segs, 0, "one segment"), result, keptScopes);
     else if (target !== null) target.deadBytes += diedDuring;
+    this.countReleasedClears(now);
     this.completed += segs.length;
     if (failure !== null) throw failure;
     return {
@@ -842,6 +860,7 @@ export class Compactor {
       assert(deadPuts.kindAt(i) === KIND_PUT, "a dead current value is a PUT record");
       const slot = deadPuts.slotAt(i);
       if (slot.physical <= 0) fail(`physical record count of ${slot.scope}/${slot.key} never goes below zero`);
+      this.noteClearBeforeDrop(slot, now);
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === deadPuts.offAt(i)) slot.seg = 0;
@@ -852,16 +871,39 @@ export class Compactor {
       const slot = keydir.get(elementAt(result.droppedScopes, i, "a scope per dropped record"), elementAt(result.droppedKeys, i, "a key per dropped record"));
       if (slot === undefined) throw new Error(`dropped record of unknown slot ${result.droppedScopes[i]}/${result.droppedKeys[i]}`);
       if (slot.physical <= 0) fail(`physical record count of ${slot.scope}/${slot.key} never goes below zero`);
+      this.noteClearBeforeDrop(slot, now);
       slot.physical -= 1;
       if (slot.physical === 0) slot.reclaimedAt = now;
       if (slot.seg === seg.id && slot.off === result.droppedOffsets[i]) slot.seg = 0;
       dies = Math.min(dies, this.deathAfterDrop(slot, now));
       touched.push(slot);
     }
-    this.killRecordsGone(result);
+    if (this.killRecordsGone(result)) dies = now;
     if (touched.length > 0) this.reclaims.reclaimed();
     this.noteDeathAt(dies);
     return touched;
+  }
+
+  /** Before a PUT record of `slot` drops: remembers the slot when its CLEAR is live now (countReleasedClears). */
+  private noteClearBeforeDrop(slot: Slot, now: number): void {
+    if (slot.clearSeg !== 0 && P.clearRecordLive(slot, now, this.host.retentionMsFor(slot.scope), this.host.keydir)) this.clearsBeforeDrop.push(slot);
+  }
+
+  /**
+   * After a publication: a CLEAR that was live before a PUT record of its slot dropped and is no
+   * longer (a later value now supersedes it: fifty-sixth session) is garbage of the segment it lies
+   * in — the pass's output, or a segment the pass did not touch, whose estimate counted it live.
+   */
+  private countReleasedClears(now: number): void {
+    const seen = new Set<Slot>();
+    for (const slot of this.clearsBeforeDrop) {
+      if (seen.has(slot) || slot.clearSeg === 0) continue;
+      seen.add(slot);
+      if (P.clearRecordLive(slot, now, this.host.retentionMsFor(slot.scope), this.host.keydir)) continue;
+      const seg = this.host.segments.get(slot.clearSeg);
+      if (seg !== undefined) seg.deadBytes += slot.clearLen;
+    }
+    this.clearsBeforeDrop = [];
   }
 
   /**
@@ -869,23 +911,30 @@ export class Compactor {
    * names every one): the latest record of a slot or scope is held while an older one is on disk
    * (gc-policy.ts olderKillOnDisk), and goes at a pass after this one. A slot no longer held (a
    * test twin's old rule dropped it first) has nothing to count: skipped, as a scope with no
-   * erasure left.
+   * erasure left. Returns true when a drop may have released a record it held (killReleases): that
+   * record, droppable from now on, lies in a segment whose dead-byte estimate does not count it and
+   * which nothing else may ever compact in a store left alone, so the caller arms a time check for
+   * now — its recount counts it, and the automatic pass follows by the space rule.
    */
-  private killRecordsGone(result: SourceResult): void {
+  private killRecordsGone(result: SourceResult): boolean {
     const keydir = this.host.keydir;
+    let released = false;
     for (let i = 0; i < result.killTypes.length; i++) {
       const type = result.killTypes[i];
       const scope = elementAt(result.killScopes, i, "a scope per dropped kill record");
       if (type === C.RecordType.SCOPE_ERASE) {
         const e = keydir.erases.get(scope);
         if (e !== undefined && e.records > 0) e.records -= 1;
+        released ||= keydir.erases.size > (e === undefined ? 0 : 1) || (e !== undefined && e.records === 1 + (e.more?.length ?? 0));
         continue;
       }
       const slot = keydir.get(scope, elementAt(result.killKeys, i, "a key per dropped kill record"));
       if (slot === undefined) continue;
       if (type === C.RecordType.TOMBSTONE && slot.tombRecords > 0) slot.tombRecords -= 1;
       if (type === C.RecordType.CLEAR && slot.clearRecords > 0) slot.clearRecords -= 1;
+      released ||= killReleases(keydir, slot, type);
     }
+    return released && !unsafeTimeCheckForTests.ignoreKillDrops;
   }
 
   /**
@@ -1378,6 +1427,19 @@ export class Compactor {
     await this.chain;
     if (this.pool !== null) await (await this.pool).destroy(); // a pool still loading is made, then destroyed
   }
+}
+
+/**
+ * True when the drop of `slot`'s kill record of `type` (its counts already lowered) may have made
+ * another record droppable that no estimate counts (gc-policy.ts): the slot's latest TOMBSTONE or
+ * CLEAR, held while an older one of its kind was on disk (olderKillOnDisk), now alone; or, the
+ * tombstone gone, the undelete it held (clearRecordHeld) or an erasure over the slot that it held
+ * (tombstoneBefore). Most drops are none of these: a plain forget's tombstone past its window.
+ */
+function killReleases(keydir: Keydir, slot: Slot, type: number | undefined): boolean {
+  if (type === C.RecordType.CLEAR) return slot.clearRecords === 1 && slot.clearSeg !== 0;
+  if (slot.tombRecords === 1 && slot.tombSeg !== 0) return true;
+  return slot.tombRecords === 0 && (slot.clearSeg !== 0 || (keydir.erases.size > 0 && keydir.eraseSeq(slot.scope) !== 0));
 }
 
 /**

@@ -83,6 +83,11 @@ export class TimeChecks {
     this.seen.deadSeen = deadSeen;
   }
 
+  /** Whether a check is scheduled (tests: a store with none pending, no pass queued and nothing chosen starts nothing). */
+  get pending(): boolean {
+    return this.dueAt < Infinity;
+  }
+
   /** Cancels the pending check (store close). */
   stop(): void {
     if (this.timer !== null) clearTimeout(this.timer);
