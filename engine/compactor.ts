@@ -78,8 +78,10 @@ const REWRITES_IN_FLIGHT = 2;
  * started a pass. With `ignoreKillDrops`, a compaction that drops an older kill record arms no
  * check (killRecordsGone): the latest record it held, droppable from then on, is garbage no estimate
  * counts, and in a store left alone its segment was never compacted again (fifty-sixth session).
+ * With `ignoreSupersedingDrops`, a PUT drop that leaves its slot's tombstone superseded arms none
+ * either (deathAfterDrop, supersedesTombstone; test/space-kill-release.test.ts).
  */
-export const unsafeTimeCheckForTests = { off: false, ignoreKillDrops: false };
+export const unsafeTimeCheckForTests = { off: false, ignoreKillDrops: false, ignoreSupersedingDrops: false };
 
 /**
  * Test switches, never set by the engine or any option (test/gradual-load.test.ts): `atOnce`
@@ -941,8 +943,10 @@ export class Compactor {
    * A record of `slot` was dropped at `now`: with none left, its retention window starts; with only
    * its current value left, an expired one is no longer held by an older record. Either may die by
    * time alone later, which no pass will report: returns when (Infinity: neither), for a time check.
+   * A drop that leaves the slot's TOMBSTONE superseded (supersedesTombstone) returns `now`.
    */
   private deathAfterDrop(slot: Slot, now: number): number {
+    if (supersedesTombstone(slot)) return now;
     if (slot.physical === 0) return now + this.retentionMsMin;
     if (slot.physical === 1 && slot.expiresAt !== 0) return Math.max(now, slot.expiresAt + this.retentionMsMin);
     return Infinity;
@@ -1427,6 +1431,17 @@ export class Compactor {
     await this.chain;
     if (this.pool !== null) await (await this.pool).destroy(); // a pool still loading is made, then destroyed
   }
+}
+
+/**
+ * True when a PUT drop left `slot`'s TOMBSTONE superseded — a later value is the slot's only value
+ * record left, or none is (gc-policy.ts tombstoneRecordLive): droppable from now whatever its
+ * window, and counted dead by no estimate, since the walks found it live while the older value was
+ * on disk. Without a check, a tombstone alone in its segment stayed there for ever in a store left
+ * alone (fifty-sixth session; `ignoreSupersedingDrops`: the engine before).
+ */
+function supersedesTombstone(slot: Slot): boolean {
+  return slot.tombSeg !== 0 && !unsafeTimeCheckForTests.ignoreSupersedingDrops && P.tombstoneSuperseded(slot);
 }
 
 /**

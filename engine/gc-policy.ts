@@ -110,7 +110,7 @@ export function tombstoneRecordLive(slot: Slot, now: number, retentionMs: number
 }
 
 /** True when a PUT later than the slot's tombstone exists and is its only value record left (or none is left). */
-function tombstoneSuperseded(slot: Slot): boolean {
+export function tombstoneSuperseded(slot: Slot): boolean {
   return killSuperseded(slot.tombSeq, slot.putSeq, slot.physical, slot.seg !== 0);
 }
 
