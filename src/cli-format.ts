@@ -92,7 +92,6 @@ export class ProgressBar {
 }
 
 const HINTS: Record<string, string> = {
-  INVALID_ARGUMENT: 'fix the argument the message names (a key is 1-1024 bytes with no NUL; a scope is "global" or e.g. "user:alice/session:1"; --dir a store directory)',
   VERSION_CONFLICT: "someone changed the key: `engram get` it again and retry with its current version",
   TOMBSTONED: "the key was forgotten: pass --clear-tombstone, or run `engram undelete` first",
   HALF_RECLAIMED: "the value is gone but its retention record survives: re-write with --clear-tombstone",
@@ -103,7 +102,26 @@ const HINTS: Record<string, string> = {
   LIMIT_EXCEEDED: "a configured limit was hit: split the work or raise the limit",
 };
 
-/** The one-line hint printed under an error code (empty when none is known). */
-export function hintFor(code: string): string {
-  return HINTS[code] ?? "";
+/**
+ * The hints of INVALID_ARGUMENT, by what the message is about, first match wins. A refused value
+ * is named at the message's start: by the tool call (`memory_write: key: ...`), by the parser
+ * (`option '--scope <scope>' ...`) or by the library (`key must ...`). An empty hint stands where
+ * the message already says what to do (ENGRAM_FAULTS, a backup TARGET, a --dir, a value's size);
+ * a message none of these names gets none either, rather than advice about something else.
+ */
+const INVALID_ARGUMENT_HINTS: ReadonlyArray<readonly [RegExp, string]> = [
+  [/^ENGRAM_FAULTS: |^backup target |^the parent directory of backup target |^cannot make the store directory |^the store path /, ""],
+  [/^backup needs a target/, "give TARGET: a new path, or an empty directory, outside the store"],
+  [/refuses "global"/, "erase the scopes below it one at a time, or delete the store's directory to erase everything"],
+  [/^(?:memory_\w+: )?key\b/, "a key is 1 to 1024 bytes of UTF-8 with no NUL, e.g. pref.theme"],
+  [/^(?:memory_\w+: )?scope\b|^option '--scope /, 'a scope is "global" or components joined by "/", each a letter or digit then up to 63 of [A-Za-z0-9._:@-], e.g. "user:alice/session:1"'],
+  [/^(?:memory_\w+: )?ttl_ms\b|^option '--ttl /, "--ttl is the value's lifetime in milliseconds, a whole number from 1 (e.g. --ttl 86400000 for a day)"],
+  [/^(?:memory_\w+: )?expected_version\b|^option '--expected-version /, "--expected-version takes the version `engram get --json` printed, or none for a key with no live value"],
+  [/^line \d+: .*nothing was imported/, "import reads a file `engram export` wrote, unchanged: export the store again"],
+];
+
+/** The one-line hint printed under an error code and its message (empty when none fits). */
+export function hintFor(code: string, message = ""): string {
+  if (code !== "INVALID_ARGUMENT") return HINTS[code] ?? "";
+  return INVALID_ARGUMENT_HINTS.find(([pattern]) => pattern.test(message))?.[1] ?? "";
 }

@@ -96,7 +96,7 @@ export function reportError(code: string, message: string, json: boolean): numbe
     printJson({ ok: false, error: code, message });
   } else {
     process.stderr.write(`engram: ${code}: ${message}\n`);
-    const hint = hintFor(code);
+    const hint = hintFor(code, message);
     if (hint !== "") process.stderr.write(`hint: ${hint}\n`);
   }
   return EXIT.ENGRAM;
