@@ -1,7 +1,8 @@
 /**
  * How the CLI opens a store, prints results and turns failures into exit codes.
  */
-import { existsSync, statSync } from "node:fs";
+import { randomUUID } from "node:crypto";
+import { existsSync, mkdirSync, rmdirSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { EngramError } from "../rules/errors.js";
 import { isPostgresUrl } from "../postgres/index.js";
@@ -9,7 +10,7 @@ import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
 import { hintFor } from "./cli-format.js";
 import { faultsFromEnv } from "./cli-faults.js";
-import { Interrupted, signalExit } from "./cli-io.js";
+import { errnoOf, Interrupted, signalExit } from "./cli-io.js";
 import { isWireError } from "./tools.js";
 import type { WireResult } from "./tools.js";
 
@@ -42,12 +43,15 @@ export function requireDir(opts: GlobalOptions): string {
  * Opens the store of `--dir`, shared (`share: true`): when an MCP server or another command holds
  * the directory, this one attaches to it instead of failing with STORE_LOCKED. With `mustExist`,
  * a missing directory is a usage error rather than a new empty store (so a typo in a read command
- * does not create one).
+ * does not create one); without it, a `--dir` that cannot hold a store is the same usage error.
  */
 export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: OpenOptions = {}): Promise<Engram> {
   const dir = requireDir(opts);
   const options = withEnvFaults(extra); // a bad ENGRAM_FAULTS is refused before anything is opened
-  if (mustExist && !isPostgresUrl(dir)) requireStoreDir(dir);
+  if (!isPostgresUrl(dir)) {
+    if (mustExist) requireStoreDir(dir);
+    else requireStorableDir(dir);
+  }
   // Every command shares the directory (API.md "Sharing"): it attaches when an MCP server or another command holds it.
   return Engram.open(dir, isPostgresUrl(dir) ? options : { share: true, ...options });
 }
@@ -68,6 +72,58 @@ export function requireStoreDir(dir: string): void {
   if (!existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
   if (!statSync(dir).isDirectory()) throw new UsageError(`${dir} is a file, not an engram store; --dir names a store's directory`);
   if (!existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
+}
+
+/** System errors of a failing device, not of a bad path: the command goes on and reports them itself (IO_ERROR). */
+const DEVICE_ERRNOS: ReadonlySet<string> = new Set(["ENOSPC", "EDQUOT", "EIO"]);
+
+/**
+ * Why `parent` cannot take a new directory ("it does not exist", "it is a file", "a directory
+ * cannot be made in it: EROFS"), or null when it can. A directory made and removed there tells
+ * (/proc, a read-only mount, no permission); a failing device answers null, for the command to
+ * report as IO_ERROR.
+ */
+export function whyNoNewDirectory(parent: string): string | null {
+  let isDir: boolean;
+  try {
+    isDir = statSync(parent).isDirectory();
+  } catch (err) {
+    return errnoOf(err) === "ENOENT" ? "it does not exist" : errnoOf(err);
+  }
+  if (!isDir) return "it is a file";
+  const probe = path.join(parent, `.engram-probe-${randomUUID().slice(0, 8)}`);
+  try {
+    mkdirSync(probe, { mode: 0o700 }); // not recursive: node 20's recursive mkdir spins for ever under /proc
+  } catch (err) {
+    return DEVICE_ERRNOS.has(errnoOf(err)) ? null : `a directory cannot be made in it: ${errnoOf(err)}`;
+  }
+  rmdirSync(probe);
+  return null;
+}
+
+/** The nearest path at or above `dir` that exists (the store's open makes the missing ones). */
+function nearestExisting(dir: string): string {
+  let at = path.resolve(dir);
+  while (!existsSync(at) && path.dirname(at) !== at) at = path.dirname(at);
+  return at;
+}
+
+/**
+ * Throws a UsageError (exit 1), as requireStoreDir does for a read, unless a command that may
+ * create a store (put, import, mcp) can open one at `dir`: a store's directory, or a directory (or
+ * a new path) where one can be made. A plain file, a path under one, and a place that takes no new
+ * directory (/proc, a read-only mount) are refused before the open, which would call them
+ * INVALID_ARGUMENT (exit 2) or, for an existing directory such as /proc, IO_ERROR.
+ */
+export function requireStorableDir(dir: string): void {
+  const what = "give --dir a store's directory, or a new or empty directory in a place you can write to";
+  const at = nearestExisting(dir);
+  if (at === path.resolve(dir)) {
+    if (!statSync(at).isDirectory()) throw new UsageError(`${dir} is a file, not an engram store; ${what}`);
+    if (existsSync(path.join(at, "segments"))) return; // a store (or one being made): the open decides
+  }
+  const why = whyNoNewDirectory(at);
+  if (why !== null) throw new UsageError(`cannot make a store at ${dir}: ${at} is not a writable directory (${why}); ${what}`);
 }
 
 /** Opens the store, runs `fn`, and always closes the store afterwards. */

@@ -2,7 +2,6 @@
  * The CLI commands that move a whole store: `backup` (an online copy), `export` (JSON Lines on
  * stdout) and `import` (from a file or stdin into a new store). docs/CLI-MCP.md describes them.
  */
-import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Command, Option } from "commander";
@@ -13,7 +12,7 @@ import { EngramError, ErrorCode, InvalidArgumentError } from "../rules/errors.js
 import { isPostgresUrl } from "../postgres/index.js";
 import { checkExport, importExport, spoolStdin } from "./cli-import.js";
 import { AtomicFile, errnoOf, interruptible, OutputError } from "./cli-io.js";
-import { EXIT, printJson, requireDir, UsageError, withEnvFaults, withStore } from "./cli-store.js";
+import { EXIT, printJson, requireDir, requireStorableDir, UsageError, whyNoNewDirectory, withEnvFaults, withStore } from "./cli-store.js";
 import type { GlobalOptions } from "./cli-store.js";
 
 /** Options of `export`. */
@@ -23,9 +22,6 @@ export interface ExportOptions extends GlobalOptions {
   output?: string;
   progress?: boolean;
 }
-
-/** System errors of a failing device, not of a bad path: the backup goes on and reports them itself (IO_ERROR). */
-const DEVICE_ERRNOS: ReadonlySet<string> = new Set(["ENOSPC", "EDQUOT", "EIO"]);
 
 /** The refusal of a backup TARGET that cannot be made where it is named. */
 function notWritable(target: string, parent: string, why: string): InvalidArgumentError {
@@ -43,21 +39,8 @@ function notWritable(target: string, parent: string, why: string): InvalidArgume
 function checkBackupTarget(target: string): void {
   if (target === "") return; // the library refuses it ("backup needs a target directory path"); resolved, it would name the working directory
   const parent = path.dirname(path.resolve(target));
-  let isDir: boolean;
-  try {
-    isDir = fs.statSync(parent).isDirectory();
-  } catch (err) {
-    throw notWritable(target, parent, errnoOf(err) === "ENOENT" ? "it does not exist" : errnoOf(err));
-  }
-  if (!isDir) throw notWritable(target, parent, "it is a file");
-  const probe = path.join(parent, `.engram-probe-${randomUUID().slice(0, 8)}`);
-  try {
-    fs.mkdirSync(probe, { mode: 0o700 }); // not recursive: node 20's recursive mkdir spins for ever under /proc
-  } catch (err) {
-    if (DEVICE_ERRNOS.has(errnoOf(err))) return;
-    throw notWritable(target, parent, `a directory cannot be made in it: ${errnoOf(err)}`);
-  }
-  fs.rmdirSync(probe);
+  const why = whyNoNewDirectory(parent);
+  if (why !== null) throw notWritable(target, parent, why);
 }
 
 /** `engram backup --dir DIR TARGET`; a TARGET that cannot be made is INVALID_ARGUMENT with nothing opened. */
@@ -168,6 +151,7 @@ function importFile(file: string): string {
 export async function cmdImport(file: string | undefined, o: GlobalOptions & { progress?: boolean }): Promise<number> {
   const dir = requireDir(o);
   const options = withEnvFaults(); // a bad ENGRAM_FAULTS is refused before anything is read or made
+  if (!isPostgresUrl(dir)) requireStorableDir(dir); // as put: a --dir that cannot hold a store is a usage error before the file is read
   const fromStdin = file === undefined || file === "-";
   if (fromStdin && process.stdin.isTTY === true) throw new UsageError("give FILE or pipe an export on stdin");
   if (!fromStdin) importFile(file);
