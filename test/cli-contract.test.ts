@@ -19,15 +19,14 @@
  * inspect and verify alike; `--quiet` / `-q` drops progress only. Each case was seen to fail with
  * its fix reverted (docs/TESTING.md).
  */
-import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { Engram } from "../src/index.js";
-import { assertBuilt, CLI_BIN } from "./helpers/built.js";
+import { assertBuilt } from "./helpers/built.js";
+import { expectNoStack, run } from "./helpers/cli-run.js";
 import { tempDir } from "./helpers/tmp.js";
 
-const DEADLINE_MS = 60_000;
 /** Slots in the large store: past the 10,000 at which export and import print progress. */
 const LARGE = 12_000;
 
@@ -35,39 +34,9 @@ let root: string;
 let large: string;
 let n = 0;
 
-interface Ran {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the built CLI to its end with `env` added; kills it and rejects after DEADLINE_MS. */
-function run(args: string[], env: Record<string, string> = {}): Promise<Ran> {
-  const child = spawn(process.execPath, [CLI_BIN, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1", ...env } });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")));
-  child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`engram ${args.join(" ")} did not exit within ${DEADLINE_MS} ms; stderr: ${stderr}`));
-    }, DEADLINE_MS);
-    child.on("close", (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
-}
-
 /** A fresh path under the test's root (not created). */
 function fresh(label: string): string {
   return path.join(root, `${label}-${++n}`);
-}
-
-/** No uncaught exception: a stack trace prints "    at " frames. */
-function expectNoStack(r: Ran): void {
-  expect(r.stderr).not.toMatch(/^\s+at |node:internal/m);
 }
 
 /** A store at a fresh path holding k = v1. */
