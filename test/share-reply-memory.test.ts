@@ -274,9 +274,11 @@ describe("a running read holds a frame and an answered one its size: small reads
   /**
    * The jump: the owner answers small replies (reads of "s"), then `flooders` raw non-readers each
    * send 60 reads of a 1 MiB value at once, at budgets of a frame + 4 MiB per connection and in
-   * all, and 4 MiB of queued replies. Resolves once each is cut off.
+   * all, and 4 MiB of queued replies. Resolves once each is cut off — or, for a twin, once `seen`
+   * holds (what it shows needs no cut-off: a CI run under load once saw the second non-reader of
+   * the twin not cut off within 30 s, which its bounds, past all by design there, do not promise).
    */
-  async function jump(o: Owner, flooders: number): Promise<void> {
+  async function jump(o: Owner, flooders: number, seen?: () => boolean): Promise<void> {
     await o.owner.write("s", "small");
     await o.owner.write("v", new Uint8Array(MiB).fill(5));
     await readMany(o, "s", 50);
@@ -287,8 +289,14 @@ describe("a running read holds a frame and an answered one its size: small reads
     limits.ownerReplyBytesHeldMax = limits.replyBytesHeldMax;
     limits.writeBufferBytesMax = 4 * MiB; // the non-readers are over it: cut off after stallMs
     const cs = await Promise.all(Array.from({ length: flooders }, () => floodUnread(o.socketPath, "v", 60)));
-    await until(() => o.rejects.filter((r) => /does not read its replies/.test(r)).length === flooders, 30_000, "every non-reader cut off");
-    for (const c of cs) c.s.destroy();
+    const cutOff = (): boolean => o.rejects.filter((r) => /does not read its replies/.test(r)).length === flooders;
+    try {
+      await until(seen ?? cutOff, 30_000, seen === undefined ? "every non-reader cut off" : "the twin's overshoot");
+    } catch (err) {
+      throw new Error(`${(err as Error).message}; cut off: ${JSON.stringify(o.rejects)}; counts ${JSON.stringify(o.server.counts)}`);
+    } finally {
+      for (const c of cs) c.s.destroy();
+    }
   }
 
   for (const flooders of [1, 2]) {
@@ -306,8 +314,8 @@ describe("a running read holds a frame and an answered one its size: small reads
     it(`(5) twin: ${flooders} non-reader(s), a running read held at a small guess (optimisticReserve): the owner holds past its bounds`, async () => {
       const o = await serve(500);
       unsafeShareFlowForTests.optimisticReserve = true;
-      await jump(o, flooders);
       const counts = o.server.counts;
+      await jump(o, flooders, () => counts.repliesOverReserve > 8 * flooders && counts.ownerReplyBytesHeldMax > o.server.limits.ownerReplyBytesHeldMax + 8 * MiB);
       expect(counts.repliesOverReserve).toBeGreaterThan(8 * flooders);
       expect(counts.ownerReplyBytesHeldMax).toBeGreaterThan(o.server.limits.ownerReplyBytesHeldMax + 8 * MiB);
     }, 60_000);
