@@ -204,7 +204,8 @@ describe("counts beside the reference", () => {
   it("edge values the reference handles sensibly give its answers", async () => {
     await sideBySide(async (ref, store) => {
       for (const o of SAME) expect(await store.listNamespaces(o), JSON.stringify(o)).toEqual(await ref.listNamespaces(o));
-      for (const o of [{ limit: 0 }, { offset: 9 }, { limit: Infinity }]) expect(await store.search(["a"], o), JSON.stringify(o)).toEqual(await ref.search(["a"], o));
+      // Without their times: each store stamps its own puts, and sideBySide's two puts of an item may fall in different milliseconds.
+      for (const o of [{ limit: 0 }, { offset: 9 }, { limit: Infinity }]) expect(untimed(await store.search(["a"], o)), String(o.limit ?? o.offset)).toEqual(untimed(await ref.search(["a"], o)));
     });
   });
 
