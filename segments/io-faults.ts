@@ -132,6 +132,13 @@ export function crashIfIoArmed(buffer: SharedArrayBuffer | null, point: FaultPoi
   if (crashArrival(buffer)) process.kill(process.pid, "SIGKILL");
 }
 
+/** Arrivals at the armed crash point still to pass before the one that kills (0 with none armed). */
+export function crashPassesLeft(buffer: SharedArrayBuffer | null): number {
+  if (buffer === null) return 0;
+  const { cells, at } = cellsOf(buffer);
+  return Math.max(0, Atomics.load(cells, at + CRASH_PASSES));
+}
+
 /** Injected failures not yet fired. */
 export function failuresLeft(buffer: SharedArrayBuffer | null): number {
   if (buffer === null) return 0;

@@ -23,6 +23,8 @@ import { createInterface } from "node:readline";
 // agent-tool layer (zod, MCP), which would double every child's start-up time.
 import { Engram } from "../../src/engram.js";
 import type { BatchOp, FaultPoint, OpenOptions } from "../../src/types.js";
+import { FaultController } from "../../engine/faults.js";
+import { CRASH_AFTER_MAX, armCrashPasses, crashPassesLeft } from "../../segments/io-faults.js";
 import { isCompactionFile, type Msg, type Mut, type Res } from "./crash-model.js";
 import { between, rng } from "./crash-proc.js";
 
@@ -45,6 +47,13 @@ export interface OpsConfig extends Common {
   crashAt?: FaultPoint;
   /** `faults.crashAfter`: arrivals at crashAt that pass before the one that kills (default 0). */
   crashAfter?: number;
+  /**
+   * Arrivals at crashAt in the work after the armed open that pass before the one that kills (with
+   * a preamble; not with crashAfter): the open is armed with crashAfter CRASH_AFTER_MAX, so none
+   * of its own arrivals kill, and the passes are set to this once it answered. How many arrivals
+   * an open makes depends on the store the preamble left, so no fixed crashAfter is sure to pass them.
+   */
+  crashAfterWork?: number;
   /** Acknowledged units to complete (then close cleanly) before reopening with crashAt armed. */
   preamble?: number;
   /** Run compact() back to back beside the writers. */
@@ -153,9 +162,24 @@ class Reporter {
   }
 }
 
-function optionsOf(c: Common & { crashAfter?: number }, crashAt?: FaultPoint): OpenOptions {
+function optionsOf(c: Common & { crashAfter?: number; crashAfterWork?: number }, crashAt?: FaultPoint): OpenOptions {
   if (crashAt === undefined) return { ...c.open };
+  if (c.crashAfterWork !== undefined) return { ...c.open, faults: { crashAt, crashAfter: CRASH_AFTER_MAX } };
   return { ...c.open, faults: c.crashAfter === undefined ? { crashAt } : { crashAt, crashAfter: c.crashAfter } };
+}
+
+/**
+ * After an open armed by `crashAfterWork`: the arrivals the open made at the crash point (all
+ * passed), and the passes left set to `crashAfterWork` so the kill comes in the work.
+ */
+function armWork(store: Engram, crashAfterWork: number): number {
+  const faults = store.faults;
+  if (!(faults instanceof FaultController) || faults.buffer === null) throw new Error("crashAfterWork: the open made no fault table");
+  const buffer = faults.buffer;
+  const openArrivals = CRASH_AFTER_MAX - crashPassesLeft(buffer);
+  if (openArrivals < 0 || openArrivals >= CRASH_AFTER_MAX) throw new Error(`crashAfterWork: the open made ${openArrivals} arrivals`);
+  armCrashPasses(buffer, crashAfterWork);
+  return openArrivals;
 }
 
 async function runOps(c: OpsConfig): Promise<void> {
@@ -234,14 +258,16 @@ async function runOps(c: OpsConfig): Promise<void> {
     await Promise.all(all);
   };
 
+  let openArrivals: number | undefined;
   if (c.preamble !== undefined) {
     emit({ t: "ready", armed: false });
     const goal = c.preamble;
     await lanes(() => rep.acked >= goal);
     await store.close();
     store = await Engram.open(c.dir, optionsOf(c, c.crashAt));
+    if (c.crashAfterWork !== undefined) openArrivals = armWork(store, c.crashAfterWork);
   }
-  emit({ t: "ready", armed: c.crashAt !== undefined });
+  emit({ t: "ready", armed: c.crashAt !== undefined, ...(openArrivals === undefined ? {} : { openArrivals }) });
   await lanes(() => false);
   stop = true;
   await store.close();

@@ -31,7 +31,7 @@ export type Res = { ver: number } | { ts: number | null };
 /** Lines on the child's stdout (one JSON object each). */
 export type Msg =
   | { t: "standby" }
-  | { t: "ready"; armed: boolean }
+  | { t: "ready"; armed: boolean; openArrivals?: number }
   | { t: "send"; u: number; muts: Mut[] }
   | { t: "ack"; u: number; r: Res[] }
   | { t: "cstart"; n: number }

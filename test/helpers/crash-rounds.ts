@@ -66,6 +66,8 @@ export interface RoundResult {
   killedByParent: boolean;
   /** The child reopened with its crash point armed. */
   armed: boolean;
+  /** With `crashAfterWork`: the arrivals at the crash point the armed open made (all passed). */
+  openArrivals: number | null;
   sendsAfterArmed: number;
   /** Acknowledgements, after arming, of units that committed something. */
   acksAfterArmed: number;
@@ -82,7 +84,7 @@ export interface RoundResult {
  */
 export async function runRound(pool: ChildPool, model: CrashModel, config: ChildConfig, kill: KillTrigger | null, label: string, clean = false): Promise<RoundResult> {
   const child = await pool.take();
-  const res: RoundResult = { exit: { code: null, signal: null, stderr: "" }, killedByParent: false, armed: false, sendsAfterArmed: 0, acksAfterArmed: 0, cstarts: 0, cdones: 0, inCompaction: false };
+  const res: RoundResult = { exit: { code: null, signal: null, stderr: "" }, killedByParent: false, armed: false, openArrivals: null, sendsAfterArmed: 0, acksAfterArmed: 0, cstarts: 0, cdones: 0, inCompaction: false };
   const seen = { ack: 0, send: 0, cstart: 0, fsevent: 0, mark: 0 };
   let failure: Error | null = null;
   let timer: NodeJS.Timeout | null = null;
@@ -96,6 +98,7 @@ export async function runRound(pool: ChildPool, model: CrashModel, config: Child
       if (m.t === "error") throw new Error(`child failed: ${m.message}`);
       if (m.t === "done" && !clean) throw new Error(`child finished its work instead of dying (${kill === null ? "crash point never reached" : "no kill trigger fired"})`);
       if (m.t === "ready" && m.armed) res.armed = true;
+      if (m.t === "ready" && m.openArrivals !== undefined) res.openArrivals = m.openArrivals;
       if (m.t === "cstart") res.cstarts += 1;
       if (m.t === "cdone") res.cdones += 1;
       model.onMessage(m);
