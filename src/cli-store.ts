@@ -2,7 +2,7 @@
  * How the CLI opens a store, prints results and turns failures into exit codes.
  */
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, rmdirSync, statSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readlinkSync, rmdirSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { EngramError } from "../rules/errors.js";
 import { isPostgresUrl } from "../postgres/index.js";
@@ -69,9 +69,20 @@ export function withEnvFaults(extra: OpenOptions = {}): OpenOptions {
  * LOCK and segments/ in it.
  */
 export function requireStoreDir(dir: string): void {
+  const target = danglingTarget(dir);
+  if (target !== null) throw new UsageError(`no store at ${dir}: it is a symbolic link to ${target}, which does not exist; point --dir at a store's directory`);
   if (!existsSync(dir)) throw new UsageError(`no store at ${dir} (nothing to read; \`engram put\` creates one)`);
   if (!statSync(dir).isDirectory()) throw new UsageError(`${dir} is a file, not an engram store; --dir names a store's directory`);
   if (!existsSync(path.join(dir, "segments"))) throw new UsageError(`${dir} is not an engram store (no segments/ in it); \`engram put\` creates one in an empty or new directory`);
+}
+
+/** What `dir` points at when it is a symbolic link whose target does not exist (a dangling link), else null. */
+function danglingTarget(dir: string): string | null {
+  try {
+    return lstatSync(dir).isSymbolicLink() && !existsSync(dir) ? readlinkSync(dir) : null;
+  } catch {
+    return null; // no such path at all, or one we may not look at: the callers' other checks judge it
+  }
 }
 
 /** System errors of a failing device, not of a bad path: the command goes on and reports them itself (IO_ERROR). */
@@ -111,12 +122,16 @@ function nearestExisting(dir: string): string {
 /**
  * Throws a UsageError (exit 1), as requireStoreDir does for a read, unless a command that may
  * create a store (put, import, mcp) can open one at `dir`: a store's directory, or a directory (or
- * a new path) where one can be made. A plain file, a path under one, and a place that takes no new
- * directory (/proc, a read-only mount) are refused before the open, which would call them
- * INVALID_ARGUMENT (exit 2) or, for an existing directory such as /proc, IO_ERROR.
+ * a new path) where one can be made. A plain file, a path under one, a symbolic link to nothing
+ * and a place that takes no new directory (/proc, a read-only mount) are refused before the open,
+ * which would call them INVALID_ARGUMENT (exit 2), IO_ERROR (an existing directory such as /proc)
+ * or, for the link, print the system's ENOENT.
  */
 export function requireStorableDir(dir: string): void {
   const what = "give --dir a store's directory, or a new or empty directory in a place you can write to";
+  // A link to nothing: the open's mkdir would meet the link itself (EEXIST), and following it to make its target is a guess.
+  const target = danglingTarget(dir);
+  if (target !== null) throw new UsageError(`cannot make a store at ${dir}: it is a symbolic link to ${target}, which does not exist; make ${target} a directory, or ${what}`);
   const at = nearestExisting(dir);
   if (at === path.resolve(dir)) {
     if (!statSync(at).isDirectory()) throw new UsageError(`${dir} is a file, not an engram store; ${what}`);

@@ -79,6 +79,11 @@ describe("a --dir that cannot hold a store: the same usage error (exit 1) for co
       return path.join(f, "sub");
     }, /^engram: cannot make a store at \S+: \S+ is not a writable directory \(it is a file\); give --dir a store's directory/m, /no store at/],
     ["a missing path under /proc", () => `/proc/engram-no-such-${process.pid}`, /^engram: cannot make a store at \/proc\/engram-no-such-\d+: \/proc is not a writable directory \(a directory cannot be made in it: E[A-Z]+\)/m, /no store at/],
+    ["a symbolic link to a missing path", () => {
+      const link = fresh("link");
+      fs.symlinkSync(path.join(root, `missing-${n}`), link);
+      return link;
+    }, /^engram: cannot make a store at \S+: it is a symbolic link to \S+missing-\d+, which does not exist; make \S+ a directory, or give --dir/m, /^engram: no store at \S+: it is a symbolic link to \S+missing-\d+, which does not exist; point --dir at a store's directory/m],
     ["/proc itself, a directory that takes no store", () => "/proc", /^engram: cannot make a store at \/proc: \/proc is not a writable directory \(a directory cannot be made in it: E[A-Z]+\)/m, /is not an engram store/],
   ];
   for (const [name, make, writeMessage, readMessage] of cases) {
@@ -100,11 +105,13 @@ describe("a --dir that cannot hold a store: the same usage error (exit 1) for co
     });
   }
 
-  it("a new nested path, an empty directory and a store still work for put and import, and no probe is left behind", async () => {
+  it("a new nested path, an empty directory, a store and a link to one still work for put and import, and no probe is left behind", async () => {
     const nested = path.join(fresh("new"), "a", "b");
     const empty = fresh("empty");
     fs.mkdirSync(empty);
-    for (const dir of [nested, empty, store]) {
+    const linked = fresh("link-to-store");
+    fs.symlinkSync(store, linked);
+    for (const dir of [nested, empty, store, linked]) {
       const r = await run(["put", "--dir", dir, "k2", "v2"]);
       expect(r.status, `${dir}: ${r.stderr}`).toBe(0);
       expect(names(dir)).toEqual(["LOCK", "segments"]);
