@@ -88,7 +88,6 @@ const ARGS_MAX = 4;
  * taken for one that takes nothing (see FrameWriter).
  */
 export const REPLY_SLICE_BYTES = 1024 * 1024;
-export { SMALL_REPLY_BYTES };
 /**
  * The default bound of reply bytes one connection holds (ServerLimits.replyBytesHeldMax), in
  * frame limits: its queued replies up to writeBufferBytesMax (2 frames) and two results of up to

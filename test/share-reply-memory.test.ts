@@ -37,8 +37,8 @@ import { SharedStore } from "../share/handle.js";
 import { readLockNote } from "../engine/lock.js";
 import { shareFixture } from "./helpers/share-fixture.js";
 import { frame, raw, resetShareFlowSwitches, stateAfter, until, within } from "./helpers/share-raw.js";
-import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION } from "../share/protocol.js";
-import { SMALL_REPLY_BYTES, unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
+import { decodeBody, FrameDecoder, FRAME_BYTES_MIN, PROTOCOL_VERSION, SMALL_REPLY_BYTES } from "../share/protocol.js";
+import { unsafeShareFlowForTests, type ShareServer } from "../share/server.js";
 
 const OPTS = { durability: "none" as const, compaction: { workers: 0 } };
 const { storeDir, open } = shareFixture("share-mem");
@@ -233,7 +233,10 @@ describe("a reader that takes a large reply slowly but steadily is not cut off",
     const o = await bigValueOwner();
     const read = slowRead(o.socketPath, "big", RATE, 2 * MiB);
     await until(() => o.rejects.some((x) => /does not read its replies/.test(x)), 10_000, "the stopped reader cut off");
-    expect(await stateAfter(read, 0)).toBe("pending"); // it never got the value (a paused socket sees no close)
+    // It never got the value. Its paused socket may see the close or not: a cut-off with bytes
+    // still unsent can reach it as a reset, whose error closes even a paused socket (a clean-clone
+    // CI run of a93cf95 saw that once; the read then settles as closed).
+    if ((await stateAfter(read, 0)) === "settled") expect(await read).toMatchObject({ valueBytes: -1, closed: true });
   }, 60_000);
 
   it("(4) twin: the reply handed to the socket whole (unsliced), the same steady reader is cut off", async () => {
