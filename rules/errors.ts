@@ -156,6 +156,19 @@ export class LimitExceededError extends EngramError {
 }
 
 /**
+ * What an IoError tells the caller to do about `errno`: a device's advice ("free space or fix the
+ * device") sends the caller the wrong way when the file system is read-only or the process lacks
+ * permission, where neither space nor the device is at fault (fifty-seventh session: a store on a
+ * read-only mount answered EROFS with the device's advice).
+ */
+export function ioAdvice(errno: string): string {
+  if (errno === "EROFS") return "the file system is mounted read-only: remount it read-write, or copy the store to a writable place";
+  if (errno === "EACCES" || errno === "EPERM") return "this process may not write there: give it write permission on the store's directory, or run it as the user that owns the store";
+  if (errno === "EMFILE" || errno === "ENFILE") return "too many open files: close other stores or raise the limit (ulimit -n)";
+  return "free space or fix the device";
+}
+
+/**
  * The file system refused a write, sync, rename or unlink (ENOSPC, EIO, ...). The affected calls
  * reject with it; the store stays readable and nothing acknowledged before is lost. `errno` is
  * the system's code name ("ENOSPC", "EIO").
@@ -167,7 +180,7 @@ export class IoError extends EngramError {
     super(
       ErrorCode.IO_ERROR,
       `${operation} failed with ${errno}${detail === undefined ? "" : ` (${detail})`}; ` +
-        `nothing of this call was acknowledged: free space or fix the device, then retry`,
+        `nothing of this call was acknowledged: ${ioAdvice(errno)}, then retry`,
     );
     this.errno = errno;
   }
