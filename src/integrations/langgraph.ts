@@ -20,6 +20,17 @@
  *   PostgresStore, a string holding U+0000 is kept (its jsonb column refuses `\u0000`; engram
  *   stores the JSON as bytes on both backends), as InMemoryStore keeps it.
  *
+ * TTL, as LangGraph's PostgresStore (InMemoryStore has none): `ttl: { defaultTtl, refreshOnRead }`
+ * and `put(…, { ttl })` in minutes, 0 never expiring; an expired item is gone from get and search
+ * at its instant on engram's clock (engram's per-write `ttlMs`; nothing to sweep). A refresh
+ * (`refreshOnRead`, or `refreshTtl` per get / search) renews the item's own TTL from now by a
+ * compare-and-set rewrite of the item as read. Where PostgresStore 1.0.5 differs (docs/API.md):
+ * a refresh keeps updatedAt (PostgresStore sets it), renews the TTL the item was put with and
+ * never gives one to an item without (PostgresStore sets `defaultTtl` on every item read, and
+ * refreshes nothing without one), applies to every search (PostgresStore: search() without a
+ * query or with a text query, not batch or vector search) and a per-call `refreshTtl: false`
+ * wins over `refreshOnRead`; a negative, NaN or over-100-year TTL is refused.
+ *
  * Layout, all in one engram scope (default "langgraph"): an item is the key
  * `i<label>/<label>/|<key>` (each part escaped so that the mapping is injective and a label
  * prefix never matches a longer label), a namespace marker is `n<label>/.../`, written when a
@@ -32,11 +43,12 @@
  */
 import { createHash } from "node:crypto";
 import { BaseStore, InvalidNamespaceError } from "@langchain/langgraph-checkpoint";
-import type { IndexConfig, Item, ListNamespacesOperation, MatchCondition, Operation, OperationResults, PutOperation, SearchItem, SearchOperation } from "@langchain/langgraph-checkpoint";
+import type { GetOperation, IndexConfig, Item, ListNamespacesOperation, MatchCondition, Operation, OperationResults, PutOperation, SearchItem, SearchOperation } from "@langchain/langgraph-checkpoint";
 import type { BatchOp, BatchResult, ForgetResult, ListEntry, ListOptions, ReadOptions, ReadResult, ScopeOption, Value, WriteOptions, WriteResult } from "../types.js";
 import { compareValues, cosineSimilarity, getTextAtPath, tokenizePath } from "./langgraph-paths.js";
 import { elementAt } from "../../rules/assert.js";
 import { InvalidArgumentError } from "../../rules/errors.js";
+import { TTL_MS_MAX } from "../../rules/limits.js";
 
 /** The calls of an engram store this class uses (an `Engram` has them all). */
 export interface LangGraphBackingStore {
@@ -58,7 +70,43 @@ export interface EngramStoreOptions {
   scope?: string;
   /** Semantic search, as InMemoryStore's `index` option: `{ dims, embeddings, fields }`. */
   index?: IndexConfig;
+  /** Expiry of items, as PostgresStore's `ttl` option (`TTLConfig`): see EngramStoreTtlConfig. */
+  ttl?: EngramStoreTtlConfig;
 }
+
+/**
+ * EngramStore's TTL configuration, PostgresStore's `TTLConfig`: times in minutes (fractions
+ * allowed), expiry kept by engram itself (a per-write `ttlMs` on engram's clock).
+ */
+export interface EngramStoreTtlConfig {
+  /** TTL in minutes of a put that gives none (0 or absent: such items never expire); at most TTL_MINUTES_MAX. */
+  defaultTtl?: number;
+  /**
+   * Whether get and search refresh the TTL of the items they return (default false, as
+   * PostgresStore 1.0.5 does: its type says `@default true`, its code refreshes only when set).
+   */
+  refreshOnRead?: boolean;
+  /** Accepted and ignored: engram hides and reclaims expired items itself, there is nothing to sweep. */
+  sweepIntervalMinutes?: number;
+}
+
+/** Options of EngramStore's `put` (PostgresStore's `PutOptions`). */
+export interface EngramPutOptions {
+  /** TTL of this item in minutes, overriding `defaultTtl`; 0 never expires (as PostgresStore); at most TTL_MINUTES_MAX. */
+  ttl?: number;
+}
+
+/** A batch put: LangGraph's PutOperation with PostgresStore's `options: { ttl }` (minutes). */
+export type EngramPutOperation = PutOperation & { options?: EngramPutOptions };
+
+/** A batch get: LangGraph's GetOperation with `refreshTtl` (default: the store's `refreshOnRead`). */
+export type EngramGetOperation = GetOperation & { refreshTtl?: boolean };
+
+/** A batch search: LangGraph's SearchOperation with `refreshTtl` (default: the store's `refreshOnRead`). */
+export type EngramSearchOperation = SearchOperation & { refreshTtl?: boolean };
+
+/** Longest TTL in minutes: engram's TTL_MS_MAX (100 years); a longer one is INVALID_ARGUMENT. */
+export const TTL_MINUTES_MAX = TTL_MS_MAX / 60_000;
 
 /**
  * Tests only. `queuePerInstance`: each EngramStore queues only its own batches (the behaviour
@@ -82,6 +130,8 @@ interface StoredItem {
   order?: number;
   /** [field, embedding] in the order InMemoryStore would score them. */
   vectors?: Array<[string, number[]]>;
+  /** The TTL in minutes the item was put with (absent: it never expires); a refresh renews it. */
+  ttl?: number;
 }
 
 /** A namespace marker as stored. */
@@ -196,8 +246,48 @@ function validateCount(what: string, name: "maxDepth" | "limit" | "offset", x: u
   throw new InvalidArgumentError(`LangGraph store: ${what} ${name} must be a whole number ≥ 0 (or Infinity), got ${got}; pass an integer such as 0, 1, 10, or ${absent}`);
 }
 
+/**
+ * Refuses a TTL (of `what`, in minutes) that is neither absent (undefined or null, which read as
+ * the default, PostgresStore's `ttl ?? defaultTtl`) nor a finite number in [0, TTL_MINUTES_MAX],
+ * before anything is written. PostgresStore takes a negative TTL as an expiry in the past (the
+ * item is written and never seen) and fails in the database on NaN.
+ */
+function validateTtl(what: string, x: unknown): void {
+  if (x === undefined || x === null) return;
+  if (typeof x === "number" && Number.isFinite(x) && x >= 0 && x <= TTL_MINUTES_MAX) return;
+  const got = typeof x === "number" ? String(x) : `${typeof x} ${JSON.stringify(x)}`;
+  throw new InvalidArgumentError(`LangGraph store: ${what} must be a number of minutes in [0, ${TTL_MINUTES_MAX}] (0: never expires), got ${got}; leave it out for the default`);
+}
+
+/** Refuses a `refreshTtl` or `refreshOnRead` (named `what`) that is neither absent nor a boolean. */
+function validateFlag(what: string, x: unknown): void {
+  if (x === undefined || x === null || typeof x === "boolean") return;
+  throw new InvalidArgumentError(`LangGraph store: ${what} must be true or false, got ${typeof x} ${JSON.stringify(x)}`);
+}
+
+/** Refuses a bad `ttl` option of the constructor (a plain object of checked fields) before the store is used. */
+function validateTtlConfig(ttl: unknown): void {
+  if (ttl === undefined) return;
+  if (typeof ttl !== "object" || ttl === null || Array.isArray(ttl)) throw new InvalidArgumentError(`LangGraph store: option ttl must be an object such as { defaultTtl: 60, refreshOnRead: true }, got ${ttl === null ? "null" : typeof ttl}`);
+  const c = ttl as Record<string, unknown>;
+  validateTtl("ttl.defaultTtl", c["defaultTtl"]);
+  validateFlag("ttl.refreshOnRead", c["refreshOnRead"]);
+}
+
+/** The TTL in ms engram writes for a TTL in minutes; 0 or absent is none (PostgresStore's `if (!effectiveTtl)`). */
+function ttlMsOf(minutes: number | undefined): number | undefined {
+  if (minutes === undefined || minutes === 0) return undefined;
+  // A fraction of a millisecond still expires, after engram's shortest TTL.
+  return Math.max(1, Math.round(minutes * 60_000));
+}
+
 /** The tail of the batches run on each backing store: batches of every EngramStore over one store run one at a time. */
 const chains = new WeakMap<LangGraphBackingStore, Promise<unknown>>();
+
+/** True when `err` is engram's VERSION_CONFLICT: another writer changed an item since it was read. */
+function isConflict(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === "VERSION_CONFLICT";
+}
 
 /** True when `ns` starts with `prefix`, label by label. */
 function hasPrefix(ns: readonly string[], prefix: readonly string[]): boolean {
@@ -238,11 +328,19 @@ export class EngramStore extends BaseStore {
   readonly scope: string;
   readonly #store: LangGraphBackingStore;
   readonly #index: (IndexConfig & { tokenized: Array<[string, string[]]> }) | undefined;
+  /** TTL in minutes of a put that gives none (undefined: none). */
+  readonly #defaultTtl: number | undefined;
+  /** Whether reads refresh TTLs when the call does not say. */
+  readonly #refreshOnRead: boolean;
 
+  /** Wraps `store`; a bad `options.ttl` is an InvalidArgumentError. */
   constructor(store: LangGraphBackingStore, options: EngramStoreOptions = {}) {
     super();
+    validateTtlConfig(options.ttl);
     this.#store = store;
     this.scope = options.scope ?? "langgraph";
+    this.#defaultTtl = options.ttl?.defaultTtl ?? undefined;
+    this.#refreshOnRead = options.ttl?.refreshOnRead ?? false;
     const index = options.index;
     this.#index = index === undefined ? undefined : { ...index, tokenized: (index.fields ?? ["$"]).map((p) => [p, p === "$" ? [p] : tokenizePath(p)]) };
   }
@@ -252,23 +350,37 @@ export class EngramStore extends BaseStore {
     return this.#index;
   }
 
-  /** get(): the item, or null. Labels may contain ":". */
-  override async get(namespace: string[], key: string): Promise<Item | null> {
+  /**
+   * get(): the item, or null (also once it expired). Labels may contain ":". With `refreshTtl`
+   * (default: `ttl.refreshOnRead`) an item put with a TTL gets that TTL again from now.
+   */
+  override async get(namespace: string[], key: string, options: { refreshTtl?: boolean } = {}): Promise<Item | null> {
     validateNamespace(namespace, { allowEmpty: true, allowReservedRoot: true });
-    return elementAt(await this.batch([{ namespace, key }]), 0, "batch answers every op");
+    const op: EngramGetOperation = { namespace, key, refreshTtl: options.refreshTtl };
+    return elementAt(await this.batch([op]), 0, "batch answers every op");
   }
 
-  /** search(): items under a namespace prefix, filtered, paginated, ranked by `query` when indexed. */
-  override async search(namespacePrefix: string[], options: { filter?: Record<string, unknown>; limit?: number; offset?: number; query?: string } = {}): Promise<SearchItem[]> {
+  /**
+   * search(): live items under a namespace prefix, filtered, paginated, ranked by `query` when
+   * indexed. With `refreshTtl` (default: `ttl.refreshOnRead`) each item returned that was put
+   * with a TTL gets that TTL again from now.
+   */
+  override async search(namespacePrefix: string[], options: { filter?: Record<string, unknown>; limit?: number; offset?: number; query?: string; refreshTtl?: boolean } = {}): Promise<SearchItem[]> {
     validateNamespace(namespacePrefix, { allowEmpty: true, allowReservedRoot: true });
-    const { filter, limit = 10, offset = 0, query } = options;
-    return elementAt(await this.batch([{ namespacePrefix, filter, limit, offset, query }]), 0, "batch answers every op");
+    const { filter, limit = 10, offset = 0, query, refreshTtl } = options;
+    const op: EngramSearchOperation = { namespacePrefix, filter, limit, offset, query, refreshTtl };
+    return elementAt(await this.batch([op]), 0, "batch answers every op");
   }
 
-  /** put(): stores or replaces an item; createdAt survives updates. */
-  override async put(namespace: string[], key: string, value: Record<string, unknown>, index?: false | string[]): Promise<void> {
+  /**
+   * put(): stores or replaces an item; createdAt survives updates. `options.ttl` (minutes, 0:
+   * never) overrides `ttl.defaultTtl`; the item then expires that long after this put.
+   */
+  override async put(namespace: string[], key: string, value: Record<string, unknown>, index?: false | string[], options?: EngramPutOptions): Promise<void> {
     validateNamespace(namespace);
-    await this.batch([{ namespace, key, value, index }]);
+    const op: EngramPutOperation = { namespace, key, value, index };
+    if (options !== undefined) op.options = options;
+    await this.batch([op]);
   }
 
   /** delete(): engram's forget of the item (a tombstone). */
@@ -317,7 +429,7 @@ export class EngramStore extends BaseStore {
       try {
         return await this.#batchOnce(operations);
       } catch (err) {
-        if ((err as { code?: unknown }).code !== "VERSION_CONFLICT" || attempt >= BATCH_RETRIES_MAX) throw err;
+        if (!isConflict(err) || attempt >= BATCH_RETRIES_MAX) throw err;
       }
     }
   }
@@ -336,11 +448,18 @@ export class EngramStore extends BaseStore {
         for (const name of ["limit", "offset"] as const) validateCount("search", name, op[name]);
       }
       if ("matchConditions" in op) for (const name of ["maxDepth", "limit", "offset"] as const) validateCount("listNamespaces", name, op[name]);
-      if ("value" in op && op.value !== null) validateValue(op.value);
+      if ("value" in op && op.value !== null) {
+        validateValue(op.value);
+        validateTtl("put options.ttl", (op as EngramPutOperation).options?.ttl);
+      }
+      if (!("value" in op)) validateFlag("refreshTtl", (op as EngramGetOperation | EngramSearchOperation).refreshTtl);
     }
+    const refreshes = new Map<string, Loaded>();
     for (const op of operations) {
       if ("key" in op && "namespace" in op && !("value" in op)) {
-        results.push(await this.#getOne(op.namespace, op.key));
+        const found = await this.#load(op.namespace, op.key);
+        if (found !== null && this.#refreshes(op)) refreshes.set(idOf(op.namespace, op.key), found);
+        results.push(found === null ? null : toItem(found.stored));
       } else if ("namespacePrefix" in op) {
         if (op.namespacePrefix.length > 0) validateNamespace(op.namespacePrefix, { allowReservedRoot: true });
         searches.push([results.length, op]);
@@ -352,9 +471,15 @@ export class EngramStore extends BaseStore {
         results.push(await this.#listNamespacesOne(op));
       }
     }
-    for (const [i, op] of searches) results[i] = await this.#searchOne(op);
-    if (puts.size === 0) return results;
+    for (const [i, op] of searches) results[i] = await this.#searchOne(op, this.#refreshes(op) ? refreshes : undefined);
+    // A put of the batch sets its item's TTL itself; refreshing the old value would undo it.
+    for (const id of puts.keys()) refreshes.delete(id);
+    if (puts.size === 0) {
+      await this.#refresh([...refreshes.values()]);
+      return results;
+    }
     const updated = await this.#commitPuts([...puts.values()]);
+    await this.#refresh([...refreshes.values()]);
     // InMemoryStore hands out its live item objects and updates them in place at the end of the
     // batch: a get of an item that existed and that the same batch puts shows the update.
     for (const [i, op] of operations.entries()) {
@@ -374,9 +499,34 @@ export class EngramStore extends BaseStore {
     return { stored, version: r.version, order: stored.order ?? r.version };
   }
 
-  async #getOne(ns: string[], key: string): Promise<Item | null> {
-    const found = await this.#load(ns, key);
-    return found === null ? null : toItem(found.stored);
+  /** Whether a get or search refreshes the TTLs of what it returns: its `refreshTtl`, else `refreshOnRead`. */
+  #refreshes(op: Operation): boolean {
+    return (op as EngramGetOperation | EngramSearchOperation).refreshTtl ?? this.#refreshOnRead;
+  }
+
+  /**
+   * Rewrites each item read (that has a TTL) unchanged but for a TTL counted from now, each
+   * compare-and-set on the version read, so that a refresh never brings back an item deleted or
+   * expired since, nor overwrites a newer put (that write's value and TTL stand). A refresh that
+   * loses such a race is dropped, not retried: it never fails the read that asked for it.
+   */
+  async #refresh(read: Loaded[]): Promise<void> {
+    const ops: BatchOp[] = [];
+    for (const l of read) {
+      const ttlMs = ttlMsOf(l.stored.ttl);
+      if (ttlMs === undefined) continue;
+      // createdAt, updatedAt and the creation order stay: a read is not an update.
+      const value = JSON.stringify({ ...l.stored, order: l.order } satisfies StoredItem);
+      ops.push({ op: "write", key: itemKey(l.stored.ns, l.stored.key), value, scope: this.scope, expectedVersion: l.version, ttlMs });
+    }
+    if (ops.length === 0) return;
+    try {
+      await this.#store.batch(ops);
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+      // One lost race fails the whole atomic batch: refresh the others one by one.
+      for (const op of ops) await this.#store.batch([op]).catch((e: unknown) => (isConflict(e) ? undefined : Promise.reject(e)));
+    }
   }
 
   /** Every key under `prefix` in this store's scope. */
@@ -417,7 +567,7 @@ export class EngramStore extends BaseStore {
   }
 
   /** The items under `prefix` in InMemoryStore's order: namespaces by first touch, then by creation. */
-  async #candidates(prefix: readonly string[]): Promise<StoredItem[]> {
+  async #candidates(prefix: readonly string[]): Promise<Loaded[]> {
     const keys = [...(await this.#keys(`i${nsPart(prefix)}`)), ...(await this.#keys("hi"))];
     const found: Loaded[] = [];
     for (const key of keys) {
@@ -429,20 +579,30 @@ export class EngramStore extends BaseStore {
     const nsOrder = new Map((await this.#namespaces()).map((n) => [JSON.stringify(n.ns), n.order]));
     const rank = (l: Loaded): number => nsOrder.get(JSON.stringify(l.stored.ns)) ?? Number.MAX_SAFE_INTEGER;
     found.sort((a, b) => rank(a) - rank(b) || a.order - b.order);
-    return found.map((l) => l.stored);
+    return found;
   }
 
-  async #searchOne(op: SearchOperation): Promise<SearchItem[]> {
-    let candidates = await this.#candidates(op.namespacePrefix);
+  /** One search's answer; the items it returns are added to `refreshes` when given (by id). */
+  async #searchOne(op: SearchOperation, refreshes?: Map<string, Loaded>): Promise<SearchItem[]> {
+    const loaded = await this.#candidates(op.namespacePrefix);
+    const byId = new Map(loaded.map((l) => [idOf(l.stored.ns, l.stored.key), l]));
+    let candidates = loaded.map((l) => l.stored);
     const filter = op.filter;
     if (filter) candidates = candidates.filter((s) => Object.entries(filter).every(([k, v]) => compareValues(s.value[k], v)));
     const offset = op.offset ?? 0;
     const limit = op.limit ?? 10;
+    let answer: SearchItem[] | undefined;
     if (op.query && this.#index?.embeddings) {
       const vector = await this.#index.embeddings.embedQuery(op.query);
-      if (vector) return this.#score(candidates, vector, offset, limit);
+      if (vector) answer = this.#score(candidates, vector, offset, limit);
     }
-    return candidates.slice(offset, offset + limit).map((s) => ({ ...toItem(s), score: undefined }));
+    answer ??= candidates.slice(offset, offset + limit).map((s) => ({ ...toItem(s), score: undefined }));
+    for (const item of answer) {
+      const id = idOf(item.namespace, item.key);
+      const l = byId.get(id);
+      if (refreshes !== undefined && l !== undefined) refreshes.set(id, l);
+    }
+    return answer;
   }
 
   /** InMemoryStore's scoreResults: best vector per item, deduplicated, then scoreless items to fill. */
@@ -545,10 +705,15 @@ export class EngramStore extends BaseStore {
       }
       const stored: StoredItem = { ns: [...op.namespace], key: op.key, value: op.value, createdAt: old?.stored.createdAt ?? now, updatedAt: now };
       if (old !== null) stored.order = old.order;
+      // PostgresStore's `ttl ?? defaultTtl`, where 0 (either) means no expiry.
+      const ttl = (op as EngramPutOperation).options?.ttl ?? this.#defaultTtl;
+      const ttlMs = ttlMsOf(ttl ?? undefined);
+      if (ttlMs !== undefined) stored.ttl = ttl as number;
       const v = vectors.get(idOf(op.namespace, op.key));
       if (v !== undefined) stored.vectors = v;
       const json = JSON.stringify(stored);
-      ops.push({ op: "write", key, value: json, scope: this.scope, expectedVersion: old?.version ?? null });
+      // No ttlMs without a TTL: engram's own retention for the scope (none by default) applies.
+      ops.push({ op: "write", key, value: json, scope: this.scope, expectedVersion: old?.version ?? null, ...(ttlMs === undefined ? {} : { ttlMs }) });
       // As a later get reads it (JSON's conversions applied: a Date is its string), not as given.
       if (old !== null) updated.set(idOf(op.namespace, op.key), JSON.parse(json) as StoredItem);
     }
