@@ -34,7 +34,17 @@
  * Every 10 calls and at the end the whole contents compare: live namespaces, and every item of
  * each (value, key, fresh-or-updated). Counters of the tolerated differences must be non-zero, so
  * the run shows it met them. A second test pins each listed departure on a small fixed case,
- * EngramStore's answer and PostgresStore's side by side.
+ * EngramStore's answer and PostgresStore's side by side. A third runs one TTL scenario on both
+ * in real time (PostgresStore expires by the server's clock, so time cannot be faked): TTLs of
+ * fractions of a minute (3 s, 6 s), every wait a 50 ms poll with a deadline, never a bare sleep.
+ * It compares what get and search show before and after expiry (a default TTL, a per-put and a
+ * batch `options.ttl`, ttl 0) and that an item read under refreshOnRead outlives its twin, and
+ * pins the TTL departures docs/API.md lists: PostgresStore's refresh moves updated_at and gives
+ * an item without a TTL one (its `expires_at` read from its table), its refreshOnRead left out
+ * refreshes nothing, its listNamespaces keeps an expired namespace until `sweepExpiredItems`, a
+ * put over an expired row keeps its created_at, a negative TTL is written as already expired
+ * and NaN as none, where EngramStore refuses both. A view taken when a stalled machine may have
+ * passed the expiry instant is not compared (the run says so).
  *
  * Property stressed: EngramStore answers as LangGraph's real durable store does, except where
  * docs/API.md says it follows InMemoryStore instead. ENGRAM_LGPG_OPS (default 300) and
@@ -42,9 +52,10 @@
  */
 import { PostgresStore } from "@langchain/langgraph-checkpoint-postgres/store";
 import type { Item, Operation } from "@langchain/langgraph-checkpoint";
+import pg from "pg";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Engram } from "../src/index.js";
-import { EngramStore } from "../src/integrations/langgraph.js";
+import { EngramStore, itemKey } from "../src/integrations/langgraph.js";
 import { dropSchemas, PG_SKIP, PG_URL, storeUrl } from "./helpers/pg.js";
 import { rng } from "./helpers/rng.js";
 import { tempDir } from "./helpers/tmp.js";
@@ -542,6 +553,131 @@ describe("each listed departure from PostgresStore, pinned", () => {
     } finally {
       await engram.close();
       await ref.stop();
+    }
+  });
+});
+
+/** Waits, polling every 50 ms, until `cond` holds; fails past `deadlineMs`. */
+async function until(what: string, cond: () => Promise<boolean>, deadlineMs = 20_000): Promise<void> {
+  const end = Date.now() + deadlineMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out after ${deadlineMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** PostgresStore's `expires_at` of an item, in ms (null: none), read from its table. */
+async function pgExpiry(schema: string, ns: string[], key: string): Promise<number | null> {
+  const pool = new pg.Pool({ connectionString: PG_URL as string, max: 1 });
+  try {
+    const r = await pool.query(`SELECT expires_at FROM "${schema}".store WHERE namespace_path = $1 AND key = $2`, [ns.join(":"), key]);
+    const at = (r.rows[0] as { expires_at: Date | null } | undefined)?.expires_at;
+    return at === undefined || at === null ? null : at.getTime();
+  } finally {
+    await pool.end();
+  }
+}
+
+describe("TTL beside PostgresStore, in real time", () => {
+  it.skipIf(PG_SKIP !== null)(`the same TTL scenario shows the same items before and after expiry; each TTL departure pinned${skipNote}`, async () => {
+    vi.useRealTimers(); // PostgresStore expires by the server's CURRENT_TIMESTAMP: only real time moves it.
+    const engram = await Engram.open(tempDir("lgpg-ttl"), { compaction: { workers: 0 } });
+    const schemaA = `${tag}_ttl_a`;
+    const schemaB = `${tag}_ttl_b`;
+    // A: defaultTtl 3 s, no refresh (refreshOnRead left out: PostgresStore's code reads it as false).
+    const eng = new EngramStore(engram, { scope: "ttla", ttl: { defaultTtl: 0.05 } });
+    const ref = new PostgresStore({ connectionOptions: PG_URL as string, schema: schemaA, ttl: { defaultTtl: 0.05 } });
+    // B: defaultTtl 6 s, refreshOnRead.
+    const engR = new EngramStore(engram, { scope: "ttlb", ttl: { defaultTtl: 0.1, refreshOnRead: true } });
+    const refR = new PostgresStore({ connectionOptions: PG_URL as string, schema: schemaB, ttl: { defaultTtl: 0.1, refreshOnRead: true } });
+    const visible = async (s: AnyStore): Promise<unknown> => ({
+      gets: await Promise.all(["a", "b", "c", "d"].map(async (k) => (await s.get(k === "a" ? ["ttl", "short"] : ["ttl", "long"], k))?.value ?? null)),
+      search: (await s.search(["ttl"], { limit: 100 })).map((i) => i.key).sort(),
+    });
+    try {
+      await ref.setup();
+      await refR.setup();
+      for (const s of [eng, ref]) {
+        await s.put(["ttl", "short"], "a", { v: "a" });
+        await s.put(["ttl", "long"], "b", { v: "b" }, undefined, { ttl: 1 });
+        await s.put(["ttl", "long"], "c", { v: "c" }, undefined, { ttl: 0 });
+        await batchOn(s, [{ namespace: ["ttl", "long"], key: "d", value: { v: "d" }, options: { ttl: 0.05 } } as Operation]);
+        await s.put(["ttl", "again"], "x", { v: "x1" });
+      }
+      // Before expiry: both see every item (checked only while 3 s are surely not up: a stalled
+      // machine would make the two views straddle the instant).
+      const expA = [(await engram.probe(itemKey(["ttl", "short"], "a"), { scope: "ttla" })).expiresAt, await pgExpiry(schemaA, ["ttl", "short"], "a")];
+      const before = [await visible(eng), await visible(ref)];
+      if (Date.now() < Math.min(...(expA as number[])) - 500) {
+        const all = { gets: [{ v: "a" }, { v: "b" }, { v: "c" }, { v: "d" }], search: ["a", "b", "c", "d", "x"] };
+        expect(before).toEqual([all, all]);
+      } else console.log("langgraph-postgres-reference TTL: the machine stalled past the expiry; the before-expiry view is not checked");
+      // Without refreshOnRead neither store moved an expiry on those reads.
+      expect([(await engram.probe(itemKey(["ttl", "short"], "a"), { scope: "ttla" })).expiresAt, await pgExpiry(schemaA, ["ttl", "short"], "a")]).toEqual(expA);
+      await until("both stores to expire a", async () => (await eng.get(["ttl", "short"], "a")) === null && (await ref.get(["ttl", "short"], "a")) === null);
+      await until("both stores to expire x", async () => (await eng.get(["ttl", "again"], "x")) === null && (await ref.get(["ttl", "again"], "x")) === null);
+      const after = await visible(eng);
+      expect(after).toEqual({ gets: [null, { v: "b" }, { v: "c" }, null], search: ["b", "c"] });
+      expect(await visible(ref)).toEqual(after);
+      // Namespaces of expired items: both list ["ttl", "short"] (PostgresStore until a sweep).
+      expect(await eng.listNamespaces()).toEqual([["ttl", "again"], ["ttl", "long"], ["ttl", "short"]]);
+      expect(await ref.listNamespaces()).toEqual([["ttl", "again"], ["ttl", "long"], ["ttl", "short"]]);
+      // A put over an expired item: a new item in EngramStore; PostgresStore updates the unswept row, keeping its created_at.
+      for (const s of [eng, ref]) await s.put(["ttl", "again"], "x", { v: "x2" }, undefined, { ttl: 0 });
+      expect([seen(await eng.get(["ttl", "again"], "x"))?.fresh, seen(await ref.get(["ttl", "again"], "x"))?.fresh]).toEqual([true, false]);
+      // The sweep deletes PostgresStore's expired rows (a, d); then it no longer lists ["ttl", "short"]. EngramStore still does.
+      expect(await ref.sweepExpiredItems()).toBe(2);
+      expect(await ref.listNamespaces()).toEqual([["ttl", "again"], ["ttl", "long"]]);
+      expect(await eng.listNamespaces()).toEqual([["ttl", "again"], ["ttl", "long"], ["ttl", "short"]]);
+      // Bad TTLs: EngramStore refuses them; PostgresStore writes a negative one as an expiry in
+      // the past (the item is never seen) and NaN as no TTL (its `if (!effectiveTtl)`).
+      expect(await outcome(eng.put(["ttl", "bad"], "neg", { v: 1 }, undefined, { ttl: -1 }))).toMatchObject({ refused: expect.stringMatching(/ttl must be a number of minutes/) });
+      expect(await outcome(ref.put(["ttl", "bad"], "neg", { v: 1 }, undefined, { ttl: -1 }))).toBeUndefined();
+      expect([await ref.get(["ttl", "bad"], "neg"), (await pgExpiry(schemaA, ["ttl", "bad"], "neg"))! < Date.now()]).toEqual([null, true]);
+      expect(await outcome(eng.put(["ttl", "bad"], "nan", { v: 1 }, undefined, { ttl: NaN }))).toMatchObject({ refused: expect.stringMatching(/got NaN/) });
+      expect(await outcome(ref.put(["ttl", "bad"], "nan", { v: 1 }, undefined, { ttl: NaN }))).toBeUndefined();
+      expect([(await ref.get(["ttl", "bad"], "nan"))?.value, await pgExpiry(schemaA, ["ttl", "bad"], "nan")]).toEqual([{ v: 1 }, null]);
+
+      // B: refreshOnRead. x is read 3 s after its put, y never; z was put with ttl 0.
+      for (const s of [engR, refR]) {
+        await s.put(["r"], "x", { k: "x" });
+        await s.put(["r"], "y", { k: "y" });
+        await s.put(["r"], "z", { k: "z" }, undefined, { ttl: 0 });
+      }
+      const t0 = Date.now();
+      // Reads that refresh nothing: PostgresStore's get and search() refresh under refreshOnRead
+      // whatever the call says (`refreshTtl || refreshOnRead`); its batch search never does.
+      const peek = async (s: AnyStore, k?: string): Promise<Item[]> => {
+        const [items] = (await batchOn(s, [{ namespacePrefix: ["r"], filter: k === undefined ? undefined : { k }, limit: 100, offset: 0, refreshTtl: false } as Operation])) as [Item[]];
+        return items;
+      };
+      const upd = async (s: AnyStore): Promise<number | undefined> => (await peek(s, "x"))[0]?.updatedAt.getTime();
+      const updatedBefore = [await upd(engR), await upd(refR)];
+      await until("3 s to pass", () => Promise.resolve(Date.now() >= t0 + 3000));
+      const refreshedAt = Date.now();
+      for (const s of [engR, refR]) {
+        expect((await s.get(["r"], "x"))?.value).toEqual({ k: "x" });
+        expect((await s.search(["r"], { filter: { k: "z" } })).map((i) => i.key)).toEqual(["z"]);
+      }
+      // PostgresStore's refresh also moves updated_at and gives z (no TTL) defaultTtl; EngramStore's does neither.
+      const updatedAfter = [await upd(engR), await upd(refR)];
+      expect(updatedAfter[0]).toBe(updatedBefore[0]);
+      expect(updatedAfter[1]).toBeGreaterThan(updatedBefore[1] as number);
+      expect([(await engram.probe(itemKey(["r"], "z"), { scope: "ttlb" })).expiresAt, (await pgExpiry(schemaB, ["r"], "z")) !== null]).toEqual([null, true]);
+      // y expires 6 s after its put in both; x, refreshed 3 s in, outlives it in both.
+      await until("both stores to expire y", async () => (await peek(engR, "y")).length === 0 && (await peek(refR, "y")).length === 0);
+      if (Date.now() < refreshedAt + 5500) {
+        const keysNow = async (s: AnyStore): Promise<string[]> => (await peek(s)).map((i) => i.key).sort();
+        expect([await keysNow(engR), await keysNow(refR)]).toEqual([["x", "z"], ["x", "z"]]);
+      } else console.log("langgraph-postgres-reference TTL: the machine stalled past the refreshed expiry; x outliving y is not checked");
+      await until("both stores to expire x", async () => (await peek(engR, "x")).length === 0 && (await peek(refR, "x")).length === 0);
+      // z: kept by EngramStore (it had no TTL); PostgresStore's refresh gave it one, now run out.
+      await until("PostgresStore to expire z", async () => (await peek(refR, "z")).length === 0);
+      expect((await engR.get(["r"], "z"))?.value).toEqual({ k: "z" });
+    } finally {
+      await engram.close();
+      await ref.stop();
+      await refR.stop();
     }
   });
 });

@@ -250,7 +250,7 @@ function validateCount(what: string, name: "maxDepth" | "limit" | "offset", x: u
  * Refuses a TTL (of `what`, in minutes) that is neither absent (undefined or null, which read as
  * the default, PostgresStore's `ttl ?? defaultTtl`) nor a finite number in [0, TTL_MINUTES_MAX],
  * before anything is written. PostgresStore takes a negative TTL as an expiry in the past (the
- * item is written and never seen) and fails in the database on NaN.
+ * item is written and never seen) and NaN as no TTL at all (NaN is falsy there).
  */
 function validateTtl(what: string, x: unknown): void {
   if (x === undefined || x === null) return;
