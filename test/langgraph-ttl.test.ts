@@ -243,6 +243,21 @@ describe("EngramStore TTL: refresh", () => {
     }
   });
 
+  it("a refresh after a get whose item another writer deleted is dropped under tombstoneWrites require-clear too, the read answering", async () => {
+    const engram = await Engram.open(tempDir("lg-ttl-race-clear"), { clock: () => Date.now(), compaction: { workers: 0 }, tombstoneWrites: "require-clear" });
+    try {
+      const backing = racing(engram, itemKey(["n"], "k"));
+      const reader = new EngramStore(backing, { ttl: { defaultTtl: 1, refreshOnRead: true } });
+      const other = new EngramStore(engram);
+      await other.put(["n"], "k", { v: 1 });
+      backing.arm(() => other.delete(["n"], "k"));
+      expect((await reader.get(["n"], "k"))?.value).toEqual({ v: 1 });
+      expect([backing.fired, await reader.get(["n"], "k")]).toEqual([true, null]);
+    } finally {
+      await engram.close();
+    }
+  });
+
   for (const via of ["get", "search"] as const) {
     it(`a refresh after a ${via} never brings back an item another writer deleted after the read`, async () => {
       const engram = await open(tempDir(`lg-ttl-race-del-${via}`));

@@ -289,6 +289,16 @@ function isConflict(err: unknown): boolean {
   return (err as { code?: unknown } | null)?.code === "VERSION_CONFLICT";
 }
 
+/**
+ * True when a refresh lost a race: the item changed since it was read (VERSION_CONFLICT), or
+ * was deleted and the store refuses writes to deleted slots (TOMBSTONED, tombstoneWrites
+ * "require-clear", should that check answer before the compare-and-set: docs/API.md leaves the
+ * order open; the engine answers VERSION_CONFLICT today).
+ */
+function lostRace(err: unknown): boolean {
+  return isConflict(err) || (err as { code?: unknown } | null)?.code === "TOMBSTONED";
+}
+
 /** True when `ns` starts with `prefix`, label by label. */
 function hasPrefix(ns: readonly string[], prefix: readonly string[]): boolean {
   return prefix.length <= ns.length && prefix.every((l, i) => ns[i] === l);
@@ -523,9 +533,9 @@ export class EngramStore extends BaseStore {
     try {
       await this.#store.batch(ops);
     } catch (err) {
-      if (!isConflict(err)) throw err;
+      if (!lostRace(err)) throw err;
       // One lost race fails the whole atomic batch: refresh the others one by one.
-      for (const op of ops) await this.#store.batch([op]).catch((e: unknown) => (isConflict(e) ? undefined : Promise.reject(e)));
+      for (const op of ops) await this.#store.batch([op]).catch((e: unknown) => (lostRace(e) ? undefined : Promise.reject(e)));
     }
   }
 
