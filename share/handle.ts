@@ -76,7 +76,7 @@ const NO_FAULTS: T.Faults = {
 };
 
 /** Whether process `pid` exists (EPERM: it does, under another user). */
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -2,10 +2,12 @@
  * How the CLI opens a store, prints results and turns failures into exit codes.
  */
 import { randomUUID } from "node:crypto";
-import { existsSync, lstatSync, mkdirSync, readlinkSync, rmdirSync, statSync } from "node:fs";
+import { accessSync, constants as fsConstants, existsSync, lstatSync, mkdirSync, readlinkSync, rmdirSync, statSync } from "node:fs";
 import * as path from "node:path";
 import { EngramError } from "../rules/errors.js";
 import { isPostgresUrl } from "../postgres/index.js";
+import { readLockNote } from "../engine/lock.js";
+import { alive, SHARE_TIMEOUT_MS_DEFAULT } from "../share/handle.js";
 import { Engram } from "./engram.js";
 import type { OpenOptions } from "./types.js";
 import { hintFor } from "./cli-format.js";
@@ -51,9 +53,32 @@ export async function openStore(opts: GlobalOptions, mustExist: boolean, extra: 
   if (!isPostgresUrl(dir)) {
     if (mustExist) requireStoreDir(dir);
     else requireStorableDir(dir);
+    if (opts.quiet !== true) noticeIfCannotOwn(dir);
   }
   // Every command shares the directory (API.md "Sharing"): it attaches when an MCP server or another command holds it.
   return Engram.open(dir, isPostgresUrl(dir) ? options : { share: true, ...options });
+}
+
+/** Errnos of a directory this process may not write, where its shared open can only attach to an owner. */
+const CANNOT_OWN_ERRNOS: ReadonlySet<string> = new Set(["EROFS", "EACCES", "EPERM"]);
+
+/**
+ * Says on stderr, before the shared open, when this process cannot write the store at `dir` (a
+ * read-only mount, no permission) and no live owner serves it now: the open then waits its
+ * shareTimeoutMs for a process that can write it to start serving, and would otherwise sit
+ * silent for those 10 s before it fails (fifty-seventh session).
+ */
+function noticeIfCannotOwn(dir: string): void {
+  if (!existsSync(path.join(dir, "segments"))) return; // a new store: requireStorableDir judged the place
+  try {
+    accessSync(dir, fsConstants.W_OK);
+    return;
+  } catch (err) {
+    if (!CANNOT_OWN_ERRNOS.has(errnoOf(err))) return;
+    const note = readLockNote(dir);
+    if (note?.mode === "shared" && alive(note.pid)) return; // an owner serves it: the open attaches at once
+    process.stderr.write(`engram: this process cannot write ${dir} (${errnoOf(err)}); waiting up to ${SHARE_TIMEOUT_MS_DEFAULT / 1000} s for a process that can to serve it\n`);
+  }
 }
 
 /** `extra` with the `faults` of ENGRAM_FAULTS (for tests; docs/CLI-MCP.md), or `extra` itself when it is unset. */

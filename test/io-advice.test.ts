@@ -9,7 +9,8 @@
  * case, as root: a store is made on a 4 MiB tmpfs, the tmpfs is remounted read-only, and an
  * embedded open, a shared open (which waits shareTimeoutMs for an owner that may write, then
  * gives up) and the CLI's `get` (real child process, deadline) must each fail with IO_ERROR EROFS
- * and the read-only advice, with no stack trace; the tmpfs is unmounted in `finally`. Not root,
+ * and the read-only advice, with no stack trace (the CLI says first that it waits, unless -q);
+ * the tmpfs is unmounted in `finally`. Not root,
  * or mount refused: that part is skipped with a message. The twin is the old advice: the
  * constructor's cases fail on it, and the CLI case's message check does.
  */
@@ -88,7 +89,12 @@ describe("a store on a read-only mount", () => {
       expect(r.status, r.stderr).toBe(2);
       expect(r.stderr).toMatch(/^engram: IO_ERROR: .*EROFS.*the file system is mounted read-only: remount it read-write, or copy the store to a writable place, then retry$/m);
       expect(r.stderr).not.toMatch(DEVICE);
+      // The wait said first, so the 10 s are not silent; -q keeps stderr to the error.
+      expect(r.stderr.split("\n")[0]).toMatch(/^engram: this process cannot write \S+ \(EROFS\); waiting up to 10 s for a process that can to serve it$/);
       expectNoStack(r);
+      const quiet = await run(["get", "--dir", dir, "k", "-q"]);
+      expect(quiet.status, quiet.stderr).toBe(2);
+      expect(quiet.stderr).toMatch(/^engram: IO_ERROR: /);
     } finally {
       execFileSync("umount", [mnt], { stdio: "pipe" });
     }
