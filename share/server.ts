@@ -612,8 +612,25 @@ class Connection {
       return;
     }
     if (this.writeStall !== null) return;
+    this.armWriteStall(0);
+  }
+
+  /**
+   * Arms the write stall timer for stallMs. One that fires more than stallLateMs late found the
+   * owner's own event loop blocked (a long task, a GC pause, a starved CPU): what the client took
+   * meanwhile is not seen yet (the kernel's write completions are handled after the timers), so
+   * the client gets a fresh stallMs of the owner running, at most STALL_LATE_TURNS_MAX times in a
+   * row. Before the fifty-seventh session a steady reader was cut off after such a block (a
+   * clean-clone CI run on a loaded machine, share-reply-memory (4), stallMs 400).
+   */
+  private armWriteStall(lateTurns: number): void {
     const ms = this.server.limits.stallMs;
-    this.writeStall = setTimeout(() => this.kill(`does not read its replies: none of ${this.queuedReplyBytes()} bytes taken in ${ms} ms`), ms);
+    const due = Date.now() + ms;
+    this.writeStall = setTimeout(() => {
+      const late = Date.now() - due > stallLateMs(ms) && !unsafeShareFlowForTests.stallIgnoresLag;
+      if (late && lateTurns < STALL_LATE_TURNS_MAX) return this.armWriteStall(lateTurns + 1);
+      this.kill(`does not read its replies: none of ${this.queuedReplyBytes()} bytes taken in ${ms} ms`);
+    }, ms);
     this.writeStall.unref();
   }
 
@@ -1166,13 +1183,15 @@ export const unsafeSharePagesForTests = { overfill: false };
  * `noStarvedCutOff` never cuts off a non-reader that holds room other connections wait for;
  * `refuseV3` refuses a protocol-3 hello (as the fifty-fourth session did); `slowKeepAliveV3` sends
  * a client that names no deadline its keep-alives every second (the period before).
- And of the fifty-sixth: `optimisticReserve` holds SMALL_REPLY_BYTES for a running read or page
+ * And of the fifty-sixth: `optimisticReserve` holds SMALL_REPLY_BYTES for a running read or page
  * instead of the most its reply can take (as the estimate of the fifty-fifth session did after
  * small replies: a jump to large replies overshoots the bounds by every read running);
  * `wholeFrameReserve` keeps an answered read's or page's whole frame held until it is framed (as
  * before the estimate: reads ran about four per reply frame); `starvedByAnyWait` counts every
  * connection that waits for the owner's room as starved, even when only calls running elsewhere
  * hold it (a non-reader under writeBufferBytesMax was cut off for it).
+ * And of the fifty-seventh: `stallIgnoresLag` cuts a client off when the write stall timer fires
+ * however late, even after the owner's own loop was blocked past stallMs.
  */
 export const unsafeShareFlowForTests = {
   cutOffUnread: false,
@@ -1187,7 +1206,16 @@ export const unsafeShareFlowForTests = {
   optimisticReserve: false,
   wholeFrameReserve: false,
   starvedByAnyWait: false,
+  stallIgnoresLag: false,
 };
+
+/** Most fresh stall periods in a row a connection gets because the owner's loop was blocked when its write stall timer was due. */
+const STALL_LATE_TURNS_MAX = 3;
+
+/** How late a write stall timer may fire before the owner counts its own loop as blocked: a quarter of stallMs, at least 50 ms. */
+function stallLateMs(stallMs: number): number {
+  return Math.max(50, stallMs / 4);
+}
 
 /** The slice of reply bytes a connection hands its socket at once (the `unsliced` twin: a turn's bytes whole, as before). */
 function replySliceBytes(): number {

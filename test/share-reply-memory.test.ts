@@ -22,8 +22,10 @@
  * estimate of the fifty-fifth session let them overshoot by every read running under it; (6) a
  * client whose read waits only for a read running at the owner (paused at a fault point) does
  * not count as starved, so a non-reader holding a reply under writeBufferBytesMax is not cut off
- * for it. Each protection has a twin that turns it off with `unsafeShareFlowForTests`
- * (unboundedReplies, noStarvedCutOff, unsliced, optimisticReserve, starvedByAnyWait;
+ * for it. And (fifty-seventh session) an owner whose own loop is blocked for three stall limits
+ * in the middle of that slow reply does not cut the reader off when its late timer fires.
+ * Each protection has a twin that turns it off with `unsafeShareFlowForTests`
+ * (unboundedReplies, noStarvedCutOff, unsliced, optimisticReserve, starvedByAnyWait, stallIgnoresLag;
  * wholeFrameReserve shows the reply frames of small reads as before) and must see the failure. Waits that stand for "the owner holds it this long" are the property itself, and the
  * reader's pauses are its rate, never synchronization.
  *
@@ -237,6 +239,34 @@ describe("a reader that takes a large reply slowly but steadily is not cut off",
     // still unsent can reach it as a reset, whose error closes even a paused socket (a clean-clone
     // CI run of a93cf95 saw that once; the read then settles as closed).
     if ((await stateAfter(read, 0)) === "settled") expect(await read).toMatchObject({ valueBytes: -1, closed: true });
+  }, 60_000);
+
+  /**
+   * Blocks this process's event loop (the owner's and the reader's alike) for three stall limits
+   * once the 15 MiB reply is queued past writeBufferBytesMax (the write stall timer armed): the
+   * owner's timer then fires late, before the write completions of the block are seen.
+   */
+  async function blockedMidReply(o: Owner): Promise<{ valueBytes: number; ms: number; closed: boolean }> {
+    const read = slowRead(o.socketPath, "big", RATE);
+    await until(() => o.server.counts.replyBytesQueuedMax > o.server.limits.writeBufferBytesMax, 10_000, "the reply queued past writeBufferBytesMax");
+    const end = Date.now() + 3 * STALL_MS;
+    while (Date.now() < end); // the block itself is the property: an owner stalled by its own work
+    return within(read, 30_000, "the slow read after the block");
+  }
+
+  it("(4) an owner whose loop was blocked past the stall limit does not cut off the steady reader", async () => {
+    const o = await bigValueOwner();
+    const r = await blockedMidReply(o);
+    expect(r.valueBytes).toBe(15 * MiB);
+    expect(o.rejects).toEqual([]);
+  }, 60_000);
+
+  it("(4) twin: the stall timer judged however late it fires (stallIgnoresLag), the reader is cut off after the block", async () => {
+    const o = await bigValueOwner();
+    unsafeShareFlowForTests.stallIgnoresLag = true;
+    const r = await blockedMidReply(o);
+    expect(r).toMatchObject({ valueBytes: -1, closed: true });
+    expect(o.rejects.some((x) => /does not read its replies/.test(x))).toBe(true);
   }, 60_000);
 
   it("(4) twin: the reply handed to the socket whole (unsliced), the same steady reader is cut off", async () => {
