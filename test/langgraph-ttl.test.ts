@@ -258,15 +258,24 @@ describe("EngramStore TTL: refresh", () => {
     }
   });
 
+  /**
+   * The races' setup: `other` puts ["n"] "k" (1 min TTL) at T0; `reader` refreshes on read through
+   * a backing store whose read of the item can be armed to let another writer in; the clock at 10 s.
+   */
+  async function raceOn(engram: Engram): Promise<{ backing: ReturnType<typeof racing>; reader: EngramStore; other: EngramStore }> {
+    const backing = racing(engram, itemKey(["n"], "k"));
+    const reader = new EngramStore(backing, { ttl: { defaultTtl: 1, refreshOnRead: true } });
+    const other = new EngramStore(engram, { ttl: { defaultTtl: 1 } });
+    await other.put(["n"], "k", { v: 1 });
+    at(10_000);
+    return { backing, reader, other };
+  }
+
   for (const via of ["get", "search"] as const) {
     it(`a refresh after a ${via} never brings back an item another writer deleted after the read`, async () => {
       const engram = await open(tempDir(`lg-ttl-race-del-${via}`));
       try {
-        const backing = racing(engram, itemKey(["n"], "k"));
-        const reader = new EngramStore(backing, { ttl: { defaultTtl: 1, refreshOnRead: true } });
-        const other = new EngramStore(engram, { ttl: { defaultTtl: 1 } });
-        await other.put(["n"], "k", { v: 1 });
-        at(10_000);
+        const { backing, reader, other } = await raceOn(engram);
         backing.arm(() => other.delete(["n"], "k"));
         // The read answers from before the delete; the refresh after it loses its compare-and-set.
         const seen = via === "get" ? [(await reader.get(["n"], "k"))?.key] : await keys(reader, ["n"]);
@@ -281,11 +290,7 @@ describe("EngramStore TTL: refresh", () => {
     it(`a refresh after a ${via} never overwrites a newer put by another writer, nor its TTL`, async () => {
       const engram = await open(tempDir(`lg-ttl-race-put-${via}`));
       try {
-        const backing = racing(engram, itemKey(["n"], "k"));
-        const reader = new EngramStore(backing, { ttl: { defaultTtl: 1, refreshOnRead: true } });
-        const other = new EngramStore(engram, { ttl: { defaultTtl: 1 } });
-        await other.put(["n"], "k", { v: 1 });
-        at(10_000);
+        const { backing, reader, other } = await raceOn(engram);
         backing.arm(() => other.put(["n"], "k", { v: 2 }, undefined, { ttl: 10 }));
         const seen = via === "get" ? [(await reader.get(["n"], "k"))?.value] : (await reader.search(["n"])).map((i) => i.value);
         expect([backing.fired, seen]).toEqual([true, [{ v: 1 }]]);
