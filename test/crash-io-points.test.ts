@@ -108,8 +108,8 @@ describe("crash: SIGKILL at every I/O point loses nothing acknowledged", () => {
  * met an io:read open of 32 arrivals (seed 215768350): the preamble's last record crossed the
  * 8 KiB segment's end, so the active file grew by a sparse 8 MiB step (segments/writer.ts
  * PREALLOCATE_STEP_BYTES), and recovery's zero check of the hinted tail reads it in 256 KiB
- * chunks; most opens make 1. The twin is the option ignored: every open of these stores reads (openArrivals ≥ 1 at
- * io:read), so that open would crash, which `res.armed` false reports.
+ * chunks; most opens make 1. The twin is the option ignored: every open of these stores reads
+ * (openArrivals ≥ 1 at io:read), so that open would crash, which `res.armed` false reports.
  */
 describe("crash: SIGKILL at an I/O point the open meets, after `crashAfter` arrivals, in the work", () => {
   const seed = runSeed();
