@@ -10,6 +10,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     // A throwaway PostgreSQL cluster for the PostgreSQL backend's tests (ENGRAM_PG_URL).
     globalSetup: ["test/setup/postgres.ts"],
+    // Compaction threads from the compiled worker while dist/ is fresh (test/setup/worker.ts).
+    setupFiles: ["test/setup/worker.ts"],
     pool: "forks",
     testTimeout: 120_000,
     hookTimeout: 60_000,

@@ -288,10 +288,11 @@ export class Compactor {
 
   /** A pool of `workers` compaction threads (piscina's class handed in: its module is loaded on first use). */
   private makePool(PiscinaClass: typeof Piscina, workers: number): Piscina {
-    const fromSource = import.meta.url.endsWith(".ts");
+    const entry = workerEntry();
     const pool = new PiscinaClass({
-      filename: new URL(fromSource ? "./ts-boot.mjs" : "./compaction-worker.js", import.meta.url).href,
-      workerData: { niceness: this.host.options.compaction.niceness, ...(unsafeWorkerDataForTests.withoutPasses ? {} : { passes: this.passes }), ...(fromSource ? { tsWorker: new URL("./compaction-worker.ts", import.meta.url).href } : {}) },
+      filename: entry.filename,
+      ...(entry.execArgv === undefined ? {} : { execArgv: entry.execArgv }),
+      workerData: { niceness: this.host.options.compaction.niceness, ...(unsafeWorkerDataForTests.withoutPasses ? {} : { passes: this.passes }), ...(entry.tsWorker === undefined ? {} : { tsWorker: entry.tsWorker }) },
       minThreads: workers,
       maxThreads: workers,
       idleTimeout: 30_000,
@@ -1557,6 +1558,39 @@ interface PlannedPass {
  * broken link that checkPassesSeen counts in `workerPasses.missed`.
  */
 export const unsafeWorkerDataForTests = { withoutPasses: false };
+
+/**
+ * Test switch, never set by the engine or any option: when engram runs from its TypeScript
+ * sources (the tests), `use` starts the compaction worker from its compiled twin in dist/ instead
+ * of compiling the worker's modules through tsx (ts-boot.mjs). Only the start is faster: ~95 ms
+ * against 330–400 ms a pool here, paid by every store that compacts (fifty-eighth session). The
+ * worker is its own isolate, so it shares no module, and so no test switch, with the thread that
+ * starts it either way: what it runs comes in its task and its workerData. The tests set it
+ * (test/helpers/built-worker.ts) only while every source file is older than its compiled twin,
+ * so the worker runs the sources as they are; test/worker-entry.test.ts runs both entries.
+ */
+export const workerFromBuildForTests = { use: false };
+
+/**
+ * How a compaction thread starts: from this module's compiled sibling when
+ * engram runs built (the process's flags inherited, as a Worker's are); from sources, through tsx
+ * (ts-boot.mjs, which loads `tsWorker`), or from the compiled twin in dist/ under
+ * workerFromBuildForTests — with no flags, since those that load the sources (`--import tsx`)
+ * would send each of the compiled worker's imports through tsx's hooks (a child under tsx: a
+ * first pass 160–180 ms with none, ~380–400 inherited, 530–690 through tsx).
+ */
+function workerEntry(): { filename: string; tsWorker?: string; execArgv?: string[] } {
+  if (!import.meta.url.endsWith(".ts")) return { filename: new URL("./compaction-worker.js", import.meta.url).href };
+  if (workerFromBuildForTests.use) return { filename: new URL(BUILT_WORKER, import.meta.url).href, execArgv: [] };
+  return { filename: new URL("./ts-boot.mjs", import.meta.url).href, tsWorker: new URL("./compaction-worker.ts", import.meta.url).href };
+}
+
+/**
+ * The compiled worker in dist/, from this source file (workerEntry). A constant, not a literal in
+ * the URL: test/import-graph.test.ts reads `new URL("…", import.meta.url)` as an import, and dist/
+ * is no layer of the sources.
+ */
+const BUILT_WORKER = "../dist/engine/compaction-worker.js";
 
 /** Worker answers whose thread saw the store's compaction count during the task, and those that did not (checkPassesSeen; read by tests). */
 export const workerPasses = { seen: 0, missed: 0 };

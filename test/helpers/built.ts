@@ -16,17 +16,28 @@ const SOURCE_DIRS = ["src", "engine", "segments", "rules", "share", "postgres"];
 export const CLI_BIN = join(ROOT, "dist", "bin", "engram.js");
 
 /**
+ * The first source file under src/, engine/, segments/, rules/, share/ and postgres/ whose
+ * compiled twin in dist/ is missing or older than it (relative to the root); null when none is.
+ */
+export function staleSource(): string | null {
+  for (const d of SOURCE_DIRS) {
+    for (const f of readdirSync(join(ROOT, d), { recursive: true, encoding: "utf8" })) {
+      if (!f.endsWith(".ts")) continue;
+      const source = join(ROOT, d, f);
+      const out = join(ROOT, "dist", d, f).replace(/\.ts$/, ".js");
+      if (!existsSync(out) || statSync(out).mtimeMs < statSync(source).mtimeMs) return relative(ROOT, source);
+    }
+  }
+  return null;
+}
+
+/**
  * Throws unless every source file under src/, engine/, segments/, rules/, share/ and postgres/ has
  * a newer compiled twin in dist/, and the CLI bundle (CLI_BIN) is newer than each of those twins.
  */
 export function assertBuilt(): void {
-  const stale = SOURCE_DIRS
-    .flatMap((d) => readdirSync(join(ROOT, d), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts")).map((f) => join(ROOT, d, f)))
-    .filter((s) => {
-      const out = join(ROOT, "dist", relative(ROOT, s)).replace(/\.ts$/, ".js");
-      return !existsSync(out) || statSync(out).mtimeMs < statSync(s).mtimeMs;
-    });
-  if (stale.length > 0) throw new Error(`dist/ is older than ${relative(ROOT, stale[0] as string)}: run \`npm run build\` (npm test builds first)`);
+  const stale = staleSource();
+  if (stale !== null) throw new Error(`dist/ is older than ${stale}: run \`npm run build\` (npm test builds first)`);
   const compiled = SOURCE_DIRS.flatMap((d) =>
     readdirSync(join(ROOT, "dist", d), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".js")).map((f) => join(ROOT, "dist", d, f)),
   );

@@ -11,6 +11,9 @@ import * as fs from "node:fs";
 import { Engram } from "../../src/engram.js";
 import { rng } from "./crash-proc.js";
 import { campaignOptions, KEYS, SCOPES, type CampaignConfig, type CampaignOp } from "./campaign-spec.js";
+import { useBuiltWorker } from "./built-worker.js";
+
+useBuiltWorker(); // the compaction worker from dist/ while it is fresh (built-worker.ts)
 
 function say(m: object): void {
   fs.writeSync(1, `${JSON.stringify(m)}\n`);

@@ -27,6 +27,9 @@ import { FaultController } from "../../engine/faults.js";
 import { CRASH_AFTER_MAX, armCrashPasses, crashPassesLeft } from "../../segments/io-faults.js";
 import { isCompactionFile, type Msg, type Mut, type Res } from "./crash-model.js";
 import { between, rng } from "./crash-proc.js";
+import { useBuiltWorker } from "./built-worker.js";
+
+useBuiltWorker(); // the compaction worker from dist/ while it is fresh (built-worker.ts)
 
 interface Common {
   dir: string;

@@ -6,6 +6,9 @@
  */
 import { Engram } from "../../src/engram.js";
 import { runToSecondGc, type RetireMode } from "./retire-script.js";
+import { useBuiltWorker } from "./built-worker.js";
+
+useBuiltWorker(); // the compaction worker from dist/ while it is fresh (built-worker.ts)
 
 const [dir, mode] = process.argv.slice(2) as [string, RetireMode];
 let now = Date.now();

@@ -24,6 +24,9 @@ import * as readline from "node:readline";
 import { Engram, EngramError } from "../../src/index.js";
 import { SharedStore } from "../../share/handle.js";
 import type { FaultPoint, OpenOptions } from "../../src/types.js";
+import { useBuiltWorker } from "./built-worker.js";
+
+useBuiltWorker(); // the compaction worker from dist/ while it is fresh (built-worker.ts)
 
 const [dir, timeoutRaw] = process.argv.slice(2);
 if (dir === undefined) {
