@@ -28,6 +28,13 @@ import { rng } from "./helpers/rng.js";
 const KILLS = Number(process.env["ENGRAM_SHARE_KILLS"] ?? 2);
 const SEED = Number(process.env["ENGRAM_SHARE_SEED"] ?? Date.now() % 1_000_000);
 const INFLIGHT = 8;
+/**
+ * The kill loop's deadline grows with ENGRAM_SHARE_KILLS: a round takes ~3.75 s here (8 rounds in
+ * 30.0 s in a long campaign), so 40 rounds ran into vitest's fixed 120 s before the fifty-eighth
+ * session. A round is allowed four times that on a loaded machine.
+ */
+const ROUNDS_BASE_MS = 60_000;
+const ROUND_MS_MAX = 15_000;
 
 const procs = spawnedProcs();
 const tempDir = (): string => storeDir("share-f");
@@ -154,7 +161,7 @@ describe("failover of a shared store", () => {
       const checked = await checkAcked(dir, tallies);
       expect(checked).toBeGreaterThanOrEqual(40); // at least the 20 + 20 written after the handover
     }
-  });
+  }, ROUNDS_BASE_MS + KILLS * ROUND_MS_MAX);
 
   it("writes queued behind a stalled owner that is killed: never acknowledged, so nothing acknowledged is lost", async () => {
     const { tally, missing } = await pausedOwnerKilled(false);
